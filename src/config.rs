@@ -1,0 +1,398 @@
+//! The command line: beanstalkd's flags, parsed the way beanstalkd parses
+//! them, into a [`Config`]. No I/O beyond what the caller prints.
+//!
+//! Flags may be bundled (`-VV`, `-Fb DIR`), an argument may be attached
+//! (`-p11300`, `-f0`) or be the next word, and a later flag overrides an
+//! earlier one (SPEC.md 7.1). Error texts are beanstalkd's, so scripts that
+//! grep for them keep working. Our own options are long (`--name VALUE`),
+//! which beanstalkd rejects as an unknown flag, so they cannot clash.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::PathBuf;
+
+/// The largest `-z` beanstalkd allows; larger values are clamped.
+pub const MAX_JOB_SIZE_LIMIT: u32 = 1_073_741_824;
+
+/// Where the server listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listen {
+    /// A TCP address: a host name or IP literal, and a port (0: any free one).
+    Tcp { host: String, port: u16 },
+    /// A UNIX stream socket at this path (`-l unix:PATH`).
+    Unix(PathBuf),
+}
+
+/// When the binlog is fsynced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fsync {
+    /// At most once every this many milliseconds (`-f MS`; 0: every write).
+    Every(u32),
+    /// Never (`-F`).
+    Never,
+}
+
+/// Everything the server needs to start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    pub listen: Listen,
+    /// Largest accepted job body in bytes (`-z`).
+    pub max_job_size: u32,
+    /// Binlog directory (`-b`); `None` keeps everything in memory.
+    pub binlog_dir: Option<PathBuf>,
+    pub fsync: Fsync,
+    /// Size of each binlog file in bytes (`-s`).
+    pub binlog_file_size: u32,
+    /// User to become after binding (`-u`).
+    pub user: Option<String>,
+    /// How much to log on stderr (`-V` counts).
+    pub verbosity: u8,
+    /// Most connections served at once (`--max-connections`).
+    pub max_connections: usize,
+    /// Warnings to print before starting (removed flags, clamped values).
+    pub warnings: Vec<String>,
+}
+
+impl Default for Config {
+    /// beanstalkd's defaults: `0.0.0.0:11300`, 65535-byte jobs, no binlog.
+    fn default() -> Config {
+        Config {
+            listen: Listen::Tcp {
+                host: "0.0.0.0".to_owned(),
+                port: 11300,
+            },
+            max_job_size: 65535,
+            binlog_dir: None,
+            fsync: Fsync::Every(50),
+            binlog_file_size: 10_485_760,
+            user: None,
+            verbosity: 0,
+            max_connections: 10_000,
+            warnings: Vec::new(),
+        }
+    }
+}
+
+impl Config {
+    /// A configuration listening on `127.0.0.1` on a free port: for tests and
+    /// for embedding.
+    pub fn loopback() -> Config {
+        Config {
+            listen: Listen::Tcp {
+                host: "127.0.0.1".to_owned(),
+                port: 0,
+            },
+            ..Config::default()
+        }
+    }
+}
+
+/// What the command line asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    Run(Config),
+    /// `-h`: print the usage and exit 0.
+    Help,
+    /// `-v`: print the version and exit 0.
+    Version,
+}
+
+/// A command-line error; the caller prints it, then the usage, and exits 5.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArgError {
+    /// A flag letter we do not know; holds beanstalkd's text for it.
+    UnknownFlag(String),
+    /// A flag that takes a value came last.
+    MissingValue(char),
+    /// A number that is not entirely digits.
+    InvalidSize(String),
+    /// A port that is not a number from 0 to 65535.
+    InvalidPort(String),
+    /// A long option whose value is out of range.
+    InvalidValue(String, String),
+    /// A word that is not a flag.
+    UnknownArgument(String),
+}
+
+impl fmt::Display for ArgError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ArgError::UnknownFlag(word) => write!(f, "unknown flag: {word}"),
+            ArgError::MissingValue(flag) => write!(f, "flag requires an argument: -{flag}"),
+            ArgError::InvalidSize(value) => write!(f, "invalid size: {value}"),
+            ArgError::InvalidPort(value) => write!(f, "invalid port: {value}"),
+            ArgError::InvalidValue(option, value) => {
+                write!(f, "invalid value for {option}: {value}")
+            }
+            ArgError::UnknownArgument(word) => write!(f, "unknown argument: {word}"),
+        }
+    }
+}
+
+impl std::error::Error for ArgError {}
+
+/// The `-h` text, with `argv0` as the program name.
+pub fn usage(argv0: &str) -> String {
+    format!(
+        "Use: {argv0} [OPTIONS]\n\
+         \n\
+         Options:\n \
+         -b DIR   write-ahead log directory\n \
+         -f MS    fsync at most once every MS milliseconds (default is 50ms);\n          \
+         use -f0 for \"always fsync\"\n \
+         -F       never fsync\n \
+         -l ADDR  listen on address (default is 0.0.0.0)\n \
+         -p PORT  listen on port (default is 11300)\n \
+         -u USER  become user and group\n \
+         -z BYTES set the maximum job size in bytes (default is 65535);\n          \
+         max allowed is 1073741824 bytes\n \
+         -s BYTES set the size of each write-ahead log file (default is 10485760);\n          \
+         will be rounded up to a multiple of 4096 bytes\n \
+         -v       show version information\n \
+         -V       increase verbosity\n \
+         -h       show this help\n\
+         \n\
+         Options of this implementation (not in beanstalkd):\n \
+         --max-connections N  serve at most N connections at once (default 10000);\n                      \
+         further connections are closed at once\n"
+    )
+}
+
+/// Parses the arguments after the program name.
+pub fn parse_args<I>(args: I) -> Result<Action, ArgError>
+where
+    I: IntoIterator,
+    I::Item: Into<OsString>,
+{
+    let args: Vec<String> = args
+        .into_iter()
+        .map(|a| a.into().to_string_lossy().into_owned())
+        .collect();
+    let mut config = Config::default();
+    let mut host = "0.0.0.0".to_owned();
+    let mut port: u16 = 11300;
+    let mut words = args.into_iter();
+    while let Some(word) = words.next() {
+        if let Some(long) = word.strip_prefix("--").filter(|rest| !rest.is_empty()) {
+            parse_long(long, &mut words, &mut config)?;
+            continue;
+        }
+        let Some(flags) = word.strip_prefix('-').filter(|rest| !rest.is_empty()) else {
+            return Err(ArgError::UnknownArgument(word));
+        };
+        for (at, flag) in flags.char_indices() {
+            // A flag that takes a value eats the rest of the word, or the next word.
+            let mut value = || {
+                let attached = &flags[at + flag.len_utf8()..];
+                if attached.is_empty() {
+                    words.next().ok_or(ArgError::MissingValue(flag))
+                } else {
+                    Ok(attached.to_owned())
+                }
+            };
+            match flag {
+                'b' => config.binlog_dir = Some(PathBuf::from(value()?)),
+                'f' => config.fsync = Fsync::Every(parse_size(&value()?)?),
+                'F' => config.fsync = Fsync::Never,
+                'l' => host = value()?,
+                'p' => port = parse_port(&value()?)?,
+                's' => config.binlog_file_size = parse_binlog_size(&value()?)?,
+                'u' => config.user = Some(value()?),
+                'z' => config.max_job_size = parse_job_size(&value()?, &mut config.warnings)?,
+                'V' => config.verbosity = config.verbosity.saturating_add(1),
+                'v' => return Ok(Action::Version),
+                'h' => return Ok(Action::Help),
+                'c' | 'n' => config.warnings.push(format!(
+                    "-{flag} flag was removed. binlog is always compacted."
+                )),
+                _ => {
+                    // beanstalkd quotes the word from one character before the
+                    // unknown letter: "-x" for "-x", "Vx" for "-Vx".
+                    let from = word.len() - flags.len() + at - 1;
+                    return Err(ArgError::UnknownFlag(word[from..].to_owned()));
+                }
+            }
+            if matches!(flag, 'b' | 'f' | 'l' | 'p' | 's' | 'u' | 'z') {
+                break;
+            }
+        }
+    }
+    config.listen = match host.strip_prefix("unix:") {
+        Some(path) => Listen::Unix(PathBuf::from(path)),
+        None => Listen::Tcp { host, port },
+    };
+    Ok(Action::Run(config))
+}
+
+fn parse_long(
+    option: &str,
+    words: &mut impl Iterator<Item = String>,
+    config: &mut Config,
+) -> Result<(), ArgError> {
+    let (name, attached) = match option.split_once('=') {
+        Some((name, value)) => (name, Some(value.to_owned())),
+        None => (option, None),
+    };
+    match name {
+        "max-connections" => {
+            let value = match attached {
+                Some(v) => v,
+                None => words
+                    .next()
+                    .ok_or_else(|| ArgError::UnknownFlag(format!("--{name}")))?,
+            };
+            let n: usize = value
+                .parse()
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| ArgError::InvalidValue(format!("--{name}"), value.clone()))?;
+            config.max_connections = n;
+            Ok(())
+        }
+        _ => Err(ArgError::UnknownFlag(format!("--{option}"))),
+    }
+}
+
+/// A size as beanstalkd reads one: all decimal digits, or an error.
+fn parse_size(value: &str) -> Result<u32, ArgError> {
+    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(ArgError::InvalidSize(value.to_owned()));
+    }
+    Ok(value
+        .parse::<u64>()
+        .map_or(u32::MAX, |n| n.min(u64::from(u32::MAX)) as u32))
+}
+
+fn parse_port(value: &str) -> Result<u16, ArgError> {
+    value
+        .parse()
+        .map_err(|_| ArgError::InvalidPort(value.to_owned()))
+}
+
+/// `-z`: clamped to 1 GiB with a warning, as beanstalkd does; a negative
+/// value (which beanstalkd wraps) is clamped too.
+fn parse_job_size(value: &str, warnings: &mut Vec<String>) -> Result<u32, ArgError> {
+    let digits = value.strip_prefix('-').unwrap_or(value);
+    let size = parse_size(digits).map_err(|_| ArgError::InvalidSize(value.to_owned()))?;
+    if value.starts_with('-') || size > MAX_JOB_SIZE_LIMIT {
+        warnings.push(format!("maximum job size was set to {MAX_JOB_SIZE_LIMIT}"));
+        return Ok(MAX_JOB_SIZE_LIMIT);
+    }
+    Ok(size)
+}
+
+/// `-s`: 1 to 2147483647 (beanstalkd keeps it in a C int and wraps).
+fn parse_binlog_size(value: &str) -> Result<u32, ArgError> {
+    match parse_size(value)? {
+        size @ 1..=0x7fff_ffff => Ok(size),
+        _ => Err(ArgError::InvalidSize(value.to_owned())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(args: &[&str]) -> Config {
+        match parse_args(args.iter().copied()) {
+            Ok(Action::Run(config)) => config,
+            other => panic!("{args:?} gave {other:?}"),
+        }
+    }
+
+    fn err(args: &[&str]) -> String {
+        parse_args(args.iter().copied()).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn defaults_are_beanstalkds() {
+        let c = run(&[]);
+        assert_eq!(
+            c.listen,
+            Listen::Tcp {
+                host: "0.0.0.0".into(),
+                port: 11300
+            }
+        );
+        assert_eq!(c.max_job_size, 65535);
+        assert_eq!(c.fsync, Fsync::Every(50));
+        assert_eq!(c.binlog_file_size, 10_485_760);
+    }
+
+    #[test]
+    fn values_attach_or_follow_and_flags_bundle() {
+        let c = run(&["-p11301", "-l", "127.0.0.1", "-VV", "-z", "10"]);
+        assert_eq!(
+            c.listen,
+            Listen::Tcp {
+                host: "127.0.0.1".into(),
+                port: 11301
+            }
+        );
+        assert_eq!((c.verbosity, c.max_job_size), (2, 10));
+        let c = run(&["-Fb", "/tmp/x"]);
+        assert_eq!(
+            (c.fsync, c.binlog_dir),
+            (Fsync::Never, Some(PathBuf::from("/tmp/x")))
+        );
+        assert_eq!(run(&["-F", "-f0"]).fsync, Fsync::Every(0));
+        assert_eq!(run(&["-f0", "-F"]).fsync, Fsync::Never);
+    }
+
+    #[test]
+    fn unix_sockets_ignore_the_port() {
+        assert_eq!(
+            run(&["-l", "unix:/tmp/s", "-p", "5"]).listen,
+            Listen::Unix("/tmp/s".into())
+        );
+    }
+
+    #[test]
+    fn errors_use_beanstalkds_words() {
+        assert_eq!(err(&["-x"]), "unknown flag: -x");
+        assert_eq!(err(&["-Vx"]), "unknown flag: Vx");
+        assert_eq!(err(&["-VVxy"]), "unknown flag: Vxy");
+        assert_eq!(err(&["--"]), "unknown flag: --");
+        assert_eq!(err(&["-p"]), "flag requires an argument: -p");
+        assert_eq!(err(&["-z", "abc"]), "invalid size: abc");
+        assert_eq!(err(&["-f", "1x"]), "invalid size: 1x");
+        assert_eq!(err(&["foo"]), "unknown argument: foo");
+        assert_eq!(err(&["-"]), "unknown argument: -");
+        assert_eq!(err(&["-p", "99999"]), "invalid port: 99999");
+        assert_eq!(err(&["-s", "0"]), "invalid size: 0");
+    }
+
+    #[test]
+    fn version_and_help_act_when_parsed() {
+        assert_eq!(parse_args(["-vh"]), Ok(Action::Version));
+        assert_eq!(parse_args(["-hv"]), Ok(Action::Help));
+    }
+
+    #[test]
+    fn oversized_jobs_are_clamped_with_a_warning() {
+        let c = run(&["-z", "2000000000"]);
+        assert_eq!(c.max_job_size, MAX_JOB_SIZE_LIMIT);
+        assert_eq!(c.warnings, ["maximum job size was set to 1073741824"]);
+        assert_eq!(run(&["-z", "-5"]).max_job_size, MAX_JOB_SIZE_LIMIT);
+        assert_eq!(run(&["-z", "0"]).max_job_size, 0);
+    }
+
+    #[test]
+    fn removed_flags_warn_and_carry_on() {
+        assert_eq!(
+            run(&["-c"]).warnings,
+            ["-c flag was removed. binlog is always compacted."]
+        );
+    }
+
+    #[test]
+    fn long_options() {
+        assert_eq!(run(&["--max-connections", "5"]).max_connections, 5);
+        assert_eq!(run(&["--max-connections=7"]).max_connections, 7);
+        assert_eq!(
+            err(&["--max-connections=0"]),
+            "invalid value for --max-connections: 0"
+        );
+        assert_eq!(err(&["--nope"]), "unknown flag: --nope");
+    }
+}

@@ -1,0 +1,431 @@
+//! One client connection: read a line (and a body), ask the engine, write
+//! the reply. Runs on the connection's own thread.
+//!
+//! Framing lives here (SPEC.md 1.2, 1.5): a line ends at the first CRLF; a
+//! line longer than 224 bytes gets one `BAD_FORMAT` once its CRLF arrives
+//! and is otherwise discarded without being stored, so a client cannot make
+//! the server buffer more than a few kilobytes of command text; a put's body
+//! is read by exact length, bounded by `-z`. Replies are collected in an
+//! output buffer and written when there is no complete command left to
+//! answer, so a pipelining client gets many replies per write. The engine
+//! lock is held only around engine calls, never across socket I/O.
+
+use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
+use std::sync::{Arc, Condvar};
+
+use crate::engine::{ClientId, NewJob};
+use crate::protocol::{self, Command, Reply, MAX_LINE};
+use crate::server::{Shared, Stream};
+
+/// Size of the input buffer: many pipelined commands fit in one read.
+const INPUT_BUFFER: usize = 16 * 1024;
+
+/// Output is flushed early once this much is pending.
+const OUTPUT_HIGH_WATER: usize = 64 * 1024;
+
+/// Serves one client until it quits or disconnects, then tells the engine.
+pub(crate) fn serve(
+    shared: Arc<Shared>,
+    stream: Arc<Stream>,
+    client: ClientId,
+    waker: Arc<Condvar>,
+) {
+    let mut conn = Conn {
+        shared: &shared,
+        stream: &stream,
+        client,
+        waker: &waker,
+        input: Vec::new(),
+        start: 0,
+        end: 0,
+        discarding: false,
+        eof: false,
+        output: Vec::new(),
+    };
+    let _ = conn.run();
+    shared.engine().disconnect(client, shared.clock.now());
+    shared.log(1, format_args!("close {}", stream.as_raw_fd()));
+    shared.connection_closed(client);
+}
+
+/// A line found in the input buffer.
+enum Line {
+    /// A complete line: `input[start..end]`, CRLF excluded.
+    Complete(usize, usize),
+    /// A line longer than the protocol allows has ended.
+    TooLong,
+}
+
+/// What to do after a command.
+#[derive(PartialEq, Eq)]
+enum Next {
+    Continue,
+    Close,
+}
+
+struct Conn<'a> {
+    shared: &'a Shared,
+    stream: &'a Stream,
+    client: ClientId,
+    waker: &'a Condvar,
+    /// Bytes received and not yet consumed: `input[start..end]`. Allocated
+    /// when the first byte arrives, so an idle connection costs only its
+    /// thread.
+    input: Vec<u8>,
+    start: usize,
+    end: usize,
+    /// Inside a line that is already too long: drop bytes until its CRLF.
+    discarding: bool,
+    /// The client has shut down its sending side.
+    eof: bool,
+    /// Replies not yet written.
+    output: Vec<u8>,
+}
+
+impl Conn<'_> {
+    fn run(&mut self) -> io::Result<()> {
+        loop {
+            match self.next_line() {
+                Some(Line::Complete(start, end)) => {
+                    if self.execute_line(start, end)? == Next::Close {
+                        return self.flush();
+                    }
+                }
+                Some(Line::TooLong) => Reply::BadFormat.encode(&mut self.output),
+                None => {
+                    self.flush()?;
+                    if self.eof || !self.fill()? {
+                        return Ok(());
+                    }
+                    continue;
+                }
+            }
+            if self.output.len() >= OUTPUT_HIGH_WATER {
+                self.flush()?;
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------
+    // Framing
+    // ---------------------------------------------------------------
+
+    /// Finds the next line in the buffer; `None` when more input is needed.
+    fn next_line(&mut self) -> Option<Line> {
+        let pending = &self.input[self.start..self.end];
+        let Some(at) = find_crlf(pending) else {
+            if self.discarding || pending.len() >= MAX_LINE {
+                // Too long already. Keep only a trailing CR, which may be the
+                // first half of the CRLF that ends this line.
+                self.discarding = true;
+                let keep = usize::from(pending.last() == Some(&b'\r'));
+                self.start = self.end - keep;
+            }
+            return None;
+        };
+        let (line_start, line_end) = (self.start, self.start + at);
+        self.start = line_end + 2;
+        if std::mem::take(&mut self.discarding) || at > MAX_LINE - 2 {
+            return Some(Line::TooLong);
+        }
+        Some(Line::Complete(line_start, line_end))
+    }
+
+    /// Reads more input. Returns false at EOF (the client half-closed).
+    fn fill(&mut self) -> io::Result<bool> {
+        if self.input.is_empty() {
+            self.input = vec![0; INPUT_BUFFER];
+        }
+        if self.start == self.end {
+            (self.start, self.end) = (0, 0);
+        } else if self.end == self.input.len() {
+            self.input.copy_within(self.start..self.end, 0);
+            (self.start, self.end) = (0, self.end - self.start);
+        }
+        let n = loop {
+            match self.stream.read(&mut self.input[self.end..]) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        };
+        if n == 0 {
+            self.hang_up();
+            return Ok(false);
+        }
+        self.end += n;
+        Ok(true)
+    }
+
+    /// Notes EOF: the client will send nothing more, so it must not block.
+    fn hang_up(&mut self) {
+        self.eof = true;
+        self.shared.engine().hang_up(self.client);
+    }
+
+    /// Fills `dst` from buffered input, then from the socket. Returns false
+    /// if the connection ends first.
+    fn read_exact(&mut self, dst: &mut [u8]) -> io::Result<bool> {
+        let buffered = (self.end - self.start).min(dst.len());
+        dst[..buffered].copy_from_slice(&self.input[self.start..self.start + buffered]);
+        self.start += buffered;
+        if buffered == dst.len() {
+            return Ok(true);
+        }
+        if self.eof {
+            return Ok(false);
+        }
+        match self.stream.read_exact(&mut dst[buffered..]) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                self.hang_up();
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Reads and drops `count` bytes. Returns false if the connection ends
+    /// first.
+    fn discard(&mut self, mut count: u64) -> io::Result<bool> {
+        loop {
+            let buffered = (self.end - self.start) as u64;
+            let take = buffered.min(count);
+            self.start += take as usize;
+            count -= take;
+            if count == 0 {
+                return Ok(true);
+            }
+            if self.eof || !self.fill()? {
+                return Ok(false);
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if !self.output.is_empty() {
+            let result = self.stream.write_all(&self.output);
+            self.output.clear();
+            result?;
+        }
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------
+    // Commands
+    // ---------------------------------------------------------------
+
+    fn execute_line(&mut self, start: usize, end: usize) -> io::Result<Next> {
+        let command = protocol::parse(&self.input[start..end]);
+        let verbose = self.shared.config.verbosity >= 2;
+        if verbose {
+            let line = String::from_utf8_lossy(&self.input[start..end]).into_owned();
+            self.shared.log(
+                2,
+                format_args!("<{} command {line}", self.stream.as_raw_fd()),
+            );
+        }
+        let reply_from = self.output.len();
+        let next = match command {
+            Err(e) => {
+                e.reply().encode(&mut self.output);
+                Next::Continue
+            }
+            Ok(command) => self.execute(command)?,
+        };
+        if verbose && self.output.len() > reply_from {
+            let reply = &self.output[reply_from..];
+            let first = reply.split(|&b| b == b'\r').next().unwrap_or_default();
+            let first = String::from_utf8_lossy(first).into_owned();
+            self.shared.log(
+                2,
+                format_args!(">{} reply {first}", self.stream.as_raw_fd()),
+            );
+        }
+        Ok(next)
+    }
+
+    fn execute(&mut self, command: Command) -> io::Result<Next> {
+        let c = self.client;
+        let shared = self.shared;
+        let now = shared.clock.now();
+        let out = &mut self.output;
+        match command {
+            Command::Put {
+                pri,
+                delay,
+                ttr,
+                bytes,
+                junk_after_size,
+            } => return self.put(pri, delay, ttr, bytes, junk_after_size),
+            Command::Reserve => return self.reserve(None),
+            Command::ReserveWithTimeout(secs) => return self.reserve(Some(secs)),
+            Command::Quit => return Ok(Next::Close),
+            Command::Stats => {
+                let stats = shared.engine().server_stats();
+                Reply::Ok(stats.to_yaml(&shared.process_stats())).encode(out);
+            }
+            other => {
+                let mut engine = shared.engine();
+                let reply = match &other {
+                    Command::Use(name) => engine.use_tube(c, name),
+                    Command::ReserveJob(id) => engine.reserve_job(c, *id, now),
+                    Command::Delete(id) => engine.delete(c, *id),
+                    Command::Release { id, pri, delay } => {
+                        engine.release(c, *id, *pri, *delay, now)
+                    }
+                    Command::Bury { id, pri } => engine.bury(c, *id, *pri),
+                    Command::Touch(id) => engine.touch(c, *id, now),
+                    Command::Watch(name) => engine.watch(c, name),
+                    Command::Ignore(name) => engine.ignore(c, name),
+                    Command::Peek(id) => engine.peek(*id),
+                    Command::PeekReady => engine.peek_ready(c),
+                    Command::PeekDelayed => engine.peek_delayed(c),
+                    Command::PeekBuried => engine.peek_buried(c),
+                    Command::Kick(bound) => engine.kick(c, *bound, now),
+                    Command::KickJob(id) => engine.kick_job(*id, now),
+                    Command::StatsJob(id) => engine.stats_job(*id, now),
+                    Command::StatsTube(name) => engine.stats_tube(name, now),
+                    Command::ListTubes => engine.list_tubes(),
+                    Command::ListTubeUsed => engine.list_tube_used(c),
+                    Command::ListTubesWatched => engine.list_tubes_watched(c),
+                    Command::PauseTube { tube, delay } => {
+                        engine.pause_tube(tube.as_ref(), *delay, now)
+                    }
+                    Command::Put { .. }
+                    | Command::Reserve
+                    | Command::ReserveWithTimeout(_)
+                    | Command::Stats
+                    | Command::Quit => Reply::InternalError,
+                };
+                reply.encode(out);
+            }
+        }
+        Ok(Next::Continue)
+    }
+
+    /// `put`: the checks before the body, the body, then the engine
+    /// (SPEC.md 3.1, in that order).
+    fn put(&mut self, pri: u32, delay: u32, ttr: u32, bytes: u32, junk: bool) -> io::Result<Next> {
+        let shared = self.shared;
+        let created = shared.clock.now();
+        let id = {
+            let mut engine = shared.engine();
+            engine.count_put();
+            if bytes > shared.config.max_job_size {
+                None
+            } else if junk {
+                // The body is not read: its bytes will be parsed as commands.
+                drop(engine);
+                Reply::BadFormat.encode(&mut self.output);
+                return Ok(Next::Continue);
+            } else {
+                Some(engine.start_put(self.client))
+            }
+        };
+        let Some(id) = id else {
+            // Too big: swallow the body unseen, then say so.
+            if !self.discard(u64::from(bytes) + 2)? {
+                return Ok(Next::Close);
+            }
+            Reply::JobTooBig.encode(&mut self.output);
+            return Ok(Next::Continue);
+        };
+        let mut body = vec![0; bytes as usize];
+        let mut crlf = [0; 2];
+        if !self.read_exact(&mut body)? || !self.read_exact(&mut crlf)? {
+            return Ok(Next::Close);
+        }
+        if &crlf != b"\r\n" {
+            Reply::ExpectedCrlf.encode(&mut self.output);
+            return Ok(Next::Continue);
+        }
+        let job = NewJob {
+            id,
+            pri,
+            delay,
+            ttr,
+            created,
+            body: body.into_boxed_slice(),
+        };
+        let now = shared.clock.now();
+        shared
+            .engine()
+            .put(self.client, job, now)
+            .encode(&mut self.output);
+        Ok(Next::Continue)
+    }
+
+    /// `reserve` / `reserve-with-timeout`: answer now, or block until a job is
+    /// handed over, the timeout or safety margin arrives, or the client hangs
+    /// up.
+    fn reserve(&mut self, timeout: Option<u32>) -> io::Result<Next> {
+        let shared = self.shared;
+        {
+            let mut engine = shared.engine();
+            if let Some(reply) = engine.reserve(self.client, timeout, shared.clock.now()) {
+                reply.encode(&mut self.output);
+                return Ok(Next::Continue);
+            }
+        }
+        // Blocked. Earlier replies must reach the client before we sleep, and
+        // the hang-up watcher must learn to look at this socket.
+        let flushed = self.flush();
+        let fd = self.stream.as_raw_fd();
+        let watching = shared.hangups.watch(fd, self.client);
+        if flushed.is_err() || watching.is_err() {
+            // A socket we cannot write to or watch is as good as gone.
+            shared.engine().hang_up(self.client);
+        }
+        let mut engine = shared.engine();
+        loop {
+            let now = shared.clock.now();
+            if let Some(reply) = engine.check_wait(self.client, now) {
+                reply.encode(&mut self.output);
+                break;
+            }
+            engine = match engine.wake_time(self.client) {
+                Some(at) => {
+                    let wait = at.duration_since(now);
+                    self.waker
+                        .wait_timeout(engine, wait)
+                        .map_or_else(|e| e.into_inner().0, |r| r.0)
+                }
+                None => self.waker.wait(engine).unwrap_or_else(|e| e.into_inner()),
+            };
+        }
+        drop(engine);
+        shared.hangups.forget(fd);
+        flushed?;
+        Ok(Next::Continue)
+    }
+}
+
+/// Position of the first CRLF in `bytes`.
+fn find_crlf(bytes: &[u8]) -> Option<usize> {
+    let mut from = 0;
+    while let Some(lf) = bytes[from..].iter().position(|&b| b == b'\n') {
+        let at = from + lf;
+        if at > 0 && bytes[at - 1] == b'\r' {
+            return Some(at - 1);
+        }
+        from = at + 1;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::find_crlf;
+
+    #[test]
+    fn a_line_ends_at_the_first_crlf_only() {
+        assert_eq!(find_crlf(b"stats\r\n"), Some(5));
+        assert_eq!(find_crlf(b"a\nb\r\n"), Some(3));
+        assert_eq!(find_crlf(b"a\rb\r\n"), Some(3));
+        assert_eq!(find_crlf(b"\r\n"), Some(0));
+        assert_eq!(find_crlf(b"abc\r"), None);
+        assert_eq!(find_crlf(b"\n"), None);
+    }
+}

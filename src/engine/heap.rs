@@ -1,0 +1,243 @@
+//! The intrusive-position binary heap: a min-heap of job ids that tells each
+//! job where it lives, so any job can be removed in O(log n) without a search.
+//!
+//! This is beanstalkd's `heap.c` trick. Every time an entry moves, the heap
+//! calls `set_pos(id, slot)`, and the engine writes `slot` into the job's
+//! `heap_index`. Removing a job that sits in the middle of the heap (a delete,
+//! a `kick-job`, a `reserve-job`) then starts from that slot instead of
+//! scanning for it.
+//!
+//! The heap owns nothing but `(key, id)` pairs; it never looks at a job. The
+//! key is copied in, so comparisons never chase a pointer, and ties on the key
+//! are broken by the id: `(pri, id)` for ready jobs, `(due time, id)` for
+//! delayed and reserved ones.
+
+use super::job::JobId;
+
+/// A binary min-heap of `(key, id)` entries ordered by key, then id.
+#[derive(Debug)]
+pub struct Heap<K> {
+    entries: Vec<(K, JobId)>,
+}
+
+impl<K: Ord + Copy> Default for Heap<K> {
+    fn default() -> Self {
+        Heap::new()
+    }
+}
+
+impl<K: Ord + Copy> Heap<K> {
+    /// An empty heap; allocates nothing until the first push.
+    pub const fn new() -> Self {
+        Heap {
+            entries: Vec::new(),
+        }
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when the heap holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The smallest entry, without removing it.
+    pub fn peek(&self) -> Option<(K, JobId)> {
+        self.entries.first().copied()
+    }
+
+    /// Adds an entry. `set_pos` is told the final slot of every entry that moved,
+    /// the new one included.
+    pub fn push(&mut self, key: K, id: JobId, set_pos: &mut impl FnMut(JobId, usize)) {
+        self.entries.push((key, id));
+        let last = self.entries.len() - 1;
+        set_pos(id, last);
+        self.sift_up(last, set_pos);
+    }
+
+    /// Removes and returns the smallest entry.
+    pub fn pop(&mut self, set_pos: &mut impl FnMut(JobId, usize)) -> Option<(K, JobId)> {
+        if self.entries.is_empty() {
+            None
+        } else {
+            Some(self.remove(0, set_pos))
+        }
+    }
+
+    /// Removes the entry at `slot` (as last reported through `set_pos`).
+    ///
+    /// # Panics
+    /// If `slot` is out of range: the engine's `heap_index` bookkeeping is
+    /// broken, which no client input can cause.
+    pub fn remove(&mut self, slot: usize, set_pos: &mut impl FnMut(JobId, usize)) -> (K, JobId) {
+        let removed = self.entries.swap_remove(slot);
+        if slot < self.entries.len() {
+            // The old last entry now sits in the hole: it may belong higher
+            // or lower than where it landed.
+            set_pos(self.entries[slot].1, slot);
+            let slot = self.sift_up(slot, set_pos);
+            self.sift_down(slot, set_pos);
+        }
+        removed
+    }
+
+    /// Iterates over the entries in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = &(K, JobId)> {
+        self.entries.iter()
+    }
+
+    fn sift_up(&mut self, mut slot: usize, set_pos: &mut impl FnMut(JobId, usize)) -> usize {
+        while slot > 0 {
+            let parent = (slot - 1) / 2;
+            if self.entries[parent] <= self.entries[slot] {
+                break;
+            }
+            self.swap(parent, slot, set_pos);
+            slot = parent;
+        }
+        slot
+    }
+
+    fn sift_down(&mut self, mut slot: usize, set_pos: &mut impl FnMut(JobId, usize)) {
+        loop {
+            let left = 2 * slot + 1;
+            let right = left + 1;
+            let mut smallest = slot;
+            if left < self.entries.len() && self.entries[left] < self.entries[smallest] {
+                smallest = left;
+            }
+            if right < self.entries.len() && self.entries[right] < self.entries[smallest] {
+                smallest = right;
+            }
+            if smallest == slot {
+                return;
+            }
+            self.swap(slot, smallest, set_pos);
+            slot = smallest;
+        }
+    }
+
+    fn swap(&mut self, a: usize, b: usize, set_pos: &mut impl FnMut(JobId, usize)) {
+        self.entries.swap(a, b);
+        set_pos(self.entries[a].1, a);
+        set_pos(self.entries[b].1, b);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// A heap plus the position table the engine would keep in its jobs.
+    struct Tracked {
+        heap: Heap<u32>,
+        pos: HashMap<JobId, usize>,
+    }
+
+    impl Tracked {
+        fn new() -> Self {
+            Tracked {
+                heap: Heap::new(),
+                pos: HashMap::new(),
+            }
+        }
+        fn push(&mut self, key: u32, id: JobId) {
+            let pos = &mut self.pos;
+            self.heap.push(key, id, &mut |id, slot| {
+                pos.insert(id, slot);
+            });
+        }
+        fn pop(&mut self) -> Option<(u32, JobId)> {
+            let pos = &mut self.pos;
+            let top = self.heap.pop(&mut |id, slot| {
+                pos.insert(id, slot);
+            });
+            if let Some((_, id)) = top {
+                self.pos.remove(&id);
+            }
+            top
+        }
+        fn remove_id(&mut self, id: JobId) -> (u32, JobId) {
+            let slot = self.pos.remove(&id).expect("tracked");
+            let pos = &mut self.pos;
+            self.heap.remove(slot, &mut |id, slot| {
+                pos.insert(id, slot);
+            })
+        }
+        fn check_positions(&self) {
+            for (slot, (_, id)) in self.heap.iter().enumerate() {
+                assert_eq!(self.pos[id], slot, "position of job {id}");
+            }
+        }
+    }
+
+    #[test]
+    fn pops_in_key_then_id_order() {
+        let mut h = Tracked::new();
+        for (key, id) in [(5, 1), (1, 2), (5, 0), (3, 4), (1, 3)] {
+            h.push(key, id);
+        }
+        let order: Vec<_> = std::iter::from_fn(|| h.pop()).collect();
+        assert_eq!(order, [(1, 2), (1, 3), (3, 4), (5, 0), (5, 1)]);
+    }
+
+    #[test]
+    fn removes_from_the_middle() {
+        let mut h = Tracked::new();
+        for id in 0..10 {
+            h.push(10 - id as u32, id);
+        }
+        assert_eq!(h.remove_id(4), (6, 4));
+        h.check_positions();
+        let keys: Vec<_> = std::iter::from_fn(|| h.pop()).map(|e| e.0).collect();
+        assert_eq!(keys, [1, 2, 3, 4, 5, 7, 8, 9, 10]);
+    }
+
+    /// A tiny deterministic generator, so the test needs no dependency.
+    fn xorshift(state: &mut u64) -> u64 {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        *state
+    }
+
+    #[test]
+    fn matches_a_sorted_model_under_random_operations() {
+        for seed in 1..=20u64 {
+            let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            let mut h = Tracked::new();
+            let mut model: Vec<(u32, JobId)> = Vec::new();
+            let mut next_id = 0;
+            for _ in 0..2_000 {
+                match xorshift(&mut rng) % 4 {
+                    0 | 1 => {
+                        let key = (xorshift(&mut rng) % 50) as u32;
+                        h.push(key, next_id);
+                        model.push((key, next_id));
+                        next_id += 1;
+                    }
+                    2 => {
+                        model.sort();
+                        let expected = (!model.is_empty()).then(|| model.remove(0));
+                        assert_eq!(h.pop(), expected, "seed {seed}");
+                    }
+                    _ => {
+                        if !model.is_empty() {
+                            let i = (xorshift(&mut rng) % model.len() as u64) as usize;
+                            let victim = model.swap_remove(i);
+                            assert_eq!(h.remove_id(victim.1), victim, "seed {seed}");
+                        }
+                    }
+                }
+                assert_eq!(h.heap.len(), model.len());
+                model.sort();
+                assert_eq!(h.heap.peek(), model.first().copied(), "seed {seed}");
+                h.check_positions();
+            }
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! A job: its identity, its parameters, its counters, and where it is.
+//!
+//! The engine's job table owns every `Job`; the queues (heaps and lists) hold
+//! only ids. Which queue a job is in follows from its [`State`], and the two
+//! position fields (`heap_index`, `links`) are meaningful only for the state
+//! that uses them. The record is kept small on purpose: a server holding a
+//! million jobs pays for every field a million times.
+
+use super::list::Links;
+use super::tube::TubeId;
+use crate::time::Time;
+
+/// A job's id: unique within the process, starting at 1, never reused.
+pub type JobId = u64;
+
+/// The identity of a client connection inside the engine.
+pub type ClientId = u64;
+
+/// Priorities below this count as "urgent" in the stats.
+pub const URGENT_PRIORITY: u32 = 1024;
+
+/// The four states of SPEC.md 2.1, each with its own queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// In its tube's ready heap, ordered by `(pri, id)`.
+    Ready,
+    /// In its tube's delayed heap, ordered by `(deadline, id)`.
+    Delayed,
+    /// In the engine's reserved heap (by `(deadline, id)`) and in the
+    /// reserving client's list of reservations.
+    Reserved,
+    /// In its tube's buried list, in the order of burying.
+    Buried,
+}
+
+impl State {
+    /// The word `stats-job` shows.
+    pub fn name(self) -> &'static str {
+        match self {
+            State::Ready => "ready",
+            State::Delayed => "delayed",
+            State::Reserved => "reserved",
+            State::Buried => "buried",
+        }
+    }
+}
+
+/// How many times each thing has happened to a job (shown by `stats-job`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub reserves: u32,
+    pub timeouts: u32,
+    pub releases: u32,
+    pub buries: u32,
+    pub kicks: u32,
+}
+
+/// One job.
+#[derive(Debug)]
+pub struct Job {
+    pub id: JobId,
+    /// The tube it was put into; never changes.
+    pub tube: TubeId,
+    pub pri: u32,
+    /// Seconds of the last delay given by put or release.
+    pub delay: u32,
+    /// Time to run, in seconds; at least 1.
+    pub ttr: u32,
+    pub state: State,
+    pub counters: Counters,
+    /// When the put command line was parsed (`age` counts from here).
+    pub created: Time,
+    /// Delayed: when it becomes ready. Reserved: when its TTR runs out.
+    /// Otherwise stale.
+    pub deadline: Time,
+    /// The client holding it. Valid only while `state == Reserved`.
+    pub reserved_by: ClientId,
+    /// Slot in the heap of its state. Valid only while ready, delayed or
+    /// reserved.
+    pub heap_index: usize,
+    /// Neighbours in its tube's buried list (while buried) or in its
+    /// client's reservation list (while reserved).
+    pub links: Links,
+    /// The opaque body, without the trailing CRLF.
+    pub body: Box<[u8]>,
+}
+
+impl Job {
+    /// The key of this job in its tube's ready heap.
+    pub fn ready_key(&self) -> (u32, JobId) {
+        (self.pri, self.id)
+    }
+}

@@ -1,0 +1,1033 @@
+//! The engine: every job, tube and client's queue state, and the only code
+//! that changes it. One method per command.
+//!
+//! The engine is plain data behind the server's one `Mutex`. It never touches
+//! a socket and never reads the clock: each method takes the client it acts
+//! for and the current [`Time`], does O(log n) work and returns the
+//! [`Reply`]. Blocking is the caller's business: [`Engine::reserve`] either
+//! answers at once or registers the client as waiting and returns `None`;
+//! when a job is handed to a waiting client, the engine records the outcome
+//! and wakes that client's own `Condvar` (and no other).
+//!
+//! Where each job lives follows from its state (see [`job::State`]):
+//!
+//! ```text
+//!   put ──► delayed ──(time)──► ready ──reserve──► reserved ──delete──► gone
+//!              ▲                  ▲  ◄──release 0──┘ │  │
+//!              └───release N──────┼──────────────────┘  bury
+//!                                 └──kick── buried ◄────┘
+//! ```
+
+pub mod heap;
+pub mod job;
+pub mod list;
+pub mod tube;
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::{Arc, Condvar};
+
+use crate::protocol::{Reply, TubeName};
+use crate::stats::{CommandCounts, JobCounts, JobStats, ServerStats, TubeStats};
+use crate::time::Time;
+use heap::Heap;
+pub use job::{ClientId, Counters, Job, JobId, State, URGENT_PRIORITY};
+use list::List;
+use tube::{Pause, TubeId, Tubes};
+
+/// A `HashMap` keyed by job or client id. Ids are sequential integers, so a
+/// multiplicative hash spreads them well at a fraction of SipHash's cost.
+pub type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
+
+/// Fibonacci hashing for `u64` keys.
+#[derive(Default)]
+pub struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, id: u64) {
+        self.0 = id.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+/// The last second of a reservation, when the holder is warned with
+/// `DEADLINE_SOON` (SPEC.md 4.2).
+const SAFETY_MARGIN_SECS: u32 = 1;
+
+/// How a blocked reserve ended, kept until the waiting client collects it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Reserved(JobId),
+    DeadlineSoon,
+    TimedOut,
+}
+
+/// A reserve that is blocked.
+#[derive(Debug, Clone, Copy)]
+struct Wait {
+    /// Position in every watched tube's waiting queue: smaller waited longer.
+    seq: u64,
+    /// When `reserve-with-timeout` gives up.
+    timeout_at: Option<Time>,
+    /// When the soonest of the client's reservations enters its safety margin.
+    margin_at: Option<Time>,
+}
+
+/// What the engine knows of one connected client.
+#[derive(Debug)]
+struct Client {
+    /// The tube `put`, `peek-*` and `kick` act on.
+    used: TubeId,
+    /// The tubes `reserve` takes jobs from: never empty, no duplicates.
+    watched: Vec<TubeId>,
+    /// Jobs this client holds, in the order it reserved them.
+    reserved: List,
+    /// Has put a job (counted in `current-producers`).
+    producer: bool,
+    /// Has reserved (counted in `current-workers`).
+    worker: bool,
+    wait: Option<Wait>,
+    outcome: Option<Outcome>,
+    /// The client has closed its sending side; it must never block.
+    hung_up: bool,
+    /// Woken when a blocked reserve ends.
+    waker: Arc<Condvar>,
+}
+
+/// A job ready to be inserted by [`Engine::put`].
+#[derive(Debug)]
+pub struct NewJob {
+    /// From [`Engine::start_put`].
+    pub id: JobId,
+    pub pri: u32,
+    pub delay: u32,
+    pub ttr: u32,
+    /// When the put line was parsed.
+    pub created: Time,
+    pub body: Box<[u8]>,
+}
+
+/// All queue state of one server.
+#[derive(Debug)]
+pub struct Engine {
+    /// The one owner of every job; queues hold ids into it.
+    jobs: IdMap<Job>,
+    tubes: Tubes,
+    /// Every reserved job, by `(TTR deadline, id)`, for the timer.
+    reserved: Heap<Time>,
+    clients: IdMap<Client>,
+    next_job_id: JobId,
+    next_client_id: ClientId,
+    next_wait_seq: u64,
+    /// Clients blocked in reserve right now.
+    waiting_clients: usize,
+    producers: usize,
+    workers: usize,
+    total_connections: u64,
+    cmds: CommandCounts,
+    job_timeouts: u64,
+    total_jobs: u64,
+    max_job_size: u32,
+    draining: bool,
+    /// The timer thread's `Condvar`, and when it plans to wake next.
+    timer: Option<Arc<Condvar>>,
+    timer_due: Option<Time>,
+}
+
+impl Engine {
+    /// An empty engine with the `default` tube. `max_job_size` is the `-z`
+    /// limit, shown by `stats` (the connection enforces it while reading).
+    pub fn new(max_job_size: u32) -> Engine {
+        let mut tubes = Tubes::default();
+        tubes.find_or_create(&TubeName::default_tube());
+        Engine {
+            jobs: IdMap::default(),
+            tubes,
+            reserved: Heap::new(),
+            clients: IdMap::default(),
+            next_job_id: 1,
+            next_client_id: 1,
+            next_wait_seq: 0,
+            waiting_clients: 0,
+            producers: 0,
+            workers: 0,
+            total_connections: 0,
+            cmds: CommandCounts::default(),
+            job_timeouts: 0,
+            total_jobs: 0,
+            max_job_size,
+            draining: false,
+            timer: None,
+            timer_due: None,
+        }
+    }
+
+    /// Gives the engine the timer thread's `Condvar`, notified whenever a new
+    /// deadline comes before the one the timer sleeps towards.
+    pub fn set_timer(&mut self, timer: Arc<Condvar>) {
+        self.timer = Some(timer);
+    }
+
+    /// Enters drain mode (SIGUSR1): from now on every put gets `DRAINING`.
+    pub fn start_draining(&mut self) {
+        self.draining = true;
+    }
+
+    // ---------------------------------------------------------------
+    // Clients
+    // ---------------------------------------------------------------
+
+    /// Registers a new client, using and watching `default`. `waker` is the
+    /// `Condvar` its thread waits on while blocked in reserve.
+    pub fn connect(&mut self, waker: Arc<Condvar>) -> ClientId {
+        let id = self.next_client_id;
+        self.next_client_id += 1;
+        self.total_connections += 1;
+        let default = self.tubes.find_or_create(&TubeName::default_tube());
+        let tube = self.tubes.get_mut(default);
+        tube.using += 1;
+        tube.watching += 1;
+        self.clients.insert(
+            id,
+            Client {
+                used: default,
+                watched: vec![default],
+                reserved: List::default(),
+                producer: false,
+                worker: false,
+                wait: None,
+                outcome: None,
+                hung_up: false,
+                waker,
+            },
+        );
+        id
+    }
+
+    /// Forgets a client that closed: its reservations go back to ready at once,
+    /// in the order it made them, and its tube references are dropped.
+    pub fn disconnect(&mut self, c: ClientId, now: Time) {
+        self.stop_waiting(c);
+        while let Some(id) = self.clients.get(&c).and_then(|cl| cl.reserved.front()) {
+            self.unlink(id);
+            self.make_ready(id, now);
+        }
+        let Some(client) = self.clients.remove(&c) else {
+            return;
+        };
+        self.producers -= usize::from(client.producer);
+        self.workers -= usize::from(client.worker);
+        for t in client.watched {
+            self.tubes.get_mut(t).watching -= 1;
+            self.tubes.remove_if_unreferenced(t);
+        }
+        self.tubes.get_mut(client.used).using -= 1;
+        self.tubes.remove_if_unreferenced(client.used);
+    }
+
+    /// Notes that a client closed its sending side. A blocked reserve ends
+    /// with `TIMED_OUT` now, and no later reserve will block (SPEC.md 1.7).
+    pub fn hang_up(&mut self, c: ClientId) {
+        let Some(client) = self.clients.get_mut(&c) else {
+            return;
+        };
+        client.hung_up = true;
+        if client.wait.is_some() {
+            self.finish_wait(c, Outcome::TimedOut);
+        }
+    }
+
+    // ---------------------------------------------------------------
+    // put
+    // ---------------------------------------------------------------
+
+    /// Counts a put whose line parsed (SPEC.md 3.1 step 3).
+    pub fn count_put(&mut self) {
+        self.cmds.put += 1;
+    }
+
+    /// Marks the client a producer and allocates the job's id, before its body
+    /// is read. The id is used up even if the put then fails.
+    pub fn start_put(&mut self, c: ClientId) -> JobId {
+        if let Some(client) = self.clients.get_mut(&c) {
+            if !client.producer {
+                client.producer = true;
+                self.producers += 1;
+            }
+        }
+        let id = self.next_job_id;
+        self.next_job_id += 1;
+        id
+    }
+
+    /// Inserts a job whose body arrived intact into the client's used tube.
+    pub fn put(&mut self, c: ClientId, new: NewJob, now: Time) -> Reply<'_> {
+        if self.draining {
+            return Reply::Draining;
+        }
+        let Some(client) = self.clients.get(&c) else {
+            return Reply::InternalError;
+        };
+        let tube = client.used;
+        let id = new.id;
+        let job = Job {
+            id,
+            tube,
+            pri: new.pri,
+            delay: new.delay,
+            ttr: new.ttr.max(1),
+            state: State::Ready,
+            counters: Counters::default(),
+            created: new.created,
+            deadline: now,
+            reserved_by: 0,
+            heap_index: 0,
+            links: Default::default(),
+            body: new.body,
+        };
+        self.jobs.insert(id, job);
+        self.total_jobs += 1;
+        self.tubes.get_mut(tube).total_jobs += 1;
+        if new.delay > 0 {
+            self.make_delayed(id, now.plus_secs(new.delay));
+        } else {
+            self.make_ready(id, now);
+        }
+        Reply::Inserted(id)
+    }
+
+    // ---------------------------------------------------------------
+    // Tubes: use, watch, ignore
+    // ---------------------------------------------------------------
+
+    /// `use <tube>`.
+    pub fn use_tube(&mut self, c: ClientId, name: &TubeName) -> Reply<'_> {
+        self.cmds.use_ += 1;
+        let new = self.tubes.find_or_create(name);
+        let Some(client) = self.clients.get_mut(&c) else {
+            return Reply::InternalError;
+        };
+        let old = std::mem::replace(&mut client.used, new);
+        self.tubes.get_mut(new).using += 1;
+        self.tubes.get_mut(old).using -= 1;
+        self.tubes.remove_if_unreferenced(old);
+        Reply::Using(&self.tubes.get(new).name)
+    }
+
+    /// `watch <tube>`.
+    pub fn watch(&mut self, c: ClientId, name: &TubeName) -> Reply<'_> {
+        self.cmds.watch += 1;
+        let t = self.tubes.find_or_create(name);
+        let Some(client) = self.clients.get_mut(&c) else {
+            return Reply::InternalError;
+        };
+        if !client.watched.contains(&t) {
+            client.watched.push(t);
+            self.tubes.get_mut(t).watching += 1;
+        }
+        Reply::Watching(client.watched.len())
+    }
+
+    /// `ignore <tube>`.
+    pub fn ignore(&mut self, c: ClientId, name: &TubeName) -> Reply<'_> {
+        self.cmds.ignore += 1;
+        let t = self.tubes.find(name);
+        let Some(client) = self.clients.get_mut(&c) else {
+            return Reply::InternalError;
+        };
+        let Some(slot) = t.and_then(|t| client.watched.iter().position(|&w| w == t)) else {
+            return Reply::Watching(client.watched.len());
+        };
+        if client.watched.len() == 1 {
+            return Reply::NotIgnored;
+        }
+        // Swap-remove, as beanstalkd does: the watch list order shows it.
+        let t = client.watched.swap_remove(slot);
+        let count = client.watched.len();
+        self.tubes.get_mut(t).watching -= 1;
+        self.tubes.remove_if_unreferenced(t);
+        Reply::Watching(count)
+    }
+
+    // ---------------------------------------------------------------
+    // reserve
+    // ---------------------------------------------------------------
+
+    /// `reserve` (`timeout` is `None`) or `reserve-with-timeout`.
+    ///
+    /// Returns the reply when the reserve ends at once. Otherwise the client
+    /// is now waiting and `None` is returned: the caller sleeps on the client's
+    /// `Condvar` until [`Engine::wake_time`], then asks [`Engine::check_wait`].
+    pub fn reserve(&mut self, c: ClientId, timeout: Option<u32>, now: Time) -> Option<Reply<'_>> {
+        match timeout {
+            None => self.cmds.reserve += 1,
+            Some(_) => self.cmds.reserve_with_timeout += 1,
+        }
+        let client = self.clients.get_mut(&c)?;
+        if !client.worker {
+            client.worker = true;
+            self.workers += 1;
+        }
+        let margin_at = self.soonest_margin(c);
+        let in_margin = margin_at.is_some_and(|m| now >= m);
+        // In the margin, a job that is ready counts even in a paused tube.
+        if in_margin && !self.has_ready_job(c, true) {
+            return Some(Reply::DeadlineSoon);
+        }
+        if let Some(id) = self.best_ready_job(c) {
+            self.reserve_for(c, id, now);
+            return self.reserved_reply(id);
+        }
+        let client = self.clients.get_mut(&c)?;
+        if in_margin {
+            return Some(Reply::DeadlineSoon);
+        }
+        if client.hung_up || timeout == Some(0) {
+            return Some(Reply::TimedOut);
+        }
+        let seq = self.next_wait_seq;
+        self.next_wait_seq += 1;
+        client.wait = Some(Wait {
+            seq,
+            timeout_at: timeout.map(|secs| now.plus_secs(secs)),
+            margin_at,
+        });
+        client.outcome = None;
+        for &t in &client.watched {
+            self.tubes.get_mut(t).waiting.insert(seq, c);
+        }
+        self.waiting_clients += 1;
+        None
+    }
+
+    /// When a blocked reserve of `c` must be checked again even if nobody
+    /// wakes it: its timeout or the start of its safety margin. `None` means
+    /// it may sleep until woken.
+    pub fn wake_time(&self, c: ClientId) -> Option<Time> {
+        let wait = self.clients.get(&c)?.wait?;
+        match (wait.timeout_at, wait.margin_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Ends a blocked reserve if it is over: a job was handed to the client,
+    /// its safety margin began, its timeout passed, or it hung up. `None`
+    /// means it is still waiting.
+    pub fn check_wait(&mut self, c: ClientId, now: Time) -> Option<Reply<'_>> {
+        let client = self.clients.get_mut(&c)?;
+        if client.outcome.is_none() {
+            let wait = client.wait?;
+            if wait.margin_at.is_some_and(|m| now >= m) {
+                self.finish_wait(c, Outcome::DeadlineSoon);
+            } else if wait.timeout_at.is_some_and(|t| now >= t) {
+                self.finish_wait(c, Outcome::TimedOut);
+            } else {
+                return None;
+            }
+        }
+        let outcome = self.clients.get_mut(&c)?.outcome.take()?;
+        match outcome {
+            Outcome::Reserved(id) => self.reserved_reply(id),
+            Outcome::DeadlineSoon => Some(Reply::DeadlineSoon),
+            Outcome::TimedOut => Some(Reply::TimedOut),
+        }
+    }
+
+    /// `reserve-job <id>`: reserves a ready, delayed or buried job in any tube.
+    pub fn reserve_job(&mut self, c: ClientId, id: JobId, now: Time) -> Reply<'_> {
+        let Some(job) = self.jobs.get(&id) else {
+            return Reply::NotFound;
+        };
+        if job.state == State::Reserved {
+            return Reply::NotFound;
+        }
+        let Some(client) = self.clients.get_mut(&c) else {
+            return Reply::InternalError;
+        };
+        if !client.worker {
+            client.worker = true;
+            self.workers += 1;
+        }
+        self.reserve_for(c, id, now);
+        self.reserved_reply(id).unwrap_or(Reply::InternalError)
+    }
+
+    // ---------------------------------------------------------------
+    // What a worker does with a job: delete, release, bury, touch
+    // ---------------------------------------------------------------
+
+    /// `delete <id>`: any job except one reserved by another client.
+    pub fn delete(&mut self, c: ClientId, id: JobId) -> Reply<'_> {
+        self.cmds.delete += 1;
+        let Some(job) = self.jobs.get(&id) else {
+            return Reply::NotFound;
+        };
+        if job.state == State::Reserved && job.reserved_by != c {
+            return Reply::NotFound;
+        }
+        let tube = job.tube;
+        self.unlink(id);
+        self.jobs.remove(&id);
+        self.tubes.get_mut(tube).cmd_delete += 1;
+        self.tubes.remove_if_unreferenced(tube);
+        Reply::Deleted
+    }
+
+    /// `release <id> <pri> <delay>`.
+    pub fn release(
+        &mut self,
+        c: ClientId,
+        id: JobId,
+        pri: u32,
+        delay: u32,
+        now: Time,
+    ) -> Reply<'_> {
+        self.cmds.release += 1;
+        if !self.is_reserved_by(id, c) {
+            return Reply::NotFound;
+        }
+        self.unlink(id);
+        if let Some(job) = self.jobs.get_mut(&id) {
+            job.pri = pri;
+            job.delay = delay;
+            job.counters.releases += 1;
+        }
+        if delay > 0 {
+            self.make_delayed(id, now.plus_secs(delay));
+        } else {
+            self.make_ready(id, now);
+        }
+        Reply::Released
+    }
+
+    /// `bury <id> <pri>`.
+    pub fn bury(&mut self, c: ClientId, id: JobId, pri: u32) -> Reply<'_> {
+        self.cmds.bury += 1;
+        if !self.is_reserved_by(id, c) {
+            return Reply::NotFound;
+        }
+        self.unlink(id);
+        let Some(job) = self.jobs.get_mut(&id) else {
+            return Reply::InternalError;
+        };
+        job.pri = pri;
+        job.counters.buries += 1;
+        job.state = State::Buried;
+        let tube = job.tube;
+        self.tubes
+            .get_mut(tube)
+            .buried
+            .push_back(&mut self.jobs, id);
+        Reply::Buried
+    }
+
+    /// `touch <id>`: a fresh full TTR from now.
+    pub fn touch(&mut self, c: ClientId, id: JobId, now: Time) -> Reply<'_> {
+        self.cmds.touch += 1;
+        if !self.is_reserved_by(id, c) {
+            return Reply::NotFound;
+        }
+        let Some(job) = self.jobs.get_mut(&id) else {
+            return Reply::InternalError;
+        };
+        let (slot, deadline) = (job.heap_index, now.plus_secs(job.ttr));
+        job.deadline = deadline;
+        self.reserved.remove(slot, &mut positions(&mut self.jobs));
+        self.reserved
+            .push(deadline, id, &mut positions(&mut self.jobs));
+        Reply::Touched
+    }
+
+    // ---------------------------------------------------------------
+    // peek, kick
+    // ---------------------------------------------------------------
+
+    /// `peek <id>`: any job, any state.
+    pub fn peek(&mut self, id: JobId) -> Reply<'_> {
+        self.cmds.peek += 1;
+        self.found(Some(id))
+    }
+
+    /// `peek-ready`: the next job a reserve on the used tube would get
+    /// (pause ignored).
+    pub fn peek_ready(&mut self, c: ClientId) -> Reply<'_> {
+        self.cmds.peek_ready += 1;
+        let id = self
+            .used_tube(c)
+            .and_then(|t| self.tubes.get(t).ready.peek())
+            .map(|(_, id)| id);
+        self.found(id)
+    }
+
+    /// `peek-delayed`: the used tube's delayed job that is due soonest.
+    pub fn peek_delayed(&mut self, c: ClientId) -> Reply<'_> {
+        self.cmds.peek_delayed += 1;
+        let id = self
+            .used_tube(c)
+            .and_then(|t| self.tubes.get(t).delayed.peek())
+            .map(|(_, id)| id);
+        self.found(id)
+    }
+
+    /// `peek-buried`: the used tube's oldest buried job.
+    pub fn peek_buried(&mut self, c: ClientId) -> Reply<'_> {
+        self.cmds.peek_buried += 1;
+        let id = self
+            .used_tube(c)
+            .and_then(|t| self.tubes.get(t).buried.front());
+        self.found(id)
+    }
+
+    /// `kick <bound>`: up to `bound` buried jobs of the used tube, oldest
+    /// first; only if it has none, up to `bound` delayed jobs, soonest first.
+    pub fn kick(&mut self, c: ClientId, bound: u32, now: Time) -> Reply<'_> {
+        self.cmds.kick += 1;
+        let Some(t) = self.used_tube(c) else {
+            return Reply::InternalError;
+        };
+        let from_buried = self.tubes.get(t).buried.len() > 0;
+        let mut kicked = 0;
+        while kicked < bound {
+            let tube = self.tubes.get(t);
+            let next = if from_buried {
+                tube.buried.front()
+            } else {
+                tube.delayed.peek().map(|(_, id)| id)
+            };
+            let Some(id) = next else { break };
+            self.kick_one(id, now);
+            kicked += 1;
+        }
+        Reply::KickedCount(kicked)
+    }
+
+    /// `kick-job <id>`: a buried or delayed job in any tube.
+    pub fn kick_job(&mut self, id: JobId, now: Time) -> Reply<'_> {
+        match self.jobs.get(&id).map(|job| job.state) {
+            Some(State::Buried | State::Delayed) => {
+                self.kick_one(id, now);
+                Reply::Kicked
+            }
+            _ => Reply::NotFound,
+        }
+    }
+
+    // ---------------------------------------------------------------
+    // Stats and lists
+    // ---------------------------------------------------------------
+
+    /// `stats-job <id>`.
+    pub fn stats_job(&mut self, id: JobId, now: Time) -> Reply<'_> {
+        self.cmds.stats_job += 1;
+        let Some(job) = self.jobs.get(&id) else {
+            return Reply::NotFound;
+        };
+        let time_left = match job.state {
+            State::Reserved | State::Delayed => job.deadline.secs_since(now),
+            State::Ready | State::Buried => 0,
+        };
+        let stats = JobStats {
+            id,
+            tube: &self.tubes.get(job.tube).name,
+            state: job.state.name(),
+            pri: job.pri,
+            age: now.secs_since(job.created),
+            delay: job.delay,
+            ttr: job.ttr,
+            time_left,
+            file: 0,
+            counters: job.counters,
+        };
+        Reply::Ok(stats.to_yaml())
+    }
+
+    /// `stats-tube <tube>`.
+    pub fn stats_tube(&mut self, name: &TubeName, now: Time) -> Reply<'_> {
+        self.cmds.stats_tube += 1;
+        let Some(t) = self.tubes.find(name) else {
+            return Reply::NotFound;
+        };
+        let tube = self.tubes.get(t);
+        let stats = TubeStats {
+            name: &tube.name,
+            jobs: JobCounts {
+                urgent: tube.urgent,
+                ready: tube.ready.len(),
+                reserved: tube.reserved,
+                delayed: tube.delayed.len(),
+                buried: tube.buried.len(),
+            },
+            total_jobs: tube.total_jobs,
+            using: tube.using,
+            watching: tube.watching,
+            waiting: tube.waiting.len(),
+            cmd_delete: tube.cmd_delete,
+            cmd_pause_tube: tube.cmd_pause_tube,
+            pause: tube.pause.map_or(0, |p| p.secs),
+            pause_time_left: tube.pause.map_or(0, |p| p.until.secs_since(now)),
+        };
+        Reply::Ok(stats.to_yaml())
+    }
+
+    /// `stats`: the engine's part of the server stats (the caller adds the
+    /// process's own figures).
+    pub fn server_stats(&mut self) -> ServerStats {
+        self.cmds.stats += 1;
+        let mut jobs = JobCounts::default();
+        for &t in self.tubes.ids() {
+            let tube = self.tubes.get(t);
+            jobs.urgent += tube.urgent;
+            jobs.ready += tube.ready.len();
+            jobs.delayed += tube.delayed.len();
+            jobs.buried += tube.buried.len();
+            jobs.reserved += tube.reserved;
+        }
+        ServerStats {
+            jobs,
+            cmds: self.cmds,
+            job_timeouts: self.job_timeouts,
+            total_jobs: self.total_jobs,
+            max_job_size: self.max_job_size,
+            current_tubes: self.tubes.len(),
+            current_connections: self.clients.len(),
+            producers: self.producers,
+            workers: self.workers,
+            waiting: self.waiting_clients,
+            total_connections: self.total_connections,
+            draining: self.draining,
+        }
+    }
+
+    /// `list-tubes`.
+    pub fn list_tubes(&mut self) -> Reply<'_> {
+        self.cmds.list_tubes += 1;
+        let names = self
+            .tubes
+            .ids()
+            .iter()
+            .map(|&t| self.tubes.get(t).name.as_str());
+        Reply::Ok(crate::stats::list_yaml(names))
+    }
+
+    /// `list-tube-used`.
+    pub fn list_tube_used(&mut self, c: ClientId) -> Reply<'_> {
+        self.cmds.list_tube_used += 1;
+        match self.used_tube(c) {
+            Some(t) => Reply::Using(&self.tubes.get(t).name),
+            None => Reply::InternalError,
+        }
+    }
+
+    /// `list-tubes-watched`.
+    pub fn list_tubes_watched(&mut self, c: ClientId) -> Reply<'_> {
+        self.cmds.list_tubes_watched += 1;
+        let Some(client) = self.clients.get(&c) else {
+            return Reply::InternalError;
+        };
+        let names = client
+            .watched
+            .iter()
+            .map(|&t| self.tubes.get(t).name.as_str());
+        Reply::Ok(crate::stats::list_yaml(names))
+    }
+
+    /// `pause-tube <tube> <delay>`. `tube` is `None` for a name the parser
+    /// found illegal after the command was already counted.
+    pub fn pause_tube(&mut self, tube: Option<&TubeName>, delay: u32, now: Time) -> Reply<'_> {
+        self.cmds.pause_tube += 1;
+        let Some(name) = tube else {
+            return Reply::BadFormat;
+        };
+        let Some(t) = self.tubes.find(name) else {
+            return Reply::NotFound;
+        };
+        let tube = self.tubes.get_mut(t);
+        tube.cmd_pause_tube += 1;
+        if delay == 0 {
+            // beanstalkd stores 0 as a 1 ns pause: it ends at once.
+            tube.pause = None;
+            self.serve_waiters(t, now);
+        } else {
+            let until = now.plus_secs(delay);
+            tube.pause = Some(Pause { secs: delay, until });
+            self.schedule(until);
+        }
+        Reply::Paused
+    }
+
+    // ---------------------------------------------------------------
+    // Time
+    // ---------------------------------------------------------------
+
+    /// Runs everything due at `now`: TTRs that ran out, delayed jobs that
+    /// matured, pauses that ended. Returns when something is next due.
+    pub fn tick(&mut self, now: Time) -> Option<Time> {
+        while let Some((deadline, id)) = self.reserved.peek() {
+            if deadline > now {
+                break;
+            }
+            self.unlink(id);
+            if let Some(job) = self.jobs.get_mut(&id) {
+                job.counters.timeouts += 1;
+            }
+            self.job_timeouts += 1;
+            self.make_ready(id, now);
+        }
+        let tube_ids = self.tubes.ids().to_vec();
+        for t in tube_ids {
+            while let Some((due, id)) = self.tubes.get(t).delayed.peek() {
+                if due > now {
+                    break;
+                }
+                self.unlink(id);
+                self.make_ready(id, now);
+            }
+            let tube = self.tubes.get_mut(t);
+            if tube.pause.is_some_and(|p| p.until <= now) {
+                tube.pause = None;
+                self.serve_waiters(t, now);
+            }
+        }
+        self.timer_due = self.next_due();
+        self.timer_due
+    }
+
+    /// The earliest time at which [`Engine::tick`] has work to do.
+    pub fn next_due(&self) -> Option<Time> {
+        let mut due = self.reserved.peek().map(|(at, _)| at);
+        for &t in self.tubes.ids() {
+            let tube = self.tubes.get(t);
+            let candidates = [
+                tube.delayed.peek().map(|(at, _)| at),
+                tube.pause.map(|p| p.until),
+            ];
+            for at in candidates.into_iter().flatten() {
+                due = Some(due.map_or(at, |d| d.min(at)));
+            }
+        }
+        due
+    }
+
+    // ---------------------------------------------------------------
+    // Internals: moving jobs between queues
+    // ---------------------------------------------------------------
+
+    /// Takes a job out of whichever queue its state puts it in. Its state is
+    /// stale until the caller files it somewhere else (or drops it).
+    fn unlink(&mut self, id: JobId) {
+        let Some(job) = self.jobs.get(&id) else {
+            return;
+        };
+        let (t, slot, state) = (job.tube, job.heap_index, job.state);
+        let (pri, owner) = (job.pri, job.reserved_by);
+        let tube = self.tubes.get_mut(t);
+        match state {
+            State::Ready => {
+                tube.ready.remove(slot, &mut positions(&mut self.jobs));
+                tube.urgent -= usize::from(pri < URGENT_PRIORITY);
+            }
+            State::Delayed => {
+                tube.delayed.remove(slot, &mut positions(&mut self.jobs));
+            }
+            State::Buried => tube.buried.remove(&mut self.jobs, id),
+            State::Reserved => {
+                tube.reserved -= 1;
+                self.reserved.remove(slot, &mut positions(&mut self.jobs));
+                if let Some(client) = self.clients.get_mut(&owner) {
+                    client.reserved.remove(&mut self.jobs, id);
+                }
+            }
+        }
+    }
+
+    /// Files an unlinked job as ready, then serves its tube's waiters.
+    fn make_ready(&mut self, id: JobId, now: Time) {
+        let Some(job) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        job.state = State::Ready;
+        let (t, key) = (job.tube, job.ready_key());
+        let tube = self.tubes.get_mut(t);
+        tube.ready.push(key, id, &mut positions(&mut self.jobs));
+        tube.urgent += usize::from(key.0 < URGENT_PRIORITY);
+        self.serve_waiters(t, now);
+    }
+
+    /// Files an unlinked job as delayed until `until`.
+    fn make_delayed(&mut self, id: JobId, until: Time) {
+        let Some(job) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        job.state = State::Delayed;
+        job.deadline = until;
+        let t = job.tube;
+        self.tubes
+            .get_mut(t)
+            .delayed
+            .push(until, id, &mut positions(&mut self.jobs));
+        self.schedule(until);
+    }
+
+    /// Takes a ready, delayed or buried job out of its queue and reserves it
+    /// for client `c`.
+    fn reserve_for(&mut self, c: ClientId, id: JobId, now: Time) {
+        self.unlink(id);
+        let Some(job) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        let deadline = now.plus_secs(job.ttr);
+        job.state = State::Reserved;
+        job.reserved_by = c;
+        job.deadline = deadline;
+        job.counters.reserves += 1;
+        let t = job.tube;
+        self.tubes.get_mut(t).reserved += 1;
+        self.reserved
+            .push(deadline, id, &mut positions(&mut self.jobs));
+        if let Some(client) = self.clients.get_mut(&c) {
+            client.reserved.push_back(&mut self.jobs, id);
+        }
+        self.schedule(deadline);
+    }
+
+    /// Makes a buried or delayed job ready, counting the kick.
+    fn kick_one(&mut self, id: JobId, now: Time) {
+        self.unlink(id);
+        if let Some(job) = self.jobs.get_mut(&id) {
+            job.counters.kicks += 1;
+        }
+        self.make_ready(id, now);
+    }
+
+    /// Hands ready jobs of tube `t` to its longest waiters while both last.
+    ///
+    /// A waiter blocks only when none of its watched tubes has a job for it,
+    /// so whenever a job becomes ready in `t`, `t`'s waiters are the only
+    /// ones that can newly be served, and `t`'s best job is their best job.
+    fn serve_waiters(&mut self, t: TubeId, now: Time) {
+        loop {
+            let tube = self.tubes.get(t);
+            if tube.is_paused() {
+                return;
+            }
+            let (Some((_, id)), Some((_, &c))) =
+                (tube.ready.peek(), tube.waiting.first_key_value())
+            else {
+                return;
+            };
+            self.reserve_for(c, id, now);
+            self.finish_wait(c, Outcome::Reserved(id));
+        }
+    }
+
+    /// Ends client `c`'s wait with `outcome` and wakes its thread.
+    fn finish_wait(&mut self, c: ClientId, outcome: Outcome) {
+        self.stop_waiting(c);
+        if let Some(client) = self.clients.get_mut(&c) {
+            client.outcome = Some(outcome);
+            client.waker.notify_one();
+        }
+    }
+
+    /// Takes client `c` out of every waiting queue.
+    fn stop_waiting(&mut self, c: ClientId) {
+        let Some(client) = self.clients.get_mut(&c) else {
+            return;
+        };
+        let Some(wait) = client.wait.take() else {
+            return;
+        };
+        for &t in &client.watched {
+            self.tubes.get_mut(t).waiting.remove(&wait.seq);
+        }
+        self.waiting_clients -= 1;
+    }
+
+    /// Asks the timer thread to wake by `at` if it planned to sleep longer.
+    fn schedule(&mut self, at: Time) {
+        if self.timer_due.is_none_or(|due| at < due) {
+            self.timer_due = Some(at);
+            if let Some(timer) = &self.timer {
+                timer.notify_one();
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------
+    // Internals: questions
+    // ---------------------------------------------------------------
+
+    fn used_tube(&self, c: ClientId) -> Option<TubeId> {
+        self.clients.get(&c).map(|client| client.used)
+    }
+
+    fn is_reserved_by(&self, id: JobId, c: ClientId) -> bool {
+        self.jobs
+            .get(&id)
+            .is_some_and(|job| job.state == State::Reserved && job.reserved_by == c)
+    }
+
+    /// The best `(pri, id)` ready job in `c`'s unpaused watched tubes.
+    fn best_ready_job(&self, c: ClientId) -> Option<JobId> {
+        let client = self.clients.get(&c)?;
+        let tubes = client.watched.iter().map(|&t| self.tubes.get(t));
+        tubes
+            .filter(|tube| !tube.is_paused())
+            .filter_map(|tube| tube.ready.peek())
+            .min()
+            .map(|(key, _)| key.1)
+    }
+
+    fn has_ready_job(&self, c: ClientId, include_paused: bool) -> bool {
+        self.clients.get(&c).is_some_and(|client| {
+            client
+                .watched
+                .iter()
+                .map(|&t| self.tubes.get(t))
+                .any(|tube| !tube.ready.is_empty() && (include_paused || !tube.is_paused()))
+        })
+    }
+
+    /// When the soonest-expiring reservation of `c` enters its safety
+    /// margin. O(reservations held), as in beanstalkd; most workers hold none
+    /// when they reserve.
+    fn soonest_margin(&self, c: ClientId) -> Option<Time> {
+        let client = self.clients.get(&c)?;
+        let deadlines = client
+            .reserved
+            .ids(&self.jobs)
+            .filter_map(|id| self.jobs.get(&id));
+        deadlines
+            .map(|job| job.deadline)
+            .min()
+            .map(|d| d.minus_secs(SAFETY_MARGIN_SECS))
+    }
+
+    fn reserved_reply(&self, id: JobId) -> Option<Reply<'_>> {
+        self.jobs.get(&id).map(|job| Reply::Reserved(id, &job.body))
+    }
+
+    fn found(&self, id: Option<JobId>) -> Reply<'_> {
+        match id.and_then(|id| self.jobs.get(&id)) {
+            Some(job) => Reply::Found(job.id, &job.body),
+            None => Reply::NotFound,
+        }
+    }
+}
+
+/// The callback through which a heap reports where each job now sits.
+fn positions(jobs: &mut IdMap<Job>) -> impl FnMut(JobId, usize) + '_ {
+    |id, slot| {
+        if let Some(job) = jobs.get_mut(&id) {
+            job.heap_index = slot;
+        }
+    }
+}

@@ -1,0 +1,177 @@
+//! A tube: a named queue with its own ready heap, delayed heap and buried
+//! list, the clients waiting on it, its pause, and its counters.
+//!
+//! A tube knows nothing of other tubes or of clients beyond their ids. The
+//! engine creates a tube when a client first names it (`use`, `watch`, a put
+//! into it) and destroys it the moment nothing refers to it any more
+//! (SPEC.md 5.2): no client uses or watches it, it holds no job in any state,
+//! and it is not `default`.
+
+use std::collections::BTreeMap;
+
+use super::heap::Heap;
+use super::job::{ClientId, JobId};
+use super::list::List;
+use crate::protocol::TubeName;
+use crate::time::Time;
+
+/// Index of a tube in the engine's tube table; stable while the tube lives.
+pub type TubeId = u32;
+
+/// A pause set by `pause-tube`.
+#[derive(Debug, Clone, Copy)]
+pub struct Pause {
+    /// The delay given to `pause-tube`, shown as `pause`.
+    pub secs: u32,
+    /// When the pause ends.
+    pub until: Time,
+}
+
+/// One tube.
+#[derive(Debug)]
+pub struct Tube {
+    pub name: TubeName,
+    /// Ready jobs by `(pri, id)`.
+    pub ready: Heap<(u32, JobId)>,
+    /// Delayed jobs by `(ready time, id)`.
+    pub delayed: Heap<Time>,
+    /// Buried jobs, oldest burial first.
+    pub buried: List,
+    /// Jobs of this tube currently reserved by some client.
+    pub reserved: usize,
+    /// Ready jobs with an urgent priority.
+    pub urgent: usize,
+    /// Clients blocked in reserve that watch this tube, keyed by the order in
+    /// which they started waiting: the first entry is the longest waiter.
+    pub waiting: BTreeMap<u64, ClientId>,
+    /// Clients whose used tube this is.
+    pub using: usize,
+    /// Clients watching this tube.
+    pub watching: usize,
+    pub pause: Option<Pause>,
+    /// Jobs accepted by put into this tube since it was created.
+    pub total_jobs: u64,
+    /// Successful deletes of jobs in this tube.
+    pub cmd_delete: u64,
+    /// Successful pause-tube commands on this tube.
+    pub cmd_pause_tube: u64,
+    /// Position in the engine's list of tubes (the `list-tubes` order).
+    pub list_index: usize,
+}
+
+impl Tube {
+    /// A fresh, empty tube.
+    pub fn new(name: TubeName, list_index: usize) -> Tube {
+        Tube {
+            name,
+            ready: Heap::new(),
+            delayed: Heap::new(),
+            buried: List::default(),
+            reserved: 0,
+            urgent: 0,
+            waiting: BTreeMap::new(),
+            using: 0,
+            watching: 0,
+            pause: None,
+            total_jobs: 0,
+            cmd_delete: 0,
+            cmd_pause_tube: 0,
+            list_index,
+        }
+    }
+
+    /// Jobs of this tube in any state.
+    pub fn job_count(&self) -> usize {
+        self.ready.len() + self.delayed.len() + self.buried.len() + self.reserved
+    }
+
+    /// True when nothing refers to the tube and it may be destroyed.
+    pub fn is_unreferenced(&self) -> bool {
+        self.using == 0 && self.watching == 0 && self.job_count() == 0 && !self.name.is_default()
+    }
+
+    /// True while `pause-tube` keeps reserves away from this tube.
+    pub fn is_paused(&self) -> bool {
+        self.pause.is_some()
+    }
+}
+
+/// Every tube, by id and by name, plus the `list-tubes` order.
+///
+/// `list-tubes` shows tubes in an array order where a destroyed tube's slot
+/// is filled by the last tube (SPEC.md 5.3); `order` reproduces that.
+#[derive(Debug, Default)]
+pub struct Tubes {
+    slots: Vec<Option<Tube>>,
+    free: Vec<TubeId>,
+    by_name: std::collections::HashMap<TubeName, TubeId>,
+    order: Vec<TubeId>,
+}
+
+impl Tubes {
+    /// The tube called `name`, if it exists.
+    pub fn find(&self, name: &TubeName) -> Option<TubeId> {
+        self.by_name.get(name).copied()
+    }
+
+    /// The tube called `name`, created if it does not exist.
+    pub fn find_or_create(&mut self, name: &TubeName) -> TubeId {
+        if let Some(id) = self.find(name) {
+            return id;
+        }
+        let tube = Tube::new(name.clone(), self.order.len());
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.slots[id as usize] = Some(tube);
+                id
+            }
+            None => {
+                self.slots.push(Some(tube));
+                (self.slots.len() - 1) as TubeId
+            }
+        };
+        self.by_name.insert(name.clone(), id);
+        self.order.push(id);
+        id
+    }
+
+    /// The live tube `id`.
+    ///
+    /// # Panics
+    /// If the tube was destroyed: every holder of a `TubeId` (a job, a
+    /// client's use or watch) is also a reference that keeps it alive.
+    pub fn get(&self, id: TubeId) -> &Tube {
+        self.slots[id as usize].as_ref().expect("live tube")
+    }
+
+    /// The live tube `id`, mutably. Panics as [`Tubes::get`].
+    pub fn get_mut(&mut self, id: TubeId) -> &mut Tube {
+        self.slots[id as usize].as_mut().expect("live tube")
+    }
+
+    /// Destroys tube `id` if nothing refers to it any more.
+    pub fn remove_if_unreferenced(&mut self, id: TubeId) {
+        if !self.get(id).is_unreferenced() {
+            return;
+        }
+        let Some(tube) = self.slots[id as usize].take() else {
+            return;
+        };
+        self.by_name.remove(&tube.name);
+        self.order.swap_remove(tube.list_index);
+        if let Some(&moved) = self.order.get(tube.list_index) {
+            self.get_mut(moved).list_index = tube.list_index;
+        }
+        self.free.push(id);
+    }
+
+    /// Number of live tubes.
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    /// Live tube ids in `list-tubes` order.
+    pub fn ids(&self) -> &[TubeId] {
+        &self.order
+    }
+}

@@ -1,0 +1,86 @@
+//! The hang-up watcher: notices when a client blocked in `reserve` closes or
+//! half-closes its socket, and ends its reserve with `TIMED_OUT`.
+//!
+//! A connection thread blocked in reserve sleeps on its `Condvar`, not on
+//! its socket, so it cannot see the client go. Before it sleeps it registers
+//! its socket here; one thread waits on an epoll set for hang-ups (never for
+//! data: commands pipelined behind a reserve stay unread, SPEC.md 1.1) and
+//! tells the engine. Without this, a worker that vanished while waiting
+//! could be handed a job that would then sit reserved by a dead connection.
+
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread;
+
+use crate::engine::ClientId;
+use crate::server::Shared;
+use crate::sys::HangupPoller;
+
+/// The token of the watcher's own wake-up socket; client ids start at 1.
+const WAKE_TOKEN: u64 = 0;
+
+/// The epoll set and the socket pair used to stop the watcher thread.
+pub(crate) struct HangupWatcher {
+    poller: HangupPoller,
+    wake_reader: UnixStream,
+    wake_writer: UnixStream,
+}
+
+impl HangupWatcher {
+    pub fn new() -> io::Result<HangupWatcher> {
+        let poller = HangupPoller::new()?;
+        let (wake_reader, wake_writer) = UnixStream::pair()?;
+        poller.watch_readable(wake_reader.as_raw_fd(), WAKE_TOKEN)?;
+        Ok(HangupWatcher {
+            poller,
+            wake_reader,
+            wake_writer,
+        })
+    }
+
+    /// Starts watching a blocked client's socket.
+    pub fn watch(&self, fd: RawFd, client: ClientId) -> io::Result<()> {
+        self.poller.watch_hangup(fd, client)
+    }
+
+    /// Stops watching a socket (its reserve has ended).
+    pub fn forget(&self, fd: RawFd) {
+        self.poller.forget(fd);
+    }
+
+    /// Wakes the watcher thread so that it sees the server is stopping.
+    pub fn stop(&self) {
+        let _ = (&self.wake_writer).write_all(&[1]);
+    }
+}
+
+/// Starts the watcher thread; it returns when the server stops.
+pub(crate) fn spawn(shared: Arc<Shared>) -> io::Result<thread::JoinHandle<()>> {
+    thread::Builder::new()
+        .name("beanstalk-hangup".into())
+        .spawn(move || run(&shared))
+}
+
+fn run(shared: &Shared) {
+    let watcher = &shared.hangups;
+    let mut tokens = Vec::new();
+    loop {
+        if let Err(e) = watcher.poller.wait(&mut tokens) {
+            shared.log(0, format_args!("epoll_wait: {e}"));
+            return;
+        }
+        for &token in &tokens {
+            if token == WAKE_TOKEN {
+                let _ = (&watcher.wake_reader).read(&mut [0; 16]);
+                if shared.stopping.load(Ordering::SeqCst) {
+                    return;
+                }
+            } else {
+                shared.engine().hang_up(token);
+            }
+        }
+    }
+}

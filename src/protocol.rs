@@ -1,0 +1,689 @@
+//! The wire protocol: bytes to [`Command`], [`Reply`] to bytes. No state.
+//!
+//! Parsing follows beanstalkd 1.13 exactly where a client can see it
+//! (SPEC.md 1.3-1.4): commands are recognised by prefix in a fixed order,
+//! which decides between `UNKNOWN_COMMAND` and `BAD_FORMAT`; numbers may be
+//! preceded by any number of spaces and may carry leading zeros; `kick`
+//! parses like C's `strtoul`; `put` and `pause-tube` report some problems only
+//! after they have been counted. Framing (finding the CRLF, reading bodies)
+//! belongs to the connection, not here: [`parse`] gets one line without its
+//! CRLF and never reads or writes a socket.
+
+use std::fmt;
+
+use crate::engine::JobId;
+
+/// Longest command line, CRLF included (SPEC.md 1.2).
+pub const MAX_LINE: usize = 224;
+
+/// Longest tube name.
+pub const MAX_TUBE_NAME: usize = 200;
+
+/// A tube name that satisfies the protocol: 1 to 200 bytes from
+/// `A-Za-z0-9-+/;.$_()`, not starting with `-`. Holding one is proof of that,
+/// so nothing past the parser checks names again.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TubeName(String);
+
+impl TubeName {
+    /// The tube every client starts out using and watching.
+    pub fn default_tube() -> TubeName {
+        TubeName("default".to_owned())
+    }
+
+    /// Validates `bytes` as a tube name.
+    pub fn new(bytes: &[u8]) -> Option<TubeName> {
+        let ok = !bytes.is_empty()
+            && bytes.len() <= MAX_TUBE_NAME
+            && bytes[0] != b'-'
+            && bytes.iter().all(|&b| is_name_byte(b));
+        // Every name byte is ASCII, so this never fails.
+        ok.then(|| TubeName(String::from_utf8_lossy(bytes).into_owned()))
+    }
+
+    /// The name as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// True for the tube that is never destroyed.
+    pub fn is_default(&self) -> bool {
+        self.0 == "default"
+    }
+}
+
+impl fmt::Display for TubeName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn is_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-+/;.$_()".contains(&b)
+}
+
+/// One parsed command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// `put <pri> <delay> <ttr> <bytes>`. A body of `bytes` bytes plus CRLF
+    /// follows the line. `junk_after_size` is set when bytes follow the size
+    /// field: beanstalkd answers `BAD_FORMAT` for that only after counting the
+    /// command and checking the size, so the parser cannot reject it itself.
+    Put {
+        pri: u32,
+        delay: u32,
+        ttr: u32,
+        bytes: u32,
+        junk_after_size: bool,
+    },
+    Use(TubeName),
+    Reserve,
+    /// `reserve-with-timeout <seconds>`, at most `i32::MAX` seconds.
+    ReserveWithTimeout(u32),
+    ReserveJob(JobId),
+    Delete(JobId),
+    Release {
+        id: JobId,
+        pri: u32,
+        delay: u32,
+    },
+    Bury {
+        id: JobId,
+        pri: u32,
+    },
+    Touch(JobId),
+    Watch(TubeName),
+    Ignore(TubeName),
+    Peek(JobId),
+    PeekReady,
+    PeekDelayed,
+    PeekBuried,
+    /// `kick <bound>`.
+    Kick(u32),
+    KickJob(JobId),
+    StatsJob(JobId),
+    StatsTube(TubeName),
+    Stats,
+    ListTubes,
+    ListTubeUsed,
+    ListTubesWatched,
+    /// `pause-tube <tube> <delay>`. `tube` is `None` when the name uses only
+    /// legal bytes but is not a legal name (it starts with `-` or is too
+    /// long): beanstalkd counts the command before it notices.
+    PauseTube {
+        tube: Option<TubeName>,
+        delay: u32,
+    },
+    Quit,
+}
+
+/// Why a line is not a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParseError {
+    /// No command starts this line.
+    UnknownCommand,
+    /// A command was recognised but its arguments are wrong.
+    BadFormat,
+}
+
+impl ParseError {
+    /// The reply a client gets for this error.
+    pub fn reply(self) -> Reply<'static> {
+        match self {
+            ParseError::UnknownCommand => Reply::UnknownCommand,
+            ParseError::BadFormat => Reply::BadFormat,
+        }
+    }
+}
+
+/// Parses one command line, given without its CRLF.
+pub fn parse(line: &[u8]) -> Result<Command, ParseError> {
+    use Command as C;
+    use ParseError::BadFormat;
+
+    // beanstalkd turns the line into a C string, so an embedded NUL would cut
+    // it short; it refuses such lines outright, whatever the command.
+    if line.contains(&0) {
+        return Err(BadFormat);
+    }
+    // Prefixes in beanstalkd's order: the first match decides the command.
+    let exact = |command: Command, rest: &[u8]| {
+        if rest.is_empty() {
+            Ok(command)
+        } else {
+            Err(BadFormat)
+        }
+    };
+    if let Some(rest) = line.strip_prefix(b"put ") {
+        return parse_put(rest);
+    }
+    if let Some(rest) = line.strip_prefix(b"peek ") {
+        return Ok(C::Peek(Fields::new(rest).last_u64()?));
+    }
+    if let Some(rest) = line.strip_prefix(b"peek-ready") {
+        return exact(C::PeekReady, rest);
+    }
+    if let Some(rest) = line.strip_prefix(b"peek-delayed") {
+        return exact(C::PeekDelayed, rest);
+    }
+    if let Some(rest) = line.strip_prefix(b"peek-buried") {
+        return exact(C::PeekBuried, rest);
+    }
+    if let Some(rest) = line.strip_prefix(b"reserve-with-timeout ") {
+        // Trailing bytes after the number are ignored (SPEC.md 1.4).
+        let secs = Fields::new(rest).u32()?;
+        if secs > i32::MAX as u32 {
+            return Err(BadFormat);
+        }
+        return Ok(C::ReserveWithTimeout(secs));
+    }
+    if let Some(rest) = line.strip_prefix(b"reserve-job ") {
+        return Ok(C::ReserveJob(Fields::new(rest).last_u64()?));
+    }
+    if let Some(rest) = line.strip_prefix(b"reserve") {
+        return exact(C::Reserve, rest);
+    }
+    if let Some(rest) = line.strip_prefix(b"delete ") {
+        return Ok(C::Delete(Fields::new(rest).last_u64()?));
+    }
+    if let Some(rest) = line.strip_prefix(b"release ") {
+        let mut f = Fields::new(rest);
+        let (id, pri) = (f.u64()?, f.u32()?);
+        let delay = f.u32()?;
+        f.end()?;
+        return Ok(C::Release { id, pri, delay });
+    }
+    if let Some(rest) = line.strip_prefix(b"bury ") {
+        let mut f = Fields::new(rest);
+        let (id, pri) = (f.u64()?, f.u32()?);
+        f.end()?;
+        return Ok(C::Bury { id, pri });
+    }
+    if let Some(rest) = line.strip_prefix(b"kick ") {
+        return Ok(C::Kick(parse_kick_bound(rest)?));
+    }
+    if let Some(rest) = line.strip_prefix(b"kick-job ") {
+        return Ok(C::KickJob(Fields::new(rest).last_u64()?));
+    }
+    if let Some(rest) = line.strip_prefix(b"touch ") {
+        return Ok(C::Touch(Fields::new(rest).last_u64()?));
+    }
+    if let Some(rest) = line.strip_prefix(b"stats-job ") {
+        return Ok(C::StatsJob(Fields::new(rest).last_u64()?));
+    }
+    if let Some(rest) = line.strip_prefix(b"stats-tube ") {
+        return Ok(C::StatsTube(TubeName::new(rest).ok_or(BadFormat)?));
+    }
+    if let Some(rest) = line.strip_prefix(b"stats") {
+        return exact(C::Stats, rest);
+    }
+    if let Some(rest) = line.strip_prefix(b"use ") {
+        return Ok(C::Use(TubeName::new(rest).ok_or(BadFormat)?));
+    }
+    if let Some(rest) = line.strip_prefix(b"watch ") {
+        return Ok(C::Watch(TubeName::new(rest).ok_or(BadFormat)?));
+    }
+    if let Some(rest) = line.strip_prefix(b"ignore ") {
+        return Ok(C::Ignore(TubeName::new(rest).ok_or(BadFormat)?));
+    }
+    if let Some(rest) = line.strip_prefix(b"list-tubes-watched") {
+        return exact(C::ListTubesWatched, rest);
+    }
+    if let Some(rest) = line.strip_prefix(b"list-tube-used") {
+        return exact(C::ListTubeUsed, rest);
+    }
+    if let Some(rest) = line.strip_prefix(b"list-tubes") {
+        return exact(C::ListTubes, rest);
+    }
+    if line.starts_with(b"quit") {
+        // A bare prefix: `quitx` and `quit now` quit too.
+        return Ok(C::Quit);
+    }
+    if let Some(rest) = line.strip_prefix(b"pause-tube") {
+        return parse_pause_tube(rest);
+    }
+    Err(ParseError::UnknownCommand)
+}
+
+fn parse_put(rest: &[u8]) -> Result<Command, ParseError> {
+    let mut f = Fields::new(rest);
+    let pri = f.u32()?;
+    let delay = f.u32()?;
+    let ttr = f.u32()?;
+    let bytes = f.u32()?;
+    Ok(Command::Put {
+        pri,
+        delay,
+        ttr,
+        bytes,
+        junk_after_size: !f.rest.is_empty(),
+    })
+}
+
+/// `pause-tube`: spaces, a run of name bytes, then the delay to the end.
+fn parse_pause_tube(rest: &[u8]) -> Result<Command, ParseError> {
+    let rest = skip_spaces(rest);
+    let name_len = rest.iter().take_while(|&&b| is_name_byte(b)).count();
+    if name_len == 0 {
+        return Err(ParseError::BadFormat);
+    }
+    let (name, rest) = rest.split_at(name_len);
+    let delay = Fields::new(rest).last_u32()?;
+    Ok(Command::PauseTube {
+        tube: TubeName::new(name),
+        delay,
+    })
+}
+
+/// `kick`'s bound, parsed the way C's `strtoul` does it (SPEC.md 1.4): any
+/// leading white space, an optional sign, digits, junk ignored; a negative
+/// number wraps, and the 64-bit result is cut to 32 bits.
+fn parse_kick_bound(rest: &[u8]) -> Result<u32, ParseError> {
+    let is_c_space = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r');
+    let start = rest
+        .iter()
+        .position(|b| !is_c_space(b))
+        .unwrap_or(rest.len());
+    let mut s = &rest[start..];
+    let negative = s.first() == Some(&b'-');
+    if matches!(s.first(), Some(b'-' | b'+')) {
+        s = &s[1..];
+    }
+    let (value, digits) = leading_number(s).ok_or(ParseError::BadFormat)?;
+    if digits == 0 {
+        return Err(ParseError::BadFormat);
+    }
+    let value = if negative {
+        value.wrapping_neg()
+    } else {
+        value
+    };
+    Ok(value as u32)
+}
+
+/// Reads the decimal digits at the start of `s`: `(value, digit count)`, or
+/// `None` if the value does not fit in a u64.
+fn leading_number(s: &[u8]) -> Option<(u64, usize)> {
+    let mut value: u64 = 0;
+    let mut digits = 0;
+    for &b in s.iter().take_while(|b| b.is_ascii_digit()) {
+        value = value.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+        digits += 1;
+    }
+    Some((value, digits))
+}
+
+fn skip_spaces(s: &[u8]) -> &[u8] {
+    let n = s.iter().take_while(|&&b| b == b' ').count();
+    &s[n..]
+}
+
+/// A cursor over space-separated numeric fields, with beanstalkd's rules:
+/// any number of spaces before a field, a digit first, every digit taken.
+struct Fields<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Fields<'a> {
+    fn new(rest: &'a [u8]) -> Self {
+        Fields { rest }
+    }
+
+    fn u64(&mut self) -> Result<u64, ParseError> {
+        let s = skip_spaces(self.rest);
+        let (value, digits) = leading_number(s).ok_or(ParseError::BadFormat)?;
+        if digits == 0 {
+            return Err(ParseError::BadFormat);
+        }
+        self.rest = &s[digits..];
+        Ok(value)
+    }
+
+    fn u32(&mut self) -> Result<u32, ParseError> {
+        u32::try_from(self.u64()?).map_err(|_| ParseError::BadFormat)
+    }
+
+    fn end(&self) -> Result<(), ParseError> {
+        if self.rest.is_empty() {
+            Ok(())
+        } else {
+            Err(ParseError::BadFormat)
+        }
+    }
+
+    fn last_u64(mut self) -> Result<u64, ParseError> {
+        let value = self.u64()?;
+        self.end()?;
+        Ok(value)
+    }
+
+    fn last_u32(mut self) -> Result<u32, ParseError> {
+        let value = self.u32()?;
+        self.end()?;
+        Ok(value)
+    }
+}
+
+/// Every reply the server sends (SPEC.md 1.6). Bodies are borrowed, so a
+/// reply can be encoded straight out of the engine while its lock is held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply<'a> {
+    Inserted(JobId),
+    /// `BURIED <id>`: a put whose job was buried instead of queued.
+    BuriedJob(JobId),
+    Buried,
+    Reserved(JobId, &'a [u8]),
+    Found(JobId, &'a [u8]),
+    /// `OK <bytes>` and a YAML document.
+    Ok(String),
+    Using(&'a TubeName),
+    Watching(usize),
+    /// `KICKED <count>`, the answer to `kick`.
+    KickedCount(u32),
+    /// Plain `KICKED`, the answer to `kick-job`.
+    Kicked,
+    Deleted,
+    Released,
+    Touched,
+    Paused,
+    NotFound,
+    NotIgnored,
+    DeadlineSoon,
+    TimedOut,
+    Draining,
+    ExpectedCrlf,
+    JobTooBig,
+    BadFormat,
+    UnknownCommand,
+    OutOfMemory,
+    InternalError,
+}
+
+impl Reply<'_> {
+    /// Appends the reply's exact bytes to `out`: the header line, and for
+    /// replies with data the data and its CRLF, so it all leaves in one write.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        use std::io::Write;
+        // Writing into a Vec cannot fail.
+        let _ = match self {
+            Reply::Inserted(id) => write!(out, "INSERTED {id}\r\n"),
+            Reply::BuriedJob(id) => write!(out, "BURIED {id}\r\n"),
+            Reply::Reserved(id, body) => write_data(out, "RESERVED", Some(*id), body),
+            Reply::Found(id, body) => write_data(out, "FOUND", Some(*id), body),
+            Reply::Ok(yaml) => write_data(out, "OK", None, yaml.as_bytes()),
+            Reply::Using(tube) => write!(out, "USING {tube}\r\n"),
+            Reply::Watching(n) => write!(out, "WATCHING {n}\r\n"),
+            Reply::KickedCount(n) => write!(out, "KICKED {n}\r\n"),
+            other => {
+                out.extend_from_slice(other.word().as_bytes());
+                out.extend_from_slice(b"\r\n");
+                Ok(())
+            }
+        };
+    }
+
+    /// The first word of the reply, as `-VV` logs it.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Reply::Inserted(_) => "INSERTED",
+            Reply::BuriedJob(_) | Reply::Buried => "BURIED",
+            Reply::Reserved(..) => "RESERVED",
+            Reply::Found(..) => "FOUND",
+            Reply::Ok(_) => "OK",
+            Reply::Using(_) => "USING",
+            Reply::Watching(_) => "WATCHING",
+            Reply::KickedCount(_) | Reply::Kicked => "KICKED",
+            Reply::Deleted => "DELETED",
+            Reply::Released => "RELEASED",
+            Reply::Touched => "TOUCHED",
+            Reply::Paused => "PAUSED",
+            Reply::NotFound => "NOT_FOUND",
+            Reply::NotIgnored => "NOT_IGNORED",
+            Reply::DeadlineSoon => "DEADLINE_SOON",
+            Reply::TimedOut => "TIMED_OUT",
+            Reply::Draining => "DRAINING",
+            Reply::ExpectedCrlf => "EXPECTED_CRLF",
+            Reply::JobTooBig => "JOB_TOO_BIG",
+            Reply::BadFormat => "BAD_FORMAT",
+            Reply::UnknownCommand => "UNKNOWN_COMMAND",
+            Reply::OutOfMemory => "OUT_OF_MEMORY",
+            Reply::InternalError => "INTERNAL_ERROR",
+        }
+    }
+}
+
+fn write_data(
+    out: &mut Vec<u8>,
+    word: &str,
+    id: Option<JobId>,
+    data: &[u8],
+) -> std::io::Result<()> {
+    use std::io::Write;
+    match id {
+        Some(id) => write!(out, "{word} {id} {}\r\n", data.len())?,
+        None => write!(out, "{word} {}\r\n", data.len())?,
+    }
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Command as C;
+    use ParseError::{BadFormat, UnknownCommand};
+
+    fn name(s: &str) -> TubeName {
+        TubeName::new(s.as_bytes()).unwrap()
+    }
+
+    fn encoded(reply: Reply) -> String {
+        let mut out = Vec::new();
+        reply.encode(&mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn put_takes_four_numbers_with_loose_spacing() {
+        let put = |pri, delay, ttr, bytes, junk| C::Put {
+            pri,
+            delay,
+            ttr,
+            bytes,
+            junk_after_size: junk,
+        };
+        assert_eq!(parse(b"put 1 2 3 4"), Ok(put(1, 2, 3, 4, false)));
+        assert_eq!(parse(b"put  00   0  1   01"), Ok(put(0, 0, 1, 1, false)));
+        assert_eq!(parse(b"put 0 0 1 1 "), Ok(put(0, 0, 1, 1, true)));
+        assert_eq!(parse(b"put 0 0 1 1x"), Ok(put(0, 0, 1, 1, true)));
+        assert_eq!(
+            parse(b"put 4294967295 4294967295 4294967295 0"),
+            Ok(put(u32::MAX, u32::MAX, u32::MAX, 0, false))
+        );
+        assert_eq!(parse(b"put 4294967296 0 1 1"), Err(BadFormat));
+        assert_eq!(parse(b"put -1 0 1 1"), Err(BadFormat));
+        assert_eq!(parse(b"put 0 0 1"), Err(BadFormat));
+        assert_eq!(parse(b"put "), Err(BadFormat));
+        assert_eq!(parse(b"put"), Err(UnknownCommand));
+    }
+
+    #[test]
+    fn id_fields_are_u64_with_nothing_after() {
+        assert_eq!(parse(b"peek 01"), Ok(C::Peek(1)));
+        assert_eq!(parse(b"peek  1"), Ok(C::Peek(1)));
+        assert_eq!(parse(b"peek 18446744073709551615"), Ok(C::Peek(u64::MAX)));
+        assert_eq!(parse(b"peek 18446744073709551616"), Err(BadFormat));
+        assert_eq!(parse(b"delete 1 "), Err(BadFormat));
+        assert_eq!(parse(b"delete +1"), Err(BadFormat));
+        assert_eq!(parse(b"touch\t1"), Err(UnknownCommand));
+        assert_eq!(parse(b"release 1x 2 3"), Err(BadFormat));
+        assert_eq!(parse(b"release 12 3"), Err(BadFormat));
+        assert_eq!(
+            parse(b"release 1 2 3"),
+            Ok(C::Release {
+                id: 1,
+                pri: 2,
+                delay: 3
+            })
+        );
+        assert_eq!(parse(b"bury 5 6"), Ok(C::Bury { id: 5, pri: 6 }));
+    }
+
+    #[test]
+    fn commands_without_arguments_must_match_exactly() {
+        assert_eq!(parse(b"reserve"), Ok(C::Reserve));
+        for line in [
+            &b"reserve "[..],
+            b"reservex",
+            b"reserve-job",
+            b"reserve-with-timeout",
+            b"stats ",
+            b"stats-job",
+            b"stats-tube",
+            b"statsx",
+            b"list-tubesx",
+            b"peek-readyx",
+            b"list-tube-used ",
+        ] {
+            assert_eq!(
+                parse(line),
+                Err(BadFormat),
+                "{:?}",
+                String::from_utf8_lossy(line)
+            );
+        }
+        for line in [
+            &b"list-tube"[..],
+            b"",
+            b"PUT 0 0 1 1",
+            b"Stats",
+            b"peek",
+            b"use",
+        ] {
+            assert_eq!(
+                parse(line),
+                Err(UnknownCommand),
+                "{:?}",
+                String::from_utf8_lossy(line)
+            );
+        }
+    }
+
+    #[test]
+    fn quit_is_a_bare_prefix() {
+        assert_eq!(parse(b"quit"), Ok(C::Quit));
+        assert_eq!(parse(b"quitx"), Ok(C::Quit));
+        assert_eq!(parse(b"quit now"), Ok(C::Quit));
+    }
+
+    #[test]
+    fn nul_anywhere_is_bad_format() {
+        assert_eq!(parse(b"stats\0"), Err(BadFormat));
+        assert_eq!(parse(b"\0garbage"), Err(BadFormat));
+    }
+
+    #[test]
+    fn reserve_with_timeout_ignores_trailing_bytes_and_is_bounded() {
+        assert_eq!(
+            parse(b"reserve-with-timeout 0 junk"),
+            Ok(C::ReserveWithTimeout(0))
+        );
+        assert_eq!(
+            parse(b"reserve-with-timeout 0x"),
+            Ok(C::ReserveWithTimeout(0))
+        );
+        assert_eq!(
+            parse(b"reserve-with-timeout 2147483647"),
+            Ok(C::ReserveWithTimeout(2147483647))
+        );
+        assert_eq!(parse(b"reserve-with-timeout 2147483648"), Err(BadFormat));
+        assert_eq!(parse(b"reserve-with-timeout -1"), Err(BadFormat));
+        assert_eq!(parse(b"reserve-with-timeout "), Err(BadFormat));
+    }
+
+    #[test]
+    fn kick_parses_like_strtoul() {
+        assert_eq!(parse(b"kick 5"), Ok(C::Kick(5)));
+        assert_eq!(parse(b"kick \t 5"), Ok(C::Kick(5)));
+        assert_eq!(parse(b"kick 1x"), Ok(C::Kick(1)));
+        assert_eq!(parse(b"kick +3"), Ok(C::Kick(3)));
+        assert_eq!(parse(b"kick -1"), Ok(C::Kick(u32::MAX)));
+        assert_eq!(parse(b"kick 4294967296"), Ok(C::Kick(0)));
+        assert_eq!(parse(b"kick 4294967298"), Ok(C::Kick(2)));
+        assert_eq!(parse(b"kick 18446744073709551616"), Err(BadFormat));
+        assert_eq!(parse(b"kick x"), Err(BadFormat));
+        assert_eq!(parse(b"kick "), Err(BadFormat));
+        assert_eq!(parse(b"kick -"), Err(BadFormat));
+    }
+
+    #[test]
+    fn tube_names_run_to_the_end_of_the_line() {
+        assert_eq!(parse(b"use foo"), Ok(C::Use(name("foo"))));
+        assert_eq!(
+            parse(b"watch a-b+c/d;e.f$g_h(i)"),
+            Ok(C::Watch(name("a-b+c/d;e.f$g_h(i)")))
+        );
+        for line in [
+            &b"use  foo"[..],
+            b"use foo ",
+            b"use -foo",
+            b"use a*b",
+            b"use caf\xe9",
+            b"use ",
+            b"ignore a b",
+            b"stats-tube ",
+        ] {
+            assert_eq!(
+                parse(line),
+                Err(BadFormat),
+                "{:?}",
+                String::from_utf8_lossy(line)
+            );
+        }
+        let longest = [b'a'; MAX_TUBE_NAME];
+        assert!(TubeName::new(&longest).is_some());
+        assert!(TubeName::new(&[b'a'; MAX_TUBE_NAME + 1]).is_none());
+    }
+
+    #[test]
+    fn pause_tube_quirks() {
+        let paused = |n: &str, delay| C::PauseTube {
+            tube: Some(name(n)),
+            delay,
+        };
+        assert_eq!(parse(b"pause-tube default 5"), Ok(paused("default", 5)));
+        assert_eq!(parse(b"pause-tubedefault 5"), Ok(paused("default", 5)));
+        assert_eq!(parse(b"pause-tube   x   0"), Ok(paused("x", 0)));
+        assert_eq!(
+            parse(b"pause-tube -x 1"),
+            Ok(C::PauseTube {
+                tube: None,
+                delay: 1
+            })
+        );
+        assert_eq!(parse(b"pause-tube foo10"), Err(BadFormat));
+        assert_eq!(parse(b"pause-tube default*5"), Err(BadFormat));
+        assert_eq!(parse(b"pause-tube default 5 "), Err(BadFormat));
+        assert_eq!(parse(b"pause-tube"), Err(BadFormat));
+    }
+
+    #[test]
+    fn replies_encode_exactly() {
+        assert_eq!(encoded(Reply::Inserted(7)), "INSERTED 7\r\n");
+        assert_eq!(
+            encoded(Reply::Reserved(3, b"a\r\nb")),
+            "RESERVED 3 4\r\na\r\nb\r\n"
+        );
+        assert_eq!(encoded(Reply::Found(3, b"")), "FOUND 3 0\r\n\r\n");
+        assert_eq!(
+            encoded(Reply::Ok("---\n- default\n".into())),
+            "OK 14\r\n---\n- default\n\r\n"
+        );
+        assert_eq!(encoded(Reply::Using(&name("x"))), "USING x\r\n");
+        assert_eq!(encoded(Reply::KickedCount(0)), "KICKED 0\r\n");
+        assert_eq!(encoded(Reply::Kicked), "KICKED\r\n");
+        assert_eq!(encoded(Reply::NotFound), "NOT_FOUND\r\n");
+        assert_eq!(encoded(Reply::DeadlineSoon), "DEADLINE_SOON\r\n");
+    }
+}

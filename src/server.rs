@@ -1,0 +1,538 @@
+//! The server: binds the listening socket, starts the timer and hang-up
+//! threads, and accepts connections, each served by a thread of its own.
+//!
+//! Everything the threads share lives in one [`Shared`]: the engine behind
+//! its `Mutex`, the clock, the timer's `Condvar`, and the table of open
+//! connections (used to enforce the connection cap and to close every socket
+//! on shutdown). This module owns threads and sockets; it makes no queue
+//! decisions.
+
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::FileTypeExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::config::{Config, Listen};
+use crate::engine::{ClientId, Engine};
+use crate::hangup::HangupWatcher;
+use crate::stats::{BinlogStats, ProcessStats};
+use crate::time::Clock;
+use crate::{conn, sys, timer};
+
+/// Stack size of a connection thread. A connection's deepest path (formatting
+/// `stats`) needs well under this; an idle connection touches two pages.
+const CONNECTION_STACK: usize = 128 * 1024;
+
+/// beanstalkd's listen backlog; std's default of 128 drops SYNs under a burst
+/// of connects, and each drop costs the client a 1 s retransmit.
+const LISTEN_BACKLOG: i32 = 1024;
+
+/// Longest UNIX socket path (`sun_path` is 108 bytes with its NUL).
+const MAX_UNIX_PATH: usize = 107;
+
+/// A client's socket, TCP or UNIX. Reads and writes go through `&Stream`, so
+/// one `Arc<Stream>` serves the connection thread and the shutdown path
+/// without a second file descriptor.
+#[derive(Debug)]
+pub enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Stream {
+    /// Closes both directions; a thread blocked reading it wakes with EOF.
+    pub fn shutdown(&self) {
+        let _ = match self {
+            Stream::Tcp(s) => s.shutdown(Shutdown::Both),
+            Stream::Unix(s) => s.shutdown(Shutdown::Both),
+        };
+    }
+}
+
+impl AsRawFd for Stream {
+    fn as_raw_fd(&self) -> RawFd {
+        match self {
+            Stream::Tcp(s) => s.as_raw_fd(),
+            Stream::Unix(s) => s.as_raw_fd(),
+        }
+    }
+}
+
+impl Read for &Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => (&*s).read(buf),
+            Stream::Unix(s) => (&*s).read(buf),
+        }
+    }
+}
+
+impl Write for &Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => (&*s).write(buf),
+            Stream::Unix(s) => (&*s).write(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The listening socket.
+#[derive(Debug)]
+enum Listener {
+    Tcp(TcpListener),
+    Unix(UnixListener, PathBuf),
+}
+
+impl Listener {
+    fn accept(&self) -> io::Result<Stream> {
+        match self {
+            Listener::Tcp(l) => {
+                let (stream, _) = l.accept()?;
+                // Replies are whole; Nagle would only delay them.
+                let _ = stream.set_nodelay(true);
+                Ok(Stream::Tcp(stream))
+            }
+            Listener::Unix(l, _) => Ok(Stream::Unix(l.accept()?.0)),
+        }
+    }
+
+    fn as_raw_fd(&self) -> RawFd {
+        match self {
+            Listener::Tcp(l) => l.as_raw_fd(),
+            Listener::Unix(l, _) => l.as_raw_fd(),
+        }
+    }
+}
+
+/// State shared by every thread of one server.
+pub(crate) struct Shared {
+    pub engine: Mutex<Engine>,
+    pub clock: Clock,
+    /// The timer thread sleeps on this; the engine notifies it.
+    pub timer: Arc<Condvar>,
+    pub hangups: HangupWatcher,
+    pub config: Config,
+    pub process: ProcessInfo,
+    pub stopping: AtomicBool,
+    /// Open connections by client id.
+    pub connections: Mutex<HashMap<ClientId, Arc<Stream>>>,
+    /// Signalled when the last connection closes (for shutdown).
+    pub all_closed: Condvar,
+}
+
+impl Shared {
+    /// Locks the engine. A panic elsewhere cannot leave the engine half
+    /// changed in a way later callers could see as unsafe (release builds
+    /// abort on panic), so poisoning is ignored.
+    pub fn engine(&self) -> MutexGuard<'_, Engine> {
+        self.engine
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn connections(&self) -> MutexGuard<'_, HashMap<ClientId, Arc<Stream>>> {
+        self.connections
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Prints a log line on stderr if the server runs with at least `level`
+    /// `-V` flags.
+    pub fn log(&self, level: u8, message: std::fmt::Arguments<'_>) {
+        if self.config.verbosity >= level {
+            eprintln!("beanstalk: {message}");
+        }
+    }
+
+    /// The process's own figures for `stats`.
+    pub fn process_stats(&self) -> ProcessStats {
+        let (user_cpu, system_cpu) = sys::cpu_times();
+        let p = &self.process;
+        ProcessStats {
+            pid: std::process::id(),
+            version: VERSION,
+            user_cpu,
+            system_cpu,
+            uptime_secs: p.started.elapsed().as_secs(),
+            binlog: BinlogStats {
+                max_size: u64::from(self.config.binlog_file_size),
+                ..BinlogStats::default()
+            },
+            instance_id: p.instance_id.clone(),
+            hostname: p.hostname.clone(),
+            os: p.os.clone(),
+            platform: p.platform.clone(),
+        }
+    }
+
+    /// Called by a connection thread as it ends.
+    pub fn connection_closed(&self, client: ClientId) {
+        let mut connections = self.connections();
+        connections.remove(&client);
+        if connections.is_empty() {
+            self.all_closed.notify_all();
+        }
+    }
+}
+
+/// The protocol version `stats` reports: the beanstalkd release whose
+/// behaviour this server reproduces.
+pub const VERSION: &str = "1.13";
+
+/// Facts about the process fixed at start-up.
+pub(crate) struct ProcessInfo {
+    started: Instant,
+    instance_id: String,
+    hostname: String,
+    os: String,
+    platform: String,
+}
+
+impl ProcessInfo {
+    fn new() -> ProcessInfo {
+        let uname = sys::uname_fields();
+        ProcessInfo {
+            started: Instant::now(),
+            instance_id: instance_id(),
+            hostname: uname.hostname,
+            os: uname.version,
+            platform: uname.machine,
+        }
+    }
+}
+
+/// 8 random bytes as 16 hex digits, from /dev/urandom (or the clock and pid
+/// where there is none, e.g. in a bare chroot).
+fn instance_id() -> String {
+    let mut bytes = [0u8; 8];
+    let random = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+    if random.is_err() {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        bytes = (nanos ^ u64::from(std::process::id()).rotate_left(32)).to_le_bytes();
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A bound server, ready to [`run`](Server::run).
+///
+/// ```no_run
+/// use beanstalk::{Config, Server};
+///
+/// let server = Server::bind(Config::loopback())?;
+/// println!("listening on {}", server.local_addr().unwrap());
+/// let running = server.spawn()?;
+/// // ... talk to it over TCP ...
+/// running.shutdown();
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub struct Server {
+    listener: Listener,
+    shared: Arc<Shared>,
+}
+
+/// A handle that can stop a server or put it in drain mode from any thread.
+#[derive(Clone)]
+pub struct Handle {
+    shared: Arc<Shared>,
+    wake_address: WakeAddress,
+}
+
+#[derive(Clone)]
+enum WakeAddress {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
+}
+
+impl Server {
+    /// Binds the listening socket of `config` and prepares the shared state.
+    /// Nothing is served until [`Server::run`] or [`Server::spawn`].
+    pub fn bind(config: Config) -> io::Result<Server> {
+        let listener = match &config.listen {
+            Listen::Tcp { host, port } => Listener::Tcp(bind_tcp(host, *port)?),
+            Listen::Unix(path) => Listener::Unix(bind_unix(path)?, path.clone()),
+        };
+        if let Listener::Tcp(l) = &listener {
+            sys::set_backlog(l, LISTEN_BACKLOG)?;
+        }
+        let timer = Arc::new(Condvar::new());
+        let mut engine = Engine::new(config.max_job_size);
+        engine.set_timer(Arc::clone(&timer));
+        let shared = Arc::new(Shared {
+            engine: Mutex::new(engine),
+            clock: Clock::start(),
+            timer,
+            hangups: HangupWatcher::new()?,
+            config,
+            process: ProcessInfo::new(),
+            stopping: AtomicBool::new(false),
+            connections: Mutex::new(HashMap::new()),
+            all_closed: Condvar::new(),
+        });
+        Ok(Server { listener, shared })
+    }
+
+    /// The TCP address actually bound (useful with port 0); `None` for a
+    /// UNIX socket.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        match &self.listener {
+            Listener::Tcp(l) => l.local_addr().ok(),
+            Listener::Unix(..) => None,
+        }
+    }
+
+    /// The listening socket's file descriptor (for `-V` logging).
+    pub fn listener_fd(&self) -> RawFd {
+        self.listener.as_raw_fd()
+    }
+
+    /// A handle to stop this server (or drain it) once it runs.
+    pub fn handle(&self) -> Handle {
+        let wake_address = match &self.listener {
+            Listener::Tcp(l) => {
+                let mut addr = l
+                    .local_addr()
+                    .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)));
+                if addr.ip().is_unspecified() {
+                    addr.set_ip(if addr.is_ipv4() {
+                        [127, 0, 0, 1].into()
+                    } else {
+                        std::net::Ipv6Addr::LOCALHOST.into()
+                    });
+                }
+                WakeAddress::Tcp(addr)
+            }
+            Listener::Unix(_, path) => WakeAddress::Unix(path.clone()),
+        };
+        Handle {
+            shared: Arc::clone(&self.shared),
+            wake_address,
+        }
+    }
+
+    /// Serves until [`Handle::shutdown`] is called, then closes every
+    /// connection, waits (briefly) for their threads, and returns.
+    pub fn run(self) -> io::Result<()> {
+        let shared = &self.shared;
+        let timer_thread = timer::spawn(Arc::clone(shared))?;
+        let hangup_thread = crate::hangup::spawn(Arc::clone(shared))?;
+        while !shared.stopping.load(Ordering::SeqCst) {
+            match self.listener.accept() {
+                Ok(stream) => self.start_connection(stream),
+                Err(e) => {
+                    // Out of fds or memory: say so and back off, rather than
+                    // spinning on an error that will not clear by itself.
+                    shared.log(0, format_args!("accept: {e}"));
+                    thread::sleep(Duration::from_millis(50));
+                }
+            }
+        }
+        self.finish(timer_thread, hangup_thread);
+        Ok(())
+    }
+
+    /// Runs the server on a thread of its own.
+    pub fn spawn(self) -> io::Result<Running> {
+        let handle = self.handle();
+        let addr = self.local_addr();
+        let thread = thread::Builder::new()
+            .name("beanstalk-accept".into())
+            .spawn(move || self.run())?;
+        Ok(Running {
+            handle,
+            addr,
+            thread: Some(thread),
+        })
+    }
+
+    fn start_connection(&self, stream: Stream) {
+        let shared = &self.shared;
+        if shared.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        let fd = stream.as_raw_fd();
+        let mut connections = shared.connections();
+        if connections.len() >= shared.config.max_connections {
+            drop(connections);
+            shared.log(1, format_args!("refuse {fd}: at the connection limit"));
+            return; // dropping the stream closes it
+        }
+        let waker = Arc::new(Condvar::new());
+        let client = shared.engine().connect(Arc::clone(&waker));
+        let stream = Arc::new(stream);
+        connections.insert(client, Arc::clone(&stream));
+        drop(connections);
+        shared.log(1, format_args!("accept {fd}"));
+        let thread_shared = Arc::clone(shared);
+        let spawned = thread::Builder::new()
+            .name("beanstalk-conn".into())
+            .stack_size(CONNECTION_STACK)
+            .spawn(move || conn::serve(thread_shared, stream, client, waker));
+        if let Err(e) = spawned {
+            // The closure (and so the stream) was dropped: the socket is closed.
+            shared.log(
+                0,
+                format_args!("cannot start a thread for connection {fd}: {e}"),
+            );
+            shared.engine().disconnect(client, shared.clock.now());
+            shared.connection_closed(client);
+        }
+    }
+
+    fn finish(self, timer_thread: thread::JoinHandle<()>, hangup_thread: thread::JoinHandle<()>) {
+        let shared = &self.shared;
+        // Wake every connection: a blocked read sees EOF, a blocked reserve
+        // times out.
+        let open: Vec<(ClientId, Arc<Stream>)> = shared
+            .connections()
+            .iter()
+            .map(|(&c, s)| (c, Arc::clone(s)))
+            .collect();
+        {
+            let mut engine = shared.engine();
+            for (client, _) in &open {
+                engine.hang_up(*client);
+            }
+        }
+        for (_, stream) in &open {
+            stream.shutdown();
+        }
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let mut connections = shared.connections();
+        while !connections.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            connections = shared
+                .all_closed
+                .wait_timeout(connections, left)
+                .map_or_else(|e| e.into_inner().0, |r| r.0);
+        }
+        drop(connections);
+        shared.timer.notify_all();
+        shared.hangups.stop();
+        let _ = timer_thread.join();
+        let _ = hangup_thread.join();
+        if let Listener::Unix(_, path) = &self.listener {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+impl Handle {
+    /// Stops the server: no new connections; open ones are closed after the
+    /// command in flight. [`Server::run`] returns once they are gone.
+    pub fn shutdown(&self) {
+        if self.shared.stopping.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        // Wake the accept loop with a connection of our own.
+        let _ = match &self.wake_address {
+            WakeAddress::Tcp(addr) => {
+                TcpStream::connect_timeout(addr, Duration::from_secs(1)).map(drop)
+            }
+            WakeAddress::Unix(path) => UnixStream::connect(path).map(drop),
+        };
+    }
+
+    /// Enters drain mode: every later put is refused with `DRAINING`.
+    pub fn drain(&self) {
+        self.shared.engine().start_draining();
+    }
+}
+
+/// A server running on its own thread (from [`Server::spawn`]). Dropping it
+/// shuts the server down and waits for it.
+pub struct Running {
+    handle: Handle,
+    addr: Option<SocketAddr>,
+    thread: Option<thread::JoinHandle<io::Result<()>>>,
+}
+
+impl Running {
+    /// The bound TCP address (`None` for a UNIX socket).
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.addr
+    }
+
+    /// A handle for shutdown or drain.
+    pub fn handle(&self) -> Handle {
+        self.handle.clone()
+    }
+
+    /// Stops the server and waits until it has finished.
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        self.handle.shutdown();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Binds the first address `host:port` resolves to that accepts the bind,
+/// as beanstalkd does with getaddrinfo's results.
+fn bind_tcp(host: &str, port: u16) -> io::Result<TcpListener> {
+    let mut last_error =
+        io::Error::new(io::ErrorKind::NotFound, format!("{host}: no address found"));
+    let addresses = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| io::Error::new(e.kind(), format!("getaddrinfo({host}): {e}")))?;
+    for addr in addresses {
+        match TcpListener::bind(addr) {
+            Ok(listener) => return Ok(listener),
+            Err(e) => last_error = io::Error::new(e.kind(), format!("bind {addr}: {e}")),
+        }
+    }
+    Err(last_error)
+}
+
+/// Binds a UNIX socket, replacing a stale socket file but nothing else.
+fn bind_unix(path: &std::path::Path) -> io::Result<UnixListener> {
+    let len = path.as_os_str().len();
+    if len > MAX_UNIX_PATH {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "socket path {} is too long ({len} characters), where maximum allowed is {MAX_UNIX_PATH}",
+                path.display()
+            ),
+        ));
+    }
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if !meta.file_type().is_socket() {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!(
+                    "another file already exists in the given path: {}",
+                    path.display()
+                ),
+            ));
+        }
+        eprintln!("beanstalk: removing existing local socket to replace it");
+        std::fs::remove_file(path)?;
+    }
+    UnixListener::bind(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("bind {}: {e}", path.display())))
+}

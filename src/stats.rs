@@ -1,0 +1,312 @@
+//! The YAML bodies of `stats`, `stats-job`, `stats-tube` and the `list-*`
+//! commands, byte for byte as beanstalkd 1.13 writes them (SPEC.md 6).
+//!
+//! This module only formats: the engine fills in the figures, the server
+//! adds the process's own (pid, CPU time, uname). Keys come in beanstalkd's
+//! fixed order; exactly the strings beanstalkd 1.13 quotes are quoted, with
+//! no escaping (tube names and uname fields cannot contain a quote that
+//! matters to any client).
+
+use std::fmt::Write;
+use std::time::Duration;
+
+use crate::engine::Counters;
+use crate::protocol::TubeName;
+
+/// How many times each counted command ran (the `cmd-*` keys).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CommandCounts {
+    pub put: u64,
+    pub peek: u64,
+    pub peek_ready: u64,
+    pub peek_delayed: u64,
+    pub peek_buried: u64,
+    pub reserve: u64,
+    pub reserve_with_timeout: u64,
+    pub delete: u64,
+    pub release: u64,
+    pub use_: u64,
+    pub watch: u64,
+    pub ignore: u64,
+    pub bury: u64,
+    pub kick: u64,
+    pub touch: u64,
+    pub stats: u64,
+    pub stats_job: u64,
+    pub stats_tube: u64,
+    pub list_tubes: u64,
+    pub list_tube_used: u64,
+    pub list_tubes_watched: u64,
+    pub pause_tube: u64,
+}
+
+/// Jobs by state, for a tube or for the whole server.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JobCounts {
+    /// Ready jobs with a priority below 1024.
+    pub urgent: usize,
+    pub ready: usize,
+    pub reserved: usize,
+    pub delayed: usize,
+    pub buried: usize,
+}
+
+/// The figures of `stats-job`.
+#[derive(Debug)]
+pub struct JobStats<'a> {
+    pub id: u64,
+    pub tube: &'a TubeName,
+    pub state: &'static str,
+    pub pri: u32,
+    pub age: u64,
+    pub delay: u32,
+    pub ttr: u32,
+    pub time_left: u64,
+    /// Binlog file holding the job's latest full record; 0 without `-b`.
+    pub file: u64,
+    pub counters: Counters,
+}
+
+impl JobStats<'_> {
+    /// The YAML document.
+    pub fn to_yaml(&self) -> String {
+        let mut y = String::with_capacity(160);
+        let c = &self.counters;
+        // Writing into a String cannot fail.
+        let _ = write!(
+            y,
+            "---\nid: {}\ntube: \"{}\"\nstate: {}\npri: {}\nage: {}\ndelay: {}\nttr: {}\n\
+             time-left: {}\nfile: {}\nreserves: {}\ntimeouts: {}\nreleases: {}\nburies: {}\n\
+             kicks: {}\n",
+            self.id,
+            self.tube,
+            self.state,
+            self.pri,
+            self.age,
+            self.delay,
+            self.ttr,
+            self.time_left,
+            self.file,
+            c.reserves,
+            c.timeouts,
+            c.releases,
+            c.buries,
+            c.kicks
+        );
+        y
+    }
+}
+
+/// The figures of `stats-tube`.
+#[derive(Debug)]
+pub struct TubeStats<'a> {
+    pub name: &'a TubeName,
+    pub jobs: JobCounts,
+    pub total_jobs: u64,
+    pub using: usize,
+    pub watching: usize,
+    pub waiting: usize,
+    pub cmd_delete: u64,
+    pub cmd_pause_tube: u64,
+    pub pause: u32,
+    pub pause_time_left: u64,
+}
+
+impl TubeStats<'_> {
+    /// The YAML document.
+    pub fn to_yaml(&self) -> String {
+        let mut y = String::with_capacity(320);
+        let j = &self.jobs;
+        let _ = write!(
+            y,
+            "---\nname: \"{}\"\ncurrent-jobs-urgent: {}\ncurrent-jobs-ready: {}\n\
+             current-jobs-reserved: {}\ncurrent-jobs-delayed: {}\ncurrent-jobs-buried: {}\n\
+             total-jobs: {}\ncurrent-using: {}\ncurrent-watching: {}\ncurrent-waiting: {}\n\
+             cmd-delete: {}\ncmd-pause-tube: {}\npause: {}\npause-time-left: {}\n",
+            self.name,
+            j.urgent,
+            j.ready,
+            j.reserved,
+            j.delayed,
+            j.buried,
+            self.total_jobs,
+            self.using,
+            self.watching,
+            self.waiting,
+            self.cmd_delete,
+            self.cmd_pause_tube,
+            self.pause,
+            self.pause_time_left
+        );
+        y
+    }
+}
+
+/// The engine's part of `stats`.
+#[derive(Debug, Clone, Copy)]
+pub struct ServerStats {
+    pub jobs: JobCounts,
+    pub cmds: CommandCounts,
+    pub job_timeouts: u64,
+    pub total_jobs: u64,
+    pub max_job_size: u32,
+    pub current_tubes: usize,
+    pub current_connections: usize,
+    pub producers: usize,
+    pub workers: usize,
+    pub waiting: usize,
+    pub total_connections: u64,
+    pub draining: bool,
+}
+
+/// The binlog's part of `stats`: all zero but `max_size` without `-b`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BinlogStats {
+    pub oldest_index: u64,
+    pub current_index: u64,
+    pub records_migrated: u64,
+    pub records_written: u64,
+    pub max_size: u64,
+}
+
+/// The process's part of `stats`.
+#[derive(Debug, Clone)]
+pub struct ProcessStats {
+    pub pid: u32,
+    pub version: &'static str,
+    pub user_cpu: Duration,
+    pub system_cpu: Duration,
+    pub uptime_secs: u64,
+    pub binlog: BinlogStats,
+    /// 16 lowercase hex digits, new for every process.
+    pub instance_id: String,
+    pub hostname: String,
+    /// The kernel version string (uname's `version`, not `release`).
+    pub os: String,
+    pub platform: String,
+}
+
+impl ServerStats {
+    /// The YAML document of `stats`.
+    pub fn to_yaml(&self, p: &ProcessStats) -> String {
+        let mut y = String::with_capacity(1200);
+        let (j, c, b) = (&self.jobs, &self.cmds, &p.binlog);
+        let _ = write!(
+            y,
+            "---\ncurrent-jobs-urgent: {}\ncurrent-jobs-ready: {}\ncurrent-jobs-reserved: {}\n\
+             current-jobs-delayed: {}\ncurrent-jobs-buried: {}\ncmd-put: {}\ncmd-peek: {}\n\
+             cmd-peek-ready: {}\ncmd-peek-delayed: {}\ncmd-peek-buried: {}\ncmd-reserve: {}\n\
+             cmd-reserve-with-timeout: {}\ncmd-delete: {}\ncmd-release: {}\ncmd-use: {}\n\
+             cmd-watch: {}\ncmd-ignore: {}\ncmd-bury: {}\ncmd-kick: {}\ncmd-touch: {}\n\
+             cmd-stats: {}\ncmd-stats-job: {}\ncmd-stats-tube: {}\ncmd-list-tubes: {}\n\
+             cmd-list-tube-used: {}\ncmd-list-tubes-watched: {}\ncmd-pause-tube: {}\n\
+             job-timeouts: {}\ntotal-jobs: {}\nmax-job-size: {}\ncurrent-tubes: {}\n\
+             current-connections: {}\ncurrent-producers: {}\ncurrent-workers: {}\n\
+             current-waiting: {}\ntotal-connections: {}\npid: {}\nversion: \"{}\"\n\
+             rusage-utime: {}.{:06}\nrusage-stime: {}.{:06}\nuptime: {}\n\
+             binlog-oldest-index: {}\nbinlog-current-index: {}\nbinlog-records-migrated: {}\n\
+             binlog-records-written: {}\nbinlog-max-size: {}\ndraining: {}\nid: {}\n\
+             hostname: \"{}\"\nos: \"{}\"\nplatform: \"{}\"\n",
+            j.urgent,
+            j.ready,
+            j.reserved,
+            j.delayed,
+            j.buried,
+            c.put,
+            c.peek,
+            c.peek_ready,
+            c.peek_delayed,
+            c.peek_buried,
+            c.reserve,
+            c.reserve_with_timeout,
+            c.delete,
+            c.release,
+            c.use_,
+            c.watch,
+            c.ignore,
+            c.bury,
+            c.kick,
+            c.touch,
+            c.stats,
+            c.stats_job,
+            c.stats_tube,
+            c.list_tubes,
+            c.list_tube_used,
+            c.list_tubes_watched,
+            c.pause_tube,
+            self.job_timeouts,
+            self.total_jobs,
+            self.max_job_size,
+            self.current_tubes,
+            self.current_connections,
+            self.producers,
+            self.workers,
+            self.waiting,
+            self.total_connections,
+            p.pid,
+            p.version,
+            p.user_cpu.as_secs(),
+            p.user_cpu.subsec_micros(),
+            p.system_cpu.as_secs(),
+            p.system_cpu.subsec_micros(),
+            p.uptime_secs,
+            b.oldest_index,
+            b.current_index,
+            b.records_migrated,
+            b.records_written,
+            b.max_size,
+            self.draining,
+            p.instance_id,
+            p.hostname,
+            p.os,
+            p.platform
+        );
+        y
+    }
+}
+
+/// A YAML list of names, as `list-tubes` and `list-tubes-watched` send it.
+pub fn list_yaml<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let mut y = String::from("---\n");
+    for name in names {
+        y.push_str("- ");
+        y.push_str(name);
+        y.push('\n');
+    }
+    y
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_yaml_matches_beanstalkd() {
+        let tube = TubeName::default_tube();
+        let stats = JobStats {
+            id: 1,
+            tube: &tube,
+            state: "ready",
+            pri: 0,
+            age: 0,
+            delay: 0,
+            ttr: 10,
+            time_left: 0,
+            file: 0,
+            counters: Counters::default(),
+        };
+        let yaml = stats.to_yaml();
+        assert_eq!(yaml.len(), 146);
+        assert_eq!(
+            yaml,
+            "---\nid: 1\ntube: \"default\"\nstate: ready\npri: 0\nage: 0\ndelay: 0\nttr: 10\n\
+             time-left: 0\nfile: 0\nreserves: 0\ntimeouts: 0\nreleases: 0\nburies: 0\nkicks: 0\n"
+        );
+    }
+
+    #[test]
+    fn lists_are_yaml_sequences() {
+        assert_eq!(list_yaml(["default"].into_iter()), "---\n- default\n");
+        assert_eq!(list_yaml(["a", "b"].into_iter()), "---\n- a\n- b\n");
+    }
+}
