@@ -1,0 +1,236 @@
+//! Shared helpers for the integration tests: start a server on an ephemeral
+//! loopback port, talk raw bytes to it, and assert the exact bytes back.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use beanstalk::config::{parse_args, Action, Listen};
+use beanstalk::{Config, Running, Server};
+
+/// How long any single expected reply may take before a test fails.
+pub const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A server running in this process on 127.0.0.1 and a free port. Stops
+/// when dropped.
+pub struct TestServer {
+    pub running: Running,
+    pub addr: SocketAddr,
+}
+
+/// A server with the default configuration.
+pub fn start() -> TestServer {
+    start_with(Config::loopback())
+}
+
+/// A server configured by beanstalkd-style flags (`-z 10`, ...); it always
+/// listens on 127.0.0.1 and a free port whatever `-l`/`-p` say.
+pub fn start_args(args: &[&str]) -> TestServer {
+    let Ok(Action::Run(mut config)) = parse_args(args.iter().copied()) else {
+        panic!("bad test flags {args:?}");
+    };
+    config.listen = Listen::Tcp {
+        host: "127.0.0.1".into(),
+        port: 0,
+    };
+    start_with(config)
+}
+
+pub fn start_with(config: Config) -> TestServer {
+    let server = Server::bind(config).expect("bind");
+    let running = server.spawn().expect("spawn");
+    let addr = running.local_addr().expect("tcp address");
+    TestServer { running, addr }
+}
+
+impl TestServer {
+    pub fn connect(&self) -> Client {
+        Client::connect(self.addr)
+    }
+}
+
+/// One raw client connection.
+pub struct Client {
+    pub stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Client {
+    pub fn connect(addr: SocketAddr) -> Client {
+        let stream = TcpStream::connect(addr).expect("connect");
+        stream.set_nodelay(true).unwrap();
+        Client {
+            stream,
+            buf: Vec::new(),
+        }
+    }
+
+    /// Sends raw bytes.
+    pub fn send(&mut self, bytes: impl AsRef<[u8]>) {
+        self.stream.write_all(bytes.as_ref()).expect("send");
+    }
+
+    /// Sends `line` plus CRLF and returns the whole reply (header line with
+    /// its CRLF, plus data and its CRLF for OK/FOUND/RESERVED).
+    pub fn cmd(&mut self, line: &str) -> String {
+        self.send(format!("{line}\r\n"));
+        self.reply()
+    }
+
+    /// Reads one whole reply, as [`Client::cmd`] returns it.
+    pub fn reply(&mut self) -> String {
+        String::from_utf8_lossy(&self.reply_bytes()).into_owned()
+    }
+
+    pub fn reply_bytes(&mut self) -> Vec<u8> {
+        let line_end = self.fill_until(|buf| find(buf, b"\r\n").map(|i| i + 2));
+        let header = String::from_utf8_lossy(&self.buf[..line_end - 2]).into_owned();
+        let words: Vec<&str> = header.split(' ').collect();
+        let data_len = match words.as_slice() {
+            ["OK", n] | ["FOUND", _, n] | ["RESERVED", _, n] => Some(n.parse::<usize>().unwrap()),
+            _ => None,
+        };
+        let total = line_end + data_len.map_or(0, |n| n + 2);
+        self.fill_until(|buf| (buf.len() >= total).then_some(total));
+        self.buf.drain(..total).collect()
+    }
+
+    /// Reads exactly `expected.len()` bytes and asserts they are `expected`.
+    pub fn expect(&mut self, expected: impl AsRef<[u8]>) {
+        let expected = expected.as_ref();
+        let n = expected.len();
+        self.fill_until(|buf| (buf.len() >= n).then_some(n));
+        let got: Vec<u8> = self.buf.drain(..n).collect();
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(expected),
+            "unexpected reply bytes"
+        );
+    }
+
+    /// Asserts that nothing arrives for `wait`.
+    pub fn expect_silence(&mut self, wait: Duration) {
+        assert!(
+            self.buf.is_empty(),
+            "unexpected bytes: {:?}",
+            String::from_utf8_lossy(&self.buf)
+        );
+        self.stream.set_read_timeout(Some(wait)).unwrap();
+        let mut byte = [0; 64];
+        match self.stream.read(&mut byte) {
+            Ok(0) => panic!("connection closed while expecting silence"),
+            Ok(n) => panic!(
+                "unexpected bytes: {:?}",
+                String::from_utf8_lossy(&byte[..n])
+            ),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(e) => panic!("read error: {e}"),
+        }
+    }
+
+    /// Asserts that the server closes the connection (EOF) with no more bytes.
+    pub fn expect_closed(&mut self) {
+        assert!(
+            self.buf.is_empty(),
+            "unexpected bytes: {:?}",
+            String::from_utf8_lossy(&self.buf)
+        );
+        self.stream.set_read_timeout(Some(REPLY_TIMEOUT)).unwrap();
+        let mut byte = [0; 64];
+        match self.stream.read(&mut byte) {
+            Ok(0) => {}
+            Ok(n) => panic!(
+                "unexpected bytes: {:?}",
+                String::from_utf8_lossy(&byte[..n])
+            ),
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => {}
+            Err(e) => panic!("expected EOF, got {e}"),
+        }
+    }
+
+    /// Shuts down the sending side (a half-close).
+    pub fn half_close(&mut self) {
+        self.stream.shutdown(Shutdown::Write).unwrap();
+    }
+
+    /// `put` with a body; returns the reply line.
+    pub fn put(&mut self, pri: u32, delay: u32, ttr: u32, body: &str) -> String {
+        self.send(format!(
+            "put {pri} {delay} {ttr} {}\r\n{body}\r\n",
+            body.len()
+        ));
+        self.reply()
+    }
+
+    /// `put` that must succeed; returns the new id.
+    pub fn put_ok(&mut self, body: &str) -> u64 {
+        let reply = self.put(0, 0, 60, body);
+        reply
+            .strip_prefix("INSERTED ")
+            .and_then(|r| r.trim_end().parse().ok())
+            .unwrap_or_else(|| panic!("put failed: {reply:?}"))
+    }
+
+    /// The YAML map of `stats`, `stats-job N` or `stats-tube T`.
+    pub fn yaml_map(&mut self, command: &str) -> HashMap<String, String> {
+        let reply = self.cmd(command);
+        assert!(reply.starts_with("OK "), "{command}: {reply:?}");
+        parse_yaml_map(&reply)
+    }
+
+    pub fn stats(&mut self) -> HashMap<String, String> {
+        self.yaml_map("stats")
+    }
+
+    /// One key of `stats`.
+    pub fn stat(&mut self, key: &str) -> String {
+        self.stats()
+            .remove(key)
+            .unwrap_or_else(|| panic!("no stats key {key}"))
+    }
+
+    fn fill_until(&mut self, mut done: impl FnMut(&[u8]) -> Option<usize>) -> usize {
+        let deadline = Instant::now() + REPLY_TIMEOUT;
+        loop {
+            if let Some(n) = done(&self.buf) {
+                return n;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(
+                !left.is_zero(),
+                "no complete reply within {REPLY_TIMEOUT:?}; have {:?}",
+                String::from_utf8_lossy(&self.buf)
+            );
+            self.stream.set_read_timeout(Some(left)).unwrap();
+            let mut chunk = [0; 65536];
+            match self.stream.read(&mut chunk) {
+                Ok(0) => panic!(
+                    "connection closed; have {:?}",
+                    String::from_utf8_lossy(&self.buf)
+                ),
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                    ) => {}
+                Err(e) => panic!("read error: {e}"),
+            }
+        }
+    }
+}
+
+/// Parses `OK n\r\n---\nkey: value\n...\r\n` into a map (quotes kept).
+pub fn parse_yaml_map(reply: &str) -> HashMap<String, String> {
+    reply
+        .lines()
+        .filter_map(|line| line.split_once(": "))
+        .map(|(k, v)| (k.to_owned(), v.trim_end_matches('\r').to_owned()))
+        .collect()
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
