@@ -1031,3 +1031,197 @@ fn positions(jobs: &mut IdMap<Job>) -> impl FnMut(JobId, usize) + '_ {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn engine() -> Engine {
+        Engine::new(65535)
+    }
+
+    fn client(e: &mut Engine) -> ClientId {
+        e.connect(Arc::new(Condvar::new()))
+    }
+
+    fn name(s: &str) -> TubeName {
+        TubeName::new(s.as_bytes()).unwrap()
+    }
+
+    fn put(e: &mut Engine, c: ClientId, pri: u32, delay: u32, ttr: u32, now: Time) -> JobId {
+        e.count_put();
+        let id = e.start_put(c);
+        let job = NewJob {
+            id,
+            pri,
+            delay,
+            ttr,
+            created: now,
+            body: Box::from(&b"body"[..]),
+        };
+        assert_eq!(e.put(c, job, now), Reply::Inserted(id));
+        id
+    }
+
+    fn reserved_id(reply: Option<Reply>) -> JobId {
+        match reply {
+            Some(Reply::Reserved(id, _)) => id,
+            other => panic!("expected RESERVED, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn reserve_takes_lowest_priority_then_lowest_id() {
+        let mut e = engine();
+        let c = client(&mut e);
+        let t = Time::ZERO;
+        let a = put(&mut e, c, 5, 0, 10, t);
+        let b = put(&mut e, c, 1, 0, 10, t);
+        let d = put(&mut e, c, 1, 0, 10, t);
+        assert_eq!(reserved_id(e.reserve(c, None, t)), b);
+        assert_eq!(reserved_id(e.reserve(c, None, t)), d);
+        // Released with the same priority, b goes ahead of newer jobs again.
+        assert_eq!(e.release(c, b, 1, 0, t), Reply::Released);
+        assert_eq!(reserved_id(e.reserve(c, None, t)), b);
+        assert_eq!(reserved_id(e.reserve(c, None, t)), a);
+    }
+
+    #[test]
+    fn ttr_expiry_returns_the_job_to_ready() {
+        let mut e = engine();
+        let c = client(&mut e);
+        let id = put(&mut e, c, 0, 0, 2, Time::ZERO);
+        reserved_id(e.reserve(c, None, Time::ZERO));
+        assert_eq!(e.tick(Time::from_secs(1)), Some(Time::from_secs(2)));
+        assert_eq!(e.jobs[&id].state, State::Reserved);
+        assert_eq!(e.tick(Time::from_secs(2)), None);
+        assert_eq!(e.jobs[&id].state, State::Ready);
+        assert_eq!(e.jobs[&id].counters.timeouts, 1);
+        assert_eq!(e.job_timeouts, 1);
+    }
+
+    #[test]
+    fn delayed_jobs_mature_on_tick() {
+        let mut e = engine();
+        let c = client(&mut e);
+        let id = put(&mut e, c, 0, 3, 10, Time::ZERO);
+        assert_eq!(e.reserve(c, Some(0), Time::ZERO), Some(Reply::TimedOut));
+        assert_eq!(e.next_due(), Some(Time::from_secs(3)));
+        e.tick(Time::from_secs(3));
+        assert_eq!(reserved_id(e.reserve(c, None, Time::from_secs(3))), id);
+    }
+
+    #[test]
+    fn blocked_waiters_are_served_oldest_first() {
+        let mut e = engine();
+        let producer = client(&mut e);
+        let waiters: Vec<ClientId> = (0..3).map(|_| client(&mut e)).collect();
+        for &w in &waiters {
+            assert_eq!(e.reserve(w, None, Time::ZERO), None);
+        }
+        assert_eq!(e.waiting_clients, 3);
+        let jobs: Vec<JobId> = (0..3)
+            .map(|_| put(&mut e, producer, 0, 0, 10, Time::ZERO))
+            .collect();
+        for (&w, &job) in waiters.iter().zip(&jobs) {
+            assert_eq!(reserved_id(e.check_wait(w, Time::ZERO)), job);
+        }
+        assert_eq!(e.waiting_clients, 0);
+    }
+
+    #[test]
+    fn a_hung_up_waiter_gets_timed_out_and_no_job() {
+        let mut e = engine();
+        let (producer, w) = (client(&mut e), client(&mut e));
+        assert_eq!(e.reserve(w, None, Time::ZERO), None);
+        e.hang_up(w);
+        assert_eq!(e.check_wait(w, Time::ZERO), Some(Reply::TimedOut));
+        let id = put(&mut e, producer, 0, 0, 10, Time::ZERO);
+        assert_eq!(e.jobs[&id].state, State::Ready);
+        assert_eq!(
+            e.reserve(w, None, Time::ZERO).map(|r| r.word()),
+            Some("RESERVED")
+        );
+    }
+
+    #[test]
+    fn disconnect_releases_reservations_in_reservation_order() {
+        let mut e = engine();
+        let (holder, waiter) = (client(&mut e), client(&mut e));
+        let a = put(&mut e, holder, 10, 0, 10, Time::ZERO);
+        let b = put(&mut e, holder, 1, 0, 10, Time::ZERO);
+        assert_eq!(e.reserve_job(holder, a, Time::ZERO).word(), "RESERVED");
+        assert_eq!(e.reserve_job(holder, b, Time::ZERO).word(), "RESERVED");
+        assert_eq!(e.reserve(waiter, None, Time::ZERO), None);
+        e.disconnect(holder, Time::ZERO);
+        // The waiter gets the job reserved first, not the more urgent one.
+        assert_eq!(reserved_id(e.check_wait(waiter, Time::ZERO)), a);
+        assert_eq!(e.jobs[&b].state, State::Ready);
+    }
+
+    #[test]
+    fn deadline_soon_when_holding_a_job_in_its_last_second() {
+        let mut e = engine();
+        let c = client(&mut e);
+        put(&mut e, c, 0, 0, 3, Time::ZERO);
+        reserved_id(e.reserve(c, None, Time::ZERO));
+        // Blocks until the margin starts at 2 s.
+        assert_eq!(e.reserve(c, Some(5), Time::ZERO), None);
+        assert_eq!(e.wake_time(c), Some(Time::from_secs(2)));
+        assert_eq!(e.check_wait(c, Time::from_secs(1)), None);
+        assert_eq!(
+            e.check_wait(c, Time::from_secs(2)),
+            Some(Reply::DeadlineSoon)
+        );
+        // Inside the margin, a reserve answers at once.
+        assert_eq!(
+            e.reserve(c, None, Time::from_secs(2)),
+            Some(Reply::DeadlineSoon)
+        );
+    }
+
+    #[test]
+    fn tubes_vanish_when_unreferenced_but_default_never() {
+        let mut e = engine();
+        let c = client(&mut e);
+        e.use_tube(c, &name("e"));
+        let id = put(&mut e, c, 0, 0, 10, Time::ZERO);
+        e.use_tube(c, &name("default"));
+        assert!(e.tubes.find(&name("e")).is_some());
+        assert_eq!(e.delete(c, id), Reply::Deleted);
+        assert!(e.tubes.find(&name("e")).is_none());
+        e.disconnect(c, Time::ZERO);
+        assert!(e.tubes.find(&name("default")).is_some());
+    }
+
+    #[test]
+    fn kick_takes_buried_before_delayed() {
+        let mut e = engine();
+        let c = client(&mut e);
+        let delayed = put(&mut e, c, 0, 100, 10, Time::ZERO);
+        let buried = put(&mut e, c, 0, 0, 10, Time::ZERO);
+        reserved_id(e.reserve(c, None, Time::ZERO));
+        assert_eq!(e.bury(c, buried, 0), Reply::Buried);
+        assert_eq!(e.kick(c, 10, Time::ZERO), Reply::KickedCount(1));
+        assert_eq!(e.jobs[&delayed].state, State::Delayed);
+        assert_eq!(e.kick(c, 10, Time::ZERO), Reply::KickedCount(1));
+        assert_eq!(e.jobs[&delayed].state, State::Ready);
+    }
+
+    #[test]
+    fn paused_tubes_hold_their_jobs_until_the_pause_ends() {
+        let mut e = engine();
+        let (producer, w) = (client(&mut e), client(&mut e));
+        put(&mut e, producer, 0, 0, 10, Time::ZERO);
+        assert_eq!(
+            e.pause_tube(Some(&name("default")), 2, Time::ZERO),
+            Reply::Paused
+        );
+        assert_eq!(e.reserve(w, None, Time::ZERO), None);
+        e.tick(Time::from_secs(2));
+        assert_eq!(
+            e.check_wait(w, Time::from_secs(2)).map(|r| r.word()),
+            Some("RESERVED")
+        );
+    }
+}
