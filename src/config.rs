@@ -49,6 +49,9 @@ pub struct Config {
     pub verbosity: u8,
     /// Most connections served at once (`--max-connections`).
     pub max_connections: usize,
+    /// The `-l` and `-p` options as given (`"-p 11300"`), for the warning
+    /// that socket activation ignores them.
+    pub listen_options: Vec<String>,
     /// Warnings to print before starting (removed flags, clamped values).
     pub warnings: Vec<String>,
 }
@@ -57,10 +60,7 @@ impl Default for Config {
     /// beanstalkd's defaults: `0.0.0.0:11300`, 65535-byte jobs, no binlog.
     fn default() -> Config {
         Config {
-            listen: Listen::Tcp {
-                host: "0.0.0.0".to_owned(),
-                port: 11300,
-            },
+            listen: Listen::Tcp { host: "0.0.0.0".to_owned(), port: 11300 },
             max_job_size: 65535,
             binlog_dir: None,
             fsync: Fsync::Every(50),
@@ -68,6 +68,7 @@ impl Default for Config {
             user: None,
             verbosity: 0,
             max_connections: 10_000,
+            listen_options: Vec::new(),
             warnings: Vec::new(),
         }
     }
@@ -77,13 +78,7 @@ impl Config {
     /// A configuration listening on `127.0.0.1` on a free port: for tests and
     /// for embedding.
     pub fn loopback() -> Config {
-        Config {
-            listen: Listen::Tcp {
-                host: "127.0.0.1".to_owned(),
-                port: 0,
-            },
-            ..Config::default()
-        }
+        Config { listen: Listen::Tcp { host: "127.0.0.1".to_owned(), port: 0 }, ..Config::default() }
     }
 }
 
@@ -164,10 +159,7 @@ where
     I: IntoIterator,
     I::Item: Into<OsString>,
 {
-    let args: Vec<String> = args
-        .into_iter()
-        .map(|a| a.into().to_string_lossy().into_owned())
-        .collect();
+    let args: Vec<String> = args.into_iter().map(|a| a.into().to_string_lossy().into_owned()).collect();
     let mut config = Config::default();
     let mut host = "0.0.0.0".to_owned();
     let mut port: u16 = 11300;
@@ -194,17 +186,24 @@ where
                 'b' => config.binlog_dir = Some(PathBuf::from(value()?)),
                 'f' => config.fsync = Fsync::Every(parse_size(&value()?)?),
                 'F' => config.fsync = Fsync::Never,
-                'l' => host = value()?,
-                'p' => port = parse_port(&value()?)?,
+                'l' => {
+                    host = value()?;
+                    config.listen_options.push(format!("-l {host}"));
+                }
+                'p' => {
+                    let given = value()?;
+                    port = parse_port(&given)?;
+                    config.listen_options.push(format!("-p {given}"));
+                }
                 's' => config.binlog_file_size = parse_binlog_size(&value()?)?,
                 'u' => config.user = Some(value()?),
                 'z' => config.max_job_size = parse_job_size(&value()?, &mut config.warnings)?,
                 'V' => config.verbosity = config.verbosity.saturating_add(1),
                 'v' => return Ok(Action::Version),
                 'h' => return Ok(Action::Help),
-                'c' | 'n' => config.warnings.push(format!(
-                    "-{flag} flag was removed. binlog is always compacted."
-                )),
+                'c' | 'n' => {
+                    config.warnings.push(format!("-{flag} flag was removed. binlog is always compacted."))
+                }
                 _ => {
                     // beanstalkd quotes the word from one character before the
                     // unknown letter: "-x" for "-x", "Vx" for "-Vx".
@@ -237,9 +236,7 @@ fn parse_long(
         "max-connections" => {
             let value = match attached {
                 Some(v) => v,
-                None => words
-                    .next()
-                    .ok_or_else(|| ArgError::UnknownFlag(format!("--{name}")))?,
+                None => words.next().ok_or_else(|| ArgError::UnknownFlag(format!("--{name}")))?,
             };
             let n: usize = value
                 .parse()
@@ -258,15 +255,11 @@ fn parse_size(value: &str) -> Result<u32, ArgError> {
     if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
         return Err(ArgError::InvalidSize(value.to_owned()));
     }
-    Ok(value
-        .parse::<u64>()
-        .map_or(u32::MAX, |n| n.min(u64::from(u32::MAX)) as u32))
+    Ok(value.parse::<u64>().map_or(u32::MAX, |n| n.min(u64::from(u32::MAX)) as u32))
 }
 
 fn parse_port(value: &str) -> Result<u16, ArgError> {
-    value
-        .parse()
-        .map_err(|_| ArgError::InvalidPort(value.to_owned()))
+    value.parse().map_err(|_| ArgError::InvalidPort(value.to_owned()))
 }
 
 /// `-z`: clamped to 1 GiB with a warning, as beanstalkd does; a negative
@@ -307,13 +300,7 @@ mod tests {
     #[test]
     fn defaults_are_beanstalkds() {
         let c = run(&[]);
-        assert_eq!(
-            c.listen,
-            Listen::Tcp {
-                host: "0.0.0.0".into(),
-                port: 11300
-            }
-        );
+        assert_eq!(c.listen, Listen::Tcp { host: "0.0.0.0".into(), port: 11300 });
         assert_eq!(c.max_job_size, 65535);
         assert_eq!(c.fsync, Fsync::Every(50));
         assert_eq!(c.binlog_file_size, 10_485_760);
@@ -322,29 +309,17 @@ mod tests {
     #[test]
     fn values_attach_or_follow_and_flags_bundle() {
         let c = run(&["-p11301", "-l", "127.0.0.1", "-VV", "-z", "10"]);
-        assert_eq!(
-            c.listen,
-            Listen::Tcp {
-                host: "127.0.0.1".into(),
-                port: 11301
-            }
-        );
+        assert_eq!(c.listen, Listen::Tcp { host: "127.0.0.1".into(), port: 11301 });
         assert_eq!((c.verbosity, c.max_job_size), (2, 10));
         let c = run(&["-Fb", "/tmp/x"]);
-        assert_eq!(
-            (c.fsync, c.binlog_dir),
-            (Fsync::Never, Some(PathBuf::from("/tmp/x")))
-        );
+        assert_eq!((c.fsync, c.binlog_dir), (Fsync::Never, Some(PathBuf::from("/tmp/x"))));
         assert_eq!(run(&["-F", "-f0"]).fsync, Fsync::Every(0));
         assert_eq!(run(&["-f0", "-F"]).fsync, Fsync::Never);
     }
 
     #[test]
     fn unix_sockets_ignore_the_port() {
-        assert_eq!(
-            run(&["-l", "unix:/tmp/s", "-p", "5"]).listen,
-            Listen::Unix("/tmp/s".into())
-        );
+        assert_eq!(run(&["-l", "unix:/tmp/s", "-p", "5"]).listen, Listen::Unix("/tmp/s".into()));
     }
 
     #[test]
@@ -379,20 +354,14 @@ mod tests {
 
     #[test]
     fn removed_flags_warn_and_carry_on() {
-        assert_eq!(
-            run(&["-c"]).warnings,
-            ["-c flag was removed. binlog is always compacted."]
-        );
+        assert_eq!(run(&["-c"]).warnings, ["-c flag was removed. binlog is always compacted."]);
     }
 
     #[test]
     fn long_options() {
         assert_eq!(run(&["--max-connections", "5"]).max_connections, 5);
         assert_eq!(run(&["--max-connections=7"]).max_connections, 7);
-        assert_eq!(
-            err(&["--max-connections=0"]),
-            "invalid value for --max-connections: 0"
-        );
+        assert_eq!(err(&["--max-connections=0"]), "invalid value for --max-connections: 0");
         assert_eq!(err(&["--nope"]), "unknown flag: --nope");
     }
 }

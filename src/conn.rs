@@ -25,12 +25,7 @@ const INPUT_BUFFER: usize = 16 * 1024;
 const OUTPUT_HIGH_WATER: usize = 64 * 1024;
 
 /// Serves one client until it quits or disconnects, then tells the engine.
-pub(crate) fn serve(
-    shared: Arc<Shared>,
-    stream: Arc<Stream>,
-    client: ClientId,
-    waker: Arc<Condvar>,
-) {
+pub(crate) fn serve(shared: Arc<Shared>, stream: Arc<Stream>, client: ClientId, waker: Arc<Condvar>) {
     let mut conn = Conn {
         shared: &shared,
         stream: &stream,
@@ -221,10 +216,7 @@ impl Conn<'_> {
         let verbose = self.shared.config.verbosity >= 2;
         if verbose {
             let line = String::from_utf8_lossy(&self.input[start..end]).into_owned();
-            self.shared.log(
-                2,
-                format_args!("<{} command {line}", self.stream.as_raw_fd()),
-            );
+            self.shared.log(2, format_args!("<{} command {line}", self.stream.as_raw_fd()));
         }
         let reply_from = self.output.len();
         let next = match command {
@@ -238,10 +230,7 @@ impl Conn<'_> {
             let reply = &self.output[reply_from..];
             let first = reply.split(|&b| b == b'\r').next().unwrap_or_default();
             let first = String::from_utf8_lossy(first).into_owned();
-            self.shared.log(
-                2,
-                format_args!(">{} reply {first}", self.stream.as_raw_fd()),
-            );
+            self.shared.log(2, format_args!(">{} reply {first}", self.stream.as_raw_fd()));
         }
         Ok(next)
     }
@@ -252,13 +241,9 @@ impl Conn<'_> {
         let now = shared.clock.now();
         let out = &mut self.output;
         match command {
-            Command::Put {
-                pri,
-                delay,
-                ttr,
-                bytes,
-                junk_after_size,
-            } => return self.put(pri, delay, ttr, bytes, junk_after_size),
+            Command::Put { pri, delay, ttr, bytes, junk_after_size } => {
+                return self.put(pri, delay, ttr, bytes, junk_after_size)
+            }
             Command::Reserve => return self.reserve(None),
             Command::ReserveWithTimeout(secs) => return self.reserve(Some(secs)),
             Command::Quit => return Ok(Next::Close),
@@ -272,9 +257,7 @@ impl Conn<'_> {
                     Command::Use(name) => engine.use_tube(c, name),
                     Command::ReserveJob(id) => engine.reserve_job(c, *id, now),
                     Command::Delete(id) => engine.delete(c, *id),
-                    Command::Release { id, pri, delay } => {
-                        engine.release(c, *id, *pri, *delay, now)
-                    }
+                    Command::Release { id, pri, delay } => engine.release(c, *id, *pri, *delay, now),
                     Command::Bury { id, pri } => engine.bury(c, *id, *pri),
                     Command::Touch(id) => engine.touch(c, *id, now),
                     Command::Watch(name) => engine.watch(c, name),
@@ -290,9 +273,7 @@ impl Conn<'_> {
                     Command::ListTubes => engine.list_tubes(),
                     Command::ListTubeUsed => engine.list_tube_used(c),
                     Command::ListTubesWatched => engine.list_tubes_watched(c),
-                    Command::PauseTube { tube, delay } => {
-                        engine.pause_tube(tube.as_ref(), *delay, now)
-                    }
+                    Command::PauseTube { tube, delay } => engine.pause_tube(tube.as_ref(), *delay, now),
                     Command::Put { .. }
                     | Command::Reserve
                     | Command::ReserveWithTimeout(_)
@@ -341,19 +322,9 @@ impl Conn<'_> {
             Reply::ExpectedCrlf.encode(&mut self.output);
             return Ok(Next::Continue);
         }
-        let job = NewJob {
-            id,
-            pri,
-            delay,
-            ttr,
-            created,
-            body: body.into_boxed_slice(),
-        };
+        let job = NewJob { id, pri, delay, ttr, created, body: body.into_boxed_slice() };
         let now = shared.clock.now();
-        shared
-            .engine()
-            .put(self.client, job, now)
-            .encode(&mut self.output);
+        shared.engine().put(self.client, job, now).encode(&mut self.output);
         Ok(Next::Continue)
     }
 
@@ -388,9 +359,7 @@ impl Conn<'_> {
             engine = match engine.wake_time(self.client) {
                 Some(at) => {
                     let wait = at.duration_since(now);
-                    self.waker
-                        .wait_timeout(engine, wait)
-                        .map_or_else(|e| e.into_inner().0, |r| r.0)
+                    self.waker.wait_timeout(engine, wait).map_or_else(|e| e.into_inner().0, |r| r.0)
                 }
                 None => self.waker.wait(engine).unwrap_or_else(|e| e.into_inner()),
             };

@@ -34,11 +34,7 @@ impl HangupWatcher {
         let poller = HangupPoller::new()?;
         let (wake_reader, wake_writer) = UnixStream::pair()?;
         poller.watch_readable(wake_reader.as_raw_fd(), WAKE_TOKEN)?;
-        Ok(HangupWatcher {
-            poller,
-            wake_reader,
-            wake_writer,
-        })
+        Ok(HangupWatcher { poller, wake_reader, wake_writer })
     }
 
     /// Starts watching a blocked client's socket.
@@ -59,9 +55,7 @@ impl HangupWatcher {
 
 /// Starts the watcher thread; it returns when the server stops.
 pub(crate) fn spawn(shared: Arc<Shared>) -> io::Result<thread::JoinHandle<()>> {
-    thread::Builder::new()
-        .name("beanstalk-hangup".into())
-        .spawn(move || run(&shared))
+    thread::Builder::new().name("beanstalk-hangup".into()).spawn(move || run(&shared))
 }
 
 fn run(shared: &Shared) {

@@ -31,7 +31,9 @@
 //! 6. [`server`]: listening, accepting, one thread per connection, shutdown;
 //!    and the two helper threads, `timer` (jobs whose time has come) and
 //!    `hangup` (workers that vanish while blocked in reserve).
-//! 7. [`config`]: beanstalkd's command-line flags.
+//! 7. [`config`]: beanstalkd's command-line flags; [`signals`],
+//!    [`privileges`] (`-u`) and [`activation`] (systemd sockets): what it
+//!    takes to run as a service.
 //! 8. `sys` (private): the only `unsafe` code, a few libc calls std lacks.
 //!
 //! ## Running a server in-process
@@ -51,12 +53,15 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
+pub mod activation;
 pub mod config;
 mod conn;
 pub mod engine;
 mod hangup;
+pub mod privileges;
 pub mod protocol;
 pub mod server;
+pub mod signals;
 pub mod stats;
 mod sys;
 pub mod time;

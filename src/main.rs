@@ -1,23 +1,27 @@
-//! `beanstalk`: the command-line entry point. Parses beanstalkd's flags,
-//! binds, and serves until killed. Exit codes follow beanstalkd (SPEC.md
-//! 7.2): 5 for a bad command line, 111 when it cannot listen.
+//! `beanstalk`: the command-line entry point. Start-up follows beanstalkd's
+//! order (SPEC.md 7.2): parse flags, bind (or take systemd's socket), drop
+//! privileges, handle signals, serve. Exit codes are beanstalkd's.
 
 use std::process::ExitCode;
 
 use beanstalk::config::{self, Action, Config};
-use beanstalk::Server;
+use beanstalk::signals::Signals;
+use beanstalk::{activation, privileges, Server};
 
 /// Exit status for a bad command line.
 const EXIT_USAGE: u8 = 5;
-/// Exit status when the listening socket cannot be made.
+/// Exit status when the listening socket cannot be made, or signals cannot
+/// be set up.
 const EXIT_LISTEN: u8 = 111;
 
 fn main() -> ExitCode {
     let mut args = std::env::args_os();
-    let argv0 = args.next().map_or_else(
-        || "beanstalk".to_owned(),
-        |a| a.to_string_lossy().into_owned(),
-    );
+    let argv0 = args.next().map_or_else(|| "beanstalk".to_owned(), |a| a.to_string_lossy().into_owned());
+    // Before any thread exists, so that every thread inherits the mask.
+    let signals = match Signals::block() {
+        Ok(signals) => signals,
+        Err(e) => return fail(&argv0, EXIT_LISTEN, format_args!("cannot set up signals: {e}")),
+    };
     let config = match config::parse_args(args) {
         Ok(Action::Run(config)) => config,
         Ok(Action::Help) => {
@@ -25,11 +29,8 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Ok(Action::Version) => {
-            println!(
-                "beanstalk {} (beanstalkd {} protocol)",
-                env!("CARGO_PKG_VERSION"),
-                beanstalk::server::VERSION
-            );
+            let version = env!("CARGO_PKG_VERSION");
+            println!("beanstalk {version} (beanstalkd {} protocol)", beanstalk::server::VERSION);
             return ExitCode::SUCCESS;
         }
         Err(e) => {
@@ -41,45 +42,49 @@ fn main() -> ExitCode {
     for warning in &config.warnings {
         eprintln!("{argv0}: {warning}");
     }
-    if let Some(unsupported) = unsupported_flag(&config) {
-        eprintln!("{argv0}: {unsupported} is not supported by this build yet");
-        return ExitCode::from(EXIT_USAGE);
-    }
-    run(&argv0, config)
-}
-
-/// Flags that parse but whose feature is not built yet.
-fn unsupported_flag(config: &Config) -> Option<&'static str> {
     if config.binlog_dir.is_some() {
-        Some("-b (the binlog)")
-    } else if config.user.is_some() {
-        Some("-u")
-    } else {
-        None
+        return fail(&argv0, EXIT_USAGE, format_args!("-b (the binlog) is not supported by this build yet"));
     }
-}
-
-fn run(argv0: &str, config: Config) -> ExitCode {
-    let verbosity = config.verbosity;
-    let server = match Server::bind(config) {
+    let server = match bind(&argv0, config.clone()) {
         Ok(server) => server,
-        Err(e) => {
-            eprintln!("{argv0}: {e}");
-            return ExitCode::from(EXIT_LISTEN);
-        }
+        Err(e) => return fail(&argv0, EXIT_LISTEN, format_args!("{e}")),
     };
-    if verbosity > 0 {
+    if let Some(user) = &config.user {
+        if let Err(e) = privileges::become_user(user) {
+            return fail(&argv0, e.exit_code(), format_args!("{e}"));
+        }
+    }
+    if config.verbosity > 0 {
         eprintln!("{argv0}: pid {}", std::process::id());
         match server.local_addr() {
             Some(addr) => eprintln!("{argv0}: bind {} {addr}", server.listener_fd()),
             None => eprintln!("{argv0}: bind {} (unix socket)", server.listener_fd()),
         }
     }
+    if let Err(e) = signals.spawn(server.handle()) {
+        return fail(&argv0, EXIT_LISTEN, format_args!("cannot start the signal thread: {e}"));
+    }
     match server.run() {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("{argv0}: {e}");
-            ExitCode::FAILURE
-        }
+        Err(e) => fail(&argv0, 1, format_args!("{e}")),
     }
+}
+
+/// Binds the configured address, or takes the socket systemd passed.
+fn bind(argv0: &str, config: Config) -> std::io::Result<Server> {
+    let Some(inherited) = activation::from_env(std::process::id(), |key| std::env::var(key).ok()) else {
+        return Server::bind(config);
+    };
+    for warning in &inherited.warnings {
+        eprintln!("{argv0}: {warning}");
+    }
+    for option in &config.listen_options {
+        eprintln!("{argv0}: inherited listen fd; ignoring option: {option}");
+    }
+    Server::bind_inherited(inherited.fd, config)
+}
+
+fn fail(argv0: &str, code: u8, message: std::fmt::Arguments<'_>) -> ExitCode {
+    eprintln!("{argv0}: {message}");
+    ExitCode::from(code)
 }

@@ -251,13 +251,7 @@ fn parse_put(rest: &[u8]) -> Result<Command, ParseError> {
     let delay = f.u32()?;
     let ttr = f.u32()?;
     let bytes = f.u32()?;
-    Ok(Command::Put {
-        pri,
-        delay,
-        ttr,
-        bytes,
-        junk_after_size: !f.rest.is_empty(),
-    })
+    Ok(Command::Put { pri, delay, ttr, bytes, junk_after_size: !f.rest.is_empty() })
 }
 
 /// `pause-tube`: spaces, a run of name bytes, then the delay to the end.
@@ -269,10 +263,7 @@ fn parse_pause_tube(rest: &[u8]) -> Result<Command, ParseError> {
     }
     let (name, rest) = rest.split_at(name_len);
     let delay = Fields::new(rest).last_u32()?;
-    Ok(Command::PauseTube {
-        tube: TubeName::new(name),
-        delay,
-    })
+    Ok(Command::PauseTube { tube: TubeName::new(name), delay })
 }
 
 /// `kick`'s bound, parsed the way C's `strtoul` does it (SPEC.md 1.4): any
@@ -280,10 +271,7 @@ fn parse_pause_tube(rest: &[u8]) -> Result<Command, ParseError> {
 /// number wraps, and the 64-bit result is cut to 32 bits.
 fn parse_kick_bound(rest: &[u8]) -> Result<u32, ParseError> {
     let is_c_space = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r');
-    let start = rest
-        .iter()
-        .position(|b| !is_c_space(b))
-        .unwrap_or(rest.len());
+    let start = rest.iter().position(|b| !is_c_space(b)).unwrap_or(rest.len());
     let mut s = &rest[start..];
     let negative = s.first() == Some(&b'-');
     if matches!(s.first(), Some(b'-' | b'+')) {
@@ -293,11 +281,7 @@ fn parse_kick_bound(rest: &[u8]) -> Result<u32, ParseError> {
     if digits == 0 {
         return Err(ParseError::BadFormat);
     }
-    let value = if negative {
-        value.wrapping_neg()
-    } else {
-        value
-    };
+    let value = if negative { value.wrapping_neg() } else { value };
     Ok(value as u32)
 }
 
@@ -452,12 +436,7 @@ impl Reply<'_> {
     }
 }
 
-fn write_data(
-    out: &mut Vec<u8>,
-    word: &str,
-    id: Option<JobId>,
-    data: &[u8],
-) -> std::io::Result<()> {
+fn write_data(out: &mut Vec<u8>, word: &str, id: Option<JobId>, data: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     match id {
         Some(id) => write!(out, "{word} {id} {}\r\n", data.len())?,
@@ -486,13 +465,7 @@ mod tests {
 
     #[test]
     fn put_takes_four_numbers_with_loose_spacing() {
-        let put = |pri, delay, ttr, bytes, junk| C::Put {
-            pri,
-            delay,
-            ttr,
-            bytes,
-            junk_after_size: junk,
-        };
+        let put = |pri, delay, ttr, bytes, junk| C::Put { pri, delay, ttr, bytes, junk_after_size: junk };
         assert_eq!(parse(b"put 1 2 3 4"), Ok(put(1, 2, 3, 4, false)));
         assert_eq!(parse(b"put  00   0  1   01"), Ok(put(0, 0, 1, 1, false)));
         assert_eq!(parse(b"put 0 0 1 1 "), Ok(put(0, 0, 1, 1, true)));
@@ -519,14 +492,7 @@ mod tests {
         assert_eq!(parse(b"touch\t1"), Err(UnknownCommand));
         assert_eq!(parse(b"release 1x 2 3"), Err(BadFormat));
         assert_eq!(parse(b"release 12 3"), Err(BadFormat));
-        assert_eq!(
-            parse(b"release 1 2 3"),
-            Ok(C::Release {
-                id: 1,
-                pri: 2,
-                delay: 3
-            })
-        );
+        assert_eq!(parse(b"release 1 2 3"), Ok(C::Release { id: 1, pri: 2, delay: 3 }));
         assert_eq!(parse(b"bury 5 6"), Ok(C::Bury { id: 5, pri: 6 }));
     }
 
@@ -546,27 +512,10 @@ mod tests {
             b"peek-readyx",
             b"list-tube-used ",
         ] {
-            assert_eq!(
-                parse(line),
-                Err(BadFormat),
-                "{:?}",
-                String::from_utf8_lossy(line)
-            );
+            assert_eq!(parse(line), Err(BadFormat), "{:?}", String::from_utf8_lossy(line));
         }
-        for line in [
-            &b"list-tube"[..],
-            b"",
-            b"PUT 0 0 1 1",
-            b"Stats",
-            b"peek",
-            b"use",
-        ] {
-            assert_eq!(
-                parse(line),
-                Err(UnknownCommand),
-                "{:?}",
-                String::from_utf8_lossy(line)
-            );
+        for line in [&b"list-tube"[..], b"", b"PUT 0 0 1 1", b"Stats", b"peek", b"use"] {
+            assert_eq!(parse(line), Err(UnknownCommand), "{:?}", String::from_utf8_lossy(line));
         }
     }
 
@@ -585,18 +534,9 @@ mod tests {
 
     #[test]
     fn reserve_with_timeout_ignores_trailing_bytes_and_is_bounded() {
-        assert_eq!(
-            parse(b"reserve-with-timeout 0 junk"),
-            Ok(C::ReserveWithTimeout(0))
-        );
-        assert_eq!(
-            parse(b"reserve-with-timeout 0x"),
-            Ok(C::ReserveWithTimeout(0))
-        );
-        assert_eq!(
-            parse(b"reserve-with-timeout 2147483647"),
-            Ok(C::ReserveWithTimeout(2147483647))
-        );
+        assert_eq!(parse(b"reserve-with-timeout 0 junk"), Ok(C::ReserveWithTimeout(0)));
+        assert_eq!(parse(b"reserve-with-timeout 0x"), Ok(C::ReserveWithTimeout(0)));
+        assert_eq!(parse(b"reserve-with-timeout 2147483647"), Ok(C::ReserveWithTimeout(2147483647)));
         assert_eq!(parse(b"reserve-with-timeout 2147483648"), Err(BadFormat));
         assert_eq!(parse(b"reserve-with-timeout -1"), Err(BadFormat));
         assert_eq!(parse(b"reserve-with-timeout "), Err(BadFormat));
@@ -620,10 +560,7 @@ mod tests {
     #[test]
     fn tube_names_run_to_the_end_of_the_line() {
         assert_eq!(parse(b"use foo"), Ok(C::Use(name("foo"))));
-        assert_eq!(
-            parse(b"watch a-b+c/d;e.f$g_h(i)"),
-            Ok(C::Watch(name("a-b+c/d;e.f$g_h(i)")))
-        );
+        assert_eq!(parse(b"watch a-b+c/d;e.f$g_h(i)"), Ok(C::Watch(name("a-b+c/d;e.f$g_h(i)"))));
         for line in [
             &b"use  foo"[..],
             b"use foo ",
@@ -634,12 +571,7 @@ mod tests {
             b"ignore a b",
             b"stats-tube ",
         ] {
-            assert_eq!(
-                parse(line),
-                Err(BadFormat),
-                "{:?}",
-                String::from_utf8_lossy(line)
-            );
+            assert_eq!(parse(line), Err(BadFormat), "{:?}", String::from_utf8_lossy(line));
         }
         let longest = [b'a'; MAX_TUBE_NAME];
         assert!(TubeName::new(&longest).is_some());
@@ -648,20 +580,11 @@ mod tests {
 
     #[test]
     fn pause_tube_quirks() {
-        let paused = |n: &str, delay| C::PauseTube {
-            tube: Some(name(n)),
-            delay,
-        };
+        let paused = |n: &str, delay| C::PauseTube { tube: Some(name(n)), delay };
         assert_eq!(parse(b"pause-tube default 5"), Ok(paused("default", 5)));
         assert_eq!(parse(b"pause-tubedefault 5"), Ok(paused("default", 5)));
         assert_eq!(parse(b"pause-tube   x   0"), Ok(paused("x", 0)));
-        assert_eq!(
-            parse(b"pause-tube -x 1"),
-            Ok(C::PauseTube {
-                tube: None,
-                delay: 1
-            })
-        );
+        assert_eq!(parse(b"pause-tube -x 1"), Ok(C::PauseTube { tube: None, delay: 1 }));
         assert_eq!(parse(b"pause-tube foo10"), Err(BadFormat));
         assert_eq!(parse(b"pause-tube default*5"), Err(BadFormat));
         assert_eq!(parse(b"pause-tube default 5 "), Err(BadFormat));
@@ -671,15 +594,9 @@ mod tests {
     #[test]
     fn replies_encode_exactly() {
         assert_eq!(encoded(Reply::Inserted(7)), "INSERTED 7\r\n");
-        assert_eq!(
-            encoded(Reply::Reserved(3, b"a\r\nb")),
-            "RESERVED 3 4\r\na\r\nb\r\n"
-        );
+        assert_eq!(encoded(Reply::Reserved(3, b"a\r\nb")), "RESERVED 3 4\r\na\r\nb\r\n");
         assert_eq!(encoded(Reply::Found(3, b"")), "FOUND 3 0\r\n\r\n");
-        assert_eq!(
-            encoded(Reply::Ok("---\n- default\n".into())),
-            "OK 14\r\n---\n- default\n\r\n"
-        );
+        assert_eq!(encoded(Reply::Ok("---\n- default\n".into())), "OK 14\r\n---\n- default\n\r\n");
         assert_eq!(encoded(Reply::Using(&name("x"))), "USING x\r\n");
         assert_eq!(encoded(Reply::KickedCount(0)), "KICKED 0\r\n");
         assert_eq!(encoded(Reply::Kicked), "KICKED\r\n");

@@ -47,11 +47,12 @@ pub enum Stream {
 }
 
 impl Stream {
-    /// Closes both directions; a thread blocked reading it wakes with EOF.
-    pub fn shutdown(&self) {
+    /// Closes the receiving side: a thread blocked reading wakes with EOF,
+    /// while a reply still being written can go out.
+    pub fn shutdown_read(&self) {
         let _ = match self {
-            Stream::Tcp(s) => s.shutdown(Shutdown::Both),
-            Stream::Unix(s) => s.shutdown(Shutdown::Both),
+            Stream::Tcp(s) => s.shutdown(Shutdown::Read),
+            Stream::Unix(s) => s.shutdown(Shutdown::Read),
         };
     }
 }
@@ -90,7 +91,8 @@ impl Write for &Stream {
 #[derive(Debug)]
 enum Listener {
     Tcp(TcpListener),
-    Unix(UnixListener, PathBuf),
+    /// A UNIX socket, with its path if we created it (and so remove it).
+    Unix(UnixListener, Option<PathBuf>),
 }
 
 impl Listener {
@@ -135,15 +137,11 @@ impl Shared {
     /// changed in a way later callers could see as unsafe (release builds
     /// abort on panic), so poisoning is ignored.
     pub fn engine(&self) -> MutexGuard<'_, Engine> {
-        self.engine
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.engine.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn connections(&self) -> MutexGuard<'_, HashMap<ClientId, Arc<Stream>>> {
-        self.connections
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.connections.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Prints a log line on stderr if the server runs with at least `level`
@@ -261,8 +259,23 @@ impl Server {
     pub fn bind(config: Config) -> io::Result<Server> {
         let listener = match &config.listen {
             Listen::Tcp { host, port } => Listener::Tcp(bind_tcp(host, *port)?),
-            Listen::Unix(path) => Listener::Unix(bind_unix(path)?, path.clone()),
+            Listen::Unix(path) => Listener::Unix(bind_unix(path)?, Some(path.clone())),
         };
+        Server::with_listener(listener, config)
+    }
+
+    /// Serves on an inherited listening socket (systemd socket activation)
+    /// instead of binding one; `config.listen` is ignored. `fd` must be owned
+    /// by nothing else in the process.
+    pub fn bind_inherited(fd: RawFd, config: Config) -> io::Result<Server> {
+        let listener = match sys::inherited_listener(fd)? {
+            sys::Inherited::Tcp(l) => Listener::Tcp(l),
+            sys::Inherited::Unix(l) => Listener::Unix(l, None),
+        };
+        Server::with_listener(listener, config)
+    }
+
+    fn with_listener(listener: Listener, config: Config) -> io::Result<Server> {
         if let Listener::Tcp(l) = &listener {
             sys::set_backlog(l, LISTEN_BACKLOG)?;
         }
@@ -301,9 +314,7 @@ impl Server {
     pub fn handle(&self) -> Handle {
         let wake_address = match &self.listener {
             Listener::Tcp(l) => {
-                let mut addr = l
-                    .local_addr()
-                    .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)));
+                let mut addr = l.local_addr().unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)));
                 if addr.ip().is_unspecified() {
                     addr.set_ip(if addr.is_ipv4() {
                         [127, 0, 0, 1].into()
@@ -313,12 +324,12 @@ impl Server {
                 }
                 WakeAddress::Tcp(addr)
             }
-            Listener::Unix(_, path) => WakeAddress::Unix(path.clone()),
+            Listener::Unix(l, path) => {
+                let bound = l.local_addr().ok().and_then(|a| a.as_pathname().map(PathBuf::from));
+                WakeAddress::Unix(path.clone().or(bound).unwrap_or_default())
+            }
         };
-        Handle {
-            shared: Arc::clone(&self.shared),
-            wake_address,
-        }
+        Handle { shared: Arc::clone(&self.shared), wake_address }
     }
 
     /// Serves until [`Handle::shutdown`] is called, then closes every
@@ -346,14 +357,8 @@ impl Server {
     pub fn spawn(self) -> io::Result<Running> {
         let handle = self.handle();
         let addr = self.local_addr();
-        let thread = thread::Builder::new()
-            .name("beanstalk-accept".into())
-            .spawn(move || self.run())?;
-        Ok(Running {
-            handle,
-            addr,
-            thread: Some(thread),
-        })
+        let thread = thread::Builder::new().name("beanstalk-accept".into()).spawn(move || self.run())?;
+        Ok(Running { handle, addr, thread: Some(thread) })
     }
 
     fn start_connection(&self, stream: Stream) {
@@ -381,10 +386,7 @@ impl Server {
             .spawn(move || conn::serve(thread_shared, stream, client, waker));
         if let Err(e) = spawned {
             // The closure (and so the stream) was dropped: the socket is closed.
-            shared.log(
-                0,
-                format_args!("cannot start a thread for connection {fd}: {e}"),
-            );
+            shared.log(0, format_args!("cannot start a thread for connection {fd}: {e}"));
             shared.engine().disconnect(client, shared.clock.now());
             shared.connection_closed(client);
         }
@@ -394,11 +396,8 @@ impl Server {
         let shared = &self.shared;
         // Wake every connection: a blocked read sees EOF, a blocked reserve
         // times out.
-        let open: Vec<(ClientId, Arc<Stream>)> = shared
-            .connections()
-            .iter()
-            .map(|(&c, s)| (c, Arc::clone(s)))
-            .collect();
+        let open: Vec<(ClientId, Arc<Stream>)> =
+            shared.connections().iter().map(|(&c, s)| (c, Arc::clone(s))).collect();
         {
             let mut engine = shared.engine();
             for (client, _) in &open {
@@ -406,26 +405,26 @@ impl Server {
             }
         }
         for (_, stream) in &open {
-            stream.shutdown();
+            stream.shutdown_read();
         }
-        let deadline = Instant::now() + Duration::from_secs(2);
+        // A client that never reads its replies could hold its thread in a
+        // write forever; give up on it after a moment.
+        let deadline = Instant::now() + Duration::from_millis(900);
         let mut connections = shared.connections();
         while !connections.is_empty() {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 break;
             }
-            connections = shared
-                .all_closed
-                .wait_timeout(connections, left)
-                .map_or_else(|e| e.into_inner().0, |r| r.0);
+            connections =
+                shared.all_closed.wait_timeout(connections, left).map_or_else(|e| e.into_inner().0, |r| r.0);
         }
         drop(connections);
         shared.timer.notify_all();
         shared.hangups.stop();
         let _ = timer_thread.join();
         let _ = hangup_thread.join();
-        if let Listener::Unix(_, path) = &self.listener {
+        if let Listener::Unix(_, Some(path)) = &self.listener {
             let _ = std::fs::remove_file(path);
         }
     }
@@ -440,9 +439,7 @@ impl Handle {
         }
         // Wake the accept loop with a connection of our own.
         let _ = match &self.wake_address {
-            WakeAddress::Tcp(addr) => {
-                TcpStream::connect_timeout(addr, Duration::from_secs(1)).map(drop)
-            }
+            WakeAddress::Tcp(addr) => TcpStream::connect_timeout(addr, Duration::from_secs(1)).map(drop),
             WakeAddress::Unix(path) => UnixStream::connect(path).map(drop),
         };
     }
@@ -494,8 +491,7 @@ impl Drop for Running {
 /// Binds the first address `host:port` resolves to that accepts the bind,
 /// as beanstalkd does with getaddrinfo's results.
 fn bind_tcp(host: &str, port: u16) -> io::Result<TcpListener> {
-    let mut last_error =
-        io::Error::new(io::ErrorKind::NotFound, format!("{host}: no address found"));
+    let mut last_error = io::Error::new(io::ErrorKind::NotFound, format!("{host}: no address found"));
     let addresses = (host, port)
         .to_socket_addrs()
         .map_err(|e| io::Error::new(e.kind(), format!("getaddrinfo({host}): {e}")))?;
@@ -524,15 +520,11 @@ fn bind_unix(path: &std::path::Path) -> io::Result<UnixListener> {
         if !meta.file_type().is_socket() {
             return Err(io::Error::new(
                 io::ErrorKind::AlreadyExists,
-                format!(
-                    "another file already exists in the given path: {}",
-                    path.display()
-                ),
+                format!("another file already exists in the given path: {}", path.display()),
             ));
         }
         eprintln!("beanstalk: removing existing local socket to replace it");
         std::fs::remove_file(path)?;
     }
-    UnixListener::bind(path)
-        .map_err(|e| io::Error::new(e.kind(), format!("bind {}: {e}", path.display())))
+    UnixListener::bind(path).map_err(|e| io::Error::new(e.kind(), format!("bind {}: {e}", path.display())))
 }

@@ -8,7 +8,9 @@
 
 use std::ffi::{c_char, c_int, c_long};
 use std::io;
+use std::net::TcpListener;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixListener;
 use std::time::Duration;
 
 /// Linux `struct epoll_event`; packed on x86-64 only, as in the kernel ABI.
@@ -52,7 +54,24 @@ extern "C" {
     fn epoll_wait(epfd: c_int, events: *mut EpollEvent, max: c_int, timeout_ms: c_int) -> c_int;
     fn getrusage(who: c_int, usage: *mut Rusage) -> c_int;
     fn uname(buf: *mut Utsname) -> c_int;
+    fn sigemptyset(set: *mut SigSet) -> c_int;
+    fn sigaddset(set: *mut SigSet, signal: c_int) -> c_int;
+    fn pthread_sigmask(how: c_int, set: *const SigSet, old: *mut SigSet) -> c_int;
+    fn sigwait(set: *const SigSet, signal: *mut c_int) -> c_int;
+    fn signal(signal: c_int, handler: usize) -> usize;
+    fn setgroups(count: usize, groups: *const u32) -> c_int;
+    fn setgid(gid: u32) -> c_int;
+    fn setuid(uid: u32) -> c_int;
+    fn getuid() -> u32;
+    fn geteuid() -> u32;
+    fn getgid() -> u32;
+    fn getegid() -> u32;
+    fn getsockopt(fd: c_int, level: c_int, name: c_int, value: *mut c_int, len: *mut u32) -> c_int;
 }
+
+/// glibc's `sigset_t`: 1024 bits.
+#[repr(C)]
+struct SigSet([u64; 16]);
 
 const EPOLL_CLOEXEC: c_int = 0o2000000;
 const EPOLL_CTL_ADD: c_int = 1;
@@ -61,6 +80,22 @@ const EPOLLIN: u32 = 0x001;
 const EPOLLRDHUP: u32 = 0x2000;
 const EPOLLONESHOT: u32 = 1 << 30;
 const RUSAGE_SELF: c_int = 0;
+const SIG_BLOCK: c_int = 0;
+const SIG_IGN: usize = 1;
+const SOL_SOCKET: c_int = 1;
+const SO_TYPE: c_int = 3;
+const SO_ACCEPTCONN: c_int = 30;
+const SO_DOMAIN: c_int = 39;
+const SOCK_STREAM: c_int = 1;
+const AF_UNIX: c_int = 1;
+const AF_INET: c_int = 2;
+const AF_INET6: c_int = 10;
+
+/// Signal numbers (the same on every Linux architecture we build for).
+pub const SIGINT: i32 = 2;
+pub const SIGUSR1: i32 = 10;
+pub const SIGPIPE: i32 = 13;
+pub const SIGTERM: i32 = 15;
 
 fn check(ret: c_int) -> io::Result<c_int> {
     if ret < 0 {
@@ -92,9 +127,7 @@ impl HangupPoller {
         // nothing else owns, so OwnedFd may take it.
         let fd = check(unsafe { epoll_create1(EPOLL_CLOEXEC) })?;
         // SAFETY: `fd` was just returned by epoll_create1 and is owned by no one.
-        Ok(HangupPoller {
-            epoll: unsafe { OwnedFd::from_raw_fd(fd) },
-        })
+        Ok(HangupPoller { epoll: unsafe { OwnedFd::from_raw_fd(fd) } })
     }
 
     /// Watches `fd` for a hang-up, reporting it once under `token`.
@@ -108,10 +141,7 @@ impl HangupPoller {
     }
 
     fn add(&self, fd: RawFd, events: u32, token: u64) -> io::Result<()> {
-        let mut event = EpollEvent {
-            events,
-            data: token,
-        };
+        let mut event = EpollEvent { events, data: token };
         // SAFETY: `event` is a valid, initialised epoll_event that lives for the
         // call; the kernel copies it. Bad fds are reported through errno.
         check(unsafe { epoll_ctl(self.epoll.as_raw_fd(), EPOLL_CTL_ADD, fd, &mut event) }).map(drop)
@@ -131,14 +161,7 @@ impl HangupPoller {
         let mut events = [EpollEvent { events: 0, data: 0 }; MAX];
         // SAFETY: `events` is a writable array of MAX epoll_events, and we pass
         // MAX as its length, so the kernel writes only inside it.
-        let n = unsafe {
-            epoll_wait(
-                self.epoll.as_raw_fd(),
-                events.as_mut_ptr(),
-                MAX as c_int,
-                -1,
-            )
-        };
+        let n = unsafe { epoll_wait(self.epoll.as_raw_fd(), events.as_mut_ptr(), MAX as c_int, -1) };
         let n = match check(n) {
             Ok(n) => n as usize,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => 0,
@@ -160,8 +183,7 @@ pub fn cpu_times() -> (Duration, Duration) {
         usage.assume_init()
     };
     let duration = |tv: &Timeval| {
-        Duration::from_secs(tv.tv_sec.max(0) as u64)
-            + Duration::from_micros(tv.tv_usec.max(0) as u64)
+        Duration::from_secs(tv.tv_sec.max(0) as u64) + Duration::from_micros(tv.tv_usec.max(0) as u64)
     };
     (duration(&usage.ru_utime), duration(&usage.ru_stime))
 }
@@ -183,16 +205,113 @@ pub fn uname_fields() -> Uname {
         buf.assume_init()
     };
     let text = |field: &[c_char; 65]| {
-        let bytes: Vec<u8> = field
-            .iter()
-            .take_while(|&&c| c != 0)
-            .map(|&c| c as u8)
-            .collect();
+        let bytes: Vec<u8> = field.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
         String::from_utf8_lossy(&bytes).into_owned()
     };
-    Uname {
-        hostname: text(&buf.nodename),
-        version: text(&buf.version),
-        machine: text(&buf.machine),
+    Uname { hostname: text(&buf.nodename), version: text(&buf.version), machine: text(&buf.machine) }
+}
+
+/// A set of signals that every thread of the process blocks, to be taken one
+/// at a time with [`SignalSet::wait`] on a thread of our choosing. Nothing
+/// runs in signal-handler context at all, so nothing has to be
+/// async-signal-safe.
+pub struct SignalSet {
+    set: SigSet,
+}
+
+impl SignalSet {
+    /// Blocks `signals` in the calling thread, and so in every thread it
+    /// spawns afterwards. Call it before any other thread exists.
+    pub fn block(signals: &[i32]) -> io::Result<SignalSet> {
+        let mut set = SigSet([0; 16]);
+        // SAFETY: `set` is a valid, writable sigset_t for each call; the
+        // signal numbers are plain ints that sigaddset validates.
+        unsafe {
+            sigemptyset(&mut set);
+            for &signal in signals {
+                check(sigaddset(&mut set, signal))?;
+            }
+        }
+        // SAFETY: `set` is initialised; a null old-set pointer is allowed.
+        let ret = unsafe { pthread_sigmask(SIG_BLOCK, &set, std::ptr::null_mut()) };
+        if ret != 0 {
+            return Err(io::Error::from_raw_os_error(ret));
+        }
+        Ok(SignalSet { set })
+    }
+
+    /// Waits for one of the blocked signals and returns its number.
+    pub fn wait(&self) -> io::Result<i32> {
+        let mut signal: c_int = 0;
+        // SAFETY: both pointers are valid for the call; `set` is initialised.
+        let ret = unsafe { sigwait(&self.set, &mut signal) };
+        if ret != 0 {
+            return Err(io::Error::from_raw_os_error(ret));
+        }
+        Ok(signal)
+    }
+}
+
+/// Ignores SIGPIPE, so that writing to a closed socket is an error return
+/// (EPIPE) instead of the death of the process. (Rust's runtime already does
+/// this for binaries; a server must not depend on that.)
+pub fn ignore_sigpipe() {
+    // SAFETY: installing SIG_IGN runs no code of ours in handler context.
+    unsafe { signal(SIGPIPE, SIG_IGN) };
+}
+
+/// Sets the supplementary groups, then the group, then the user of the
+/// process, and checks that each took effect (so a failure at any step is
+/// reported, never half-applied silently).
+pub fn become_user(uid: u32, gid: u32, groups: &[u32]) -> io::Result<()> {
+    // SAFETY: `groups` is a live slice and its length is passed with it.
+    check(unsafe { setgroups(groups.len(), groups.as_ptr()) })?;
+    // SAFETY: plain integer arguments.
+    check(unsafe { setgid(gid) })?;
+    // SAFETY: plain integer argument.
+    check(unsafe { setuid(uid) })?;
+    // SAFETY: these four calls take no arguments and cannot fail.
+    let (ruid, euid, rgid, egid) = unsafe { (getuid(), geteuid(), getgid(), getegid()) };
+    if (ruid, euid, rgid, egid) != (uid, uid, gid, gid) {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "the new user and group did not take effect",
+        ));
+    }
+    Ok(())
+}
+
+/// A listening socket received from the parent process (systemd socket
+/// activation).
+pub enum Inherited {
+    Tcp(TcpListener),
+    Unix(UnixListener),
+}
+
+/// Takes ownership of `fd`, which must be a listening stream socket, TCP or
+/// UNIX, that nothing else in this process owns (an fd inherited through
+/// `LISTEN_FDS`).
+pub fn inherited_listener(fd: RawFd) -> io::Result<Inherited> {
+    let option = |name: c_int| -> io::Result<c_int> {
+        let mut value: c_int = 0;
+        let mut len = std::mem::size_of::<c_int>() as u32;
+        // SAFETY: `value` and `len` are valid for writes and `len` holds the
+        // size of `value`; a bad fd is reported through errno.
+        check(unsafe { getsockopt(fd, SOL_SOCKET, name, &mut value, &mut len) })?;
+        Ok(value)
+    };
+    let not_a_listener =
+        || io::Error::new(io::ErrorKind::InvalidInput, "inherited fd is not a TCP or UNIX listening socket");
+    let is_listener = option(SO_TYPE).ok() == Some(SOCK_STREAM) && option(SO_ACCEPTCONN).ok() == Some(1);
+    if !is_listener {
+        return Err(not_a_listener());
+    }
+    match option(SO_DOMAIN)? {
+        // SAFETY: the fd is an open listening stream socket of this family,
+        // and the caller guarantees nothing else owns it.
+        AF_INET | AF_INET6 => Ok(Inherited::Tcp(unsafe { TcpListener::from_raw_fd(fd) })),
+        // SAFETY: as above.
+        AF_UNIX => Ok(Inherited::Unix(unsafe { UnixListener::from_raw_fd(fd) })),
+        _ => Err(not_a_listener()),
     }
 }

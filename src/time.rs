@@ -54,9 +54,7 @@ pub struct Clock {
 impl Clock {
     /// A clock whose origin is now.
     pub fn start() -> Clock {
-        Clock {
-            origin: Instant::now(),
-        }
+        Clock { origin: Instant::now() }
     }
 
     /// The current time.

@@ -16,9 +16,7 @@ use crate::server::Shared;
 
 /// Starts the timer thread; it returns when the server stops.
 pub(crate) fn spawn(shared: Arc<Shared>) -> io::Result<thread::JoinHandle<()>> {
-    thread::Builder::new()
-        .name("beanstalk-timer".into())
-        .spawn(move || run(&shared))
+    thread::Builder::new().name("beanstalk-timer".into()).spawn(move || run(&shared))
 }
 
 fn run(shared: &Shared) {
@@ -28,10 +26,7 @@ fn run(shared: &Shared) {
         engine = match engine.tick(now) {
             Some(due) => {
                 let sleep = due.duration_since(now);
-                shared
-                    .timer
-                    .wait_timeout(engine, sleep)
-                    .map_or_else(|e| e.into_inner().0, |r| r.0)
+                shared.timer.wait_timeout(engine, sleep).map_or_else(|e| e.into_inner().0, |r| r.0)
             }
             None => shared.timer.wait(engine).unwrap_or_else(|e| e.into_inner()),
         };

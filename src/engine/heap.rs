@@ -29,9 +29,7 @@ impl<K: Ord + Copy> Default for Heap<K> {
 impl<K: Ord + Copy> Heap<K> {
     /// An empty heap; allocates nothing until the first push.
     pub const fn new() -> Self {
-        Heap {
-            entries: Vec::new(),
-        }
+        Heap { entries: Vec::new() }
     }
 
     /// Number of entries.
@@ -140,10 +138,7 @@ mod tests {
 
     impl Tracked {
         fn new() -> Self {
-            Tracked {
-                heap: Heap::new(),
-                pos: HashMap::new(),
-            }
+            Tracked { heap: Heap::new(), pos: HashMap::new() }
         }
         fn push(&mut self, key: u32, id: JobId) {
             let pos = &mut self.pos;

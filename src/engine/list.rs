@@ -32,6 +32,11 @@ impl List {
         self.len
     }
 
+    /// True when the list holds no job.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     /// The oldest job, if any.
     pub fn front(&self) -> Option<JobId> {
         (self.head != 0).then_some(self.head)
@@ -41,10 +46,7 @@ impl List {
     pub fn push_back(&mut self, jobs: &mut IdMap<Job>, id: JobId) {
         let old_tail = self.tail;
         if let Some(job) = jobs.get_mut(&id) {
-            job.links = Links {
-                prev: old_tail,
-                next: 0,
-            };
+            job.links = Links { prev: old_tail, next: 0 };
         }
         match jobs.get_mut(&old_tail) {
             Some(tail) => tail.links.next = id,

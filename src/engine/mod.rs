@@ -219,12 +219,14 @@ impl Engine {
             self.unlink(id);
             self.make_ready(id, now);
         }
-        let Some(client) = self.clients.remove(&c) else {
-            return;
-        };
+        let Some(mut client) = self.clients.remove(&c) else { return };
         self.producers -= usize::from(client.producer);
         self.workers -= usize::from(client.worker);
-        for t in client.watched {
+        // beanstalkd empties the watch list by removing its first entry over
+        // and over (each time the last entry fills the gap); tubes vanish in
+        // that order, which `list-tubes` shows (SPEC.md 5.3).
+        while !client.watched.is_empty() {
+            let t = client.watched.swap_remove(0);
             self.tubes.get_mut(t).watching -= 1;
             self.tubes.remove_if_unreferenced(t);
         }
@@ -394,11 +396,7 @@ impl Engine {
         }
         let seq = self.next_wait_seq;
         self.next_wait_seq += 1;
-        client.wait = Some(Wait {
-            seq,
-            timeout_at: timeout.map(|secs| now.plus_secs(secs)),
-            margin_at,
-        });
+        client.wait = Some(Wait { seq, timeout_at: timeout.map(|secs| now.plus_secs(secs)), margin_at });
         client.outcome = None;
         for &t in &client.watched {
             self.tubes.get_mut(t).waiting.insert(seq, c);
@@ -482,14 +480,7 @@ impl Engine {
     }
 
     /// `release <id> <pri> <delay>`.
-    pub fn release(
-        &mut self,
-        c: ClientId,
-        id: JobId,
-        pri: u32,
-        delay: u32,
-        now: Time,
-    ) -> Reply<'_> {
+    pub fn release(&mut self, c: ClientId, id: JobId, pri: u32, delay: u32, now: Time) -> Reply<'_> {
         self.cmds.release += 1;
         if !self.is_reserved_by(id, c) {
             return Reply::NotFound;
@@ -522,10 +513,7 @@ impl Engine {
         job.counters.buries += 1;
         job.state = State::Buried;
         let tube = job.tube;
-        self.tubes
-            .get_mut(tube)
-            .buried
-            .push_back(&mut self.jobs, id);
+        self.tubes.get_mut(tube).buried.push_back(&mut self.jobs, id);
         Reply::Buried
     }
 
@@ -541,8 +529,7 @@ impl Engine {
         let (slot, deadline) = (job.heap_index, now.plus_secs(job.ttr));
         job.deadline = deadline;
         self.reserved.remove(slot, &mut positions(&mut self.jobs));
-        self.reserved
-            .push(deadline, id, &mut positions(&mut self.jobs));
+        self.reserved.push(deadline, id, &mut positions(&mut self.jobs));
         Reply::Touched
     }
 
@@ -560,29 +547,21 @@ impl Engine {
     /// (pause ignored).
     pub fn peek_ready(&mut self, c: ClientId) -> Reply<'_> {
         self.cmds.peek_ready += 1;
-        let id = self
-            .used_tube(c)
-            .and_then(|t| self.tubes.get(t).ready.peek())
-            .map(|(_, id)| id);
+        let id = self.used_tube(c).and_then(|t| self.tubes.get(t).ready.peek()).map(|(_, id)| id);
         self.found(id)
     }
 
     /// `peek-delayed`: the used tube's delayed job that is due soonest.
     pub fn peek_delayed(&mut self, c: ClientId) -> Reply<'_> {
         self.cmds.peek_delayed += 1;
-        let id = self
-            .used_tube(c)
-            .and_then(|t| self.tubes.get(t).delayed.peek())
-            .map(|(_, id)| id);
+        let id = self.used_tube(c).and_then(|t| self.tubes.get(t).delayed.peek()).map(|(_, id)| id);
         self.found(id)
     }
 
     /// `peek-buried`: the used tube's oldest buried job.
     pub fn peek_buried(&mut self, c: ClientId) -> Reply<'_> {
         self.cmds.peek_buried += 1;
-        let id = self
-            .used_tube(c)
-            .and_then(|t| self.tubes.get(t).buried.front());
+        let id = self.used_tube(c).and_then(|t| self.tubes.get(t).buried.front());
         self.found(id)
     }
 
@@ -593,15 +572,11 @@ impl Engine {
         let Some(t) = self.used_tube(c) else {
             return Reply::InternalError;
         };
-        let from_buried = self.tubes.get(t).buried.len() > 0;
+        let from_buried = !self.tubes.get(t).buried.is_empty();
         let mut kicked = 0;
         while kicked < bound {
             let tube = self.tubes.get(t);
-            let next = if from_buried {
-                tube.buried.front()
-            } else {
-                tube.delayed.peek().map(|(_, id)| id)
-            };
+            let next = if from_buried { tube.buried.front() } else { tube.delayed.peek().map(|(_, id)| id) };
             let Some(id) = next else { break };
             self.kick_one(id, now);
             kicked += 1;
@@ -709,11 +684,7 @@ impl Engine {
     /// `list-tubes`.
     pub fn list_tubes(&mut self) -> Reply<'_> {
         self.cmds.list_tubes += 1;
-        let names = self
-            .tubes
-            .ids()
-            .iter()
-            .map(|&t| self.tubes.get(t).name.as_str());
+        let names = self.tubes.ids().iter().map(|&t| self.tubes.get(t).name.as_str());
         Reply::Ok(crate::stats::list_yaml(names))
     }
 
@@ -732,10 +703,7 @@ impl Engine {
         let Some(client) = self.clients.get(&c) else {
             return Reply::InternalError;
         };
-        let names = client
-            .watched
-            .iter()
-            .map(|&t| self.tubes.get(t).name.as_str());
+        let names = client.watched.iter().map(|&t| self.tubes.get(t).name.as_str());
         Reply::Ok(crate::stats::list_yaml(names))
     }
 
@@ -805,10 +773,7 @@ impl Engine {
         let mut due = self.reserved.peek().map(|(at, _)| at);
         for &t in self.tubes.ids() {
             let tube = self.tubes.get(t);
-            let candidates = [
-                tube.delayed.peek().map(|(at, _)| at),
-                tube.pause.map(|p| p.until),
-            ];
+            let candidates = [tube.delayed.peek().map(|(at, _)| at), tube.pause.map(|p| p.until)];
             for at in candidates.into_iter().flatten() {
                 due = Some(due.map_or(at, |d| d.min(at)));
             }
@@ -869,10 +834,7 @@ impl Engine {
         job.state = State::Delayed;
         job.deadline = until;
         let t = job.tube;
-        self.tubes
-            .get_mut(t)
-            .delayed
-            .push(until, id, &mut positions(&mut self.jobs));
+        self.tubes.get_mut(t).delayed.push(until, id, &mut positions(&mut self.jobs));
         self.schedule(until);
     }
 
@@ -890,8 +852,7 @@ impl Engine {
         job.counters.reserves += 1;
         let t = job.tube;
         self.tubes.get_mut(t).reserved += 1;
-        self.reserved
-            .push(deadline, id, &mut positions(&mut self.jobs));
+        self.reserved.push(deadline, id, &mut positions(&mut self.jobs));
         if let Some(client) = self.clients.get_mut(&c) {
             client.reserved.push_back(&mut self.jobs, id);
         }
@@ -918,9 +879,7 @@ impl Engine {
             if tube.is_paused() {
                 return;
             }
-            let (Some((_, id)), Some((_, &c))) =
-                (tube.ready.peek(), tube.waiting.first_key_value())
-            else {
+            let (Some((_, id)), Some((_, &c))) = (tube.ready.peek(), tube.waiting.first_key_value()) else {
                 return;
             };
             self.reserve_for(c, id, now);
@@ -953,7 +912,7 @@ impl Engine {
 
     /// Asks the timer thread to wake by `at` if it planned to sleep longer.
     fn schedule(&mut self, at: Time) {
-        if self.timer_due.is_none_or(|due| at < due) {
+        if self.timer_due.map_or(true, |due| at < due) {
             self.timer_due = Some(at);
             if let Some(timer) = &self.timer {
                 timer.notify_one();
@@ -970,9 +929,7 @@ impl Engine {
     }
 
     fn is_reserved_by(&self, id: JobId, c: ClientId) -> bool {
-        self.jobs
-            .get(&id)
-            .is_some_and(|job| job.state == State::Reserved && job.reserved_by == c)
+        self.jobs.get(&id).is_some_and(|job| job.state == State::Reserved && job.reserved_by == c)
     }
 
     /// The best `(pri, id)` ready job in `c`'s unpaused watched tubes.
@@ -1001,14 +958,8 @@ impl Engine {
     /// when they reserve.
     fn soonest_margin(&self, c: ClientId) -> Option<Time> {
         let client = self.clients.get(&c)?;
-        let deadlines = client
-            .reserved
-            .ids(&self.jobs)
-            .filter_map(|id| self.jobs.get(&id));
-        deadlines
-            .map(|job| job.deadline)
-            .min()
-            .map(|d| d.minus_secs(SAFETY_MARGIN_SECS))
+        let deadlines = client.reserved.ids(&self.jobs).filter_map(|id| self.jobs.get(&id));
+        deadlines.map(|job| job.deadline).min().map(|d| d.minus_secs(SAFETY_MARGIN_SECS))
     }
 
     fn reserved_reply(&self, id: JobId) -> Option<Reply<'_>> {
@@ -1051,14 +1002,7 @@ mod tests {
     fn put(e: &mut Engine, c: ClientId, pri: u32, delay: u32, ttr: u32, now: Time) -> JobId {
         e.count_put();
         let id = e.start_put(c);
-        let job = NewJob {
-            id,
-            pri,
-            delay,
-            ttr,
-            created: now,
-            body: Box::from(&b"body"[..]),
-        };
+        let job = NewJob { id, pri, delay, ttr, created: now, body: Box::from(&b"body"[..]) };
         assert_eq!(e.put(c, job, now), Reply::Inserted(id));
         id
     }
@@ -1120,9 +1064,7 @@ mod tests {
             assert_eq!(e.reserve(w, None, Time::ZERO), None);
         }
         assert_eq!(e.waiting_clients, 3);
-        let jobs: Vec<JobId> = (0..3)
-            .map(|_| put(&mut e, producer, 0, 0, 10, Time::ZERO))
-            .collect();
+        let jobs: Vec<JobId> = (0..3).map(|_| put(&mut e, producer, 0, 0, 10, Time::ZERO)).collect();
         for (&w, &job) in waiters.iter().zip(&jobs) {
             assert_eq!(reserved_id(e.check_wait(w, Time::ZERO)), job);
         }
@@ -1138,10 +1080,7 @@ mod tests {
         assert_eq!(e.check_wait(w, Time::ZERO), Some(Reply::TimedOut));
         let id = put(&mut e, producer, 0, 0, 10, Time::ZERO);
         assert_eq!(e.jobs[&id].state, State::Ready);
-        assert_eq!(
-            e.reserve(w, None, Time::ZERO).map(|r| r.word()),
-            Some("RESERVED")
-        );
+        assert_eq!(e.reserve(w, None, Time::ZERO).map(|r| r.word()), Some("RESERVED"));
     }
 
     #[test]
@@ -1169,15 +1108,9 @@ mod tests {
         assert_eq!(e.reserve(c, Some(5), Time::ZERO), None);
         assert_eq!(e.wake_time(c), Some(Time::from_secs(2)));
         assert_eq!(e.check_wait(c, Time::from_secs(1)), None);
-        assert_eq!(
-            e.check_wait(c, Time::from_secs(2)),
-            Some(Reply::DeadlineSoon)
-        );
+        assert_eq!(e.check_wait(c, Time::from_secs(2)), Some(Reply::DeadlineSoon));
         // Inside the margin, a reserve answers at once.
-        assert_eq!(
-            e.reserve(c, None, Time::from_secs(2)),
-            Some(Reply::DeadlineSoon)
-        );
+        assert_eq!(e.reserve(c, None, Time::from_secs(2)), Some(Reply::DeadlineSoon));
     }
 
     #[test]
@@ -1213,15 +1146,9 @@ mod tests {
         let mut e = engine();
         let (producer, w) = (client(&mut e), client(&mut e));
         put(&mut e, producer, 0, 0, 10, Time::ZERO);
-        assert_eq!(
-            e.pause_tube(Some(&name("default")), 2, Time::ZERO),
-            Reply::Paused
-        );
+        assert_eq!(e.pause_tube(Some(&name("default")), 2, Time::ZERO), Reply::Paused);
         assert_eq!(e.reserve(w, None, Time::ZERO), None);
         e.tick(Time::from_secs(2));
-        assert_eq!(
-            e.check_wait(w, Time::from_secs(2)).map(|r| r.word()),
-            Some("RESERVED")
-        );
+        assert_eq!(e.check_wait(w, Time::from_secs(2)).map(|r| r.word()), Some("RESERVED"));
     }
 }

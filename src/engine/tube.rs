@@ -170,6 +170,11 @@ impl Tubes {
         self.order.len()
     }
 
+    /// True when there are no tubes (never, in practice: `default` stays).
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
     /// Live tube ids in `list-tubes` order.
     pub fn ids(&self) -> &[TubeId] {
         &self.order

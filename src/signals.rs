@@ -1,0 +1,45 @@
+//! Signals, as beanstalkd users expect them (SPEC.md 7.3): SIGUSR1 enters
+//! drain mode, SIGTERM and SIGINT shut the server down cleanly, SIGPIPE is
+//! ignored.
+//!
+//! No code runs in signal-handler context. The signals are blocked in every
+//! thread, and one ordinary thread takes them with `sigwait` and calls the
+//! server's [`Handle`], exactly like any other caller would.
+
+use std::io;
+use std::thread;
+
+use crate::server::Handle;
+use crate::sys::{self, SignalSet};
+
+/// The blocked signals, waiting for a server to act on.
+pub struct Signals {
+    set: SignalSet,
+}
+
+impl Signals {
+    /// Blocks SIGTERM, SIGINT and SIGUSR1 and ignores SIGPIPE. Call this
+    /// before starting any thread, so that every thread inherits the mask
+    /// and no signal is delivered anywhere but to [`Signals::spawn`]'s thread.
+    pub fn block() -> io::Result<Signals> {
+        sys::ignore_sigpipe();
+        let set = SignalSet::block(&[sys::SIGTERM, sys::SIGINT, sys::SIGUSR1])?;
+        Ok(Signals { set })
+    }
+
+    /// Starts the thread that acts on the signals for `server`.
+    pub fn spawn(self, server: Handle) -> io::Result<()> {
+        let thread = thread::Builder::new().name("beanstalk-signals".into()).stack_size(64 * 1024);
+        thread.spawn(move || loop {
+            match self.set.wait() {
+                Ok(sys::SIGUSR1) => server.drain(),
+                Ok(_) => {
+                    server.shutdown();
+                    return;
+                }
+                Err(_) => return,
+            }
+        })?;
+        Ok(())
+    }
+}

@@ -1,0 +1,633 @@
+//! reserve, delete, release, bury, touch, kick: what a worker sees.
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Client, TestServer};
+
+/// Long enough to notice a reply that should not come.
+const QUIET: Duration = Duration::from_millis(200);
+
+/// Jobs in every state of SPEC.md 3.20, all in `default`:
+/// 1 ready, 2 delayed, 3 buried, 4 reserved by `me`, 5 reserved by `other`;
+/// job 99 does not exist.
+struct States {
+    me: Client,
+    other: Client,
+}
+
+const READY: u64 = 1;
+const DELAYED: u64 = 2;
+const BURIED: u64 = 3;
+const MINE: u64 = 4;
+const OTHERS: u64 = 5;
+const MISSING: u64 = 99;
+
+fn states(server: &TestServer) -> States {
+    let mut me = server.connect();
+    let mut other = server.connect();
+    assert_eq!(me.put(0, 0, 100, "ready"), "INSERTED 1\r\n");
+    assert_eq!(me.put(0, 100, 100, "delayed"), "INSERTED 2\r\n");
+    assert_eq!(me.put(0, 0, 100, "buried"), "INSERTED 3\r\n");
+    assert_eq!(me.put(0, 0, 100, "mine"), "INSERTED 4\r\n");
+    assert_eq!(me.put(0, 0, 100, "others"), "INSERTED 5\r\n");
+    assert_eq!(me.cmd("reserve-job 3"), "RESERVED 3 6\r\nburied\r\n");
+    assert_eq!(me.cmd("bury 3 0"), "BURIED\r\n");
+    assert_eq!(me.cmd("reserve-job 4"), "RESERVED 4 4\r\nmine\r\n");
+    assert_eq!(other.cmd("reserve-job 5"), "RESERVED 5 6\r\nothers\r\n");
+    States { me, other }
+}
+
+fn state(c: &mut Client, id: u64) -> String {
+    c.yaml_map(&format!("stats-job {id}"))["state"].clone()
+}
+
+// ---------------------------------------------------------------------
+// reserve
+// ---------------------------------------------------------------------
+
+#[test]
+fn reserve_returns_a_ready_job_with_its_body() {
+    let server = common::start();
+    let mut c = server.connect();
+    c.put_ok("hello");
+    assert_eq!(c.cmd("reserve"), "RESERVED 1 5\r\nhello\r\n");
+    let job = c.yaml_map("stats-job 1");
+    assert_eq!(job["state"], "reserved");
+    assert_eq!(job["reserves"], "1");
+}
+
+#[test]
+fn reserve_with_extra_bytes_is_bad_format() {
+    let server = common::start();
+    let mut c = server.connect();
+    assert_eq!(c.cmd("reserve "), "BAD_FORMAT\r\n");
+    assert_eq!(c.cmd("reservex"), "BAD_FORMAT\r\n");
+    assert_eq!(c.cmd("reserve-with-timeout"), "BAD_FORMAT\r\n");
+    assert_eq!(c.cmd("reserve-with-timeout "), "BAD_FORMAT\r\n");
+    assert_eq!(c.cmd("reserve-with-timeout -1"), "BAD_FORMAT\r\n");
+    assert_eq!(c.cmd("reserve-with-timeout 2147483648"), "BAD_FORMAT\r\n");
+}
+
+#[test]
+fn reserve_with_timeout_zero_times_out_at_once_when_nothing_is_ready() {
+    let server = common::start();
+    let mut c = server.connect();
+    c.put(0, 100, 60, "delayed");
+    let started = Instant::now();
+    assert_eq!(c.cmd("reserve-with-timeout 0"), "TIMED_OUT\r\n");
+    assert!(started.elapsed() < Duration::from_millis(500));
+    assert_eq!(c.cmd("reserve-with-timeout 0 junk"), "TIMED_OUT\r\n");
+}
+
+#[test]
+fn reserve_with_timeout_zero_returns_a_ready_job() {
+    let server = common::start();
+    let mut c = server.connect();
+    c.put_ok("x");
+    assert_eq!(c.cmd("reserve-with-timeout 0"), "RESERVED 1 1\r\nx\r\n");
+}
+
+#[test]
+fn reserve_with_timeout_one_times_out_after_a_second() {
+    let server = common::start();
+    let mut c = server.connect();
+    let started = Instant::now();
+    assert_eq!(c.cmd("reserve-with-timeout 1"), "TIMED_OUT\r\n");
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(950), "{waited:?}");
+    assert!(waited < Duration::from_secs(3), "{waited:?}");
+}
+
+#[test]
+fn blocked_reserve_is_served_by_a_put_from_another_connection() {
+    let server = common::start();
+    let mut worker = server.connect();
+    let mut producer = server.connect();
+    worker.send("reserve\r\n");
+    worker.expect_silence(QUIET);
+    assert_eq!(producer.put(0, 0, 60, "job"), "INSERTED 1\r\n");
+    worker.expect("RESERVED 1 3\r\njob\r\n");
+}
+
+#[test]
+fn commands_sent_during_a_blocked_reserve_run_after_it() {
+    let server = common::start();
+    let mut worker = server.connect();
+    let mut producer = server.connect();
+    worker.send("reserve\r\nlist-tube-used\r\n");
+    worker.expect_silence(QUIET);
+    producer.put_ok("job");
+    worker.expect("RESERVED 1 3\r\njob\r\nUSING default\r\n");
+}
+
+#[test]
+fn reserve_while_holding_a_ttr_one_job_is_deadline_soon() {
+    let server = common::start();
+    let mut c = server.connect();
+    c.put(0, 0, 1, "x");
+    assert_eq!(c.cmd("reserve"), "RESERVED 1 1\r\nx\r\n");
+    assert_eq!(c.cmd("reserve"), "DEADLINE_SOON\r\n");
+}
+
+// ---------------------------------------------------------------------
+// Ordering
+// ---------------------------------------------------------------------
+
+#[test]
+fn reserve_takes_smallest_priority_then_smallest_id() {
+    let server = common::start();
+    let mut c = server.connect();
+    c.put(5, 0, 60, "a");
+    c.put(1, 0, 60, "b");
+    c.put(5, 0, 60, "c");
+    c.put(1, 0, 60, "d");
+    assert_eq!(c.cmd("reserve"), "RESERVED 2 1\r\nb\r\n");
+    assert_eq!(c.cmd("reserve"), "RESERVED 4 1\r\nd\r\n");
+    assert_eq!(c.cmd("reserve"), "RESERVED 1 1\r\na\r\n");
+    assert_eq!(c.cmd("reserve"), "RESERVED 3 1\r\nc\r\n");
+}
+
+#[test]
+fn released_job_goes_ahead_of_newer_jobs_with_the_same_priority() {
+    let server = common::start();
+    let mut c = server.connect();
+    c.put(7, 0, 60, "old");
+    assert_eq!(c.cmd("reserve"), "RESERVED 1 3\r\nold\r\n");
+    c.put(7, 0, 60, "new");
+    assert_eq!(c.cmd("release 1 7 0"), "RELEASED\r\n");
+    assert_eq!(c.cmd("reserve"), "RESERVED 1 3\r\nold\r\n");
+    assert_eq!(c.cmd("reserve"), "RESERVED 2 3\r\nnew\r\n");
+}
+
+#[test]
+fn release_with_a_new_priority_reorders_the_job() {
+    let server = common::start();
+    let mut c = server.connect();
+    c.put(1, 0, 60, "a");
+    c.put(5, 0, 60, "b");
+    assert_eq!(c.cmd("reserve"), "RESERVED 1 1\r\na\r\n");
+    assert_eq!(c.cmd("release 1 9 0"), "RELEASED\r\n");
+    assert_eq!(c.yaml_map("stats-job 1")["pri"], "9");
+    assert_eq!(c.cmd("reserve"), "RESERVED 2 1\r\nb\r\n");
+    assert_eq!(c.cmd("reserve"), "RESERVED 1 1\r\na\r\n");
+}
+
+// ---------------------------------------------------------------------
+// The state table of SPEC.md 3.20, one command per test
+// ---------------------------------------------------------------------
+
+#[test]
+fn delete_follows_the_state_table() {
+    let server = common::start();
+    let States { mut me, mut other } = states(&server);
+    assert_eq!(me.cmd("delete 1"), "DELETED\r\n");
+    assert_eq!(me.cmd("delete 2"), "DELETED\r\n");
+    assert_eq!(me.cmd("delete 3"), "DELETED\r\n");
+    assert_eq!(me.cmd("delete 4"), "DELETED\r\n");
+    assert_eq!(me.cmd("delete 5"), "NOT_FOUND\r\n");
+    assert_eq!(me.cmd("delete 99"), "NOT_FOUND\r\n");
+    for id in [READY, DELAYED, BURIED, MINE] {
+        assert_eq!(me.cmd(&format!("peek {id}")), "NOT_FOUND\r\n");
+    }
+    assert_eq!(state(&mut other, OTHERS), "reserved");
+    assert_eq!(me.cmd("delete 4"), "NOT_FOUND\r\n");
+    assert_eq!(other.cmd("delete 5"), "DELETED\r\n");
+}
+
+#[test]
+fn release_follows_the_state_table() {
+    let server = common::start();
+    let States { mut me, mut other } = states(&server);
+    for id in [READY, DELAYED, BURIED, OTHERS, MISSING] {
+        assert_eq!(me.cmd(&format!("release {id} 0 0")), "NOT_FOUND\r\n");
+    }
+    assert_eq!(me.cmd("release 4 0 0"), "RELEASED\r\n");
+    assert_eq!(state(&mut me, MINE), "ready");
+    assert_eq!(state(&mut me, DELAYED), "delayed");
+    assert_eq!(state(&mut me, BURIED), "buried");
+    assert_eq!(state(&mut other, OTHERS), "reserved");
+    assert_eq!(me.yaml_map("stats-job 4")["releases"], "1");
+    assert_eq!(me.yaml_map("stats-job 5")["releases"], "0");
+}
+
+#[test]
+fn bury_follows_the_state_table() {
+    let server = common::start();
+    let States { mut me, mut other } = states(&server);
+    for id in [READY, DELAYED, BURIED, OTHERS, MISSING] {
+        assert_eq!(me.cmd(&format!("bury {id} 0")), "NOT_FOUND\r\n");
+    }
+    assert_eq!(me.cmd("bury 4 0"), "BURIED\r\n");
+    assert_eq!(state(&mut me, MINE), "buried");
+    assert_eq!(state(&mut me, READY), "ready");
+    assert_eq!(state(&mut me, DELAYED), "delayed");
+    assert_eq!(state(&mut other, OTHERS), "reserved");
+    assert_eq!(me.yaml_map("stats-job 3")["buries"], "1");
+}
+
+#[test]
+fn touch_follows_the_state_table() {
+    let server = common::start();
+    let States { mut me, mut other } = states(&server);
+    for id in [READY, DELAYED, BURIED, OTHERS, MISSING] {
+        assert_eq!(me.cmd(&format!("touch {id}")), "NOT_FOUND\r\n");
+    }
+    assert_eq!(me.cmd("touch 4"), "TOUCHED\r\n");
+    assert_eq!(other.cmd("touch 5"), "TOUCHED\r\n");
+    assert_eq!(state(&mut me, MINE), "reserved");
+}
+
+#[test]
+fn kick_job_follows_the_state_table() {
+    let server = common::start();
+    let States { mut me, mut other } = states(&server);
+    for id in [READY, MINE, OTHERS, MISSING] {
+        assert_eq!(me.cmd(&format!("kick-job {id}")), "NOT_FOUND\r\n");
+    }
+    assert_eq!(me.cmd("kick-job 2"), "KICKED\r\n");
+    assert_eq!(me.cmd("kick-job 3"), "KICKED\r\n");
+    assert_eq!(state(&mut me, DELAYED), "ready");
+    assert_eq!(state(&mut me, BURIED), "ready");
+    assert_eq!(me.yaml_map("stats-job 2")["kicks"], "1");
+    assert_eq!(me.yaml_map("stats-job 3")["kicks"], "1");
+    assert_eq!(state(&mut other, OTHERS), "reserved");
+    assert_eq!(state(&mut me, MINE), "reserved");
+}
+
+#[test]
+fn reserve_job_follows_the_state_table() {
+    let server = common::start();
+    let States { mut me, mut other } = states(&server);
+    assert_eq!(other.cmd("reserve-job 1"), "RESERVED 1 5\r\nready\r\n");
+    assert_eq!(other.cmd("reserve-job 2"), "RESERVED 2 7\r\ndelayed\r\n");
+    assert_eq!(other.cmd("reserve-job 3"), "RESERVED 3 6\r\nburied\r\n");
+    // Reserved by me, reserved by another, missing.
+    assert_eq!(other.cmd("reserve-job 5"), "NOT_FOUND\r\n");
+    assert_eq!(other.cmd("reserve-job 4"), "NOT_FOUND\r\n");
+    assert_eq!(other.cmd("reserve-job 99"), "NOT_FOUND\r\n");
+    for id in [READY, DELAYED, BURIED] {
+        assert_eq!(state(&mut me, id), "reserved");
+        assert_eq!(me.cmd(&format!("delete {id}")), "NOT_FOUND\r\n");
+        assert_eq!(other.cmd(&format!("release {id} 0 0")), "RELEASED\r\n");
+    }
+}
+
+#[test]
+fn peek_and_stats_job_find_every_state() {
+    let server = common::start();
+    // Keep `other` connected: its reservation ends when it closes.
+    let States { mut me, other: _other } = states(&server);
+    assert_eq!(me.cmd("peek 1"), "FOUND 1 5\r\nready\r\n");
+    assert_eq!(me.cmd("peek 2"), "FOUND 2 7\r\ndelayed\r\n");
+    assert_eq!(me.cmd("peek 3"), "FOUND 3 6\r\nburied\r\n");
+    assert_eq!(me.cmd("peek 4"), "FOUND 4 4\r\nmine\r\n");
+    assert_eq!(me.cmd("peek 5"), "FOUND 5 6\r\nothers\r\n");
+    assert_eq!(me.cmd("peek 99"), "NOT_FOUND\r\n");
+    let states: Vec<String> = (1..=5).map(|id| state(&mut me, id)).collect();
+    assert_eq!(states, ["ready", "delayed", "buried", "reserved", "reserved"]);
+    assert_eq!(me.cmd("stats-job 99"), "NOT_FOUND\r\n");
+}
+
+#[test]
+fn reserve_job_takes_a_job_from_an_unwatched_tube() {
+    let server = common::start();
+    let mut c = server.connect();
+    c.cmd("use elsewhere");
+    c.put_ok("x");
+    c.cmd("use default");
+    assert_eq!(c.cmd("reserve-job 1"), "RESERVED 1 1\r\nx\r\n");
+    assert_eq!(c.cmd("reserve-job 1"), "NOT_FOUND\r\n");
+}
+
+// ---------------------------------------------------------------------
+// release, bury, touch details
+// ---------------------------------------------------------------------
+
+#[test]
+fn release_with_delay_makes_job_delayed() {
+    let server = common::start();
+    let mut c = server.connect();
+    c.put_ok("x");
+    c.cmd("reserve");
+    assert_eq!(c.cmd("release 1 3 100"), "RELEASED\r\n");
+    let job = c.yaml_map("stats-job 1");
+    assert_eq!(job["state"], "delayed");
+    assert_eq!(job["delay"], "100");
+    assert_eq!(job["pri"], "3");
+    assert_eq!(c.cmd("peek-delayed"), "FOUND 1 1\r\nx\r\n");
+    assert_eq!(c.cmd("reserve-with-timeout 0"), "TIMED_OUT\r\n");
+}
+
+#[test]
+fn release_with_delay_one_becomes_ready_a_second_later() {
+    let server = common::start();
+    let mut c = server.connect();
+    c.put_ok("x");
+    c.cmd("reserve");
+    assert_eq!(c.cmd("release 1 0 1"), "RELEASED\r\n");
+    assert_eq!(c.cmd("reserve-with-timeout 5"), "RESERVED 1 1\r\nx\r\n");
+}
+
+#[test]
+fn release_serves_a_blocked_waiter() {
+    let server = common::start();
+    let mut a = server.connect();
+    let mut b = server.connect();
+    a.put_ok("x");
+    a.cmd("reserve");
+    b.send("reserve\r\n");
+    b.expect_silence(QUIET);
+    assert_eq!(a.cmd("release 1 0 0"), "RELEASED\r\n");
+    b.expect("RESERVED 1 1\r\nx\r\n");
+}
+
+#[test]
+fn bury_sets_the_priority_and_appends_to_the_buried_list() {
+    let server = common::start();
+    let mut c = server.connect();
+    c.put_ok("a");
+    c.put_ok("b");
+    c.cmd("reserve-job 2");
+    c.cmd("reserve-job 1");
+    assert_eq!(c.cmd("bury 2 42"), "BURIED\r\n");
+    assert_eq!(c.cmd("bury 1 0"), "BURIED\r\n");
+    assert_eq!(c.yaml_map("stats-job 2")["pri"], "42");
+    assert_eq!(c.cmd("peek-buried"), "FOUND 2 1\r\nb\r\n");
+    assert_eq!(c.cmd("reserve-with-timeout 0"), "TIMED_OUT\r\n");
+}
+
+#[test]
+fn job_commands_with_bad_arguments_are_bad_format() {
+    let server = common::start();
+    let mut c = server.connect();
+    for line in [
+        "delete 1 ",
+        "delete +1",
+        "release 1 2",
+        "release 1x 2 3",
+        "release 12 3",
+        "release 1 2 3 4",
+        "bury 1",
+        "bury 1 2 3",
+        "touch x",
+        "kick-job ",
+        "reserve-job ",
+        "release 1 4294967296 0",
+    ] {
+        assert_eq!(c.cmd(line), "BAD_FORMAT\r\n", "{line:?}");
+    }
+    for line in ["delete", "release", "bury", "touch", "kick-job"] {
+        assert_eq!(c.cmd(line), "UNKNOWN_COMMAND\r\n", "{line:?}");
+    }
+}
+
+#[test]
+fn touch_restarts_the_full_ttr() {
+    let server = common::start();
+    let mut c = server.connect();
+    c.put(0, 0, 100, "x");
+    c.cmd("reserve");
+    assert_eq!(c.cmd("touch 1"), "TOUCHED\r\n");
+    let left: u32 = c.yaml_map("stats-job 1")["time-left"].parse().unwrap();
+    assert!((98..=100).contains(&left), "{left}");
+}
+
+// ---------------------------------------------------------------------
+// kick
+// ---------------------------------------------------------------------
+
+/// Buries job `id`, which must be ready or delayed, through `c`.
+fn bury(c: &mut Client, id: u64) {
+    assert!(c.cmd(&format!("reserve-job {id}")).starts_with("RESERVED "));
+    assert_eq!(c.cmd(&format!("bury {id} 0")), "BURIED\r\n");
+}
+
+#[test]
+fn kick_takes_buried_jobs_first_and_only_then_delayed_ones() {
+    let server = common::start();
+    let mut c = server.connect();
+    c.put(0, 100, 60, "delayed");
+    c.put_ok("buried");
+    bury(&mut c, 2);
+    assert_eq!(c.cmd("kick 10"), "KICKED 1\r\n");
+    assert_eq!(state(&mut c, 2), "ready");
+    assert_eq!(state(&mut c, 1), "delayed");
+    assert_eq!(c.cmd("kick 10"), "KICKED 1\r\n");
+    assert_eq!(state(&mut c, 1), "ready");
+    assert_eq!(c.cmd("kick 10"), "KICKED 0\r\n");
+}
+
+#[test]
+fn kick_stops_at_the_bound_oldest_buried_first() {
+    let server = common::start();
+    let mut c = server.connect();
+    for body in ["a", "b", "c"] {
+        c.put_ok(body);
+    }
+    bury(&mut c, 3);
+    bury(&mut c, 1);
+    bury(&mut c, 2);
+    assert_eq!(c.cmd("kick 2"), "KICKED 2\r\n");
+    assert_eq!(state(&mut c, 3), "ready");
+    assert_eq!(state(&mut c, 1), "ready");
+    assert_eq!(c.cmd("peek-buried"), "FOUND 2 1\r\nb\r\n");
+    assert_eq!(c.yaml_map("stats-job 3")["kicks"], "1");
+}
+
+#[test]
+fn kick_of_delayed_jobs_takes_the_soonest_first() {
+    let server = common::start();
+    let mut c = server.connect();
+    c.put(0, 300, 60, "a");
+    c.put(0, 100, 60, "b");
+    c.put(0, 200, 60, "c");
+    assert_eq!(c.cmd("kick 1"), "KICKED 1\r\n");
+    assert_eq!(state(&mut c, 2), "ready");
+    assert_eq!(c.cmd("peek-delayed"), "FOUND 3 1\r\nc\r\n");
+}
+
+#[test]
+fn kick_minus_one_kicks_everything() {
+    let server = common::start();
+    let mut c = server.connect();
+    for _ in 0..4 {
+        c.put_ok("x");
+    }
+    for id in 1..=4 {
+        bury(&mut c, id);
+    }
+    assert_eq!(c.cmd("kick -1"), "KICKED 4\r\n");
+    assert_eq!(c.cmd("peek-buried"), "NOT_FOUND\r\n");
+}
+
+#[test]
+fn kick_bound_parses_like_strtoul() {
+    let server = common::start();
+    let mut c = server.connect();
+    for _ in 0..3 {
+        c.put(0, 100, 60, "x");
+    }
+    assert_eq!(c.cmd("kick 4294967296"), "KICKED 0\r\n");
+    assert_eq!(c.cmd("kick 1x"), "KICKED 1\r\n");
+    assert_eq!(c.cmd("kick \t+1"), "KICKED 1\r\n");
+    assert_eq!(c.cmd("kick x"), "BAD_FORMAT\r\n");
+    assert_eq!(c.cmd("kick "), "BAD_FORMAT\r\n");
+    assert_eq!(c.cmd("kick 18446744073709551616"), "BAD_FORMAT\r\n");
+    assert_eq!(c.cmd("kick"), "UNKNOWN_COMMAND\r\n");
+    assert_eq!(c.cmd("kick 0"), "KICKED 0\r\n");
+}
+
+#[test]
+fn kick_works_on_the_used_tube_only() {
+    let server = common::start();
+    let mut c = server.connect();
+    c.put(0, 100, 60, "x");
+    c.cmd("use other");
+    assert_eq!(c.cmd("kick 10"), "KICKED 0\r\n");
+    c.cmd("use default");
+    assert_eq!(c.cmd("kick 10"), "KICKED 1\r\n");
+}
+
+#[test]
+fn kick_job_works_in_any_tube() {
+    let server = common::start();
+    let mut c = server.connect();
+    c.cmd("use other");
+    c.put(0, 100, 60, "x");
+    c.cmd("use default");
+    assert_eq!(c.cmd("kick-job 1"), "KICKED\r\n");
+    assert_eq!(c.cmd("kick-job 1"), "NOT_FOUND\r\n");
+}
+
+#[test]
+fn kicked_job_serves_a_blocked_waiter() {
+    let server = common::start();
+    let mut producer = server.connect();
+    let mut worker = server.connect();
+    producer.put(0, 100, 60, "x");
+    worker.send("reserve\r\n");
+    worker.expect_silence(QUIET);
+    assert_eq!(producer.cmd("kick 1"), "KICKED 1\r\n");
+    worker.expect("RESERVED 1 1\r\nx\r\n");
+}
+
+// ---------------------------------------------------------------------
+// Closing
+// ---------------------------------------------------------------------
+
+#[test]
+fn closed_connections_reserved_jobs_go_back_to_ready_at_once() {
+    let server = common::start();
+    let mut producer = server.connect();
+    let mut worker = server.connect();
+    producer.put(0, 0, 100, "a");
+    producer.put(0, 0, 100, "b");
+    worker.cmd("reserve");
+    worker.cmd("reserve");
+    let mut waiter = server.connect();
+    waiter.send("reserve\r\n");
+    waiter.expect_silence(QUIET);
+    drop(worker);
+    waiter.expect("RESERVED 1 1\r\na\r\n");
+    assert_eq!(state(&mut producer, 2), "ready");
+    let job = producer.yaml_map("stats-job 2");
+    assert_eq!(job["reserves"], "1");
+    assert_eq!(job["releases"], "0");
+    assert_eq!(job["timeouts"], "0");
+}
+
+#[test]
+fn quit_closes_the_connection_and_ignores_pipelined_commands() {
+    let server = common::start();
+    let mut c = server.connect();
+    c.send("list-tube-used\r\nquit\r\nput 0 0 60 1\r\nx\r\nlist-tube-used\r\n");
+    c.expect("USING default\r\n");
+    c.expect_closed();
+    let mut other = server.connect();
+    assert_eq!(other.stat("total-jobs"), "0");
+    assert_eq!(other.cmd("peek 1"), "NOT_FOUND\r\n");
+}
+
+#[test]
+fn quit_is_a_bare_prefix() {
+    let server = common::start();
+    let mut c = server.connect();
+    c.send("quit now\r\n");
+    c.expect_closed();
+    let mut c = server.connect();
+    c.send("quitx\r\n");
+    c.expect_closed();
+}
+
+#[test]
+fn quit_releases_reserved_jobs_at_once() {
+    let server = common::start();
+    let mut producer = server.connect();
+    let mut worker = server.connect();
+    producer.put_ok("x");
+    assert_eq!(worker.cmd("reserve"), "RESERVED 1 1\r\nx\r\n");
+    worker.send("quit\r\n");
+    worker.expect_closed();
+    assert_eq!(producer.cmd("reserve-with-timeout 5"), "RESERVED 1 1\r\nx\r\n");
+}
+
+#[test]
+fn kick_hands_each_job_to_a_waiter_as_it_is_kicked() {
+    let server = common::start();
+    let mut c = server.connect();
+    let mut waiter = server.connect();
+    c.put(10, 0, 60, "c");
+    c.put(1, 0, 60, "d");
+    bury(&mut c, 1);
+    bury(&mut c, 2);
+    waiter.send("reserve\r\n");
+    waiter.expect_silence(QUIET);
+    assert_eq!(c.cmd("kick 2"), "KICKED 2\r\n");
+    // The first job kicked goes out, not the best (pri, id) of the batch.
+    waiter.expect("RESERVED 1 1\r\nc\r\n");
+    assert_eq!(state(&mut c, 2), "ready");
+}
+
+#[test]
+fn closing_hands_the_earliest_reserved_job_to_a_waiter() {
+    let server = common::start();
+    let mut producer = server.connect();
+    let mut holder = server.connect();
+    producer.put(10, 0, 60, "a");
+    producer.put(1, 0, 60, "b");
+    assert_eq!(holder.cmd("reserve-job 1"), "RESERVED 1 1\r\na\r\n");
+    assert_eq!(holder.cmd("reserve-job 2"), "RESERVED 2 1\r\nb\r\n");
+    let mut waiter = server.connect();
+    waiter.send("reserve\r\n");
+    waiter.expect_silence(QUIET);
+    drop(holder);
+    waiter.expect("RESERVED 1 1\r\na\r\n");
+}
+
+#[test]
+fn reserving_makes_a_worker_even_when_it_times_out_but_failed_reserve_job_does_not() {
+    let server = common::start();
+    let mut c = server.connect();
+    assert_eq!(c.cmd("reserve-job 1"), "NOT_FOUND\r\n");
+    assert_eq!(c.stat("current-workers"), "0");
+    assert_eq!(c.cmd("reserve-with-timeout 0"), "TIMED_OUT\r\n");
+    assert_eq!(c.stat("current-workers"), "1");
+    let mut d = server.connect();
+    d.put_ok("x");
+    assert_eq!(d.cmd("reserve-job 1"), "RESERVED 1 1\r\nx\r\n");
+    assert_eq!(d.stat("current-workers"), "2");
+}
+
+#[test]
+fn a_command_sent_while_blocked_in_reserve_waits_for_the_reserve() {
+    let server = common::start();
+    let mut worker = server.connect();
+    let mut producer = server.connect();
+    worker.send("reserve\r\n");
+    worker.expect_silence(QUIET);
+    worker.send("list-tube-used\r\n");
+    worker.expect_silence(QUIET);
+    producer.put_ok("job");
+    worker.expect("RESERVED 1 3\r\njob\r\nUSING default\r\n");
+}
