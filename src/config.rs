@@ -14,6 +14,9 @@ use std::path::PathBuf;
 /// The largest `-z` beanstalkd allows; larger values are clamped.
 pub const MAX_JOB_SIZE_LIMIT: u32 = 1_073_741_824;
 
+/// The long options this implementation adds (beanstalkd has none).
+pub const LONG_OPTIONS: &[&str] = &["max-connections"];
+
 /// Where the server listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Listen {
@@ -149,7 +152,8 @@ pub fn usage(argv0: &str) -> String {
          \n\
          Options of this implementation (not in beanstalkd):\n \
          --max-connections N  serve at most N connections at once (default 10000);\n                      \
-         further connections are closed at once\n"
+         further connections are closed at once\n \
+         -c, -n               removed from beanstalkd; accepted and ignored\n"
     )
 }
 

@@ -15,11 +15,7 @@ fn beanstalk() -> Command {
 fn run(args: &[&str]) -> (i32, String, String) {
     let out = beanstalk().args(args).output().unwrap();
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    (
-        out.status.code().unwrap_or(-1),
-        text(&out.stdout),
-        text(&out.stderr),
-    )
+    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
 }
 
 /// A child server that is killed when dropped.
@@ -66,10 +62,7 @@ fn help_prints_usage_to_stderr_and_exits_0() {
     let (code, stdout, stderr) = run(&["-h"]);
     assert_eq!(code, 0);
     assert_eq!(stdout, "");
-    assert!(
-        stderr.contains("Options:\n -b DIR   write-ahead log directory\n"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("Options:\n -b DIR   write-ahead log directory\n"), "{stderr}");
     assert!(stderr.contains(" -h       show this help\n"));
 }
 
@@ -92,10 +85,7 @@ fn bad_flags_exit_5_with_one_clear_line_then_usage() {
         let (code, _, stderr) = run(args);
         assert_eq!(code, 5, "{args:?}");
         let first = stderr.lines().next().unwrap();
-        assert!(
-            first.ends_with(&format!(": {message}")),
-            "{args:?}: {first}"
-        );
+        assert!(first.ends_with(&format!(": {message}")), "{args:?}: {first}");
         assert!(stderr.contains("Use: "), "{args:?}");
     }
 }
@@ -131,13 +121,7 @@ fn listens_on_a_unix_socket() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("sock");
     let listen = format!("unix:{}", path.display());
-    let _server = Child_(
-        beanstalk()
-            .args(["-l", &listen])
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let _server = Child_(beanstalk().args(["-l", &listen]).stderr(Stdio::null()).spawn().unwrap());
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut s = loop {
         match std::os::unix::net::UnixStream::connect(&path) {
@@ -163,10 +147,35 @@ fn a_regular_file_at_the_socket_path_is_not_replaced() {
     std::fs::write(&path, "keep me").unwrap();
     let (code, _, stderr) = run(&["-l", &format!("unix:{}", path.display())]);
     assert_eq!(code, 111);
-    assert!(
-        stderr.contains("another file already exists in the given path"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("another file already exists in the given path"), "{stderr}");
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "keep me");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Every flag the parser accepts, found by asking the parser itself.
+fn accepted_flags() -> Vec<String> {
+    use beanstalk::config::{parse_args, ArgError, LONG_OPTIONS};
+    let mut flags: Vec<String> = ('a'..='z')
+        .chain('A'..='Z')
+        .map(|c| format!("-{c}"))
+        .filter(|flag| !matches!(parse_args([flag.as_str()]), Err(ArgError::UnknownFlag(_))))
+        .collect();
+    flags.extend(LONG_OPTIONS.iter().map(|o| format!("--{o}")));
+    flags
+}
+
+#[test]
+fn every_accepted_flag_is_documented_in_the_help_and_the_man_page() {
+    let flags = accepted_flags();
+    assert!(flags.len() >= 14, "{flags:?}");
+    let (_, _, help) = run(&["-h"]);
+    let man = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/beanstalk.1")).unwrap();
+    for flag in &flags {
+        assert!(help.contains(&format!(" {flag}")), "{flag} missing from -h");
+        // roff spells a dash \-.
+        let roff = flag.replace('-', "\\-");
+        let lines: Vec<&str> = man.lines().collect();
+        let documented = lines.windows(2).any(|w| w[0] == ".TP" && w[1].contains(&roff));
+        assert!(documented, "{flag} has no OPTIONS entry in beanstalk.1");
+    }
 }
