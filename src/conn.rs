@@ -18,8 +18,9 @@ use crate::engine::{ClientId, NewJob};
 use crate::protocol::{self, Command, Reply, MAX_LINE};
 use crate::server::{Shared, Stream};
 
-/// Size of the input buffer: many pipelined commands fit in one read.
-const INPUT_BUFFER: usize = 16 * 1024;
+/// Size of the input buffer: dozens of pipelined commands fit in one read,
+/// while a connection that has gone quiet keeps only 4 KiB.
+const INPUT_BUFFER: usize = 4 * 1024;
 
 /// Output is flushed early once this much is pending.
 const OUTPUT_HIGH_WATER: usize = 64 * 1024;
@@ -130,7 +131,7 @@ impl Conn<'_> {
     /// Reads more input. Returns false at EOF (the client half-closed).
     fn fill(&mut self) -> io::Result<bool> {
         if self.input.is_empty() {
-            self.input = vec![0; INPUT_BUFFER];
+            return self.first_fill();
         }
         if self.start == self.end {
             (self.start, self.end) = (0, 0);
@@ -150,6 +151,28 @@ impl Conn<'_> {
             return Ok(false);
         }
         self.end += n;
+        Ok(true)
+    }
+
+    /// The first read of a connection goes to the stack: the input buffer is
+    /// allocated only once bytes arrive, so an idle connection costs only its
+    /// thread.
+    fn first_fill(&mut self) -> io::Result<bool> {
+        let mut first = [0; 512];
+        let n = loop {
+            match self.stream.read(&mut first) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        };
+        if n == 0 {
+            self.hang_up();
+            return Ok(false);
+        }
+        self.input = vec![0; INPUT_BUFFER];
+        self.input[..n].copy_from_slice(&first[..n]);
+        (self.start, self.end) = (0, n);
         Ok(true)
     }
 
