@@ -1,1 +1,74 @@
-fn main() {}
+//! Micro-benchmarks of the engine alone (no sockets): what one command
+//! costs under the lock.
+//!
+//!     cargo bench --bench engine
+use std::sync::{Arc, Condvar};
+
+use beanstalk::engine::{Engine, NewJob};
+use beanstalk::time::Time;
+use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion};
+
+fn job(engine: &mut Engine, client: u64, pri: u32) -> NewJob {
+    NewJob {
+        id: engine.start_put(client),
+        pri,
+        delay: 0,
+        ttr: 60,
+        created: Time::ZERO,
+        body: Box::from(&[b'x'; 100][..]),
+    }
+}
+
+fn put_reserve_delete(c: &mut Criterion) {
+    let mut engine = Engine::new(65535);
+    let client = engine.connect(Arc::new(Condvar::new()));
+    let now = Time::ZERO;
+    c.bench_function("put+reserve+delete, empty queue", |b| {
+        b.iter(|| {
+            let new = job(&mut engine, client, 0);
+            engine.put(client, new, now);
+            let id = match engine.reserve(client, None, now) {
+                Some(beanstalk::protocol::Reply::Reserved(id, _)) => id,
+                other => panic!("{other:?}"),
+            };
+            black_box(engine.delete(client, id));
+        })
+    });
+}
+
+fn reserve_from_a_deep_queue(c: &mut Criterion) {
+    c.bench_function("put+reserve+delete, 100k jobs queued", |b| {
+        b.iter_batched_ref(
+            || {
+                let mut engine = Engine::new(65535);
+                let client = engine.connect(Arc::new(Condvar::new()));
+                for i in 0..100_000u32 {
+                    let new = job(&mut engine, client, i % 1000);
+                    engine.put(client, new, Time::ZERO);
+                }
+                (engine, client)
+            },
+            |(engine, client)| {
+                for _ in 0..1000 {
+                    let new = job(engine, *client, 500);
+                    engine.put(*client, new, Time::ZERO);
+                    let id = match engine.reserve(*client, None, Time::ZERO) {
+                        Some(beanstalk::protocol::Reply::Reserved(id, _)) => id,
+                        other => panic!("{other:?}"),
+                    };
+                    black_box(engine.delete(*client, id));
+                }
+            },
+            BatchSize::PerIteration,
+        )
+    });
+}
+
+fn parse(c: &mut Criterion) {
+    c.bench_function("parse put line", |b| {
+        b.iter(|| beanstalk::protocol::parse(black_box(b"put 1024 0 60 100")))
+    });
+}
+
+criterion_group!(benches, put_reserve_delete, reserve_from_a_deep_queue, parse);
+criterion_main!(benches);

@@ -1,0 +1,316 @@
+//! Load benchmark: the same client workloads against `beanstalk` and, when
+//! it is installed, the real `beanstalkd`, in one run, on loopback.
+//!
+//!     cargo bench --bench load
+//!
+//! Set BEANSTALKD to another beanstalkd binary, or to "" to skip it, and
+//! LOAD_SCALE to scale every workload (default 1.0). Each workload is bounded
+//! in count; every server it starts is killed when it ends.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+fn main() {
+    // `cargo bench` passes --bench; a filter argument could follow.
+    let scale: f64 = std::env::var("LOAD_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1.0);
+    let n = move |count: usize| ((count as f64 * scale) as usize).max(1);
+    let ours = env!("CARGO_BIN_EXE_beanstalk").to_owned();
+    let theirs = std::env::var("BEANSTALKD").unwrap_or_else(|_| "/usr/bin/beanstalkd".to_owned());
+    let mut servers = vec![("beanstalk", ours)];
+    if !theirs.is_empty() && std::path::Path::new(&theirs).exists() {
+        servers.push(("beanstalkd", theirs));
+    }
+
+    type Workload = Box<dyn Fn(u16) -> Measure>;
+    let workloads: Vec<(&str, Workload)> = vec![
+        ("put+reserve+delete, 8 connections (jobs/s)", Box::new(move |port| cycle(port, 8, n(20_000)))),
+        ("pipelined puts, 1 connection (puts/s)", Box::new(move |port| pipelined_puts(port, n(200_000)))),
+        ("fan-out to 1000 blocked workers (jobs/s)", Box::new(move |port| fan_out(port, 1000, n(20_000)))),
+        (
+            "memory per job, 100-byte bodies (bytes/job, lower is better)",
+            Box::new(move |port| memory_per_job(port, n(200_000))),
+        ),
+    ];
+
+    println!(
+        "{:<62} {:>14} {:>14} {:>7}",
+        "workload",
+        servers[0].0,
+        servers.get(1).map_or("-", |s| s.0),
+        "ratio"
+    );
+    for (name, workload) in &workloads {
+        let mut results = Vec::new();
+        for (_, binary) in &servers {
+            let server = Server::start(binary);
+            let measure = workload(server.port);
+            results.push(measure.value(server.pid()));
+        }
+        let ratio = match results.as_slice() {
+            [a, b] if *b > 0.0 => format!("{:.2}", a / b),
+            _ => "-".to_owned(),
+        };
+        let theirs = results.get(1).map_or("-".to_owned(), |v| format!("{v:.0}"));
+        println!("{:<62} {:>14.0} {:>14} {:>7}", name, results[0], theirs, ratio);
+    }
+}
+
+/// What a workload measured: a rate, or a memory figure read from the
+/// server process before it is stopped.
+enum Measure {
+    Rate(f64),
+    BytesPerJob { before_kib: u64, jobs: usize },
+}
+
+impl Measure {
+    fn value(&self, pid: u32) -> f64 {
+        match self {
+            Measure::Rate(r) => *r,
+            Measure::BytesPerJob { before_kib, jobs } => {
+                (rss_kib(pid).saturating_sub(*before_kib) * 1024) as f64 / *jobs as f64
+            }
+        }
+    }
+}
+
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Server {
+    fn start(binary: &str) -> Server {
+        let port = free_port();
+        let child = Command::new(binary)
+            .args(["-l", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start server");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "{binary} did not start");
+            thread::sleep(Duration::from_millis(10));
+        }
+        Server { child, port }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap_or("VmRSS: 0 kB");
+    line.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+/// A blocking client reading whole reply lines.
+struct Client {
+    writer: TcpStream,
+    reader: BufReader<TcpStream>,
+    line: String,
+}
+
+impl Client {
+    fn connect(port: u16) -> Client {
+        let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream.set_nodelay(true).unwrap();
+        Client { writer: stream.try_clone().unwrap(), reader: BufReader::new(stream), line: String::new() }
+    }
+
+    fn send(&mut self, bytes: &[u8]) {
+        self.writer.write_all(bytes).unwrap();
+    }
+
+    /// Reads one reply line (and the body after RESERVED/FOUND); returns the
+    /// line's second word (the id, for INSERTED and RESERVED).
+    fn reply(&mut self) -> u64 {
+        self.line.clear();
+        self.reader.read_line(&mut self.line).unwrap();
+        let mut words = self.line.split_whitespace();
+        let first = words.next().unwrap_or("");
+        let id = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
+        if first == "RESERVED" || first == "FOUND" {
+            let len: usize = words.next().and_then(|w| w.parse().ok()).unwrap();
+            let mut body = vec![0; len + 2];
+            self.reader.read_exact(&mut body).unwrap();
+        }
+        id
+    }
+}
+
+/// Each connection loops put, reserve, delete.
+fn cycle(port: u16, connections: usize, jobs_each: usize) -> Measure {
+    let start = Arc::new(Barrier::new(connections + 1));
+    let threads: Vec<_> = (0..connections)
+        .map(|i| {
+            let start = Arc::clone(&start);
+            thread::spawn(move || {
+                let mut c = Client::connect(port);
+                let tube = format!("use t{i}\r\nwatch t{i}\r\nignore default\r\n");
+                c.send(tube.as_bytes());
+                (0..3).for_each(|_| {
+                    c.reply();
+                });
+                start.wait();
+                for _ in 0..jobs_each {
+                    c.send(b"put 0 0 60 10\r\n0123456789\r\n");
+                    c.reply();
+                    c.send(b"reserve\r\n");
+                    let id = c.reply();
+                    c.send(format!("delete {id}\r\n").as_bytes());
+                    c.reply();
+                }
+            })
+        })
+        .collect();
+    start.wait();
+    let began = Instant::now();
+    threads.into_iter().for_each(|t| t.join().unwrap());
+    Measure::Rate((connections * jobs_each) as f64 / began.elapsed().as_secs_f64())
+}
+
+/// One connection writes puts in batches of 1000 and reads the replies.
+fn pipelined_puts(port: u16, puts: usize) -> Measure {
+    let mut c = Client::connect(port);
+    let batch: Vec<u8> = b"put 0 0 60 10\r\n0123456789\r\n".repeat(1000);
+    let began = Instant::now();
+    let mut sent = 0;
+    while sent < puts {
+        let n = (puts - sent).min(1000);
+        let bytes = &batch[..n * 27];
+        let mut writer = c.writer.try_clone().unwrap();
+        let bytes = bytes.to_vec();
+        // Write on another thread so neither side's buffers can deadlock.
+        let w = thread::spawn(move || writer.write_all(&bytes).unwrap());
+        (0..n).for_each(|_| {
+            c.reply();
+        });
+        w.join().unwrap();
+        sent += n;
+    }
+    Measure::Rate(puts as f64 / began.elapsed().as_secs_f64())
+}
+
+/// Workers block in reserve; one producer puts jobs; each worker deletes
+/// what it gets and reserves again. Measures delivery rate.
+fn fan_out(port: u16, workers: usize, jobs: usize) -> Measure {
+    let ready = Arc::new(Barrier::new(workers + 1));
+    let handles: Vec<_> = (0..workers)
+        .map(|_| {
+            let ready = Arc::clone(&ready);
+            thread::Builder::new()
+                .stack_size(64 * 1024)
+                .spawn(move || {
+                    let mut c = Client::connect(port);
+                    c.send(b"reserve\r\n");
+                    ready.wait();
+                    let mut got = 0usize;
+                    loop {
+                        let id = c.reply();
+                        if id == 0 {
+                            return got; // TIMED_OUT: the run is over
+                        }
+                        got += 1;
+                        c.send(format!("delete {id}\r\nreserve-with-timeout 2\r\n").as_bytes());
+                        c.reply(); // DELETED
+                    }
+                })
+                .unwrap()
+        })
+        .collect();
+    ready.wait();
+    thread::sleep(Duration::from_millis(300)); // let every reserve block
+    let mut producer = Client::connect(port);
+    let began = Instant::now();
+    let writer = {
+        let mut w = producer.writer.try_clone().unwrap();
+        thread::spawn(move || {
+            for _ in 0..jobs {
+                w.write_all(b"put 0 0 60 10\r\n0123456789\r\n").unwrap();
+            }
+        })
+    };
+    (0..jobs).for_each(|_| {
+        producer.reply();
+    });
+    writer.join().unwrap();
+    // Wait until every job has been deleted.
+    let mut stats = Client::connect(port);
+    loop {
+        stats.send(b"stats-tube default\r\n");
+        stats.line.clear();
+        stats.reader.read_line(&mut stats.line).unwrap();
+        let len: usize = stats.line.split_whitespace().nth(1).unwrap().parse().unwrap();
+        let mut body = vec![0; len + 2];
+        stats.reader.read_exact(&mut body).unwrap();
+        let body = String::from_utf8_lossy(&body);
+        let count = |key: &str| {
+            body.lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(0)
+        };
+        if count("current-jobs-ready:") + count("current-jobs-reserved:") == 0 {
+            break;
+        }
+        thread::sleep(Duration::from_millis(1));
+    }
+    let rate = jobs as f64 / began.elapsed().as_secs_f64();
+    let delivered: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();
+    assert_eq!(delivered, jobs);
+    Measure::Rate(rate)
+}
+
+/// Puts `jobs` jobs with 100-byte bodies; memory is read before the server
+/// stops.
+fn memory_per_job(port: u16, jobs: usize) -> Measure {
+    let mut c = Client::connect(port);
+    c.send(b"stats\r\n");
+    c.line.clear();
+    c.reader.read_line(&mut c.line).unwrap();
+    let len: usize = c.line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let mut stats = vec![0; len + 2];
+    c.reader.read_exact(&mut stats).unwrap();
+    let pid: u32 = String::from_utf8_lossy(&stats)
+        .lines()
+        .find_map(|l| l.strip_prefix("pid: "))
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    let before_kib = rss_kib(pid);
+    let body = [b'x'; 100];
+    let mut put = b"put 0 0 60 100\r\n".to_vec();
+    put.extend_from_slice(&body);
+    put.extend_from_slice(b"\r\n");
+    let batch = put.repeat(1000);
+    let mut sent = 0;
+    while sent < jobs {
+        let n = (jobs - sent).min(1000);
+        let bytes = batch[..n * put.len()].to_vec();
+        let mut w = c.writer.try_clone().unwrap();
+        let t = thread::spawn(move || w.write_all(&bytes).unwrap());
+        (0..n).for_each(|_| {
+            c.reply();
+        });
+        t.join().unwrap();
+        sent += n;
+    }
+    Measure::BytesPerJob { before_kib, jobs }
+}
