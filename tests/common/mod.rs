@@ -31,10 +31,7 @@ pub fn start_args(args: &[&str]) -> TestServer {
     let Ok(Action::Run(mut config)) = parse_args(args.iter().copied()) else {
         panic!("bad test flags {args:?}");
     };
-    config.listen = Listen::Tcp {
-        host: "127.0.0.1".into(),
-        port: 0,
-    };
+    config.listen = Listen::Tcp { host: "127.0.0.1".into(), port: 0 };
     start_with(config)
 }
 
@@ -61,10 +58,7 @@ impl Client {
     pub fn connect(addr: SocketAddr) -> Client {
         let stream = TcpStream::connect(addr).expect("connect");
         stream.set_nodelay(true).unwrap();
-        Client {
-            stream,
-            buf: Vec::new(),
-        }
+        Client { stream, buf: Vec::new() }
     }
 
     /// Sends raw bytes.
@@ -112,19 +106,12 @@ impl Client {
 
     /// Asserts that nothing arrives for `wait`.
     pub fn expect_silence(&mut self, wait: Duration) {
-        assert!(
-            self.buf.is_empty(),
-            "unexpected bytes: {:?}",
-            String::from_utf8_lossy(&self.buf)
-        );
+        assert!(self.buf.is_empty(), "unexpected bytes: {:?}", String::from_utf8_lossy(&self.buf));
         self.stream.set_read_timeout(Some(wait)).unwrap();
         let mut byte = [0; 64];
         match self.stream.read(&mut byte) {
             Ok(0) => panic!("connection closed while expecting silence"),
-            Ok(n) => panic!(
-                "unexpected bytes: {:?}",
-                String::from_utf8_lossy(&byte[..n])
-            ),
+            Ok(n) => panic!("unexpected bytes: {:?}", String::from_utf8_lossy(&byte[..n])),
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
             Err(e) => panic!("read error: {e}"),
         }
@@ -132,19 +119,12 @@ impl Client {
 
     /// Asserts that the server closes the connection (EOF) with no more bytes.
     pub fn expect_closed(&mut self) {
-        assert!(
-            self.buf.is_empty(),
-            "unexpected bytes: {:?}",
-            String::from_utf8_lossy(&self.buf)
-        );
+        assert!(self.buf.is_empty(), "unexpected bytes: {:?}", String::from_utf8_lossy(&self.buf));
         self.stream.set_read_timeout(Some(REPLY_TIMEOUT)).unwrap();
         let mut byte = [0; 64];
         match self.stream.read(&mut byte) {
             Ok(0) => {}
-            Ok(n) => panic!(
-                "unexpected bytes: {:?}",
-                String::from_utf8_lossy(&byte[..n])
-            ),
+            Ok(n) => panic!("unexpected bytes: {:?}", String::from_utf8_lossy(&byte[..n])),
             Err(e) if e.kind() == ErrorKind::ConnectionReset => {}
             Err(e) => panic!("expected EOF, got {e}"),
         }
@@ -157,10 +137,7 @@ impl Client {
 
     /// `put` with a body; returns the reply line.
     pub fn put(&mut self, pri: u32, delay: u32, ttr: u32, body: &str) -> String {
-        self.send(format!(
-            "put {pri} {delay} {ttr} {}\r\n{body}\r\n",
-            body.len()
-        ));
+        self.send(format!("put {pri} {delay} {ttr} {}\r\n{body}\r\n", body.len()));
         self.reply()
     }
 
@@ -186,9 +163,7 @@ impl Client {
 
     /// One key of `stats`.
     pub fn stat(&mut self, key: &str) -> String {
-        self.stats()
-            .remove(key)
-            .unwrap_or_else(|| panic!("no stats key {key}"))
+        self.stats().remove(key).unwrap_or_else(|| panic!("no stats key {key}"))
     }
 
     fn fill_until(&mut self, mut done: impl FnMut(&[u8]) -> Option<usize>) -> usize {
@@ -206,10 +181,7 @@ impl Client {
             self.stream.set_read_timeout(Some(left)).unwrap();
             let mut chunk = [0; 65536];
             match self.stream.read(&mut chunk) {
-                Ok(0) => panic!(
-                    "connection closed; have {:?}",
-                    String::from_utf8_lossy(&self.buf)
-                ),
+                Ok(0) => panic!("connection closed; have {:?}", String::from_utf8_lossy(&self.buf)),
                 Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
                 Err(e)
                     if matches!(
