@@ -1,0 +1,513 @@
+//! Bounded flood tests: connection churn, slow clients, a thousand blocked
+//! reserves that vanish at once, and the connection cap. Each checks that a
+//! well-behaved client keeps being served and that connections, threads
+//! and file descriptors come back to baseline.
+//!
+//! The server runs inside this test process, so its threads and sockets are
+//! counted in /proc/self/task and /proc/self/fd. The tests take a lock so
+//! that they run one at a time and each sees only its own server.
+//!
+//! Latency bounds are deliberately generous (2 s): these tests look for a
+//! server that stalls, not for one that is slow on a busy CI machine.
+mod common;
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::Client;
+
+/// The most a well-behaved client's round trip may take during a flood.
+const LATENCY_BOUND: Duration = Duration::from_secs(2);
+/// Waiting for connections, threads and fds to come back to baseline.
+const SETTLE_DEADLINE: Duration = Duration::from_secs(10);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+// -------------------------------------------------------------------
+// Helpers
+// -------------------------------------------------------------------
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// One flood test at a time: thread and fd counts are per process.
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn thread_count() -> usize {
+    std::fs::read_dir("/proc/self/task").map(|d| d.count()).unwrap_or(0)
+}
+
+fn fd_count() -> usize {
+    std::fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0)
+}
+
+/// The soft limit on open files.
+fn fd_limit() -> usize {
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
+    limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1024)
+}
+
+/// How many connections of `wanted` can be held open at once here: each
+/// costs two fds in this process (client and server side). Never raises a
+/// limit; says so when it scales down.
+fn scaled(wanted: usize, what: &str) -> usize {
+    let limit = fd_limit();
+    let room = limit.saturating_sub(fd_count() + 200) / 2;
+    if room < wanted {
+        println!("{what}: fd limit {limit} is low; using {room} connections instead of {wanted}");
+        room.max(10)
+    } else {
+        wanted
+    }
+}
+
+/// Polls `f` until it holds or `deadline` passes; returns whether it held.
+fn settle(deadline: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let until = Instant::now() + deadline;
+    loop {
+        if f() {
+            return true;
+        }
+        if Instant::now() >= until {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Thread and fd counts once things are quiet: the lowest seen over 200 ms.
+fn baseline() -> (usize, usize) {
+    let (mut threads, mut fds) = (usize::MAX, usize::MAX);
+    for _ in 0..20 {
+        threads = threads.min(thread_count());
+        fds = fds.min(fd_count());
+        thread::sleep(Duration::from_millis(10));
+    }
+    (threads, fds)
+}
+
+/// Asserts that threads and fds come back to the baseline, and prints the
+/// figures and how long it took.
+fn assert_back_to_baseline(what: &str, threads_before: usize, fds_before: usize) {
+    let t = Instant::now();
+    let threads_ok = settle(SETTLE_DEADLINE, || thread_count() <= threads_before);
+    let fds_ok = settle(SETTLE_DEADLINE, || fd_count() <= fds_before);
+    println!(
+        "{what}: after: threads {} (baseline {threads_before}), fds {} (baseline {fds_before}), settled in {:?}",
+        thread_count(),
+        fd_count(),
+        t.elapsed()
+    );
+    assert!(threads_ok, "{what}: threads {} > baseline {threads_before}", thread_count());
+    assert!(fds_ok, "{what}: fds {} > baseline {fds_before}", fd_count());
+}
+
+fn stat_u64(c: &mut Client, key: &str) -> u64 {
+    let v = c.stat(key);
+    v.parse().unwrap_or_else(|_| panic!("stats {key}: {v:?}"))
+}
+
+/// Polls `stats` until `key` has `value`; panics with the last value seen.
+fn settle_stat(c: &mut Client, key: &str, value: u64, what: &str) -> Duration {
+    let t = Instant::now();
+    let mut last = u64::MAX;
+    let ok = settle(SETTLE_DEADLINE, || {
+        last = stat_u64(c, key);
+        last == value
+    });
+    assert!(ok, "{what}: {key} stayed at {last}, expected {value}");
+    t.elapsed()
+}
+
+/// A client that owns tube `tube`: uses and watches only it.
+fn sentinel(server: &common::TestServer, tube: &str) -> Client {
+    let mut c = server.connect();
+    assert_eq!(c.cmd(&format!("use {tube}")), format!("USING {tube}\r\n"));
+    assert_eq!(c.cmd(&format!("watch {tube}")), "WATCHING 2\r\n");
+    assert_eq!(c.cmd("ignore default"), "WATCHING 1\r\n");
+    c
+}
+
+/// One put / reserve / delete round trip with exact replies; its duration.
+fn round(c: &mut Client, n: usize) -> Duration {
+    let body = format!("round {n}");
+    let t = Instant::now();
+    let id = c.put_ok(&body);
+    assert_eq!(c.cmd("reserve-with-timeout 5"), format!("RESERVED {id} {}\r\n{body}\r\n", body.len()));
+    assert_eq!(c.cmd(&format!("delete {id}")), "DELETED\r\n");
+    t.elapsed()
+}
+
+/// Runs rounds on `c` until `stop`, 5 ms apart; returns the durations.
+fn background_rounds(mut c: Client, stop: Arc<AtomicBool>) -> thread::JoinHandle<(Client, Vec<Duration>)> {
+    thread::spawn(move || {
+        let mut samples = Vec::new();
+        let cap = Instant::now() + Duration::from_secs(60);
+        while !stop.load(Ordering::SeqCst) && Instant::now() < cap {
+            samples.push(round(&mut c, samples.len()));
+            thread::sleep(Duration::from_millis(5));
+        }
+        (c, samples)
+    })
+}
+
+/// "n=.., median .., p99 .., max ..".
+fn summary(samples: &[Duration]) -> String {
+    let mut s = samples.to_vec();
+    s.sort();
+    if s.is_empty() {
+        return "no samples".into();
+    }
+    let at = |q: f64| s[((s.len() - 1) as f64 * q) as usize];
+    format!("n={}, median {:?}, p99 {:?}, max {:?}", s.len(), at(0.5), at(0.99), s[s.len() - 1])
+}
+
+fn max(samples: &[Duration]) -> Duration {
+    samples.iter().copied().max().unwrap_or_default()
+}
+
+fn connect(addr: SocketAddr) -> std::io::Result<TcpStream> {
+    TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
+}
+
+// -------------------------------------------------------------------
+// (a) Connection churn
+// -------------------------------------------------------------------
+
+#[test]
+fn connection_churn_does_not_starve_other_clients_or_leak() {
+    let _serial = serial();
+    let wanted: usize =
+        std::env::var("FLOOD_CONNECTIONS").ok().and_then(|s| s.parse().ok()).unwrap_or(10_000);
+    let server = common::start();
+    let addr = server.addr;
+    let mut s = sentinel(&server, "churn.sentinel");
+    let before: Vec<Duration> = (0..20).map(|n| round(&mut s, n)).collect();
+    let total_before = stat_u64(&mut s, "total-connections");
+    let (threads_before, fds_before) = baseline();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let rounds = background_rounds(s, Arc::clone(&stop));
+    let started = Instant::now();
+    let time_cap = started + Duration::from_secs(12);
+    let churners: Vec<_> = (0..2)
+        .map(|w| {
+            thread::spawn(move || {
+                let (mut opened, mut failed) = (0usize, 0usize);
+                for i in 0..wanted / 2 {
+                    if Instant::now() >= time_cap {
+                        break;
+                    }
+                    let Ok(mut c) = connect(addr) else {
+                        failed += 1;
+                        continue;
+                    };
+                    opened += 1;
+                    // Some say nothing; some leave a partial command or body
+                    // behind; some send a command and never read the reply.
+                    let partial: &[u8] = match (i + w) % 8 {
+                        0..=3 => b"",
+                        4 => b"put 0 0 1",
+                        5 => b"put 0 0 10 100\r\nabc",
+                        6 => b"stats",
+                        _ => b"list-tube-used\r\n",
+                    };
+                    if !partial.is_empty() {
+                        let _ = c.write_all(partial);
+                    }
+                    if i % 16 == 15 {
+                        let _ = c.shutdown(Shutdown::Write);
+                    }
+                    drop(c);
+                }
+                (opened, failed)
+            })
+        })
+        .collect();
+    let (mut opened, mut failed) = (0, 0);
+    for c in churners {
+        let (o, f) = c.join().expect("churner");
+        opened += o;
+        failed += f;
+    }
+    let churn_time = started.elapsed();
+    stop.store(true, Ordering::SeqCst);
+    let (mut s, during) = rounds.join().expect("sentinel rounds");
+    println!(
+        "churn: {opened} connections opened and dropped ({failed} connects failed) in {churn_time:?}; \
+         threads now {}",
+        thread_count()
+    );
+    println!("churn: sentinel round trip before: {}", summary(&before));
+    println!("churn: sentinel round trip during: {}", summary(&during));
+    assert_eq!(failed, 0, "connects failed");
+    assert!(opened >= 1000, "only {opened} connections in the time allowed");
+    assert!(during.len() >= 10, "the sentinel made only {} rounds during the churn", during.len());
+    assert!(max(&during) < LATENCY_BOUND, "sentinel round trip up to {:?} during churn", max(&during));
+
+    // Every churned connection is accepted (some may still sit in the
+    // listen queue when the churn ends), and every one is gone.
+    let wait = settle_stat(&mut s, "total-connections", total_before + opened as u64, "churn");
+    println!("churn: total-connections reached {} after {wait:?}", total_before + opened as u64);
+    let wait = settle_stat(&mut s, "current-connections", 1, "churn");
+    println!("churn: current-connections back to 1 after {wait:?}");
+    assert_eq!(stat_u64(&mut s, "current-waiting"), 0);
+    round(&mut s, 0);
+    assert_back_to_baseline("churn", threads_before, fds_before);
+}
+
+// -------------------------------------------------------------------
+// (b) Slow clients
+// -------------------------------------------------------------------
+
+/// Sends `bytes` one at a time, 50 ms apart. Before the last byte it checks
+/// that no reply has come for the partial command.
+fn dribble(c: &mut Client, bytes: &[u8]) {
+    for (i, b) in bytes.iter().enumerate() {
+        if i + 1 == bytes.len() {
+            c.expect_silence(Duration::from_millis(50));
+        } else {
+            thread::sleep(Duration::from_millis(50));
+        }
+        c.send([*b]);
+    }
+}
+
+#[test]
+fn slow_clients_get_correct_replies_and_do_not_delay_others() {
+    let _serial = serial();
+    const SLOW: usize = 8;
+    let server = common::start();
+    let mut s = sentinel(&server, "slow.sentinel");
+    let before: Vec<Duration> = (0..20).map(|n| round(&mut s, n)).collect();
+    let (threads_before, fds_before) = baseline();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let rounds = background_rounds(s, Arc::clone(&stop));
+    let slow: Vec<_> = (0..SLOW)
+        .map(|k| {
+            let mut c = server.connect();
+            thread::spawn(move || {
+                let t = Instant::now();
+                let tube = format!("slow{k}");
+                dribble(&mut c, format!("use {tube}\r\n").as_bytes());
+                c.expect(format!("USING {tube}\r\n"));
+                // The body holds a CRLF of its own.
+                let body = format!("slow\r\nbody{k}");
+                dribble(&mut c, format!("put {k} 0 60 {}\r\n{body}\r\n", body.len()).as_bytes());
+                let reply = c.reply();
+                let id: u64 = reply
+                    .strip_prefix("INSERTED ")
+                    .and_then(|r| r.trim_end().parse().ok())
+                    .unwrap_or_else(|| panic!("slow put: {reply:?}"));
+                dribble(&mut c, format!("peek {id}\r\n").as_bytes());
+                c.expect(format!("FOUND {id} {}\r\n{body}\r\n", body.len()));
+                dribble(&mut c, format!("delete {id}\r\n").as_bytes());
+                c.expect("DELETED\r\n");
+                t.elapsed()
+            })
+        })
+        .collect();
+    let slow_times: Vec<Duration> = slow.into_iter().map(|h| h.join().expect("slow client")).collect();
+    stop.store(true, Ordering::SeqCst);
+    let (mut s, during) = rounds.join().expect("sentinel rounds");
+    println!("slow: {SLOW} dribbling clients took {}", summary(&slow_times));
+    println!("slow: sentinel round trip before: {}", summary(&before));
+    println!("slow: sentinel round trip during: {}", summary(&during));
+    assert!(during.len() >= 20, "the sentinel made only {} rounds", during.len());
+    assert!(max(&during) < LATENCY_BOUND, "sentinel round trip up to {:?} beside slow clients", max(&during));
+    // About 60 bytes at 50 ms each: 3 s plus scheduling, never 3 times that.
+    assert!(max(&slow_times) < Duration::from_secs(9), "slow clients took {}", summary(&slow_times));
+    settle_stat(&mut s, "current-connections", 1, "slow");
+    round(&mut s, 0);
+    assert_back_to_baseline("slow", threads_before, fds_before);
+}
+
+// -------------------------------------------------------------------
+// (c) A thousand blocked reserves that vanish at once
+// -------------------------------------------------------------------
+
+#[test]
+fn a_thousand_blocked_reserves_that_vanish_leave_no_waiter_behind() {
+    let _serial = serial();
+    let n = scaled(1000, "waiters");
+    let server = common::start();
+    let addr = server.addr;
+    let mut c = server.connect();
+    assert_eq!(c.cmd("list-tube-used"), "USING default\r\n");
+    let (threads_before, fds_before) = baseline();
+
+    let t = Instant::now();
+    let mut waiters = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut w = connect(addr).unwrap_or_else(|e| panic!("waiter {i}: connect: {e}"));
+        // Some pipeline a command behind the reserve; it must stay unread.
+        let bytes: &[u8] = if i % 10 == 0 { b"reserve\r\nlist-tubes\r\n" } else { b"reserve\r\n" };
+        w.write_all(bytes).unwrap_or_else(|e| panic!("waiter {i}: {e}"));
+        waiters.push(w);
+    }
+    let wait = settle_stat(&mut c, "current-waiting", n as u64, "waiters");
+    println!(
+        "waiters: {n} blocked in reserve after {:?} (+{wait:?} to show in stats); threads {}, fds {}",
+        t.elapsed(),
+        thread_count(),
+        fd_count()
+    );
+    assert_eq!(stat_u64(&mut c, "current-connections"), n as u64 + 1);
+    let latency: Vec<Duration> = (0..10)
+        .map(|_| {
+            let t = Instant::now();
+            assert_eq!(c.cmd("list-tube-used"), "USING default\r\n");
+            t.elapsed()
+        })
+        .collect();
+    println!("waiters: control round trip with {n} waiting: {}", summary(&latency));
+    assert!(max(&latency) < LATENCY_BOUND);
+
+    // All vanish at once.
+    drop(waiters);
+    let t = Instant::now();
+    settle_stat(&mut c, "current-waiting", 0, "after the waiters vanished");
+    settle_stat(&mut c, "current-connections", 1, "after the waiters vanished");
+    println!("waiters: current-waiting and current-connections settled {:?} after the drop", t.elapsed());
+
+    // A put now goes to nobody: it is ready, never reserved.
+    let id = c.put_ok("after the flood");
+    for _ in 0..2 {
+        let job = c.yaml_map(&format!("stats-job {id}"));
+        assert_eq!(job["state"], "ready", "{job:?}");
+        assert_eq!(job["reserves"], "0", "{job:?}");
+        thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(stat_u64(&mut c, "current-jobs-reserved"), 0);
+    let mut worker = server.connect();
+    assert_eq!(worker.cmd("reserve-with-timeout 2"), format!("RESERVED {id} 15\r\nafter the flood\r\n"));
+    assert_eq!(worker.cmd(&format!("delete {id}")), "DELETED\r\n");
+    drop(worker);
+    settle_stat(&mut c, "current-connections", 1, "waiters");
+    assert_back_to_baseline("waiters", threads_before, fds_before);
+}
+
+// -------------------------------------------------------------------
+// (d) The connection cap
+// -------------------------------------------------------------------
+
+/// What became of a connection opened while the server may be at its cap.
+#[derive(Debug, PartialEq, Eq)]
+enum Fate {
+    Served,
+    Closed,
+    Stuck,
+}
+
+fn probe(stream: &mut TcpStream) -> Fate {
+    // A refused connection may already be closed: the write may fail.
+    let _ = stream.write_all(b"list-tube-used\r\n");
+    stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0; 64];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return if got.is_empty() { Fate::Closed } else { Fate::Stuck },
+            Ok(n) => {
+                got.extend_from_slice(&buf[..n]);
+                if got == b"USING default\r\n" {
+                    return Fate::Served;
+                }
+                if got.len() >= 15 {
+                    panic!("unexpected reply {:?}", String::from_utf8_lossy(&got));
+                }
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe) => {
+                return Fate::Closed;
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => return Fate::Stuck,
+            Err(e) => panic!("probe: {e}"),
+        }
+    }
+}
+
+/// Opens `n` connections and sorts them by fate: (served, closed, stuck).
+fn open_and_probe(addr: SocketAddr, n: usize) -> (Vec<TcpStream>, usize, usize, usize) {
+    let mut streams: Vec<TcpStream> =
+        (0..n).map(|i| connect(addr).unwrap_or_else(|e| panic!("connection {i}: connect: {e}"))).collect();
+    let (mut served, mut closed, mut stuck) = (0, 0, 0);
+    for s in &mut streams {
+        match probe(s) {
+            Fate::Served => served += 1,
+            Fate::Closed => closed += 1,
+            Fate::Stuck => stuck += 1,
+        }
+    }
+    (streams, served, closed, stuck)
+}
+
+#[test]
+fn the_connection_cap_holds_under_a_flood_and_existing_clients_are_unaffected() {
+    let _serial = serial();
+    const CAP: usize = 50;
+    let flood = scaled(200, "cap");
+    let server = common::start_args(&["--max-connections", "50"]);
+    let addr = server.addr;
+    let mut s = sentinel(&server, "cap.sentinel");
+    let before: Vec<Duration> = (0..20).map(|n| round(&mut s, n)).collect();
+    let (threads_before, fds_before) = baseline();
+
+    // Watch current-connections from the sentinel while the flood arrives.
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let stop = Arc::clone(&stop);
+        thread::spawn(move || {
+            let (mut peak, mut samples, mut rounds) = (0, 0, Vec::new());
+            let cap = Instant::now() + Duration::from_secs(60);
+            while !stop.load(Ordering::SeqCst) && Instant::now() < cap {
+                peak = peak.max(stat_u64(&mut s, "current-connections"));
+                samples += 1;
+                rounds.push(round(&mut s, samples));
+                thread::sleep(Duration::from_millis(2));
+            }
+            (s, peak, samples, rounds)
+        })
+    };
+    let t = Instant::now();
+    let (streams, served, closed, stuck) = open_and_probe(addr, flood);
+    let flood_time = t.elapsed();
+    stop.store(true, Ordering::SeqCst);
+    let (mut s, peak, samples, during) = watcher.join().expect("watcher");
+    let now = stat_u64(&mut s, "current-connections");
+    println!(
+        "cap: {flood} connections in {flood_time:?}: {served} served, {closed} closed by the server, \
+         {stuck} neither; current-connections peak {peak} over {samples} samples, now {now}"
+    );
+    println!("cap: sentinel round trip before: {}", summary(&before));
+    println!("cap: sentinel round trip during: {}", summary(&during));
+    assert_eq!(stuck, 0, "connections neither served nor closed");
+    assert_eq!(served, CAP - 1, "the sentinel holds one of the {CAP} places");
+    assert_eq!(closed, flood - served);
+    assert!(peak <= CAP as u64 && now <= CAP as u64, "current-connections went over the cap: {peak}, {now}");
+    assert_eq!(now, CAP as u64);
+    assert!(max(&during) < LATENCY_BOUND, "sentinel round trip up to {:?}", max(&during));
+    round(&mut s, 0);
+
+    // Once they go, the places are free again: exactly CAP - 1 more fit.
+    drop(streams);
+    settle_stat(&mut s, "current-connections", 1, "cap");
+    let (streams, served, closed, stuck) = open_and_probe(addr, CAP);
+    println!(
+        "cap: after the flood left, {CAP} new connections: {served} served, {closed} closed, {stuck} neither"
+    );
+    assert_eq!((served, closed, stuck), (CAP - 1, 1, 0));
+    drop(streams);
+    settle_stat(&mut s, "current-connections", 1, "cap");
+    round(&mut s, 0);
+    assert_back_to_baseline("cap", threads_before, fds_before);
+}
