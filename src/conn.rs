@@ -271,11 +271,15 @@ impl Conn<'_> {
             Command::ReserveWithTimeout(secs) => return self.reserve(Some(secs)),
             Command::Quit => return Ok(Next::Close),
             Command::Stats => {
-                let stats = shared.engine().server_stats();
-                Reply::Ok(stats.to_yaml(&shared.process_stats())).encode(out);
+                let (stats, binlog) = {
+                    let mut engine = shared.engine();
+                    (engine.server_stats(), engine.journal_stats())
+                };
+                Reply::Ok(stats.to_yaml(&shared.process_stats(binlog))).encode(out);
             }
             other => {
                 let mut engine = shared.engine();
+                let logged_before = shared.journal_seq();
                 let reply = match &other {
                     Command::Use(name) => engine.use_tube(c, name),
                     Command::ReserveJob(id) => engine.reserve_job(c, *id, now),
@@ -304,6 +308,12 @@ impl Conn<'_> {
                     | Command::Quit => Reply::InternalError,
                 };
                 reply.encode(out);
+                let logged = shared.journal_seq();
+                drop(engine);
+                if logged > logged_before {
+                    // The reply waits in the output buffer until this returns.
+                    shared.after_write(logged);
+                }
             }
         }
         Ok(Next::Continue)
@@ -347,7 +357,14 @@ impl Conn<'_> {
         }
         let job = NewJob { id, pri, delay, ttr, created, body: body.into_boxed_slice() };
         let now = shared.clock.now();
-        shared.engine().put(self.client, job, now).encode(&mut self.output);
+        let mut engine = shared.engine();
+        let logged_before = shared.journal_seq();
+        engine.put(self.client, job, now).encode(&mut self.output);
+        let logged = shared.journal_seq();
+        drop(engine);
+        if logged > logged_before {
+            shared.after_write(logged);
+        }
         Ok(Next::Continue)
     }
 

@@ -31,10 +31,13 @@
 //! 6. [`server`]: listening, accepting, one thread per connection, shutdown;
 //!    and the two helper threads, `timer` (jobs whose time has come) and
 //!    `hangup` (workers that vanish while blocked in reserve).
-//! 7. [`config`]: beanstalkd's command-line flags; [`signals`],
+//! 7. [`binlog`]: persistence (`-b`): the on-disk format, replay at
+//!    start-up, group commit. The engine reaches it only through the
+//!    [`engine::Journal`] trait.
+//! 8. [`config`]: beanstalkd's command-line flags; [`signals`],
 //!    [`privileges`] (`-u`) and [`activation`] (systemd sockets): what it
 //!    takes to run as a service.
-//! 8. `sys` (private): the only `unsafe` code, a few libc calls std lacks.
+//! 9. `sys` (private): the only `unsafe` code, a few libc calls std lacks.
 //!
 //! ## Running a server in-process
 //!
@@ -54,6 +57,7 @@
 //! ```
 
 pub mod activation;
+pub mod binlog;
 pub mod config;
 mod conn;
 pub mod engine;

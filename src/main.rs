@@ -42,9 +42,6 @@ fn main() -> ExitCode {
     for warning in &config.warnings {
         eprintln!("{argv0}: {warning}");
     }
-    if config.binlog_dir.is_some() {
-        return fail(&argv0, EXIT_USAGE, format_args!("-b (the binlog) is not supported by this build yet"));
-    }
     let server = match bind(&argv0, config.clone()) {
         Ok(server) => server,
         Err(e) => return fail(&argv0, EXIT_LISTEN, format_args!("{e}")),
@@ -53,6 +50,10 @@ fn main() -> ExitCode {
         if let Err(e) = privileges::become_user(user) {
             return fail(&argv0, e.exit_code(), format_args!("{e}"));
         }
+    }
+    match server.open_binlog() {
+        Ok(warnings) => warnings.iter().for_each(|w| eprintln!("{argv0}: {w}")),
+        Err(e) => return fail(&argv0, e.exit_code(), format_args!("{e}")),
     }
     if config.verbosity > 0 {
         eprintln!("{argv0}: pid {}", std::process::id());

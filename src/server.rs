@@ -15,10 +15,12 @@ use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::binlog::sync::Durability;
+use crate::binlog::{Binlog, BinlogError};
 use crate::config::{Config, Listen};
 use crate::engine::{ClientId, Engine};
 use crate::hangup::HangupWatcher;
@@ -130,6 +132,8 @@ pub(crate) struct Shared {
     pub connections: Mutex<HashMap<ClientId, Arc<Stream>>>,
     /// Signalled when the last connection closes (for shutdown).
     pub all_closed: Condvar,
+    /// The binlog's fsync policy and group commit, once it is open.
+    pub durability: OnceLock<Arc<Durability>>,
 }
 
 impl Shared {
@@ -152,8 +156,21 @@ impl Shared {
         }
     }
 
-    /// The process's own figures for `stats`.
-    pub fn process_stats(&self) -> ProcessStats {
+    /// How many binlog records have been written (0 without a binlog).
+    pub fn journal_seq(&self) -> u64 {
+        self.durability.get().map_or(0, |d| d.written())
+    }
+
+    /// Called by a connection whose command wrote binlog records up to `seq`,
+    /// before its reply leaves: waits for fsync if the policy says so.
+    pub fn after_write(&self, seq: u64) {
+        if let Some(durability) = self.durability.get() {
+            durability.after_write(seq);
+        }
+    }
+
+    /// The process's own figures for `stats`; `binlog` from the engine.
+    pub fn process_stats(&self, binlog: Option<BinlogStats>) -> ProcessStats {
         let (user_cpu, system_cpu) = sys::cpu_times();
         let p = &self.process;
         ProcessStats {
@@ -162,10 +179,10 @@ impl Shared {
             user_cpu,
             system_cpu,
             uptime_secs: p.started.elapsed().as_secs(),
-            binlog: BinlogStats {
+            binlog: binlog.unwrap_or(BinlogStats {
                 max_size: u64::from(self.config.binlog_file_size),
                 ..BinlogStats::default()
-            },
+            }),
             instance_id: p.instance_id.clone(),
             hostname: p.hostname.clone(),
             os: p.os.clone(),
@@ -292,8 +309,33 @@ impl Server {
             stopping: AtomicBool::new(false),
             connections: Mutex::new(HashMap::new()),
             all_closed: Condvar::new(),
+            durability: OnceLock::new(),
         });
         Ok(Server { listener, shared })
+    }
+
+    /// Opens the binlog of `config.binlog_dir`, if any: locks the directory,
+    /// replays it into the engine, and starts a new file. Returns the
+    /// warnings replay produced. [`Server::run`] calls this itself if it has
+    /// not been called; the binary calls it after dropping privileges.
+    pub fn open_binlog(&self) -> Result<Vec<String>, BinlogError> {
+        let shared = &self.shared;
+        let Some(dir) = &shared.config.binlog_dir else { return Ok(Vec::new()) };
+        if shared.durability.get().is_some() {
+            return Ok(Vec::new());
+        }
+        let (binlog, recovered) = Binlog::open(dir, shared.config.binlog_file_size, shared.config.fsync)?;
+        let durability = binlog.durability();
+        let mut engine = shared.engine();
+        engine.restore(recovered.jobs, recovered.next_id, shared.clock.now());
+        engine.set_journal(Box::new(binlog));
+        for file in recovered.corrupt {
+            engine.rewrite_file(file);
+        }
+        drop(engine);
+        let _ = shared.durability.set(Arc::clone(&durability));
+        durability.sync_all();
+        Ok(recovered.warnings)
     }
 
     /// The TCP address actually bound (useful with port 0); `None` for a
@@ -335,6 +377,9 @@ impl Server {
     /// Serves until [`Handle::shutdown`] is called, then closes every
     /// connection, waits (briefly) for their threads, and returns.
     pub fn run(self) -> io::Result<()> {
+        for warning in self.open_binlog().map_err(io::Error::other)? {
+            eprintln!("beanstalk: {warning}");
+        }
         let shared = &self.shared;
         let timer_thread = timer::spawn(Arc::clone(shared))?;
         let hangup_thread = crate::hangup::spawn(Arc::clone(shared))?;
@@ -424,6 +469,9 @@ impl Server {
         shared.hangups.stop();
         let _ = timer_thread.join();
         let _ = hangup_thread.join();
+        if let Some(durability) = shared.durability.get() {
+            durability.sync_all();
+        }
         if let Listener::Unix(_, Some(path)) = &self.listener {
             let _ = std::fs::remove_file(path);
         }

@@ -315,3 +315,20 @@ pub fn inherited_listener(fd: RawFd) -> io::Result<Inherited> {
         _ => Err(not_a_listener()),
     }
 }
+
+extern "C" {
+    fn posix_fallocate(fd: c_int, offset: i64, len: i64) -> c_int;
+}
+
+/// Reserves `len` bytes of disk for `file` from offset 0, so that later
+/// writes into that range cannot fail for lack of space.
+pub fn preallocate(file: &std::fs::File, len: u64) -> io::Result<()> {
+    let len = i64::try_from(len).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: plain integers; the fd is borrowed from a live File.
+    let ret = unsafe { posix_fallocate(file.as_raw_fd(), 0, len) };
+    if ret == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(ret))
+    }
+}

@@ -1,4 +1,5 @@
-//! Time as the engine sees it: whole nanoseconds since the server started.
+//! Time as the engine sees it: whole nanoseconds on a monotonic clock
+//! anchored to the Unix epoch.
 //!
 //! The engine never reads a clock. Every call that depends on time takes a
 //! [`Time`] argument, so the server passes the monotonic clock's reading and a
@@ -8,7 +9,8 @@
 
 use std::time::{Duration, Instant};
 
-/// Nanoseconds since an arbitrary fixed origin (the server's start).
+/// Nanoseconds since the Unix epoch, as the server's [`Clock`] counts them
+/// (tests may count from anywhere).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Time(pub u64);
 
@@ -45,22 +47,30 @@ impl Time {
     }
 }
 
-/// The server's monotonic clock, reading [`Time`] since its creation.
+/// The server's clock: monotonic, but reading in nanoseconds since the Unix
+/// epoch. It takes the wall-clock time once, at start, and adds the
+/// monotonic time elapsed since; so timers never jump with the wall clock,
+/// and a time written to the binlog means the same thing after a restart.
 #[derive(Debug, Clone, Copy)]
 pub struct Clock {
     origin: Instant,
+    origin_unix_nanos: u64,
 }
 
 impl Clock {
-    /// A clock whose origin is now.
+    /// A clock that reads the wall-clock time now.
     pub fn start() -> Clock {
-        Clock { origin: Instant::now() }
+        let unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        Clock {
+            origin: Instant::now(),
+            origin_unix_nanos: u64::try_from(unix.as_nanos()).unwrap_or(u64::MAX),
+        }
     }
 
     /// The current time.
     pub fn now(&self) -> Time {
-        let nanos = self.origin.elapsed().as_nanos();
-        Time(u64::try_from(nanos).unwrap_or(u64::MAX))
+        let elapsed = u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        Time(self.origin_unix_nanos.saturating_add(elapsed))
     }
 }
 

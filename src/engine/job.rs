@@ -81,6 +81,8 @@ pub struct Job {
     /// Neighbours in its tube's buried list (while buried) or in its
     /// client's reservation list (while reserved).
     pub links: Links,
+    /// The binlog file holding its latest full record; 0 without a binlog.
+    pub file: u32,
     /// The opaque body, without the trailing CRLF.
     pub body: Box<[u8]>,
 }

@@ -20,6 +20,7 @@
 
 pub mod heap;
 pub mod job;
+pub mod journal;
 pub mod list;
 pub mod tube;
 
@@ -32,6 +33,7 @@ use crate::stats::{CommandCounts, JobCounts, JobStats, ServerStats, TubeStats};
 use crate::time::Time;
 use heap::Heap;
 pub use job::{ClientId, Counters, Job, JobId, State, URGENT_PRIORITY};
+pub use journal::{Journal, RestoredJob};
 use list::List;
 use tube::{Pause, TubeId, Tubes};
 
@@ -139,6 +141,8 @@ pub struct Engine {
     /// The timer thread's `Condvar`, and when it plans to wake next.
     timer: Option<Arc<Condvar>>,
     timer_due: Option<Time>,
+    /// The write-ahead log, if the server has one (`-b`).
+    journal: Option<Box<dyn Journal>>,
 }
 
 impl Engine {
@@ -166,6 +170,7 @@ impl Engine {
             draining: false,
             timer: None,
             timer_due: None,
+            journal: None,
         }
     }
 
@@ -173,6 +178,60 @@ impl Engine {
     /// deadline comes before the one the timer sleeps towards.
     pub fn set_timer(&mut self, timer: Arc<Condvar>) {
         self.timer = Some(timer);
+    }
+
+    /// Gives the engine a write-ahead log; every later change is recorded.
+    pub fn set_journal(&mut self, journal: Box<dyn Journal>) {
+        self.journal = Some(journal);
+    }
+
+    /// The write-ahead log's figures for `stats`, if there is one.
+    pub fn journal_stats(&self) -> Option<crate::stats::BinlogStats> {
+        self.journal.as_ref().map(|j| j.stats())
+    }
+
+    /// Puts back the jobs read from the log at start-up, in id order (which
+    /// is also the order buried jobs were first logged), and makes sure no
+    /// id at or below `next_id - 1` is handed out again.
+    pub fn restore(&mut self, mut jobs: Vec<RestoredJob>, next_id: JobId, now: Time) {
+        jobs.sort_by_key(|job| job.id);
+        for r in jobs {
+            self.next_job_id = self.next_job_id.max(r.id + 1);
+            let tube = self.tubes.find_or_create(&r.tube);
+            let job = Job {
+                id: r.id,
+                tube,
+                pri: r.pri,
+                delay: r.delay,
+                ttr: r.ttr.max(1),
+                state: State::Ready,
+                counters: r.counters,
+                created: r.created,
+                deadline: now,
+                reserved_by: 0,
+                heap_index: 0,
+                links: Default::default(),
+                file: r.file,
+                body: r.body,
+            };
+            self.jobs.insert(r.id, job);
+            match r.ready_at {
+                _ if r.buried => {
+                    if let Some(job) = self.jobs.get_mut(&r.id) {
+                        job.state = State::Buried;
+                    }
+                    self.tubes.get_mut(tube).buried.push_back(&mut self.jobs, r.id);
+                }
+                Some(at) if at > now => self.make_delayed(r.id, at),
+                _ => self.make_ready(r.id, now),
+            }
+        }
+        self.next_job_id = self.next_job_id.max(next_id);
+    }
+
+    /// The id the next put will get.
+    pub fn next_id(&self) -> JobId {
+        self.next_job_id
     }
 
     /// Enters drain mode (SIGUSR1): from now on every put gets `DRAINING`.
@@ -279,6 +338,13 @@ impl Engine {
         };
         let tube = client.used;
         let id = new.id;
+        let tube_len = self.tubes.get(tube).name.as_str().len();
+        if let Some(journal) = &mut self.journal {
+            if !journal.reserve_put(tube_len, new.body.len()) {
+                // No disk space: the id stays used up, the job is forgotten.
+                return Reply::OutOfMemory;
+            }
+        }
         let job = Job {
             id,
             tube,
@@ -292,6 +358,7 @@ impl Engine {
             reserved_by: 0,
             heap_index: 0,
             links: Default::default(),
+            file: 0,
             body: new.body,
         };
         self.jobs.insert(id, job);
@@ -302,6 +369,10 @@ impl Engine {
         } else {
             self.make_ready(id, now);
         }
+        if !self.log_full(id) {
+            return Reply::InternalError;
+        }
+        self.compact();
         Reply::Inserted(id)
     }
 
@@ -447,6 +518,12 @@ impl Engine {
         if job.state == State::Reserved {
             return Reply::NotFound;
         }
+        // Taken from buried or delayed, it comes back ready after a restart:
+        // that is a change the log must hear of.
+        let needs_log = job.state != State::Ready;
+        if needs_log && !self.has_room_for_update() {
+            return Reply::OutOfMemory;
+        }
         let Some(client) = self.clients.get_mut(&c) else {
             return Reply::InternalError;
         };
@@ -455,6 +532,10 @@ impl Engine {
             self.workers += 1;
         }
         self.reserve_for(c, id, now);
+        if needs_log && !self.log_update(id) {
+            return Reply::InternalError;
+        }
+        self.compact();
         self.reserved_reply(id).unwrap_or(Reply::InternalError)
     }
 
@@ -472,10 +553,20 @@ impl Engine {
             return Reply::NotFound;
         }
         let tube = job.tube;
+        // The delete record's room was claimed by the put: this cannot run
+        // out of disk. If the write fails anyway the job is gone all the same.
+        let logged = match &mut self.journal {
+            Some(journal) => journal.write_delete(job).is_ok(),
+            None => true,
+        };
         self.unlink(id);
         self.jobs.remove(&id);
         self.tubes.get_mut(tube).cmd_delete += 1;
         self.tubes.remove_if_unreferenced(tube);
+        if !logged {
+            return Reply::InternalError;
+        }
+        self.compact();
         Reply::Deleted
     }
 
@@ -484,6 +575,9 @@ impl Engine {
         self.cmds.release += 1;
         if !self.is_reserved_by(id, c) {
             return Reply::NotFound;
+        }
+        if !self.has_room_for_update() {
+            return Reply::OutOfMemory;
         }
         self.unlink(id);
         if let Some(job) = self.jobs.get_mut(&id) {
@@ -496,6 +590,10 @@ impl Engine {
         } else {
             self.make_ready(id, now);
         }
+        if !self.log_update(id) {
+            return Reply::InternalError;
+        }
+        self.compact();
         Reply::Released
     }
 
@@ -504,6 +602,9 @@ impl Engine {
         self.cmds.bury += 1;
         if !self.is_reserved_by(id, c) {
             return Reply::NotFound;
+        }
+        if !self.has_room_for_update() {
+            return Reply::OutOfMemory;
         }
         self.unlink(id);
         let Some(job) = self.jobs.get_mut(&id) else {
@@ -514,6 +615,10 @@ impl Engine {
         job.state = State::Buried;
         let tube = job.tube;
         self.tubes.get_mut(tube).buried.push_back(&mut self.jobs, id);
+        if !self.log_update(id) {
+            return Reply::InternalError;
+        }
+        self.compact();
         Reply::Buried
     }
 
@@ -578,9 +683,20 @@ impl Engine {
             let tube = self.tubes.get(t);
             let next = if from_buried { tube.buried.front() } else { tube.delayed.peek().map(|(_, id)| id) };
             let Some(id) = next else { break };
+            if !self.has_room_for_update() {
+                // Out of disk: stop here; the jobs not kicked stay as they were.
+                if kicked == 0 {
+                    return Reply::OutOfMemory;
+                }
+                break;
+            }
             self.kick_one(id, now);
+            if !self.log_update(id) {
+                return Reply::InternalError;
+            }
             kicked += 1;
         }
+        self.compact();
         Reply::KickedCount(kicked)
     }
 
@@ -588,7 +704,14 @@ impl Engine {
     pub fn kick_job(&mut self, id: JobId, now: Time) -> Reply<'_> {
         match self.jobs.get(&id).map(|job| job.state) {
             Some(State::Buried | State::Delayed) => {
+                if !self.has_room_for_update() {
+                    return Reply::OutOfMemory;
+                }
                 self.kick_one(id, now);
+                if !self.log_update(id) {
+                    return Reply::InternalError;
+                }
+                self.compact();
                 Reply::Kicked
             }
             _ => Reply::NotFound,
@@ -618,7 +741,7 @@ impl Engine {
             delay: job.delay,
             ttr: job.ttr,
             time_left,
-            file: 0,
+            file: u64::from(job.file),
             counters: job.counters,
         };
         Reply::Ok(stats.to_yaml())
@@ -912,10 +1035,68 @@ impl Engine {
 
     /// Asks the timer thread to wake by `at` if it planned to sleep longer.
     fn schedule(&mut self, at: Time) {
-        if self.timer_due.map_or(true, |due| at < due) {
+        if self.timer_due.is_none_or(|due| at < due) {
             self.timer_due = Some(at);
             if let Some(timer) = &self.timer {
                 timer.notify_one();
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------
+    // Internals: the write-ahead log
+    // ---------------------------------------------------------------
+
+    /// True when an update record can be written (always, without a log).
+    fn has_room_for_update(&mut self) -> bool {
+        self.journal.as_mut().is_none_or(|journal| journal.reserve_update())
+    }
+
+    /// Logs job `id`'s full record and remembers which file it is in.
+    /// False if the write failed.
+    fn log_full(&mut self, id: JobId) -> bool {
+        let (Some(journal), Some(job)) = (&mut self.journal, self.jobs.get(&id)) else { return true };
+        match journal.write_full(job, &self.tubes.get(job.tube).name) {
+            Ok(file) => {
+                if let Some(job) = self.jobs.get_mut(&id) {
+                    job.file = file;
+                }
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Logs job `id`'s new state. False if the write failed.
+    fn log_update(&mut self, id: JobId) -> bool {
+        match (&mut self.journal, self.jobs.get(&id)) {
+            (Some(journal), Some(job)) => journal.write_update(job).is_ok(),
+            _ => true,
+        }
+    }
+
+    /// Keeps the log's size in proportion to its live data: when the log asks
+    /// for it, rewrites every live job of its oldest file into the current
+    /// one, so that the old file can be deleted. This scans the job table,
+    /// which is why the log asks only once per file's worth of writes.
+    fn compact(&mut self) {
+        if let Some(file) = self.journal.as_mut().and_then(|journal| journal.compaction_target()) {
+            self.rewrite_file(file);
+        }
+    }
+
+    /// Rewrites the full record of every live job whose latest full record
+    /// is in binlog file `file` into the current file (compaction, and at
+    /// start-up for files with unreadable records). Stops early if the disk
+    /// is full.
+    pub fn rewrite_file(&mut self, file: u32) {
+        let ids: Vec<JobId> = self.jobs.values().filter(|job| job.file == file).map(|job| job.id).collect();
+        for id in ids {
+            let Some(job) = self.jobs.get(&id) else { continue };
+            let (tube_len, body_len) = (self.tubes.get(job.tube).name.as_str().len(), job.body.len());
+            let room = self.journal.as_mut().is_some_and(|j| j.reserve_rewrite(tube_len, body_len));
+            if !room || !self.log_full(id) {
+                return;
             }
         }
     }

@@ -1,0 +1,385 @@
+//! The on-disk format of the binlog: file header, records, checksums.
+//!
+//! ```text
+//! file    := header record* zero-padding
+//! header  := "BSTKLOG\0" u32 version(=1)                       (12 bytes)
+//! record  := u32 length u32 crc32c(payload) payload           (length = payload bytes, >= 1)
+//! payload := u8 kind, then by kind:
+//!   1 Full    id u64, pri u32, delay u32, ttr u32, state u8, created u64,
+//!             deadline u64, counters 5 x u32, tube_len u8, tube, body_len u32, body
+//!   2 Update  id u64, pri u32, delay u32, state u8, deadline u64, counters 5 x u32
+//!   3 Delete  id u64
+//!   4 NextId  id u64       (the next id to hand out; opens every file)
+//! ```
+//!
+//! All integers are little-endian. Times are nanoseconds since the Unix
+//! epoch. `state` is 1 ready, 2 delayed, 3 buried (a reserved job is
+//! written as ready: that is what it becomes after a restart). A `length` of
+//! zero marks the end of the data, which is how the preallocated zero tail of
+//! a file reads. The version is bumped for any incompatible change; a reader
+//! refuses versions it does not know rather than guess.
+
+use crate::engine::{Counters, JobId};
+
+/// First bytes of every binlog file.
+pub const MAGIC: &[u8; 8] = b"BSTKLOG\0";
+/// The format version written and read.
+pub const VERSION: u32 = 1;
+/// Bytes of the file header.
+pub const HEADER_LEN: usize = 12;
+/// Bytes of a record's length and checksum.
+pub const RECORD_HEADER_LEN: usize = 8;
+/// Bytes of an encoded delete record.
+pub const DELETE_LEN: usize = RECORD_HEADER_LEN + 1 + 8;
+/// Bytes of an encoded update record.
+pub const UPDATE_LEN: usize = RECORD_HEADER_LEN + 1 + 8 + 4 + 4 + 1 + 8 + 20;
+/// Bytes of a full record without its tube name and body.
+pub const FULL_FIXED_LEN: usize = RECORD_HEADER_LEN + 1 + 8 + 4 + 4 + 4 + 1 + 8 + 8 + 20 + 1 + 4;
+
+/// A job's state as the log stores it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoggedState {
+    Ready = 1,
+    Delayed = 2,
+    Buried = 3,
+}
+
+/// A job's fields that change over its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobState {
+    pub id: JobId,
+    pub pri: u32,
+    pub delay: u32,
+    pub state: LoggedState,
+    /// When a delayed job becomes ready (Unix ns); 0 otherwise.
+    pub deadline: u64,
+    pub counters: Counters,
+}
+
+/// One decoded record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Record {
+    Full { job: JobState, ttr: u32, created: u64, tube: Vec<u8>, body: Vec<u8> },
+    Update(JobState),
+    Delete(JobId),
+    NextId(JobId),
+}
+
+/// Encodes the file header.
+pub fn header() -> [u8; HEADER_LEN] {
+    let mut h = [0; HEADER_LEN];
+    h[..8].copy_from_slice(MAGIC);
+    h[8..].copy_from_slice(&VERSION.to_le_bytes());
+    h
+}
+
+/// Bytes a full record of this tube name and body length takes.
+pub fn full_len(tube_len: usize, body_len: usize) -> usize {
+    FULL_FIXED_LEN + tube_len + body_len
+}
+
+/// Appends a full record.
+pub fn encode_full(out: &mut Vec<u8>, job: &JobState, ttr: u32, created: u64, tube: &[u8], body: &[u8]) {
+    let start = begin(out, 1);
+    put_state_head(out, job);
+    out.extend_from_slice(&ttr.to_le_bytes());
+    out.push(job.state as u8);
+    out.extend_from_slice(&created.to_le_bytes());
+    out.extend_from_slice(&job.deadline.to_le_bytes());
+    put_counters(out, &job.counters);
+    // Tube names are at most 200 bytes.
+    out.push(tube.len() as u8);
+    out.extend_from_slice(tube);
+    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    out.extend_from_slice(body);
+    finish(out, start);
+}
+
+/// Appends an update record.
+pub fn encode_update(out: &mut Vec<u8>, job: &JobState) {
+    let start = begin(out, 2);
+    put_state_head(out, job);
+    out.push(job.state as u8);
+    out.extend_from_slice(&job.deadline.to_le_bytes());
+    put_counters(out, &job.counters);
+    finish(out, start);
+}
+
+/// Appends a delete record.
+pub fn encode_delete(out: &mut Vec<u8>, id: JobId) {
+    let start = begin(out, 3);
+    out.extend_from_slice(&id.to_le_bytes());
+    finish(out, start);
+}
+
+/// Appends a next-id record.
+pub fn encode_next_id(out: &mut Vec<u8>, id: JobId) {
+    let start = begin(out, 4);
+    out.extend_from_slice(&id.to_le_bytes());
+    finish(out, start);
+}
+
+fn begin(out: &mut Vec<u8>, kind: u8) -> usize {
+    let start = out.len();
+    out.extend_from_slice(&[0; RECORD_HEADER_LEN]);
+    out.push(kind);
+    start
+}
+
+fn finish(out: &mut [u8], start: usize) {
+    let payload = &out[start + RECORD_HEADER_LEN..];
+    let len = payload.len() as u32;
+    let crc = crc32c(payload);
+    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
+    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+}
+
+fn put_state_head(out: &mut Vec<u8>, job: &JobState) {
+    out.extend_from_slice(&job.id.to_le_bytes());
+    out.extend_from_slice(&job.pri.to_le_bytes());
+    out.extend_from_slice(&job.delay.to_le_bytes());
+}
+
+fn put_counters(out: &mut Vec<u8>, c: &Counters) {
+    for n in [c.reserves, c.timeouts, c.releases, c.buries, c.kicks] {
+        out.extend_from_slice(&n.to_le_bytes());
+    }
+}
+
+/// What [`decode`] found at the start of a buffer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Decoded {
+    /// A record and the bytes it took.
+    Record(Record, usize),
+    /// A zero length: no more records in this file.
+    End,
+    /// Not enough bytes for the record the header announces.
+    Truncated,
+    /// The checksum or the contents are wrong.
+    Corrupt,
+}
+
+/// Splits a record header into the payload length and its checksum.
+pub fn parse_header(head: [u8; RECORD_HEADER_LEN]) -> (usize, u32) {
+    let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
+    (len, u32::from_le_bytes([head[4], head[5], head[6], head[7]]))
+}
+
+/// Decodes a payload whose header announced checksum `crc`; `None` if the
+/// checksum or the contents are wrong.
+pub fn decode_payload(crc: u32, payload: &[u8]) -> Option<Record> {
+    if crc32c(payload) != crc {
+        return None;
+    }
+    parse_payload(payload)
+}
+
+/// Decodes the record at the start of `bytes`.
+pub fn decode(bytes: &[u8]) -> Decoded {
+    let Some(head) = bytes.get(..RECORD_HEADER_LEN) else {
+        return if bytes.iter().all(|&b| b == 0) { Decoded::End } else { Decoded::Truncated };
+    };
+    let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
+    let crc = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
+    if len == 0 {
+        return Decoded::End;
+    }
+    let Some(payload) = bytes.get(RECORD_HEADER_LEN..RECORD_HEADER_LEN + len) else {
+        return Decoded::Truncated;
+    };
+    if crc32c(payload) != crc {
+        return Decoded::Corrupt;
+    }
+    match parse_payload(payload) {
+        Some(record) => Decoded::Record(record, RECORD_HEADER_LEN + len),
+        None => Decoded::Corrupt,
+    }
+}
+
+fn parse_payload(payload: &[u8]) -> Option<Record> {
+    let mut r = Reader { bytes: payload };
+    let record = match r.u8()? {
+        1 => {
+            let (id, pri, delay, ttr) = (r.u64()?, r.u32()?, r.u32()?, r.u32()?);
+            let state = r.state()?;
+            let (created, deadline, counters) = (r.u64()?, r.u64()?, r.counters()?);
+            let tube_len = r.u8()? as usize;
+            let tube = r.take(tube_len)?.to_vec();
+            let body_len = r.u32()? as usize;
+            let body = r.take(body_len)?.to_vec();
+            let job = JobState { id, pri, delay, state, deadline, counters };
+            Record::Full { job, ttr, created, tube, body }
+        }
+        2 => {
+            let (id, pri, delay, state) = (r.u64()?, r.u32()?, r.u32()?, r.state()?);
+            let (deadline, counters) = (r.u64()?, r.counters()?);
+            Record::Update(JobState { id, pri, delay, state, deadline, counters })
+        }
+        3 => Record::Delete(r.u64()?),
+        4 => Record::NextId(r.u64()?),
+        _ => return None,
+    };
+    r.bytes.is_empty().then_some(record)
+}
+
+/// A cursor over a payload; every read checks bounds.
+struct Reader<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let (head, rest) = (self.bytes.get(..n)?, self.bytes.get(n..)?);
+        self.bytes = rest;
+        Some(head)
+    }
+    fn u8(&mut self) -> Option<u8> {
+        self.take(1).map(|b| b[0])
+    }
+    fn u32(&mut self) -> Option<u32> {
+        self.take(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    fn u64(&mut self) -> Option<u64> {
+        let b = self.take(8)?;
+        Some(u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
+    }
+    fn state(&mut self) -> Option<LoggedState> {
+        match self.u8()? {
+            1 => Some(LoggedState::Ready),
+            2 => Some(LoggedState::Delayed),
+            3 => Some(LoggedState::Buried),
+            _ => None,
+        }
+    }
+    fn counters(&mut self) -> Option<Counters> {
+        Some(Counters {
+            reserves: self.u32()?,
+            timeouts: self.u32()?,
+            releases: self.u32()?,
+            buries: self.u32()?,
+            kicks: self.u32()?,
+        })
+    }
+}
+
+/// CRC-32C (Castagnoli), the checksum of every record's payload.
+pub fn crc32c(bytes: &[u8]) -> u32 {
+    const TABLE: [[u32; 256]; 4] = crc_tables();
+    let mut crc = !0u32;
+    let mut chunks = bytes.chunks_exact(4);
+    for c in &mut chunks {
+        crc ^= u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        crc = TABLE[3][(crc & 0xff) as usize]
+            ^ TABLE[2][((crc >> 8) & 0xff) as usize]
+            ^ TABLE[1][((crc >> 16) & 0xff) as usize]
+            ^ TABLE[0][(crc >> 24) as usize];
+    }
+    for &b in chunks.remainder() {
+        crc = TABLE[0][((crc ^ u32::from(b)) & 0xff) as usize] ^ (crc >> 8);
+    }
+    !crc
+}
+
+/// Slicing-by-4 tables for the reflected polynomial 0x82F63B78.
+const fn crc_tables() -> [[u32; 256]; 4] {
+    let mut t = [[0u32; 256]; 4];
+    let mut i = 0;
+    while i < 256 {
+        let mut c = i as u32;
+        let mut k = 0;
+        while k < 8 {
+            c = if c & 1 != 0 { (c >> 1) ^ 0x82F6_3B78 } else { c >> 1 };
+            k += 1;
+        }
+        t[0][i] = c;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < 256 {
+        t[1][i] = (t[0][i] >> 8) ^ t[0][(t[0][i] & 0xff) as usize];
+        t[2][i] = (t[1][i] >> 8) ^ t[0][(t[1][i] & 0xff) as usize];
+        t[3][i] = (t[2][i] >> 8) ^ t[0][(t[2][i] & 0xff) as usize];
+        i += 1;
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state() -> JobState {
+        JobState {
+            id: 7,
+            pri: 1024,
+            delay: 5,
+            state: LoggedState::Delayed,
+            deadline: 1_700_000_000_000_000_000,
+            counters: Counters { reserves: 1, timeouts: 2, releases: 3, buries: 4, kicks: 5 },
+        }
+    }
+
+    #[test]
+    fn crc32c_matches_the_standard_check_value() {
+        assert_eq!(crc32c(b"123456789"), 0xE306_9283);
+        assert_eq!(crc32c(b""), 0);
+    }
+
+    #[test]
+    fn every_record_round_trips_with_its_advertised_length() {
+        let mut out = Vec::new();
+        encode_full(&mut out, &state(), 60, 42, b"tube", b"body\r\nwith\0bytes");
+        assert_eq!(out.len(), full_len(4, 16));
+        let full_end = out.len();
+        encode_update(&mut out, &state());
+        assert_eq!(out.len() - full_end, UPDATE_LEN);
+        encode_delete(&mut out, 7);
+        encode_next_id(&mut out, 8);
+        out.extend_from_slice(&[0; 32]);
+
+        let mut at = 0;
+        let mut records = Vec::new();
+        while let Decoded::Record(record, used) = decode(&out[at..]) {
+            records.push(record);
+            at += used;
+        }
+        assert_eq!(decode(&out[at..]), Decoded::End);
+        assert_eq!(
+            records,
+            [
+                Record::Full {
+                    job: state(),
+                    ttr: 60,
+                    created: 42,
+                    tube: b"tube".to_vec(),
+                    body: b"body\r\nwith\0bytes".to_vec()
+                },
+                Record::Update(state()),
+                Record::Delete(7),
+                Record::NextId(8),
+            ]
+        );
+        assert_eq!(at, full_end + UPDATE_LEN + DELETE_LEN + DELETE_LEN);
+    }
+
+    #[test]
+    fn a_cut_record_is_truncated_and_a_flipped_bit_is_corrupt() {
+        let mut out = Vec::new();
+        encode_full(&mut out, &state(), 60, 42, b"t", b"hello");
+        for cut in 1..out.len() {
+            assert!(matches!(decode(&out[..cut]), Decoded::Truncated), "cut at {cut}");
+        }
+        for bit in 0..(out.len() - RECORD_HEADER_LEN) * 8 {
+            let mut bad = out.clone();
+            bad[RECORD_HEADER_LEN + bit / 8] ^= 1 << (bit % 8);
+            assert_eq!(decode(&bad), Decoded::Corrupt, "bit {bit}");
+        }
+    }
+
+    #[test]
+    fn zeros_read_as_the_end() {
+        assert_eq!(decode(&[0; 100]), Decoded::End);
+        assert_eq!(decode(&[0; 3]), Decoded::End);
+        assert_eq!(decode(&[]), Decoded::End);
+    }
+}

@@ -1,0 +1,250 @@
+//! Reading the binlog back at start-up: every file in order, every record
+//! applied, so that each job ends in its last logged state.
+//!
+//! A record that is cut short or fails its checksum ends the file it is in.
+//! At the end of the newest file that is a torn write from a crash (the
+//! process died inside `write`, so the record was never acknowledged): the
+//! file is truncated there, with a warning. Anywhere else it is corruption:
+//! the file and offset are reported, every record before it is kept, and the
+//! file is kept on disk (renamed `*.corrupt` once its jobs are rewritten).
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use super::record::{self, JobState, LoggedState, Record, HEADER_LEN, RECORD_HEADER_LEN};
+use crate::engine::{JobId, RestoredJob};
+use crate::protocol::TubeName;
+use crate::time::Time;
+
+/// Largest payload a record can have: a 1 GiB body plus the fixed fields.
+const MAX_PAYLOAD: usize = (1 << 30) + 1024;
+
+/// What replaying a directory produced.
+#[derive(Debug, Default)]
+pub struct Replayed {
+    pub jobs: Vec<RestoredJob>,
+    /// One more than the largest id any record mentions.
+    pub next_id: JobId,
+    /// File numbers found, oldest first.
+    pub files: Vec<u32>,
+    /// Files with unreadable records: their live jobs must be rewritten.
+    pub corrupt: Vec<u32>,
+    /// Messages for the operator.
+    pub warnings: Vec<String>,
+}
+
+/// A job as the records seen so far describe it.
+struct Pending {
+    job: JobState,
+    ttr: u32,
+    created: u64,
+    tube: Vec<u8>,
+    body: Vec<u8>,
+    file: u32,
+}
+
+/// The `binlog.N` files in `dir`, by number.
+pub fn list_files(dir: &Path) -> io::Result<Vec<u32>> {
+    let mut numbers: Vec<u32> = std::fs::read_dir(dir)?
+        .filter_map(|entry| entry.ok())
+        .filter_map(|entry| {
+            let name = entry.file_name().into_string().ok()?;
+            let digits = name.strip_prefix("binlog.")?;
+            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            digits.parse().ok()
+        })
+        .collect();
+    numbers.sort_unstable();
+    Ok(numbers)
+}
+
+/// The path of file number `n`.
+pub fn file_path(dir: &Path, n: u32) -> PathBuf {
+    dir.join(format!("binlog.{n}"))
+}
+
+/// Replays every binlog file in `dir`.
+pub fn replay(dir: &Path) -> io::Result<Replayed> {
+    let mut out = Replayed { next_id: 1, ..Replayed::default() };
+    out.files = list_files(dir)?;
+    let mut jobs: HashMap<JobId, Pending> = HashMap::new();
+    let last = out.files.last().copied();
+    for &n in &out.files.clone() {
+        let path = file_path(dir, n);
+        match replay_file(&path, n, &mut jobs, &mut out.next_id)? {
+            FileEnd::Clean => {}
+            FileEnd::Bad { offset, what } if Some(n) == last && what == Bad::Torn => {
+                out.warnings.push(format!(
+                    "{}: torn record at offset {offset} (a write cut short by a crash); truncated there",
+                    path.display()
+                ));
+                std::fs::OpenOptions::new().write(true).open(&path)?.set_len(offset)?;
+            }
+            FileEnd::Bad { offset, what } => {
+                out.warnings.push(format!(
+                    "{}: {} record at offset {offset}; the records before it are kept, the rest of the \
+                     file cannot be read and is kept as {}.corrupt",
+                    path.display(),
+                    if what == Bad::Torn { "truncated" } else { "corrupt" },
+                    path.display()
+                ));
+                out.corrupt.push(n);
+            }
+        }
+    }
+    let mut names: HashMap<Vec<u8>, TubeName> = HashMap::new();
+    for (id, p) in jobs {
+        let Some(tube) = names.get(&p.tube).cloned().or_else(|| TubeName::new(&p.tube)) else {
+            out.warnings.push(format!("job {id}: unreadable tube name; job skipped"));
+            continue;
+        };
+        names.entry(p.tube).or_insert_with(|| tube.clone());
+        out.jobs.push(RestoredJob {
+            id,
+            tube,
+            pri: p.job.pri,
+            delay: p.job.delay,
+            ttr: p.ttr,
+            buried: p.job.state == LoggedState::Buried,
+            ready_at: (p.job.state == LoggedState::Delayed).then_some(Time(p.job.deadline)),
+            created: Time(p.created),
+            counters: p.job.counters,
+            body: p.body.into_boxed_slice(),
+            file: p.file,
+        });
+    }
+    Ok(out)
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Bad {
+    /// The file ends inside a record.
+    Torn,
+    /// A record fails its checksum or cannot be parsed.
+    Corrupt,
+}
+
+enum FileEnd {
+    Clean,
+    Bad { offset: u64, what: Bad },
+}
+
+fn replay_file(
+    path: &Path,
+    n: u32,
+    jobs: &mut HashMap<JobId, Pending>,
+    next_id: &mut JobId,
+) -> io::Result<FileEnd> {
+    let mut file = BufReader::with_capacity(1 << 20, File::open(path)?);
+    let mut header = [0; HEADER_LEN];
+    match file.read_exact(&mut header) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+            return Ok(FileEnd::Bad { offset: 0, what: Bad::Torn })
+        }
+        Err(e) => return Err(e),
+    }
+    if &header[..8] != record::MAGIC {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: not a binlog file", path.display()),
+        ));
+    }
+    let version = u32::from_le_bytes([header[8], header[9], header[10], header[11]]);
+    if version != record::VERSION {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{}: binlog format version {version} is not supported (this build reads {})",
+                path.display(),
+                record::VERSION
+            ),
+        ));
+    }
+    let mut offset = HEADER_LEN as u64;
+    let mut payload = Vec::new();
+    loop {
+        let mut head = [0; RECORD_HEADER_LEN];
+        let got = read_up_to(&mut file, &mut head)?;
+        if got < RECORD_HEADER_LEN {
+            let zeros = head[..got].iter().all(|&b| b == 0);
+            return Ok(if zeros { FileEnd::Clean } else { FileEnd::Bad { offset, what: Bad::Torn } });
+        }
+        let (len, crc) = record::parse_header(head);
+        if len == 0 {
+            // The zero tail of a preallocated file, or garbage after it?
+            return Ok(if rest_is_zero(&mut file)? {
+                FileEnd::Clean
+            } else {
+                FileEnd::Bad { offset, what: Bad::Corrupt }
+            });
+        }
+        if len > MAX_PAYLOAD {
+            return Ok(FileEnd::Bad { offset, what: Bad::Corrupt });
+        }
+        payload.resize(len, 0);
+        if read_up_to(&mut file, &mut payload)? < len {
+            return Ok(FileEnd::Bad { offset, what: Bad::Torn });
+        }
+        let Some(record) = record::decode_payload(crc, &payload) else {
+            // A torn write leaves the record cut short, then zeros (the
+            // preallocated tail): tell that apart from corruption in place.
+            let what = if rest_is_zero(&mut file)? { Bad::Torn } else { Bad::Corrupt };
+            return Ok(FileEnd::Bad { offset, what });
+        };
+        apply(record, n, jobs, next_id);
+        offset += (RECORD_HEADER_LEN + len) as u64;
+    }
+}
+
+fn apply(record: Record, file: u32, jobs: &mut HashMap<JobId, Pending>, next_id: &mut JobId) {
+    let mut saw = |id: JobId| *next_id = (*next_id).max(id.saturating_add(1));
+    match record {
+        Record::Full { job, ttr, created, tube, body } => {
+            saw(job.id);
+            jobs.insert(job.id, Pending { job, ttr, created, tube, body, file });
+        }
+        Record::Update(state) => {
+            saw(state.id);
+            if let Some(p) = jobs.get_mut(&state.id) {
+                p.job = state;
+            }
+        }
+        Record::Delete(id) => {
+            saw(id);
+            jobs.remove(&id);
+        }
+        Record::NextId(id) => *next_id = (*next_id).max(id),
+    }
+}
+
+/// Reads until `buf` is full or the file ends; returns the bytes read.
+fn read_up_to(file: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match file.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
+
+fn rest_is_zero(file: &mut impl Read) -> io::Result<bool> {
+    let mut chunk = [0; 8192];
+    loop {
+        let n = read_up_to(file, &mut chunk)?;
+        if chunk[..n].iter().any(|&b| b != 0) {
+            return Ok(false);
+        }
+        if n < chunk.len() {
+            return Ok(true);
+        }
+    }
+}
