@@ -327,7 +327,7 @@ impl Server {
         let (binlog, recovered) = Binlog::open(dir, shared.config.binlog_file_size, shared.config.fsync)?;
         let durability = binlog.durability();
         let mut engine = shared.engine();
-        engine.restore(recovered.jobs, recovered.next_id, shared.clock.now());
+        engine.restore(&recovered.tubes, recovered.jobs, recovered.next_id, shared.clock.now());
         engine.set_journal(Box::new(binlog));
         for file in recovered.corrupt {
             engine.rewrite_file(file);

@@ -86,6 +86,8 @@ impl std::error::Error for BinlogError {}
 /// What [`Binlog::open`] hands back besides the log itself.
 #[derive(Debug)]
 pub struct Recovered {
+    /// The tube names the jobs refer to by index.
+    pub tubes: Vec<TubeName>,
     pub jobs: Vec<RestoredJob>,
     pub next_id: JobId,
     /// Files whose live jobs must be rewritten at once (see
@@ -188,6 +190,7 @@ impl Binlog {
         binlog.start_file(current, 0).map_err(open_error)?;
         binlog.delete_unneeded_files();
         let recovered = Recovered {
+            tubes: replayed.tubes,
             jobs: replayed.jobs,
             next_id: replayed.next_id,
             corrupt: replayed.corrupt,

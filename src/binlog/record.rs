@@ -56,10 +56,11 @@ pub struct JobState {
     pub counters: Counters,
 }
 
-/// One decoded record.
+/// One decoded record, borrowing the tube name and body from the bytes it
+/// was decoded from (replay copies each body once, straight into the job).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Record {
-    Full { job: JobState, ttr: u32, created: u64, tube: Vec<u8>, body: Vec<u8> },
+pub enum Record<'a> {
+    Full { job: JobState, ttr: u32, created: u64, tube: &'a [u8], body: &'a [u8] },
     Update(JobState),
     Delete(JobId),
     NextId(JobId),
@@ -148,9 +149,9 @@ fn put_counters(out: &mut Vec<u8>, c: &Counters) {
 
 /// What [`decode`] found at the start of a buffer.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Decoded {
+pub enum Decoded<'a> {
     /// A record and the bytes it took.
-    Record(Record, usize),
+    Record(Record<'a>, usize),
     /// A zero length: no more records in this file.
     End,
     /// Not enough bytes for the record the header announces.
@@ -167,7 +168,7 @@ pub fn parse_header(head: [u8; RECORD_HEADER_LEN]) -> (usize, u32) {
 
 /// Decodes a payload whose header announced checksum `crc`; `None` if the
 /// checksum or the contents are wrong.
-pub fn decode_payload(crc: u32, payload: &[u8]) -> Option<Record> {
+pub fn decode_payload(crc: u32, payload: &[u8]) -> Option<Record<'_>> {
     if crc32c(payload) != crc {
         return None;
     }
@@ -175,7 +176,7 @@ pub fn decode_payload(crc: u32, payload: &[u8]) -> Option<Record> {
 }
 
 /// Decodes the record at the start of `bytes`.
-pub fn decode(bytes: &[u8]) -> Decoded {
+pub fn decode(bytes: &[u8]) -> Decoded<'_> {
     let Some(head) = bytes.get(..RECORD_HEADER_LEN) else {
         return if bytes.iter().all(|&b| b == 0) { Decoded::End } else { Decoded::Truncated };
     };
@@ -196,7 +197,7 @@ pub fn decode(bytes: &[u8]) -> Decoded {
     }
 }
 
-fn parse_payload(payload: &[u8]) -> Option<Record> {
+fn parse_payload(payload: &[u8]) -> Option<Record<'_>> {
     let mut r = Reader { bytes: payload };
     let record = match r.u8()? {
         1 => {
@@ -204,9 +205,9 @@ fn parse_payload(payload: &[u8]) -> Option<Record> {
             let state = r.state()?;
             let (created, deadline, counters) = (r.u64()?, r.u64()?, r.counters()?);
             let tube_len = r.u8()? as usize;
-            let tube = r.take(tube_len)?.to_vec();
+            let tube = r.take(tube_len)?;
             let body_len = r.u32()? as usize;
-            let body = r.take(body_len)?.to_vec();
+            let body = r.take(body_len)?;
             let job = JobState { id, pri, delay, state, deadline, counters };
             Record::Full { job, ttr, created, tube, body }
         }
@@ -351,8 +352,8 @@ mod tests {
                     job: state(),
                     ttr: 60,
                     created: 42,
-                    tube: b"tube".to_vec(),
-                    body: b"body\r\nwith\0bytes".to_vec()
+                    tube: b"tube",
+                    body: b"body\r\nwith\0bytes"
                 },
                 Record::Update(state()),
                 Record::Delete(7),

@@ -14,7 +14,7 @@ use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use super::record::{self, JobState, LoggedState, Record, HEADER_LEN, RECORD_HEADER_LEN};
-use crate::engine::{JobId, RestoredJob};
+use crate::engine::{IdMap, JobId, RestoredJob};
 use crate::protocol::TubeName;
 use crate::time::Time;
 
@@ -24,6 +24,8 @@ const MAX_PAYLOAD: usize = (1 << 30) + 1024;
 /// What replaying a directory produced.
 #[derive(Debug, Default)]
 pub struct Replayed {
+    /// Tube names, which the jobs refer to by index.
+    pub tubes: Vec<TubeName>,
     pub jobs: Vec<RestoredJob>,
     /// One more than the largest id any record mentions.
     pub next_id: JobId,
@@ -40,9 +42,28 @@ struct Pending {
     job: JobState,
     ttr: u32,
     created: u64,
-    tube: Vec<u8>,
-    body: Vec<u8>,
+    /// Index into [`Tubes::names`].
+    tube: usize,
+    body: Box<[u8]>,
     file: u32,
+}
+
+/// Tube names seen so far, each stored once.
+#[derive(Default)]
+struct Tubes {
+    names: Vec<Vec<u8>>,
+    index: HashMap<Vec<u8>, usize>,
+}
+
+impl Tubes {
+    fn intern(&mut self, name: &[u8]) -> usize {
+        if let Some(&i) = self.index.get(name) {
+            return i;
+        }
+        self.names.push(name.to_vec());
+        self.index.insert(name.to_vec(), self.names.len() - 1);
+        self.names.len() - 1
+    }
 }
 
 /// The `binlog.N` files in `dir`, by number.
@@ -71,11 +92,12 @@ pub fn file_path(dir: &Path, n: u32) -> PathBuf {
 pub fn replay(dir: &Path) -> io::Result<Replayed> {
     let mut out = Replayed { next_id: 1, ..Replayed::default() };
     out.files = list_files(dir)?;
-    let mut jobs: HashMap<JobId, Pending> = HashMap::new();
+    let mut jobs: IdMap<Pending> = IdMap::default();
+    let mut tubes = Tubes::default();
     let last = out.files.last().copied();
     for &n in &out.files.clone() {
         let path = file_path(dir, n);
-        match replay_file(&path, n, &mut jobs, &mut out.next_id)? {
+        match replay_file(&path, n, &mut jobs, &mut tubes, &mut out.next_id)? {
             FileEnd::Clean => {}
             FileEnd::Bad { offset, what } if Some(n) == last && what == Bad::Torn => {
                 out.warnings.push(format!(
@@ -96,13 +118,23 @@ pub fn replay(dir: &Path) -> io::Result<Replayed> {
             }
         }
     }
-    let mut names: HashMap<Vec<u8>, TubeName> = HashMap::new();
+    // Names were checked when the jobs were put; a name that fails now was
+    // damaged on disk in a way the checksum missed, and its jobs are skipped.
+    let valid: Vec<Option<usize>> = tubes
+        .names
+        .iter()
+        .map(|name| {
+            let tube = TubeName::new(name)?;
+            out.tubes.push(tube);
+            Some(out.tubes.len() - 1)
+        })
+        .collect();
+    out.jobs.reserve(jobs.len());
     for (id, p) in jobs {
-        let Some(tube) = names.get(&p.tube).cloned().or_else(|| TubeName::new(&p.tube)) else {
+        let Some(tube) = valid.get(p.tube).copied().flatten() else {
             out.warnings.push(format!("job {id}: unreadable tube name; job skipped"));
             continue;
         };
-        names.entry(p.tube).or_insert_with(|| tube.clone());
         out.jobs.push(RestoredJob {
             id,
             tube,
@@ -113,7 +145,7 @@ pub fn replay(dir: &Path) -> io::Result<Replayed> {
             ready_at: (p.job.state == LoggedState::Delayed).then_some(Time(p.job.deadline)),
             created: Time(p.created),
             counters: p.job.counters,
-            body: p.body.into_boxed_slice(),
+            body: p.body,
             file: p.file,
         });
     }
@@ -136,7 +168,8 @@ enum FileEnd {
 fn replay_file(
     path: &Path,
     n: u32,
-    jobs: &mut HashMap<JobId, Pending>,
+    jobs: &mut IdMap<Pending>,
+    tubes: &mut Tubes,
     next_id: &mut JobId,
 ) -> io::Result<FileEnd> {
     let mut file = BufReader::with_capacity(1 << 20, File::open(path)?);
@@ -196,17 +229,18 @@ fn replay_file(
             let what = if rest_is_zero(&mut file)? { Bad::Torn } else { Bad::Corrupt };
             return Ok(FileEnd::Bad { offset, what });
         };
-        apply(record, n, jobs, next_id);
+        apply(record, n, jobs, tubes, next_id);
         offset += (RECORD_HEADER_LEN + len) as u64;
     }
 }
 
-fn apply(record: Record, file: u32, jobs: &mut HashMap<JobId, Pending>, next_id: &mut JobId) {
+fn apply(record: Record<'_>, file: u32, jobs: &mut IdMap<Pending>, tubes: &mut Tubes, next_id: &mut JobId) {
     let mut saw = |id: JobId| *next_id = (*next_id).max(id.saturating_add(1));
     match record {
         Record::Full { job, ttr, created, tube, body } => {
             saw(job.id);
-            jobs.insert(job.id, Pending { job, ttr, created, tube, body, file });
+            let tube = tubes.intern(tube);
+            jobs.insert(job.id, Pending { job, ttr, created, tube, body: Box::from(body), file });
         }
         Record::Update(state) => {
             saw(state.id);

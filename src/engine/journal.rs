@@ -51,7 +51,8 @@ pub trait Journal: Send + fmt::Debug {
 #[derive(Debug)]
 pub struct RestoredJob {
     pub id: JobId,
-    pub tube: TubeName,
+    /// Index into the list of tube names given with the jobs.
+    pub tube: usize,
     pub pri: u32,
     pub delay: u32,
     pub ttr: u32,

@@ -192,12 +192,20 @@ impl Engine {
 
     /// Puts back the jobs read from the log at start-up, in id order (which
     /// is also the order buried jobs were first logged), and makes sure no
-    /// id at or below `next_id - 1` is handed out again.
-    pub fn restore(&mut self, mut jobs: Vec<RestoredJob>, next_id: JobId, now: Time) {
-        jobs.sort_by_key(|job| job.id);
+    /// id below `next_id` is handed out again. Each job names its tube by an
+    /// index into `tube_names`.
+    pub fn restore(
+        &mut self,
+        tube_names: &[TubeName],
+        mut jobs: Vec<RestoredJob>,
+        next_id: JobId,
+        now: Time,
+    ) {
+        jobs.sort_unstable_by_key(|job| job.id);
+        let tube_ids: Vec<TubeId> = tube_names.iter().map(|name| self.tubes.find_or_create(name)).collect();
         for r in jobs {
             self.next_job_id = self.next_job_id.max(r.id + 1);
-            let tube = self.tubes.find_or_create(&r.tube);
+            let Some(&tube) = tube_ids.get(r.tube) else { continue };
             let job = Job {
                 id: r.id,
                 tube,
