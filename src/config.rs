@@ -15,7 +15,7 @@ use std::path::PathBuf;
 pub const MAX_JOB_SIZE_LIMIT: u32 = 1_073_741_824;
 
 /// The long options this implementation adds (beanstalkd has none).
-pub const LONG_OPTIONS: &[&str] = &["max-connections"];
+pub const LONG_OPTIONS: &[&str] = &["max-connections", "max-job-memory"];
 
 /// Where the server listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,6 +52,8 @@ pub struct Config {
     pub verbosity: u8,
     /// Most connections served at once (`--max-connections`).
     pub max_connections: usize,
+    /// Most memory jobs may take, in bytes (`--max-job-memory`).
+    pub max_job_memory: Option<u64>,
     /// The `-l` and `-p` options as given (`"-p 11300"`), for the warning
     /// that socket activation ignores them.
     pub listen_options: Vec<String>,
@@ -71,6 +73,7 @@ impl Default for Config {
             user: None,
             verbosity: 0,
             max_connections: 10_000,
+            max_job_memory: None,
             listen_options: Vec::new(),
             warnings: Vec::new(),
         }
@@ -102,6 +105,8 @@ pub enum ArgError {
     UnknownFlag(String),
     /// A flag that takes a value came last.
     MissingValue(char),
+    /// A long option that takes a value came last.
+    MissingLongValue(String),
     /// A number that is not entirely digits.
     InvalidSize(String),
     /// A port that is not a number from 0 to 65535.
@@ -117,6 +122,7 @@ impl fmt::Display for ArgError {
         match self {
             ArgError::UnknownFlag(word) => write!(f, "unknown flag: {word}"),
             ArgError::MissingValue(flag) => write!(f, "flag requires an argument: -{flag}"),
+            ArgError::MissingLongValue(option) => write!(f, "option requires an argument: {option}"),
             ArgError::InvalidSize(value) => write!(f, "invalid size: {value}"),
             ArgError::InvalidPort(value) => write!(f, "invalid port: {value}"),
             ArgError::InvalidValue(option, value) => {
@@ -153,6 +159,8 @@ pub fn usage(argv0: &str) -> String {
          Options of this implementation (not in beanstalkd):\n \
          --max-connections N  serve at most N connections at once (default 10000);\n                      \
          further connections are closed at once\n \
+         --max-job-memory BYTES  refuse puts with OUT_OF_MEMORY once jobs take\n                      \
+         this much memory (bodies + 200 bytes a job; default: no limit)\n \
          -c, -n               removed from beanstalkd; accepted and ignored\n"
     )
 }
@@ -236,18 +244,20 @@ fn parse_long(
         Some((name, value)) => (name, Some(value.to_owned())),
         None => (option, None),
     };
+    let mut value = || match attached.clone() {
+        Some(v) => Ok(v),
+        None => words.next().ok_or_else(|| ArgError::MissingLongValue(format!("--{name}"))),
+    };
+    let invalid = |v: &str| ArgError::InvalidValue(format!("--{name}"), v.to_owned());
     match name {
         "max-connections" => {
-            let value = match attached {
-                Some(v) => v,
-                None => words.next().ok_or_else(|| ArgError::UnknownFlag(format!("--{name}")))?,
-            };
-            let n: usize = value
-                .parse()
-                .ok()
-                .filter(|&n| n > 0)
-                .ok_or_else(|| ArgError::InvalidValue(format!("--{name}"), value.clone()))?;
-            config.max_connections = n;
+            let v = value()?;
+            config.max_connections = v.parse().ok().filter(|&n| n > 0).ok_or_else(|| invalid(&v))?;
+            Ok(())
+        }
+        "max-job-memory" => {
+            let v = value()?;
+            config.max_job_memory = Some(v.parse().ok().filter(|&n| n > 0).ok_or_else(|| invalid(&v))?);
             Ok(())
         }
         _ => Err(ArgError::UnknownFlag(format!("--{option}"))),
@@ -367,5 +377,7 @@ mod tests {
         assert_eq!(run(&["--max-connections=7"]).max_connections, 7);
         assert_eq!(err(&["--max-connections=0"]), "invalid value for --max-connections: 0");
         assert_eq!(err(&["--nope"]), "unknown flag: --nope");
+        assert_eq!(run(&["--max-job-memory", "1000"]).max_job_memory, Some(1000));
+        assert_eq!(err(&["--max-job-memory"]), "option requires an argument: --max-job-memory");
     }
 }

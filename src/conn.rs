@@ -324,36 +324,41 @@ impl Conn<'_> {
     fn put(&mut self, pri: u32, delay: u32, ttr: u32, bytes: u32, junk: bool) -> io::Result<Next> {
         let shared = self.shared;
         let created = shared.clock.now();
-        let id = {
+        let started = {
             let mut engine = shared.engine();
             engine.count_put();
             if bytes > shared.config.max_job_size {
-                None
+                Err(Reply::JobTooBig)
             } else if junk {
                 // The body is not read: its bytes will be parsed as commands.
                 drop(engine);
                 Reply::BadFormat.encode(&mut self.output);
                 return Ok(Next::Continue);
             } else {
-                Some(engine.start_put(self.client))
+                engine.start_put(self.client, bytes).ok_or(Reply::OutOfMemory)
             }
         };
-        let Some(id) = id else {
-            // Too big: swallow the body unseen, then say so.
-            if !self.discard(u64::from(bytes) + 2)? {
-                return Ok(Next::Close);
+        let id = match started {
+            Ok(id) => id,
+            Err(refusal) => {
+                // Swallow the body unseen, then say why.
+                if !self.discard(u64::from(bytes) + 2)? {
+                    return Ok(Next::Close);
+                }
+                refusal.encode(&mut self.output);
+                return Ok(Next::Continue);
             }
-            Reply::JobTooBig.encode(&mut self.output);
-            return Ok(Next::Continue);
         };
         let mut body = vec![0; bytes as usize];
         let mut crlf = [0; 2];
-        if !self.read_exact(&mut body)? || !self.read_exact(&mut crlf)? {
+        let arrived = self.read_exact(&mut body).and_then(|ok| Ok(ok && self.read_exact(&mut crlf)?));
+        if !matches!(arrived, Ok(true)) || &crlf != b"\r\n" {
+            shared.engine().cancel_put(bytes);
+            if arrived? {
+                Reply::ExpectedCrlf.encode(&mut self.output);
+                return Ok(Next::Continue);
+            }
             return Ok(Next::Close);
-        }
-        if &crlf != b"\r\n" {
-            Reply::ExpectedCrlf.encode(&mut self.output);
-            return Ok(Next::Continue);
         }
         let job = NewJob { id, pri, delay, ttr, created, body: body.into_boxed_slice() };
         let now = shared.clock.now();

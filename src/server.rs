@@ -299,6 +299,7 @@ impl Server {
         let timer = Arc::new(Condvar::new());
         let mut engine = Engine::new(config.max_job_size);
         engine.set_timer(Arc::clone(&timer));
+        engine.set_memory_limit(config.max_job_memory);
         let shared = Arc::new(Shared {
             engine: Mutex::new(engine),
             clock: Clock::start(),

@@ -769,3 +769,34 @@ fn replies_do_not_depend_on_how_the_bytes_are_split() {
         c.expect_silence(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn max_job_memory_refuses_puts_with_out_of_memory_until_jobs_are_deleted() {
+    // Each 300-byte job counts 300 + 200 bytes against the limit.
+    let server = common::start_args(&["--max-job-memory", "1000"]);
+    let mut c = server.connect();
+    let body = "x".repeat(300);
+    assert_eq!(c.put(0, 0, 60, &body), "INSERTED 1\r\n");
+    assert_eq!(c.put(0, 0, 60, &body), "INSERTED 2\r\n");
+    // The body is swallowed unseen, then refused; no id is used up.
+    assert_eq!(c.put(0, 0, 60, &body), "OUT_OF_MEMORY\r\n");
+    assert_eq!(c.cmd("delete 1"), "DELETED\r\n");
+    assert_eq!(c.put(0, 0, 60, &body), "INSERTED 3\r\n");
+    // A body still arriving holds its claim; one that never arrives gives it
+    // back when its connection goes.
+    assert_eq!(c.cmd("delete 2"), "DELETED\r\n");
+    let mut quitter = server.connect();
+    quitter.send(format!("put 0 0 60 300\r\n{}", &body[..100]));
+    assert_eq!(c.cmd("list-tube-used"), "USING default\r\n");
+    drop(quitter);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match c.put(0, 0, 60, &body).as_str() {
+            "INSERTED 5\r\n" => break,
+            "OUT_OF_MEMORY\r\n" => {}
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(std::time::Instant::now() < deadline, "the abandoned body's memory was never released");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

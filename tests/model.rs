@@ -1356,12 +1356,13 @@ impl Harness {
                     self.note(format!("put {kind:?}"));
                     return;
                 }
-                let e_id = self.engine.start_put(c);
+                let e_id = self.engine.start_put(c, body.len() as u32).expect("no memory limit is set");
                 let m_id = self.model.start_put(c);
                 if e_id != m_id {
                     self.fail("start_put", format!("engine id {e_id}, model {m_id}"));
                 }
                 if kind == PutKind::ExpectedCrlf {
+                    self.engine.cancel_put(body.len() as u32);
                     self.note("put ExpectedCrlf".into());
                     return;
                 }

@@ -59,6 +59,11 @@ impl Hasher for IdHasher {
     }
 }
 
+/// What one job costs besides its body, for `--max-job-memory`: the job
+/// record, its table slot and its heap entry, rounded up (measured: about
+/// 195 bytes on x86-64).
+pub const JOB_MEMORY_OVERHEAD: u64 = 200;
+
 /// The last second of a reservation, when the holder is warned with
 /// `DEADLINE_SOON` (SPEC.md 4.2).
 const SAFETY_MARGIN_SECS: u32 = 1;
@@ -143,6 +148,11 @@ pub struct Engine {
     timer_due: Option<Time>,
     /// The write-ahead log, if the server has one (`-b`).
     journal: Option<Box<dyn Journal>>,
+    /// Memory held by jobs, and by bodies being received, counted as body
+    /// bytes plus [`JOB_MEMORY_OVERHEAD`] per job.
+    job_memory: u64,
+    /// The `--max-job-memory` cap on `job_memory`.
+    memory_limit: Option<u64>,
 }
 
 impl Engine {
@@ -171,6 +181,8 @@ impl Engine {
             timer: None,
             timer_due: None,
             journal: None,
+            job_memory: 0,
+            memory_limit: None,
         }
     }
 
@@ -178,6 +190,17 @@ impl Engine {
     /// deadline comes before the one the timer sleeps towards.
     pub fn set_timer(&mut self, timer: Arc<Condvar>) {
         self.timer = Some(timer);
+    }
+
+    /// Caps the memory jobs may take (`--max-job-memory`): a put that would
+    /// pass it is refused with `OUT_OF_MEMORY`.
+    pub fn set_memory_limit(&mut self, limit: Option<u64>) {
+        self.memory_limit = limit;
+    }
+
+    /// Memory held by jobs, as the limit counts it.
+    pub fn job_memory(&self) -> u64 {
+        self.job_memory
     }
 
     /// Gives the engine a write-ahead log; every later change is recorded.
@@ -222,6 +245,7 @@ impl Engine {
                 file: r.file,
                 body: r.body,
             };
+            self.job_memory += job.body.len() as u64 + JOB_MEMORY_OVERHEAD;
             self.jobs.insert(r.id, job);
             match r.ready_at {
                 _ if r.buried => {
@@ -322,23 +346,39 @@ impl Engine {
         self.cmds.put += 1;
     }
 
-    /// Marks the client a producer and allocates the job's id, before its body
-    /// is read. The id is used up even if the put then fails.
-    pub fn start_put(&mut self, c: ClientId) -> JobId {
+    /// Marks the client a producer and allocates the job's id, before its
+    /// body of `bytes` bytes is read; the id is used up even if the put then
+    /// fails. `None` when the memory limit leaves no room for the body: the
+    /// put is refused with `OUT_OF_MEMORY` before anything is allocated.
+    /// Every `Some` must be followed by [`Engine::put`] or
+    /// [`Engine::cancel_put`].
+    pub fn start_put(&mut self, c: ClientId, bytes: u32) -> Option<JobId> {
         if let Some(client) = self.clients.get_mut(&c) {
             if !client.producer {
                 client.producer = true;
                 self.producers += 1;
             }
         }
+        let cost = u64::from(bytes) + JOB_MEMORY_OVERHEAD;
+        if self.memory_limit.is_some_and(|limit| self.job_memory + cost > limit) {
+            return None;
+        }
+        self.job_memory += cost;
         let id = self.next_job_id;
         self.next_job_id += 1;
-        id
+        Some(id)
+    }
+
+    /// Gives back the memory claimed by [`Engine::start_put`] for a body that
+    /// never arrived intact.
+    pub fn cancel_put(&mut self, bytes: u32) {
+        self.job_memory = self.job_memory.saturating_sub(u64::from(bytes) + JOB_MEMORY_OVERHEAD);
     }
 
     /// Inserts a job whose body arrived intact into the client's used tube.
     pub fn put(&mut self, c: ClientId, new: NewJob, now: Time) -> Reply<'_> {
         if self.draining {
+            self.cancel_put(new.body.len() as u32);
             return Reply::Draining;
         }
         let Some(client) = self.clients.get(&c) else {
@@ -350,6 +390,7 @@ impl Engine {
         if let Some(journal) = &mut self.journal {
             if !journal.reserve_put(tube_len, new.body.len()) {
                 // No disk space: the id stays used up, the job is forgotten.
+                self.cancel_put(new.body.len() as u32);
                 return Reply::OutOfMemory;
             }
         }
@@ -568,7 +609,9 @@ impl Engine {
             None => true,
         };
         self.unlink(id);
-        self.jobs.remove(&id);
+        if let Some(job) = self.jobs.remove(&id) {
+            self.cancel_put(job.body.len() as u32);
+        }
         self.tubes.get_mut(tube).cmd_delete += 1;
         self.tubes.remove_if_unreferenced(tube);
         if !logged {
@@ -1190,7 +1233,7 @@ mod tests {
 
     fn put(e: &mut Engine, c: ClientId, pri: u32, delay: u32, ttr: u32, now: Time) -> JobId {
         e.count_put();
-        let id = e.start_put(c);
+        let id = e.start_put(c, 4).unwrap();
         let job = NewJob { id, pri, delay, ttr, created: now, body: Box::from(&b"body"[..]) };
         assert_eq!(e.put(c, job, now), Reply::Inserted(id));
         id
@@ -1328,6 +1371,20 @@ mod tests {
         assert_eq!(e.jobs[&delayed].state, State::Delayed);
         assert_eq!(e.kick(c, 10, Time::ZERO), Reply::KickedCount(1));
         assert_eq!(e.jobs[&delayed].state, State::Ready);
+    }
+
+    #[test]
+    fn the_memory_limit_refuses_puts_until_jobs_are_deleted() {
+        let mut e = engine();
+        let c = client(&mut e);
+        e.set_memory_limit(Some(2 * (4 + JOB_MEMORY_OVERHEAD)));
+        let first = put(&mut e, c, 0, 0, 10, Time::ZERO);
+        put(&mut e, c, 0, 0, 10, Time::ZERO);
+        assert_eq!(e.start_put(c, 4), None);
+        assert_eq!(e.delete(c, first), Reply::Deleted);
+        assert!(e.start_put(c, 4).is_some());
+        e.cancel_put(4);
+        assert_eq!(e.job_memory(), 4 + JOB_MEMORY_OVERHEAD);
     }
 
     #[test]
