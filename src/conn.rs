@@ -280,6 +280,7 @@ impl Conn<'_> {
             other => {
                 let mut engine = shared.engine();
                 let logged_before = shared.journal_seq();
+                let reply_start = out.len();
                 let reply = match &other {
                     Command::Use(name) => engine.use_tube(c, name),
                     Command::ReserveJob(id) => engine.reserve_job(c, *id, now),
@@ -310,9 +311,11 @@ impl Conn<'_> {
                 reply.encode(out);
                 let logged = shared.journal_seq();
                 drop(engine);
-                if logged > logged_before {
-                    // The reply waits in the output buffer until this returns.
-                    shared.after_write(logged);
+                // The reply waits in the output buffer until its records are as
+                // durable as promised; if they cannot be, it must not say so.
+                if logged > logged_before && !shared.after_write(logged) {
+                    out.truncate(reply_start);
+                    Reply::InternalError.encode(out);
                 }
             }
         }
@@ -364,11 +367,13 @@ impl Conn<'_> {
         let now = shared.clock.now();
         let mut engine = shared.engine();
         let logged_before = shared.journal_seq();
+        let reply_start = self.output.len();
         engine.put(self.client, job, now).encode(&mut self.output);
         let logged = shared.journal_seq();
         drop(engine);
-        if logged > logged_before {
-            shared.after_write(logged);
+        if logged > logged_before && !shared.after_write(logged) {
+            self.output.truncate(reply_start);
+            Reply::InternalError.encode(&mut self.output);
         }
         Ok(Next::Continue)
     }

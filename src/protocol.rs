@@ -8,6 +8,11 @@
 //! after they have been counted. Framing (finding the CRLF, reading bodies)
 //! belongs to the connection, not here: [`parse`] gets one line without its
 //! CRLF and never reads or writes a socket.
+//!
+//! Every byte here comes straight from a client, so this module is held to
+//! a stricter rule than the rest: no indexing, slicing or arithmetic that
+//! could panic, and no `unwrap` — the lints below make the compiler check it.
+#![deny(clippy::indexing_slicing, clippy::arithmetic_side_effects, clippy::unwrap_used, clippy::expect_used)]
 
 use std::fmt;
 
@@ -35,7 +40,7 @@ impl TubeName {
     pub fn new(bytes: &[u8]) -> Option<TubeName> {
         let ok = !bytes.is_empty()
             && bytes.len() <= MAX_TUBE_NAME
-            && bytes[0] != b'-'
+            && bytes.first() != Some(&b'-')
             && bytes.iter().all(|&b| is_name_byte(b));
         // Every name byte is ASCII, so this never fails.
         ok.then(|| TubeName(String::from_utf8_lossy(bytes).into_owned()))
@@ -272,11 +277,12 @@ fn parse_pause_tube(rest: &[u8]) -> Result<Command, ParseError> {
 fn parse_kick_bound(rest: &[u8]) -> Result<u32, ParseError> {
     let is_c_space = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r');
     let start = rest.iter().position(|b| !is_c_space(b)).unwrap_or(rest.len());
-    let mut s = &rest[start..];
+    let s = rest.get(start..).unwrap_or_default();
     let negative = s.first() == Some(&b'-');
-    if matches!(s.first(), Some(b'-' | b'+')) {
-        s = &s[1..];
-    }
+    let s = match s.split_first() {
+        Some((b'-' | b'+', unsigned)) => unsigned,
+        _ => s,
+    };
     let (value, digits) = leading_number(s).ok_or(ParseError::BadFormat)?;
     if digits == 0 {
         return Err(ParseError::BadFormat);
@@ -289,17 +295,17 @@ fn parse_kick_bound(rest: &[u8]) -> Result<u32, ParseError> {
 /// `None` if the value does not fit in a u64.
 fn leading_number(s: &[u8]) -> Option<(u64, usize)> {
     let mut value: u64 = 0;
-    let mut digits = 0;
+    let mut digits: usize = 0;
     for &b in s.iter().take_while(|b| b.is_ascii_digit()) {
-        value = value.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
-        digits += 1;
+        value = value.checked_mul(10)?.checked_add(u64::from(b.wrapping_sub(b'0')))?;
+        digits = digits.saturating_add(1);
     }
     Some((value, digits))
 }
 
 fn skip_spaces(s: &[u8]) -> &[u8] {
     let n = s.iter().take_while(|&&b| b == b' ').count();
-    &s[n..]
+    s.get(n..).unwrap_or_default()
 }
 
 /// A cursor over space-separated numeric fields, with beanstalkd's rules:
@@ -319,7 +325,7 @@ impl<'a> Fields<'a> {
         if digits == 0 {
             return Err(ParseError::BadFormat);
         }
-        self.rest = &s[digits..];
+        self.rest = s.get(digits..).unwrap_or_default();
         Ok(value)
     }
 
@@ -448,6 +454,7 @@ fn write_data(out: &mut Vec<u8>, word: &str, id: Option<JobId>, data: &[u8]) -> 
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::arithmetic_side_effects)]
 mod tests {
     use super::*;
     use Command as C;

@@ -163,10 +163,10 @@ impl Shared {
 
     /// Called by a connection whose command wrote binlog records up to `seq`,
     /// before its reply leaves: waits for fsync if the policy says so.
-    pub fn after_write(&self, seq: u64) {
-        if let Some(durability) = self.durability.get() {
-            durability.after_write(seq);
-        }
+    /// False if the records cannot be made durable (an fsync failed): the
+    /// caller must then not report success.
+    pub fn after_write(&self, seq: u64) -> bool {
+        self.durability.get().is_none_or(|durability| durability.after_write(seq))
     }
 
     /// The process's own figures for `stats`; `binlog` from the engine.
@@ -330,9 +330,7 @@ impl Server {
         let mut engine = shared.engine();
         engine.restore(&recovered.tubes, recovered.jobs, recovered.next_id, shared.clock.now());
         engine.set_journal(Box::new(binlog));
-        for file in recovered.corrupt {
-            engine.rewrite_file(file);
-        }
+        engine.rewrite_files(&recovered.corrupt);
         drop(engine);
         let _ = shared.durability.set(Arc::clone(&durability));
         durability.sync_all();

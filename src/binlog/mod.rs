@@ -91,7 +91,7 @@ pub struct Recovered {
     pub jobs: Vec<RestoredJob>,
     pub next_id: JobId,
     /// Files whose live jobs must be rewritten at once (see
-    /// [`crate::engine::Engine::rewrite_file`]).
+    /// [`crate::engine::Engine::rewrite_files`]).
     pub corrupt: Vec<u32>,
     pub warnings: Vec<String>,
 }
@@ -205,26 +205,32 @@ impl Binlog {
     }
 
     /// Creates file `n`, big enough for the claimed deletes plus `need`,
-    /// writes its header and the next id, and makes it current.
+    /// writes its header and the next id, and makes it current. On failure
+    /// nothing has changed: a half-made file is removed again.
     fn start_file(&mut self, n: u32, need: u64) -> io::Result<()> {
+        let syncing = self.durability.mode() != Fsync::Never;
+        let leaving = self.files.get(&self.current).map(|old| old.used);
+        if leaving.is_some() && syncing {
+            // Everything in the file we leave is made durable first.
+            self.writer.sync_data()?;
+        }
         let opening = HEADER_LEN as u64 + DELETE_LEN as u64;
         let size = self.file_size.max((self.claimed + need + opening).div_ceil(BLOCK) * BLOCK);
         let path = replay::file_path(&self.dir, n);
         let file = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path)?;
-        if let Err(e) = crate::sys::preallocate(&file, size) {
+        let mut opening_bytes = record::header().to_vec();
+        record::encode_next_id(&mut opening_bytes, self.next_id);
+        let made = crate::sys::preallocate(&file, size)
+            .and_then(|()| file.write_all_at(&opening_bytes, 0))
+            .and_then(
+                |()| if syncing { file.sync_data().and_then(|()| sync_dir(&self.dir)) } else { Ok(()) },
+            );
+        if let Err(e) = made {
             let _ = std::fs::remove_file(&path);
             return Err(e);
         }
-        let mut opening_bytes = record::header().to_vec();
-        record::encode_next_id(&mut opening_bytes, self.next_id);
-        file.write_all_at(&opening_bytes, 0)?;
-        // Leaving the old file: cut it to its used length, and make it
-        // durable now unless the user asked for no fsync at all.
-        if let Some(old) = self.files.get(&self.current) {
-            let used = old.used;
-            if self.durability.mode() != Fsync::Never {
-                self.writer.sync_data()?;
-            }
+        if let Some(used) = leaving {
+            // Give back the preallocated space the old file did not use.
             let _ = self.writer.set_len(used);
         }
         self.writer = Arc::new(file);
@@ -238,7 +244,7 @@ impl Binlog {
     /// Makes sure `need` unclaimed bytes are free in the current file,
     /// starting a new file if necessary.
     fn make_room(&mut self, need: u64) -> bool {
-        if self.failed {
+        if self.failed || self.durability.failed() {
             return false;
         }
         if self.free.saturating_sub(self.claimed) >= need {
@@ -261,7 +267,12 @@ impl Binlog {
         let len = self.scratch.len() as u64;
         let info = self.files.entry(self.current).or_default();
         let at = info.used;
-        if let Err(e) = self.writer.write_all_at(&self.scratch, at) {
+        let written = self.writer.write_all_at(&self.scratch, at);
+        if self.scratch.capacity() > 1 << 20 {
+            // Do not keep a huge body's worth of buffer for the process's life.
+            self.scratch = Vec::new();
+        }
+        if let Err(e) = written {
             self.failed = true;
             eprintln!("beanstalk: binlog: write failed, refusing further changes: {e}");
             return Err(e);
@@ -283,10 +294,25 @@ impl Binlog {
     }
 
     /// Deletes files from the oldest while no live job needs them.
+    ///
+    /// A file may only go once the records that made it unneeded (deletes,
+    /// rewritten full records, in the current file) are on disk: so unless
+    /// the user chose `-F`, the current file is fsynced before the first
+    /// unlink and the directory after the last.
     fn delete_unneeded_files(&mut self) {
+        let syncing = self.durability.mode() != Fsync::Never;
+        let mut synced = false;
         while let Some((&n, info)) = self.files.first_key_value() {
             if n == self.current || info.live > 0 {
-                return;
+                break;
+            }
+            if syncing && !synced {
+                if let Err(e) = self.writer.sync_data() {
+                    eprintln!("beanstalk: binlog: fsync failed, refusing further changes: {e}");
+                    self.failed = true;
+                    return;
+                }
+                synced = true;
             }
             let path = replay::file_path(&self.dir, n);
             let result = if info.corrupt {
@@ -295,11 +321,22 @@ impl Binlog {
                 std::fs::remove_file(&path)
             };
             if let Err(e) = result {
+                // Keep it in the chain: dropping it from our books while it
+                // stays on disk would let a restart replay stale records.
                 eprintln!("beanstalk: binlog: cannot remove {}: {e}", path.display());
+                break;
             }
             self.files.remove(&n);
         }
+        if synced {
+            let _ = sync_dir(&self.dir);
+        }
     }
+}
+
+/// Makes a directory's entries (files created, removed) durable.
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
 }
 
 /// Takes `DIR/lock`, creating it with mode 0600.
@@ -364,7 +401,7 @@ impl Journal for Binlog {
             &job.body,
         );
         self.append()?;
-        self.next_id = self.next_id.max(job.id + 1);
+        self.next_id = self.next_id.max(job.id.saturating_add(1));
         if job.file == 0 {
             self.live_bytes += record::full_len(0, job.body.len()) as u64;
         } else {
@@ -394,17 +431,27 @@ impl Journal for Binlog {
         result
     }
 
-    fn compaction_target(&mut self) -> Option<u32> {
+    fn compaction_targets(&mut self) -> Vec<u32> {
         if self.bytes_written < self.compaction_after || self.files.len() < 3 {
-            return None;
+            return Vec::new();
         }
-        let on_disk: u64 = self.files.values().map(|f| f.used).sum();
-        if on_disk <= 2 * self.live_bytes + self.file_size {
-            return None;
+        let limit = 2 * self.live_bytes + self.file_size;
+        let mut on_disk: u64 = self.files.values().map(|f| f.used).sum();
+        // The oldest files, as many as it takes to get back under the limit
+        // (at most a few, to bound the work done under the engine lock).
+        let mut targets = Vec::new();
+        for (&n, info) in &self.files {
+            if on_disk <= limit || n == self.current || targets.len() == 4 {
+                break;
+            }
+            on_disk -= info.used;
+            targets.push(n);
         }
-        // Try again only after another file's worth of writes.
-        self.compaction_after = self.bytes_written + self.file_size;
-        self.files.keys().next().copied().filter(|&n| n != self.current)
+        // Looked at again after half a file's worth of writes: the rewrites
+        // themselves fill the current file, so a slower pace would let the
+        // number of files creep up.
+        self.compaction_after = self.bytes_written + self.file_size / 2;
+        targets
     }
 
     fn stats(&self) -> BinlogStats {

@@ -220,7 +220,18 @@ fn parse_payload(payload: &[u8]) -> Option<Record<'_>> {
         4 => Record::NextId(r.u64()?),
         _ => return None,
     };
-    r.bytes.is_empty().then_some(record)
+    // Id 0 is never handed out and u64::MAX would leave no next id: a record
+    // naming either was not written by us.
+    let id_ok = match &record {
+        Record::Full { job, .. } | Record::Update(job) => valid_id(job.id),
+        Record::Delete(id) => valid_id(*id),
+        Record::NextId(_) => true,
+    };
+    (id_ok && r.bytes.is_empty()).then_some(record)
+}
+
+fn valid_id(id: JobId) -> bool {
+    id != 0 && id != JobId::MAX
 }
 
 /// A cursor over a payload; every read checks bounds.

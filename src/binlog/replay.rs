@@ -1,16 +1,18 @@
 //! Reading the binlog back at start-up: every file in order, every record
 //! applied, so that each job ends in its last logged state.
 //!
-//! A record that is cut short or fails its checksum ends the file it is in.
-//! At the end of the newest file that is a torn write from a crash (the
-//! process died inside `write`, so the record was never acknowledged): the
-//! file is truncated there, with a warning. Anywhere else it is corruption:
-//! the file and offset are reported, every record before it is kept, and the
-//! file is kept on disk (renamed `*.corrupt` once its jobs are rewritten).
+//! A record that fails its checksum ends the file it is in. If only zeros
+//! follow it in the newest file, it is a torn write from a crash (the record
+//! was being written when the process or the machine died, so it was never
+//! acknowledged by a `-f0` server): the file is truncated there, with a
+//! warning. Anything else is corruption: the file and offset are reported,
+//! every record before it is kept, the readable jobs are rewritten into the
+//! new file at start-up, and the file itself is kept on disk (renamed
+//! `binlog.N.corrupt` when it becomes the oldest file).
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{self, BufReader, Read};
+use std::io::{self, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use super::record::{self, JobState, LoggedState, Record, HEADER_LEN, RECORD_HEADER_LEN};
@@ -73,10 +75,9 @@ pub fn list_files(dir: &Path) -> io::Result<Vec<u32>> {
         .filter_map(|entry| {
             let name = entry.file_name().into_string().ok()?;
             let digits = name.strip_prefix("binlog.")?;
-            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-                return None;
-            }
-            digits.parse().ok()
+            let n: u32 = digits.parse().ok()?;
+            // Only the names we write: `binlog.007` or `binlog.+7` is not ours.
+            (n.to_string() == digits).then_some(n)
         })
         .collect();
     numbers.sort_unstable();
@@ -172,20 +173,22 @@ fn replay_file(
     tubes: &mut Tubes,
     next_id: &mut JobId,
 ) -> io::Result<FileEnd> {
-    let mut file = BufReader::with_capacity(1 << 20, File::open(path)?);
+    let file = File::open(path)?;
+    let file_len = file.metadata()?.len();
+    let mut file = BufReader::with_capacity(1 << 20, file);
     let mut header = [0; HEADER_LEN];
-    match file.read_exact(&mut header) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-            return Ok(FileEnd::Bad { offset: 0, what: Bad::Torn })
-        }
-        Err(e) => return Err(e),
+    let got = read_up_to(&mut file, &mut header)?;
+    if header.iter().all(|&b| b == 0) && rest_is_zero(&mut file)? {
+        // Created, but the process died before its header was written.
+        return Ok(FileEnd::Clean);
     }
-    if &header[..8] != record::MAGIC {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("{}: not a binlog file", path.display()),
-        ));
+    if header[..8] != *record::MAGIC || got < HEADER_LEN {
+        // A header written only in part (the start of one, then zeros or the
+        // end of the file) is a crash while the file was being made.
+        let expected = record::header();
+        let written = header.iter().zip(&expected).take_while(|(a, b)| a == b).count();
+        let torn = header[written..got].iter().all(|&b| b == 0) && rest_is_zero(&mut file)?;
+        return Ok(FileEnd::Bad { offset: 0, what: if torn { Bad::Torn } else { Bad::Corrupt } });
     }
     let version = u32::from_le_bytes([header[8], header[9], header[10], header[11]]);
     if version != record::VERSION {
@@ -204,34 +207,49 @@ fn replay_file(
         let mut head = [0; RECORD_HEADER_LEN];
         let got = read_up_to(&mut file, &mut head)?;
         if got < RECORD_HEADER_LEN {
+            // The file ends inside a record header: nothing can follow it.
             let zeros = head[..got].iter().all(|&b| b == 0);
             return Ok(if zeros { FileEnd::Clean } else { FileEnd::Bad { offset, what: Bad::Torn } });
         }
         let (len, crc) = record::parse_header(head);
-        if len == 0 {
+        if len == 0 && crc == 0 {
             // The zero tail of a preallocated file, or garbage after it?
-            return Ok(if rest_is_zero(&mut file)? {
-                FileEnd::Clean
-            } else {
-                FileEnd::Bad { offset, what: Bad::Corrupt }
-            });
+            let clean = rest_is_zero(&mut file)?;
+            return Ok(if clean { FileEnd::Clean } else { FileEnd::Bad { offset, what: Bad::Corrupt } });
         }
-        if len > MAX_PAYLOAD {
-            return Ok(FileEnd::Bad { offset, what: Bad::Corrupt });
+        // A length past the end of the file allocates nothing: the record is
+        // bad, and `classify` decides whether it is a torn tail.
+        let end = offset.saturating_add(RECORD_HEADER_LEN as u64).saturating_add(len as u64);
+        if len == 0 || len > MAX_PAYLOAD || end > file_len {
+            return classify(path, offset);
         }
         payload.resize(len, 0);
         if read_up_to(&mut file, &mut payload)? < len {
-            return Ok(FileEnd::Bad { offset, what: Bad::Torn });
+            return classify(path, offset);
         }
         let Some(record) = record::decode_payload(crc, &payload) else {
-            // A torn write leaves the record cut short, then zeros (the
-            // preallocated tail): tell that apart from corruption in place.
-            let what = if rest_is_zero(&mut file)? { Bad::Torn } else { Bad::Corrupt };
-            return Ok(FileEnd::Bad { offset, what });
+            return classify(path, offset);
         };
         apply(record, n, jobs, tubes, next_id);
-        offset += (RECORD_HEADER_LEN + len) as u64;
+        offset = end;
     }
+}
+
+/// A bad record at `offset`: a torn tail if no valid record follows it
+/// anywhere in the file (a write cut short, then zeros or the end of the
+/// file), corruption otherwise (a damaged record with good ones after it,
+/// which must not be thrown away, whatever its length field says).
+fn classify(path: &Path, offset: u64) -> io::Result<FileEnd> {
+    // A torn tail is at most one record; far more than that is not one.
+    const LIMIT: u64 = 64 << 20;
+    let mut file = File::open(path)?;
+    file.seek(SeekFrom::Start(offset.saturating_add(1)))?;
+    let mut rest = Vec::new();
+    file.take(LIMIT + 1).read_to_end(&mut rest)?;
+    let valid_after = rest.len() as u64 > LIMIT
+        || (0..rest.len())
+            .any(|i| matches!(rest.get(i..).map(record::decode), Some(record::Decoded::Record(..))));
+    Ok(FileEnd::Bad { offset, what: if valid_after { Bad::Corrupt } else { Bad::Torn } })
 }
 
 fn apply(record: Record<'_>, file: u32, jobs: &mut IdMap<Pending>, tubes: &mut Tubes, next_id: &mut JobId) {

@@ -14,7 +14,7 @@
 //!   (group commit) instead of queueing one each.
 
 use std::fs::File;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -26,6 +26,9 @@ pub struct Durability {
     mode: Fsync,
     /// Records handed to the OS so far.
     written: AtomicU64,
+    /// An fsync failed: nothing written since can be promised durable, and
+    /// the binlog refuses further changes.
+    failed: AtomicBool,
     state: Mutex<SyncState>,
     synced_cv: Condvar,
 }
@@ -46,6 +49,7 @@ impl Durability {
         Durability {
             mode,
             written: AtomicU64::new(0),
+            failed: AtomicBool::new(false),
             state: Mutex::new(SyncState { file: None, synced: 0, syncing: false, last_sync: Instant::now() }),
             synced_cv: Condvar::new(),
         }
@@ -59,6 +63,16 @@ impl Durability {
     /// Records handed to the OS so far.
     pub fn written(&self) -> u64 {
         self.written.load(Ordering::SeqCst)
+    }
+
+    /// True once an fsync has failed.
+    pub fn failed(&self) -> bool {
+        self.failed.load(Ordering::SeqCst)
+    }
+
+    /// Records that durability can no longer be promised.
+    pub(super) fn fail(&self) {
+        self.failed.store(true, Ordering::SeqCst);
     }
 
     /// Counts one more record handed to the OS.
@@ -75,8 +89,9 @@ impl Durability {
     }
 
     /// Makes the first `seq` records as durable as the policy promises before
-    /// the caller replies.
-    pub fn after_write(&self, seq: u64) {
+    /// the caller replies. False if that promise cannot be kept (an fsync
+    /// failed): the caller must not report success.
+    pub fn after_write(&self, seq: u64) -> bool {
         match self.mode {
             Fsync::Never => {}
             Fsync::Every(0) => self.sync_through(seq),
@@ -87,6 +102,7 @@ impl Durability {
                 }
             }
         }
+        !self.failed()
     }
 
     /// Fsyncs everything written so far (at shutdown).
@@ -120,8 +136,10 @@ impl Durability {
         let mut state = self.lock();
         state.syncing = false;
         if let Err(e) = result {
-            // Said loudly; the waiters are let go rather than left hanging.
-            eprintln!("beanstalk: binlog: fsync failed: {e}");
+            // Said loudly, and remembered: the waiters are let go rather than
+            // left hanging, but told that their records are not safe.
+            eprintln!("beanstalk: binlog: fsync failed, refusing further changes: {e}");
+            self.fail();
         }
         state.synced = state.synced.max(target);
         state.last_sync = Instant::now();

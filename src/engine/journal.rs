@@ -39,9 +39,9 @@ pub trait Journal: Send + fmt::Debug {
     /// was claimed by the put.
     fn write_delete(&mut self, job: &Job) -> io::Result<()>;
 
-    /// A file whose live jobs should be rewritten into the current file so
-    /// that it can be deleted, if the log has grown too large for its data.
-    fn compaction_target(&mut self) -> Option<u32>;
+    /// Files whose live jobs should be rewritten into the current file so
+    /// that they can be deleted, if the log has grown too large for its data.
+    fn compaction_targets(&mut self) -> Vec<u32>;
 
     /// The figures `stats` shows.
     fn stats(&self) -> BinlogStats;

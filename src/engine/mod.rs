@@ -225,10 +225,14 @@ impl Engine {
         now: Time,
     ) {
         jobs.sort_unstable_by_key(|job| job.id);
-        let tube_ids: Vec<TubeId> = tube_names.iter().map(|name| self.tubes.find_or_create(name)).collect();
+        // Tubes come back only for jobs that survived, as they were made.
+        let mut tube_ids: Vec<Option<TubeId>> = vec![None; tube_names.len()];
         for r in jobs {
-            self.next_job_id = self.next_job_id.max(r.id + 1);
-            let Some(&tube) = tube_ids.get(r.tube) else { continue };
+            self.next_job_id = self.next_job_id.max(r.id.saturating_add(1));
+            let (Some(slot), Some(name)) = (tube_ids.get_mut(r.tube), tube_names.get(r.tube)) else {
+                continue;
+            };
+            let tube = *slot.get_or_insert_with(|| self.tubes.find_or_create(name));
             let job = Job {
                 id: r.id,
                 tube,
@@ -400,10 +404,11 @@ impl Engine {
             pri: new.pri,
             delay: new.delay,
             ttr: new.ttr.max(1),
-            state: State::Ready,
+            // What it is about to become, so that its log record says so.
+            state: if new.delay > 0 { State::Delayed } else { State::Ready },
             counters: Counters::default(),
             created: new.created,
-            deadline: now,
+            deadline: now.plus_secs(new.delay),
             reserved_by: 0,
             heap_index: 0,
             links: Default::default(),
@@ -411,15 +416,20 @@ impl Engine {
             body: new.body,
         };
         self.jobs.insert(id, job);
+        // Logged before it is queued: if the write fails, no client can have
+        // seen the job, and it is forgotten as if never put.
+        if !self.log_full(id) {
+            if let Some(job) = self.jobs.remove(&id) {
+                self.cancel_put(job.body.len() as u32);
+            }
+            return Reply::InternalError;
+        }
         self.total_jobs += 1;
         self.tubes.get_mut(tube).total_jobs += 1;
         if new.delay > 0 {
             self.make_delayed(id, now.plus_secs(new.delay));
         } else {
             self.make_ready(id, now);
-        }
-        if !self.log_full(id) {
-            return Reply::InternalError;
         }
         self.compact();
         Reply::Inserted(id)
@@ -1131,17 +1141,20 @@ impl Engine {
     /// one, so that the old file can be deleted. This scans the job table,
     /// which is why the log asks only once per file's worth of writes.
     fn compact(&mut self) {
-        if let Some(file) = self.journal.as_mut().and_then(|journal| journal.compaction_target()) {
-            self.rewrite_file(file);
+        let files = self.journal.as_mut().map(|journal| journal.compaction_targets()).unwrap_or_default();
+        if !files.is_empty() {
+            self.rewrite_files(&files);
         }
     }
 
     /// Rewrites the full record of every live job whose latest full record
-    /// is in binlog file `file` into the current file (compaction, and at
-    /// start-up for files with unreadable records). Stops early if the disk
-    /// is full.
-    pub fn rewrite_file(&mut self, file: u32) {
-        let ids: Vec<JobId> = self.jobs.values().filter(|job| job.file == file).map(|job| job.id).collect();
+    /// is in one of binlog files `files` into the current file (compaction,
+    /// and at start-up for files with unreadable records). One scan of the
+    /// job table, whatever the number of files. Stops early if the disk is
+    /// full.
+    pub fn rewrite_files(&mut self, files: &[u32]) {
+        let ids: Vec<JobId> =
+            self.jobs.values().filter(|job| files.contains(&job.file)).map(|job| job.id).collect();
         for id in ids {
             let Some(job) = self.jobs.get(&id) else { continue };
             let (tube_len, body_len) = (self.tubes.get(job.tube).name.as_str().len(), job.body.len());
