@@ -26,16 +26,22 @@
 //! current file cannot take a claim, the next file is created; if that
 //! fails, the command is refused with `OUT_OF_MEMORY` and nothing changes.
 //!
-//! Files are deleted oldest first, as soon as no live job's latest full
-//! record is in them. When the log grows to more than twice its live data
-//! plus one file, the engine rewrites the live jobs of the oldest file into
-//! the current one (compaction), and that file goes.
+//! A file is deleted as soon as it holds no live job's latest full record
+//! and none of the older files it *refers to* remains. A file refers to file
+//! G when it holds a record that supersedes something in G: a delete or an
+//! update of a job whose latest full record is in G, or a job's full record
+//! rewritten out of G. Deleting such a file while G stayed would let replay
+//! resurrect, or roll back, that job. In the common case this deletes files
+//! oldest first; it also lets a few long-lived jobs in an old file not pin
+//! every file after it. When the log grows to more than twice its live data
+//! plus one file, the engine rewrites the live jobs of the oldest files into
+//! the current one (compaction), and they go.
 
 pub mod record;
 pub mod replay;
 pub mod sync;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -103,8 +109,12 @@ struct FileInfo {
     live: usize,
     /// Bytes used.
     used: u64,
-    /// Replay found unreadable records in it: renamed, not deleted.
+    /// Replay found unreadable records in it: renamed, not deleted, and
+    /// only once it is the oldest file (its unreadable records may refer to
+    /// anything older).
     corrupt: bool,
+    /// Older files this file's records supersede something in.
+    refers_to: BTreeSet<u32>,
 }
 
 /// The write-ahead log. The engine owns it (as a [`Journal`]) and calls it
@@ -122,6 +132,8 @@ pub struct Binlog {
     free: u64,
     /// Bytes of `free` set aside for the deletes of live jobs.
     claimed: u64,
+    /// `records_written` when [`Journal::files_to_free`] last answered.
+    freed_at: Option<u64>,
     /// Full-record bytes of live jobs, for the compaction ratio.
     live_bytes: u64,
     /// No compaction is considered before this many bytes are written.
@@ -152,7 +164,11 @@ impl Binlog {
         let mut files = BTreeMap::new();
         for &n in &replayed.files {
             let used = std::fs::metadata(replay::file_path(dir, n)).map(|m| m.len()).unwrap_or(0);
-            files.insert(n, FileInfo { used, corrupt: replayed.corrupt.contains(&n), ..FileInfo::default() });
+            let refers_to = replayed.refers_to.get(&n).cloned().unwrap_or_default();
+            files.insert(
+                n,
+                FileInfo { used, corrupt: replayed.corrupt.contains(&n), refers_to, ..FileInfo::default() },
+            );
         }
         let mut live_bytes = 0;
         for job in &replayed.jobs {
@@ -176,6 +192,7 @@ impl Binlog {
             writer: Arc::new(File::open("/dev/null").map_err(open_error)?),
             free: 0,
             claimed,
+            freed_at: None,
             live_bytes,
             compaction_after: file_size,
             bytes_written: 0,
@@ -187,7 +204,13 @@ impl Binlog {
             durability,
             scratch: Vec::new(),
         };
-        binlog.start_file(current, 0).map_err(open_error)?;
+        if let Err(e) = binlog.start_file(current, 0) {
+            // On a full disk, a file just big enough for the deletes the live
+            // jobs may need still lets them be served and deleted.
+            binlog.file_size = BLOCK;
+            binlog.start_file(current, 0).map_err(|_| open_error(e))?;
+            binlog.file_size = file_size;
+        }
         binlog.delete_unneeded_files();
         let recovered = Recovered {
             tubes: replayed.tubes,
@@ -285,6 +308,15 @@ impl Binlog {
         Ok(())
     }
 
+    /// The current file now supersedes something in `file`.
+    fn refer_to(&mut self, file: u32) {
+        if file != 0 && file != self.current {
+            if let Some(info) = self.files.get_mut(&self.current) {
+                info.refers_to.insert(file);
+            }
+        }
+    }
+
     /// One live job fewer has its latest full record in `file`.
     fn forget_in(&mut self, file: u32) {
         if let Some(info) = self.files.get_mut(&file) {
@@ -293,7 +325,16 @@ impl Binlog {
         self.delete_unneeded_files();
     }
 
-    /// Deletes files from the oldest while no live job needs them.
+    /// Whether file `n` may be deleted now (see the module docs).
+    fn is_unneeded(&self, n: u32, info: &FileInfo) -> bool {
+        let oldest = self.files.keys().next() == Some(&n);
+        n != self.current
+            && info.live == 0
+            && (!info.corrupt || oldest)
+            && info.refers_to.iter().all(|g| !self.files.contains_key(g))
+    }
+
+    /// Deletes every file no live job and no remaining record needs.
     ///
     /// A file may only go once the records that made it unneeded (deletes,
     /// rewritten full records, in the current file) are on disk: so unless
@@ -302,10 +343,9 @@ impl Binlog {
     fn delete_unneeded_files(&mut self) {
         let syncing = self.durability.mode() != Fsync::Never;
         let mut synced = false;
-        while let Some((&n, info)) = self.files.first_key_value() {
-            if n == self.current || info.live > 0 {
-                break;
-            }
+        loop {
+            let unneeded = self.files.iter().find(|(&n, info)| self.is_unneeded(n, info));
+            let Some((n, corrupt)) = unneeded.map(|(&n, info)| (n, info.corrupt)) else { break };
             if syncing && !synced {
                 if let Err(e) = self.writer.sync_data() {
                     eprintln!("beanstalk: binlog: fsync failed, refusing further changes: {e}");
@@ -315,7 +355,7 @@ impl Binlog {
                 synced = true;
             }
             let path = replay::file_path(&self.dir, n);
-            let result = if info.corrupt {
+            let result = if corrupt {
                 std::fs::rename(&path, path.with_extension(format!("{n}.corrupt")))
             } else {
                 std::fs::remove_file(&path)
@@ -406,6 +446,7 @@ impl Journal for Binlog {
             self.live_bytes += record::full_len(0, job.body.len()) as u64;
         } else {
             self.records_migrated += 1;
+            self.refer_to(job.file);
             self.forget_in(job.file);
         }
         if let Some(info) = self.files.get_mut(&self.current) {
@@ -417,7 +458,9 @@ impl Journal for Binlog {
     fn write_update(&mut self, job: &Job) -> io::Result<()> {
         self.scratch.clear();
         record::encode_update(&mut self.scratch, &job_state(job));
-        self.append()
+        self.append()?;
+        self.refer_to(job.file);
+        Ok(())
     }
 
     fn write_delete(&mut self, job: &Job) -> io::Result<()> {
@@ -427,12 +470,15 @@ impl Journal for Binlog {
         self.claimed = self.claimed.saturating_sub(DELETE_LEN as u64);
         let result = self.append();
         self.live_bytes = self.live_bytes.saturating_sub(record::full_len(0, job.body.len()) as u64);
+        if result.is_ok() {
+            self.refer_to(job.file);
+        }
         self.forget_in(job.file);
         result
     }
 
     fn compaction_targets(&mut self) -> Vec<u32> {
-        if self.bytes_written < self.compaction_after || self.files.len() < 3 {
+        if self.bytes_written < self.compaction_after || self.files.len() < 2 {
             return Vec::new();
         }
         let limit = 2 * self.live_bytes + self.file_size;
@@ -452,6 +498,14 @@ impl Journal for Binlog {
         // number of files creep up.
         self.compaction_after = self.bytes_written + self.file_size / 2;
         targets
+    }
+
+    fn files_to_free(&mut self) -> Vec<u32> {
+        if self.failed || self.freed_at == Some(self.records_written) {
+            return Vec::new();
+        }
+        self.freed_at = Some(self.records_written);
+        self.files.keys().copied().filter(|&n| n != self.current).take(4).collect()
     }
 
     fn stats(&self) -> BinlogStats {

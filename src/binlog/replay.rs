@@ -10,7 +10,7 @@
 //! new file at start-up, and the file itself is kept on disk (renamed
 //! `binlog.N.corrupt` when it becomes the oldest file).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -35,6 +35,9 @@ pub struct Replayed {
     pub files: Vec<u32>,
     /// Files with unreadable records: their live jobs must be rewritten.
     pub corrupt: Vec<u32>,
+    /// For each file, the older files its records supersede something in
+    /// (see the binlog module docs on deleting files).
+    pub refers_to: HashMap<u32, BTreeSet<u32>>,
     /// Messages for the operator.
     pub warnings: Vec<String>,
 }
@@ -98,7 +101,8 @@ pub fn replay(dir: &Path) -> io::Result<Replayed> {
     let last = out.files.last().copied();
     for &n in &out.files.clone() {
         let path = file_path(dir, n);
-        match replay_file(&path, n, &mut jobs, &mut tubes, &mut out.next_id)? {
+        let refs = out.refers_to.entry(n).or_default();
+        match replay_file(&path, n, &mut jobs, &mut tubes, refs, &mut out.next_id)? {
             FileEnd::Clean => {}
             FileEnd::Bad { offset, what } if Some(n) == last && what == Bad::Torn => {
                 out.warnings.push(format!(
@@ -171,6 +175,7 @@ fn replay_file(
     n: u32,
     jobs: &mut IdMap<Pending>,
     tubes: &mut Tubes,
+    refers_to: &mut BTreeSet<u32>,
     next_id: &mut JobId,
 ) -> io::Result<FileEnd> {
     let file = File::open(path)?;
@@ -230,7 +235,7 @@ fn replay_file(
         let Some(record) = record::decode_payload(crc, &payload) else {
             return classify(path, offset);
         };
-        apply(record, n, jobs, tubes, next_id);
+        apply(record, n, jobs, tubes, refers_to, next_id);
         offset = end;
     }
 }
@@ -252,8 +257,25 @@ fn classify(path: &Path, offset: u64) -> io::Result<FileEnd> {
     Ok(FileEnd::Bad { offset, what: if valid_after { Bad::Corrupt } else { Bad::Torn } })
 }
 
-fn apply(record: Record<'_>, file: u32, jobs: &mut IdMap<Pending>, tubes: &mut Tubes, next_id: &mut JobId) {
+fn apply(
+    record: Record<'_>,
+    file: u32,
+    jobs: &mut IdMap<Pending>,
+    tubes: &mut Tubes,
+    refers_to: &mut BTreeSet<u32>,
+    next_id: &mut JobId,
+) {
     let mut saw = |id: JobId| *next_id = (*next_id).max(id.saturating_add(1));
+    // A record about a job whose latest full record is in another file
+    // supersedes something there.
+    let id = match &record {
+        Record::Full { job, .. } | Record::Update(job) => Some(job.id),
+        Record::Delete(id) => Some(*id),
+        Record::NextId(_) => None,
+    };
+    if let Some(earlier) = id.and_then(|id| jobs.get(&id)).map(|p| p.file).filter(|&g| g != file) {
+        refers_to.insert(earlier);
+    }
     match record {
         Record::Full { job, ttr, created, tube, body } => {
             saw(job.id);

@@ -43,6 +43,12 @@ pub trait Journal: Send + fmt::Debug {
     /// that they can be deleted, if the log has grown too large for its data.
     fn compaction_targets(&mut self) -> Vec<u32>;
 
+    /// Files whose live jobs should be rewritten now because a claim for
+    /// space just failed: emptying the oldest files may free the disk. Empty
+    /// if nothing was written since the last time it said so (then nothing
+    /// can have changed, and the job table is not scanned again).
+    fn files_to_free(&mut self) -> Vec<u32>;
+
     /// The figures `stats` shows.
     fn stats(&self) -> BinlogStats;
 }

@@ -391,12 +391,11 @@ impl Engine {
         let tube = client.used;
         let id = new.id;
         let tube_len = self.tubes.get(tube).name.as_str().len();
-        if let Some(journal) = &mut self.journal {
-            if !journal.reserve_put(tube_len, new.body.len()) {
-                // No disk space: the id stays used up, the job is forgotten.
-                self.cancel_put(new.body.len() as u32);
-                return Reply::OutOfMemory;
-            }
+        let body_len = new.body.len();
+        if !self.journal_has_room(|journal| journal.reserve_put(tube_len, body_len)) {
+            // No disk space: the id stays used up, the job is forgotten.
+            self.cancel_put(body_len as u32);
+            return Reply::OutOfMemory;
         }
         let job = Job {
             id,
@@ -1110,7 +1109,23 @@ impl Engine {
 
     /// True when an update record can be written (always, without a log).
     fn has_room_for_update(&mut self) -> bool {
-        self.journal.as_mut().is_none_or(|journal| journal.reserve_update())
+        self.journal_has_room(|journal| journal.reserve_update())
+    }
+
+    /// Makes a claim for log space with `claim`; if the disk is full, first
+    /// empties the oldest log files by rewriting their live jobs (deletes may
+    /// have left a few live jobs pinning many files), then tries once more.
+    fn journal_has_room(&mut self, mut claim: impl FnMut(&mut Box<dyn Journal>) -> bool) -> bool {
+        let Some(journal) = self.journal.as_mut() else { return true };
+        if claim(journal) {
+            return true;
+        }
+        let files = journal.files_to_free();
+        if files.is_empty() {
+            return false;
+        }
+        self.rewrite_files(&files);
+        self.journal.as_mut().is_some_and(claim)
     }
 
     /// Logs job `id`'s full record and remembers which file it is in.
