@@ -1,0 +1,1368 @@
+//! The binlog (`-b DIR`) with the real binary: every job state and command
+//! survives a restart, files rotate, are deleted and compacted, the
+//! directory is locked, and damaged files are recovered from.
+//!
+//! Each test works in a directory of its own under the system temporary
+//! directory, removed at the end. Servers are started on 127.0.0.1 and a free
+//! port (`-p 0 -V`, the port read from the `bind` line on stderr), and only
+//! the processes started here are ever killed.
+mod common;
+
+use std::collections::{BTreeSet, HashMap};
+use std::fs;
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use assert_cmd::cargo::CommandCargoExt;
+use common::Client;
+
+/// How long a server may take to start, or to exit when it should.
+const START_LIMIT: Duration = Duration::from_secs(10);
+
+// -------------------------------------------------------------------
+// Harness
+// -------------------------------------------------------------------
+
+/// A directory of its own under the temporary directory, removed on drop.
+struct TempDir {
+    path: PathBuf,
+}
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        static COUNT: AtomicUsize = AtomicUsize::new(0);
+        let n = COUNT.fetch_add(1, Ordering::SeqCst);
+        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
+        let path = std::env::temp_dir()
+            .join(format!("beanstalk-binlog-test-{tag}-{}-{n}-{nanos}", std::process::id()));
+        fs::create_dir_all(&path).unwrap();
+        TempDir { path }
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.path);
+    }
+}
+
+/// A `beanstalk` child process; SIGKILLed on drop if still running.
+struct Bin {
+    child: Child,
+    addr: SocketAddr,
+    stderr: Arc<Mutex<String>>,
+    reader: Option<JoinHandle<()>>,
+}
+
+fn beanstalk() -> Command {
+    let mut cmd = Command::cargo_bin("beanstalk").unwrap();
+    cmd.stdin(Stdio::null()).stdout(Stdio::null());
+    cmd
+}
+
+/// Starts the binary on `dir` with `extra` flags and waits for it to listen.
+fn spawn(dir: &Path, extra: &[&str]) -> Bin {
+    let mut child = beanstalk()
+        .args(["-V", "-l", "127.0.0.1", "-p", "0", "-b"])
+        .arg(dir)
+        .args(extra)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = Arc::new(Mutex::new(String::new()));
+    let (tx, rx) = mpsc::channel::<String>();
+    let pipe = child.stderr.take().unwrap();
+    let log = Arc::clone(&stderr);
+    let reader = thread::spawn(move || {
+        for line in BufReader::new(pipe).lines() {
+            let Ok(line) = line else { break };
+            log.lock().unwrap().push_str(&format!("{line}\n"));
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + START_LIMIT;
+    let addr = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                if let Some(rest) = line.split(" bind ").nth(1) {
+                    let addr = rest.split(' ').nth(1).expect("bind FD ADDR:PORT");
+                    break addr.parse::<SocketAddr>().expect("address in the bind line");
+                }
+            }
+            Err(_) => {
+                let _ = child.kill();
+                let status = child.wait().unwrap();
+                let _ = reader.join();
+                let text = stderr.lock().unwrap().clone();
+                panic!("server did not start ({status}); flags {extra:?}; stderr:\n{text}");
+            }
+        }
+    };
+    Bin { child, addr, stderr, reader: Some(reader) }
+}
+
+impl Bin {
+    fn client(&self) -> Client {
+        Client::connect(self.addr)
+    }
+
+    /// Everything the server wrote to stderr so far.
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// SIGKILL (a crash); returns the whole stderr.
+    fn kill(mut self) -> String {
+        let _ = self.child.kill();
+        self.finish()
+    }
+
+    /// SIGTERM (a clean stop); returns the whole stderr.
+    fn terminate(mut self) -> String {
+        let status = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().unwrap();
+        assert!(status.success());
+        let deadline = Instant::now() + START_LIMIT;
+        while self.child.try_wait().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "server ignored SIGTERM");
+            thread::sleep(Duration::from_millis(5));
+        }
+        self.finish()
+    }
+
+    fn finish(&mut self) -> String {
+        let _ = self.child.wait();
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+        self.stderr()
+    }
+}
+
+impl Drop for Bin {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs the binary, which must exit by itself; returns its exit code and
+/// stderr.
+fn run_to_exit(args: &[&str], dir: &Path) -> (Option<i32>, String) {
+    let mut child = beanstalk()
+        .args(["-l", "127.0.0.1", "-p", "0"])
+        .args(args)
+        .arg("-b")
+        .arg(dir)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + START_LIMIT;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("server on {} did not exit", dir.display());
+        }
+        thread::sleep(Duration::from_millis(5));
+    };
+    let mut text = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut text).unwrap();
+    (status.code(), text)
+}
+
+/// The numbers of the `binlog.N` files in `dir`.
+fn binlog_files(dir: &Path) -> BTreeSet<u32> {
+    fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter_map(|name| name.strip_prefix("binlog.")?.parse().ok())
+        .collect()
+}
+
+fn file_names(dir: &Path) -> BTreeSet<String> {
+    fs::read_dir(dir).unwrap().filter_map(|e| e.ok()?.file_name().into_string().ok()).collect()
+}
+
+/// `put` with any body bytes; returns the id.
+fn put_bytes(c: &mut Client, pri: u32, delay: u32, ttr: u32, body: &[u8]) -> u64 {
+    let mut msg = format!("put {pri} {delay} {ttr} {}\r\n", body.len()).into_bytes();
+    msg.extend_from_slice(body);
+    msg.extend_from_slice(b"\r\n");
+    c.send(msg);
+    let reply = c.reply();
+    reply
+        .strip_prefix("INSERTED ")
+        .and_then(|r| r.trim_end().parse().ok())
+        .unwrap_or_else(|| panic!("put failed: {reply:?}"))
+}
+
+/// The body of job `id`, or `None` if it does not exist.
+fn peek(c: &mut Client, id: u64) -> Option<Vec<u8>> {
+    c.send(format!("peek {id}\r\n"));
+    let reply = c.reply_bytes();
+    if reply == b"NOT_FOUND\r\n" {
+        return None;
+    }
+    let header_end = reply.windows(2).position(|w| w == b"\r\n").unwrap();
+    let header = String::from_utf8_lossy(&reply[..header_end]).into_owned();
+    assert!(header.starts_with(&format!("FOUND {id} ")), "peek {id}: {header:?}");
+    Some(reply[header_end + 2..reply.len() - 2].to_vec())
+}
+
+fn stats_job(c: &mut Client, id: u64) -> HashMap<String, String> {
+    c.yaml_map(&format!("stats-job {id}"))
+}
+
+fn stat_u64(c: &mut Client, key: &str) -> u64 {
+    c.stat(key).parse().unwrap_or_else(|_| panic!("{key} is not a number"))
+}
+
+/// A body of `len` bytes that differs with `seed`.
+fn filler(seed: u64, len: usize) -> Vec<u8> {
+    (0..len).map(|i| b'a' + ((seed as usize * 7 + i * 13) % 26) as u8).collect()
+}
+
+/// Record boundaries of a binlog file, as record.rs documents the format:
+/// a 12-byte header, then `u32 length, u32 crc, payload[length]` until a
+/// zero length. Returns `(start, end)` of each record.
+fn records(bytes: &[u8]) -> Vec<(usize, usize)> {
+    assert_eq!(&bytes[..8], b"BSTKLOG\0", "not a binlog file");
+    let mut out = Vec::new();
+    let mut at = 12;
+    while at + 8 <= bytes.len() {
+        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+        if len == 0 {
+            break;
+        }
+        out.push((at, at + 8 + len));
+        at += 8 + len;
+    }
+    out
+}
+
+// -------------------------------------------------------------------
+// Every state and command, across restarts
+// -------------------------------------------------------------------
+
+/// What a job must look like after a restart.
+struct Expect {
+    id: u64,
+    tube: &'static str,
+    state: &'static str,
+    pri: u32,
+    delay: u32,
+    ttr: u32,
+    /// reserves, timeouts, releases, buries, kicks
+    counters: [u32; 5],
+    body: Vec<u8>,
+}
+
+fn check_jobs(c: &mut Client, expected: &[Expect], when: &str) {
+    for e in expected {
+        let s = stats_job(c, e.id);
+        let want = [
+            ("tube", format!("\"{}\"", e.tube)),
+            ("state", e.state.to_owned()),
+            ("pri", e.pri.to_string()),
+            ("delay", e.delay.to_string()),
+            ("ttr", e.ttr.to_string()),
+            ("reserves", e.counters[0].to_string()),
+            ("timeouts", e.counters[1].to_string()),
+            ("releases", e.counters[2].to_string()),
+            ("buries", e.counters[3].to_string()),
+            ("kicks", e.counters[4].to_string()),
+        ];
+        for (key, value) in want {
+            assert_eq!(s[key], value, "{when}: job {} key {key}; stats-job {s:?}", e.id);
+        }
+        if e.state == "delayed" {
+            let left: u32 = s["time-left"].parse().unwrap();
+            assert!(left <= e.delay && left + 20 >= e.delay, "{when}: job {} time-left {left}", e.id);
+        }
+        assert_eq!(peek(c, e.id).as_deref(), Some(&e.body[..]), "{when}: body of job {}", e.id);
+    }
+}
+
+#[test]
+fn every_job_state_and_command_survives_restarts() {
+    let dir = TempDir::new("states");
+    let server = spawn(&dir.path, &[]);
+    let mut c = server.client();
+    assert_eq!(c.cmd("use t-1"), "USING t-1\r\n");
+    let body_a = b"a\r\nb\0c\r\n\0\xff end".to_vec();
+    let a = put_bytes(&mut c, 5, 0, 7, &body_a);
+    let b = put_bytes(&mut c, 6, 100, 8, b"delayed");
+    let c1 = put_bytes(&mut c, 0, 0, 60, b"buried-1");
+    let c2 = put_bytes(&mut c, 0, 0, 60, b"buried-2");
+    let f = put_bytes(&mut c, 9, 0, 60, b"reserved");
+    let g = put_bytes(&mut c, 9, 0, 60, b"released-0");
+    let h = put_bytes(&mut c, 9, 0, 60, b"released-100");
+    let j = put_bytes(&mut c, 9, 0, 60, b"kick-job-buried");
+    let k = put_bytes(&mut c, 9, 100, 60, b"kick-job-delayed");
+    let l = put_bytes(&mut c, 9, 0, 60, b"reserve-job-buried");
+    let m = put_bytes(&mut c, 9, 100, 60, b"reserve-job-delayed");
+    let n = put_bytes(&mut c, 9, 0, 60, b"deleted");
+    assert_eq!(c.cmd("use kt"), "USING kt\r\n");
+    let i = put_bytes(&mut c, 1, 0, 60, b"kicked");
+    assert_eq!(c.cmd("use gone"), "USING gone\r\n");
+    let z = put_bytes(&mut c, 1, 0, 60, b"in a tube that goes");
+    assert_eq!(c.cmd(&format!("delete {z}")), "DELETED\r\n");
+
+    let ok = |c: &mut Client, cmd: String, want: &str| assert_eq!(c.cmd(&cmd), want, "{cmd}");
+    for id in [c1, c2] {
+        assert!(c.cmd(&format!("reserve-job {id}")).starts_with("RESERVED"));
+        ok(&mut c, format!("bury {id} {}", 10 + id), "BURIED\r\n");
+    }
+    // f: released once (logged), then reserved again (not logged).
+    assert!(c.cmd(&format!("reserve-job {f}")).starts_with("RESERVED"));
+    ok(&mut c, format!("release {f} 20 0"), "RELEASED\r\n");
+    assert!(c.cmd(&format!("reserve-job {f}")).starts_with("RESERVED"));
+    assert!(c.cmd(&format!("reserve-job {g}")).starts_with("RESERVED"));
+    ok(&mut c, format!("release {g} 3 0"), "RELEASED\r\n");
+    assert!(c.cmd(&format!("reserve-job {h}")).starts_with("RESERVED"));
+    ok(&mut c, format!("release {h} 4 100"), "RELEASED\r\n");
+    assert!(c.cmd(&format!("reserve-job {i}")).starts_with("RESERVED"));
+    ok(&mut c, format!("bury {i} 2"), "BURIED\r\n");
+    assert_eq!(c.cmd("use kt"), "USING kt\r\n");
+    ok(&mut c, "kick 1".into(), "KICKED 1\r\n");
+    assert!(c.cmd(&format!("reserve-job {j}")).starts_with("RESERVED"));
+    ok(&mut c, format!("bury {j} 7"), "BURIED\r\n");
+    ok(&mut c, format!("kick-job {j}"), "KICKED\r\n");
+    ok(&mut c, format!("kick-job {k}"), "KICKED\r\n");
+    assert!(c.cmd(&format!("reserve-job {l}")).starts_with("RESERVED"));
+    ok(&mut c, format!("bury {l} 8"), "BURIED\r\n");
+    assert!(c.cmd(&format!("reserve-job {l}")).starts_with("RESERVED"));
+    assert!(c.cmd(&format!("reserve-job {m}")).starts_with("RESERVED"));
+    ok(&mut c, format!("delete {n}"), "DELETED\r\n");
+
+    let expected = vec![
+        Expect {
+            id: a,
+            tube: "t-1",
+            state: "ready",
+            pri: 5,
+            delay: 0,
+            ttr: 7,
+            counters: [0; 5],
+            body: body_a,
+        },
+        Expect {
+            id: b,
+            tube: "t-1",
+            state: "delayed",
+            pri: 6,
+            delay: 100,
+            ttr: 8,
+            counters: [0; 5],
+            body: b"delayed".to_vec(),
+        },
+        Expect {
+            id: c1,
+            tube: "t-1",
+            state: "buried",
+            pri: 10 + c1 as u32,
+            delay: 0,
+            ttr: 60,
+            counters: [1, 0, 0, 1, 0],
+            body: b"buried-1".to_vec(),
+        },
+        Expect {
+            id: c2,
+            tube: "t-1",
+            state: "buried",
+            pri: 10 + c2 as u32,
+            delay: 0,
+            ttr: 60,
+            counters: [1, 0, 0, 1, 0],
+            body: b"buried-2".to_vec(),
+        },
+        // Reserved at the crash: ready, counters as of the release.
+        Expect {
+            id: f,
+            tube: "t-1",
+            state: "ready",
+            pri: 20,
+            delay: 0,
+            ttr: 60,
+            counters: [1, 0, 1, 0, 0],
+            body: b"reserved".to_vec(),
+        },
+        Expect {
+            id: g,
+            tube: "t-1",
+            state: "ready",
+            pri: 3,
+            delay: 0,
+            ttr: 60,
+            counters: [1, 0, 1, 0, 0],
+            body: b"released-0".to_vec(),
+        },
+        Expect {
+            id: h,
+            tube: "t-1",
+            state: "delayed",
+            pri: 4,
+            delay: 100,
+            ttr: 60,
+            counters: [1, 0, 1, 0, 0],
+            body: b"released-100".to_vec(),
+        },
+        Expect {
+            id: i,
+            tube: "kt",
+            state: "ready",
+            pri: 2,
+            delay: 0,
+            ttr: 60,
+            counters: [1, 0, 0, 1, 1],
+            body: b"kicked".to_vec(),
+        },
+        Expect {
+            id: j,
+            tube: "t-1",
+            state: "ready",
+            pri: 7,
+            delay: 0,
+            ttr: 60,
+            counters: [1, 0, 0, 1, 1],
+            body: b"kick-job-buried".to_vec(),
+        },
+        Expect {
+            id: k,
+            tube: "t-1",
+            state: "ready",
+            pri: 9,
+            delay: 100,
+            ttr: 60,
+            counters: [0, 0, 0, 0, 1],
+            body: b"kick-job-delayed".to_vec(),
+        },
+        // Taken by reserve-job from buried, then a crash: ready, not buried.
+        Expect {
+            id: l,
+            tube: "t-1",
+            state: "ready",
+            pri: 8,
+            delay: 0,
+            ttr: 60,
+            counters: [2, 0, 0, 1, 0],
+            body: b"reserve-job-buried".to_vec(),
+        },
+        Expect {
+            id: m,
+            tube: "t-1",
+            state: "ready",
+            pri: 9,
+            delay: 100,
+            ttr: 60,
+            counters: [1, 0, 0, 0, 0],
+            body: b"reserve-job-delayed".to_vec(),
+        },
+    ];
+    let age_before: u64 = stats_job(&mut c, a)["age"].parse().unwrap();
+    drop(c);
+    server.kill();
+
+    // First restart: after a crash.
+    let server = spawn(&dir.path, &[]);
+    let mut c = server.client();
+    check_jobs(&mut c, &expected, "after SIGKILL");
+    assert_eq!(peek(&mut c, n), None, "deleted job came back");
+    assert_eq!(peek(&mut c, z), None, "deleted job came back");
+    let tubes = c.cmd("list-tubes");
+    for t in ["default", "t-1", "kt"] {
+        assert!(tubes.contains(&format!("- {t}\n")), "tube {t} not recreated: {tubes:?}");
+    }
+    let age_after: u64 = stats_job(&mut c, a)["age"].parse().unwrap();
+    assert!(age_after >= age_before, "age went back from {age_before} to {age_after}");
+    assert_eq!(c.stat("current-jobs-ready"), "8");
+    assert_eq!(c.stat("current-jobs-delayed"), "2");
+    assert_eq!(c.stat("current-jobs-buried"), "2");
+    assert_eq!(c.stat("current-jobs-reserved"), "0");
+    drop(c);
+    server.terminate();
+
+    // Second restart, after a clean stop: nothing drifts (buries included).
+    let server = spawn(&dir.path, &[]);
+    let mut c = server.client();
+    check_jobs(&mut c, &expected, "after SIGTERM");
+    assert_eq!(c.cmd("use t-1"), "USING t-1\r\n");
+    assert_eq!(c.cmd("peek-delayed"), format!("FOUND {b} 7\r\ndelayed\r\n"));
+    // Buried order is kept: c1 was buried first.
+    assert_eq!(c.cmd("peek-buried"), format!("FOUND {c1} 8\r\nburied-1\r\n"));
+    assert_eq!(c.cmd("kick 1"), "KICKED 1\r\n");
+    assert_eq!(c.cmd("peek-buried"), format!("FOUND {c2} 8\r\nburied-2\r\n"));
+    // Ids continue after the highest one ever handed out.
+    let next = put_bytes(&mut c, 0, 0, 10, b"after");
+    assert_eq!(next, z + 1, "ids must continue after a restart");
+    drop(c);
+    server.kill();
+}
+
+/// SPEC 8.2: tubes are recreated only for jobs that survive.
+#[test]
+fn tubes_are_recreated_only_for_jobs_that_survive() {
+    let dir = TempDir::new("tubes");
+    let server = spawn(&dir.path, &[]);
+    let mut c = server.client();
+    assert_eq!(c.cmd("use gone"), "USING gone\r\n");
+    let id = put_bytes(&mut c, 0, 0, 60, b"z");
+    assert_eq!(c.cmd(&format!("delete {id}")), "DELETED\r\n");
+    assert_eq!(c.cmd("use kept"), "USING kept\r\n");
+    put_bytes(&mut c, 0, 0, 60, b"k");
+    assert_eq!(c.cmd("use default"), "USING default\r\n");
+    assert_eq!(c.cmd("list-tubes"), "OK 21\r\n---\n- default\n- kept\n\r\n");
+    drop(c);
+    server.kill();
+    let server = spawn(&dir.path, &[]);
+    let mut c = server.client();
+    assert_eq!(
+        c.cmd("list-tubes"),
+        "OK 21\r\n---\n- default\n- kept\n\r\n",
+        "tube \"gone\" has no surviving job and must not be recreated"
+    );
+    drop(c);
+    server.kill();
+}
+
+#[test]
+fn delayed_jobs_keep_their_wall_clock_deadline() {
+    let dir = TempDir::new("deadline");
+    let server = spawn(&dir.path, &[]);
+    let mut c = server.client();
+    let soon = put_bytes(&mut c, 0, 1, 60, b"soon");
+    let later = put_bytes(&mut c, 0, 3, 60, b"later");
+    drop(c);
+    server.kill();
+    thread::sleep(Duration::from_millis(1300));
+    let server = spawn(&dir.path, &[]);
+    let mut c = server.client();
+    let s = stats_job(&mut c, soon);
+    assert_eq!(s["state"], "ready", "deadline passed while down: {s:?}");
+    let s = stats_job(&mut c, later);
+    assert_eq!(s["state"], "delayed", "{s:?}");
+    let left: u64 = s["time-left"].parse().unwrap();
+    assert!(left <= 1, "the time spent down must count: time-left {left}");
+    assert_eq!(c.cmd("reserve-with-timeout 5"), format!("RESERVED {soon} 4\r\nsoon\r\n"));
+    assert_eq!(c.cmd("reserve-with-timeout 5"), format!("RESERVED {later} 5\r\nlater\r\n"));
+    drop(c);
+    server.kill();
+}
+
+#[test]
+fn ids_never_go_backwards_even_after_every_file_is_gone() {
+    let dir = TempDir::new("ids");
+    let server = spawn(&dir.path, &["-s", "4096"]);
+    let mut c = server.client();
+    let ids: Vec<u64> = (0..60).map(|n| put_bytes(&mut c, 0, 0, 60, &filler(n, 200))).collect();
+    assert_eq!(ids, (1..=60).collect::<Vec<_>>());
+    assert!(stat_u64(&mut c, "binlog-current-index") >= 3, "60 x 200 bytes fill several 4 KiB files");
+    for id in &ids {
+        assert_eq!(c.cmd(&format!("delete {id}")), "DELETED\r\n");
+    }
+    drop(c);
+    server.kill();
+
+    let server = spawn(&dir.path, &["-s", "4096"]);
+    let mut c = server.client();
+    let files = binlog_files(&dir.path);
+    assert_eq!(files.len(), 1, "files with no live job must be deleted at start: {files:?}");
+    assert_eq!(c.stat("binlog-oldest-index"), c.stat("binlog-current-index"));
+    assert_eq!(put_bytes(&mut c, 0, 0, 60, b"x"), 61);
+    assert_eq!(c.cmd("delete 61"), "DELETED\r\n");
+    drop(c);
+    server.terminate();
+    // Two restarts without any job at all.
+    spawn(&dir.path, &["-s", "4096"]).terminate();
+    let server = spawn(&dir.path, &["-s", "4096"]);
+    let mut c = server.client();
+    assert_eq!(binlog_files(&dir.path).len(), 1);
+    assert_eq!(put_bytes(&mut c, 0, 0, 60, b"y"), 62);
+    drop(c);
+    server.kill();
+}
+
+// -------------------------------------------------------------------
+// Files: rotation, deletion, compaction, stats
+// -------------------------------------------------------------------
+
+#[test]
+fn files_rotate_and_are_deleted_once_their_jobs_are_gone() {
+    let dir = TempDir::new("rotate");
+    let server = spawn(&dir.path, &["-s", "4096"]);
+    let mut c = server.client();
+    assert_eq!(c.stat("binlog-max-size"), "4096");
+    assert_eq!(c.stat("binlog-oldest-index"), "1");
+    assert_eq!(c.stat("binlog-current-index"), "1");
+    assert_eq!(c.stat("binlog-records-written"), "0");
+    let mut in_file: Vec<(u64, u64)> = Vec::new();
+    for n in 0..10 {
+        let id = put_bytes(&mut c, 0, 0, 60, &filler(n, 1000));
+        let file: u64 = stats_job(&mut c, id)["file"].parse().unwrap();
+        assert_eq!(file, stat_u64(&mut c, "binlog-current-index"), "a put goes to the current file");
+        in_file.push((id, file));
+    }
+    assert_eq!(c.stat("binlog-records-written"), "10");
+    let current = stat_u64(&mut c, "binlog-current-index");
+    assert!(current >= 3, "10 KB in 4 KiB files must rotate: current {current}");
+    let files = binlog_files(&dir.path);
+    assert_eq!(files, (1..=current as u32).collect(), "all files are still needed");
+    for n in &files {
+        let len = fs::metadata(dir.path.join(format!("binlog.{n}"))).unwrap().len();
+        assert!(len <= 8192 && len > 1000, "binlog.{n} is {len} bytes");
+    }
+
+    // Delete the jobs of file 1: it goes, and the oldest index moves.
+    for &(id, _) in in_file.iter().filter(|(_, f)| *f == 1) {
+        assert_eq!(c.cmd(&format!("delete {id}")), "DELETED\r\n");
+    }
+    assert_eq!(c.stat("binlog-oldest-index"), "2");
+    assert!(!binlog_files(&dir.path).contains(&1), "binlog.1 must be deleted");
+    // A middle file whose jobs are all gone goes even while an older file
+    // lives: none of its records refers to an older file.
+    for &(id, _) in in_file.iter().filter(|(_, f)| *f == 3) {
+        assert_eq!(c.cmd(&format!("delete {id}")), "DELETED\r\n");
+    }
+    assert!(!binlog_files(&dir.path).contains(&3), "binlog.3 holds nothing anyone needs");
+    for &(id, _) in in_file.iter().filter(|(_, f)| *f == 2) {
+        assert_eq!(c.cmd(&format!("delete {id}")), "DELETED\r\n");
+    }
+    let oldest = stat_u64(&mut c, "binlog-oldest-index");
+    let current = stat_u64(&mut c, "binlog-current-index");
+    assert!(oldest >= 4, "binlog.2 and binlog.3 must both go: oldest {oldest}");
+    assert_eq!(binlog_files(&dir.path), (oldest as u32..=current as u32).collect());
+    let survivors: Vec<(u64, u64)> = in_file.iter().copied().filter(|(_, f)| *f >= 4).collect();
+    drop(c);
+    server.kill();
+
+    // After a restart the survivors are there and a new file is current.
+    let server = spawn(&dir.path, &["-s", "4096"]);
+    let mut c = server.client();
+    assert_eq!(stat_u64(&mut c, "binlog-current-index"), current + 1);
+    assert_eq!(c.stat("binlog-records-written"), "0");
+    for &(id, file) in &survivors {
+        assert_eq!(peek(&mut c, id), Some(filler(id - 1, 1000)), "job {id}");
+        assert_eq!(stats_job(&mut c, id)["file"], file.to_string(), "job {id}'s record did not move");
+    }
+    drop(c);
+    server.kill();
+}
+
+#[test]
+fn file_size_is_rounded_up_and_shown() {
+    let dir = TempDir::new("size");
+    let server = spawn(&dir.path, &["-s", "5000"]);
+    let mut c = server.client();
+    assert_eq!(c.stat("binlog-max-size"), "5000");
+    put_bytes(&mut c, 0, 0, 60, b"x");
+    let len = fs::metadata(dir.path.join("binlog.1")).unwrap().len();
+    assert_eq!(len, 8192, "preallocated to -s rounded up to 4096");
+    drop(c);
+    server.kill();
+}
+
+#[test]
+fn records_written_counts_each_logged_change() {
+    let dir = TempDir::new("written");
+    let server = spawn(&dir.path, &[]);
+    let mut c = server.client();
+    let written = |c: &mut Client| stat_u64(c, "binlog-records-written");
+    assert_eq!(written(&mut c), 0);
+    let id = put_bytes(&mut c, 0, 0, 60, b"job");
+    let other = put_bytes(&mut c, 0, 5, 60, b"other");
+    assert_eq!(written(&mut c), 2);
+    let steps: [(String, &str, u64); 14] = [
+        (format!("reserve-job {id}"), "RESERVED", 0),
+        (format!("touch {id}"), "TOUCHED", 0),
+        (format!("release {id} 1 0"), "RELEASED", 1),
+        (format!("reserve-job {id}"), "RESERVED", 0),
+        (format!("release {id} 1 9"), "RELEASED", 1),
+        (format!("reserve-job {id}"), "RESERVED", 1),
+        (format!("bury {id} 2"), "BURIED", 1),
+        ("kick 5".to_owned(), "KICKED 1", 1),
+        (format!("reserve-job {id}"), "RESERVED", 0),
+        (format!("bury {id} 2"), "BURIED", 1),
+        (format!("kick-job {id}"), "KICKED", 1),
+        (format!("kick-job {other}"), "KICKED", 1),
+        ("pause-tube default 1".to_owned(), "PAUSED", 0),
+        (format!("delete {id}"), "DELETED", 1),
+    ];
+    let mut expect = 2;
+    for (cmd, reply, records) in steps {
+        let got = c.cmd(&cmd);
+        assert!(got.starts_with(reply), "{cmd}: {got:?}");
+        expect += records;
+        assert_eq!(written(&mut c), expect, "after {cmd}");
+    }
+    assert_eq!(c.stat("binlog-records-migrated"), "0");
+    drop(c);
+    server.kill();
+}
+
+#[test]
+fn compaction_moves_a_long_lived_job_and_keeps_disk_use_bounded() {
+    let dir = TempDir::new("compact");
+    let server = spawn(&dir.path, &["-s", "4096"]);
+    let mut c = server.client();
+    let long_body = filler(99, 100);
+    let long = put_bytes(&mut c, 0, 0, 60, &long_body);
+    let mut max_files = 0;
+    for n in 0..300 {
+        let id = put_bytes(&mut c, 0, 0, 60, &filler(n, 1000));
+        assert_eq!(c.cmd(&format!("delete {id}")), "DELETED\r\n");
+        let files = binlog_files(&dir.path);
+        max_files = max_files.max(files.len());
+        assert!(files.len() <= 5, "after {n} put/delete cycles the log has {} files: {files:?}", files.len());
+        let bytes: u64 = files
+            .iter()
+            .map(|f| fs::metadata(dir.path.join(format!("binlog.{f}"))).map_or(0, |m| m.len()))
+            .sum();
+        assert!(bytes <= 5 * 8192, "the log holds {bytes} bytes for ~1 KB of live data");
+    }
+    let migrated = stat_u64(&mut c, "binlog-records-migrated");
+    assert!(migrated > 0, "the long-lived job was never migrated");
+    let current = stat_u64(&mut c, "binlog-current-index");
+    let oldest = stat_u64(&mut c, "binlog-oldest-index");
+    assert!(current > 30, "300 KB through 4 KiB files: current index {current}");
+    let file: u64 = stats_job(&mut c, long)["file"].parse().unwrap();
+    assert!(file >= oldest && file <= current && file > 1, "job file {file}, files {oldest}..={current}");
+    assert_eq!(oldest, file, "the long-lived job's file is what keeps the oldest file");
+    assert!(binlog_files(&dir.path).contains(&(file as u32)));
+    drop(c);
+    server.kill();
+
+    let server = spawn(&dir.path, &["-s", "4096"]);
+    let mut c = server.client();
+    assert_eq!(peek(&mut c, long), Some(long_body), "the migrated job after a restart");
+    assert_eq!(c.stat("current-jobs-ready"), "1");
+    assert_eq!(put_bytes(&mut c, 0, 0, 60, b"n"), 302);
+    drop(c);
+    server.kill();
+}
+
+#[test]
+fn compaction_keeps_each_migrated_jobs_state() {
+    let dir = TempDir::new("compact-states");
+    let server = spawn(&dir.path, &["-s", "4096"]);
+    let mut c = server.client();
+    let mut holder = server.client();
+    let ready = put_bytes(&mut c, 1, 0, 11, b"ready\r\n\0");
+    let buried = put_bytes(&mut c, 2, 0, 12, b"buried");
+    assert!(c.cmd(&format!("reserve-job {buried}")).starts_with("RESERVED"));
+    assert_eq!(c.cmd(&format!("bury {buried} 5")), "BURIED\r\n");
+    let delayed = put_bytes(&mut c, 3, 100, 13, b"delayed");
+    let reserved = put_bytes(&mut c, 4, 0, 14, b"reserved");
+    assert!(holder.cmd(&format!("reserve-job {reserved}")).starts_with("RESERVED"));
+    for n in 0..200 {
+        let id = put_bytes(&mut c, 0, 0, 60, &filler(n, 1000));
+        assert_eq!(c.cmd(&format!("delete {id}")), "DELETED\r\n");
+    }
+    let oldest = stat_u64(&mut c, "binlog-oldest-index");
+    let current = stat_u64(&mut c, "binlog-current-index");
+    assert!(oldest > 1, "compaction must have emptied binlog.1");
+    for id in [ready, buried, delayed, reserved] {
+        let file: u64 = stats_job(&mut c, id)["file"].parse().unwrap();
+        assert!(file >= oldest && file <= current, "job {id} in file {file}, files {oldest}..={current}");
+    }
+    assert!(stat_u64(&mut c, "binlog-records-migrated") >= 4);
+    drop((c, holder));
+    server.kill();
+
+    let server = spawn(&dir.path, &["-s", "4096"]);
+    let mut c = server.client();
+    let expected = [
+        Expect {
+            id: ready,
+            tube: "default",
+            state: "ready",
+            pri: 1,
+            delay: 0,
+            ttr: 11,
+            counters: [0; 5],
+            body: b"ready\r\n\0".to_vec(),
+        },
+        Expect {
+            id: buried,
+            tube: "default",
+            state: "buried",
+            pri: 5,
+            delay: 0,
+            ttr: 12,
+            counters: [1, 0, 0, 1, 0],
+            body: b"buried".to_vec(),
+        },
+        Expect {
+            id: delayed,
+            tube: "default",
+            state: "delayed",
+            pri: 3,
+            delay: 100,
+            ttr: 13,
+            counters: [0; 5],
+            body: b"delayed".to_vec(),
+        },
+        // Reserved when it was rewritten: logged as ready with that reserve.
+        Expect {
+            id: reserved,
+            tube: "default",
+            state: "ready",
+            pri: 4,
+            delay: 0,
+            ttr: 14,
+            counters: [1, 0, 0, 0, 0],
+            body: b"reserved".to_vec(),
+        },
+    ];
+    check_jobs(&mut c, &expected, "after compaction and a crash");
+    assert_eq!(c.stat("current-jobs-ready"), "2");
+    drop(c);
+    server.kill();
+}
+
+// -------------------------------------------------------------------
+// Directory lock and start-up failures
+// -------------------------------------------------------------------
+
+#[test]
+fn a_second_server_on_the_same_dir_exits_10() {
+    let dir = TempDir::new("lock");
+    let first = spawn(&dir.path, &[]);
+    let mut c = first.client();
+    put_bytes(&mut c, 0, 0, 60, b"mine");
+    let (code, stderr) = run_to_exit(&[], &dir.path);
+    assert_eq!(code, Some(10), "stderr: {stderr:?}");
+    assert_eq!(stderr.lines().count(), 1, "one line on stderr: {stderr:?}");
+    // The first server is unharmed, and so are its files.
+    assert_eq!(peek(&mut c, 1), Some(b"mine".to_vec()));
+    assert_eq!(binlog_files(&dir.path), BTreeSet::from([1]));
+    let lock = fs::metadata(dir.path.join("lock")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(lock.permissions().mode() & 0o777, 0o600);
+    drop(c);
+    first.kill();
+    // Once it is gone, the lock is free.
+    let again = spawn(&dir.path, &[]);
+    assert_eq!(peek(&mut again.client(), 1), Some(b"mine".to_vec()));
+    again.kill();
+}
+
+#[test]
+fn a_missing_binlog_dir_exits_10() {
+    let dir = TempDir::new("missing");
+    let missing = dir.path.join("no-such-dir");
+    let (code, stderr) = run_to_exit(&[], &missing);
+    assert_eq!(code, Some(10), "stderr: {stderr:?}");
+    assert_eq!(stderr.lines().count(), 1, "one line on stderr: {stderr:?}");
+    assert!(!missing.exists());
+}
+
+#[test]
+fn jobs_bigger_than_a_later_max_job_size_are_still_replayed() {
+    let dir = TempDir::new("bigjob");
+    let server = spawn(&dir.path, &[]);
+    let mut c = server.client();
+    let sizes = [1usize, 1000, 100, 99, 98, 101, 1];
+    let ids: Vec<u64> = sizes
+        .iter()
+        .enumerate()
+        .map(|(n, &len)| put_bytes(&mut c, 0, 0, 60, &filler(n as u64, len)))
+        .collect();
+    drop(c);
+    server.kill();
+    for round in 0..2 {
+        let server = spawn(&dir.path, &["-z", "100"]);
+        let mut c = server.client();
+        for (n, (&id, &len)) in ids.iter().zip(&sizes).enumerate() {
+            assert_eq!(
+                peek(&mut c, id),
+                Some(filler(n as u64, len)),
+                "round {round}: job {id} of {len} bytes"
+            );
+        }
+        assert_eq!(c.stat("current-jobs-ready"), sizes.len().to_string());
+        let reply = c.cmd(&format!("put 0 0 60 101\r\n{}", String::from_utf8(filler(0, 101)).unwrap()));
+        assert_eq!(reply, "JOB_TOO_BIG\r\n", "the new -z applies to new puts");
+        assert_eq!(put_bytes(&mut c, 0, 0, 60, b"ok"), ids.last().unwrap() + 1 + round);
+        assert_eq!(c.cmd(&format!("delete {}", ids.last().unwrap() + 1 + round)), "DELETED\r\n");
+        drop(c);
+        server.terminate();
+    }
+    // The big one can be reserved whole under the small -z.
+    let server = spawn(&dir.path, &["-z", "100"]);
+    let mut c = server.client();
+    assert_eq!(
+        c.cmd(&format!("reserve-job {}", ids[1])).len(),
+        format!("RESERVED {} 1000\r\n", ids[1]).len() + 1002
+    );
+    drop(c);
+    server.kill();
+}
+
+// -------------------------------------------------------------------
+// Damaged files
+// -------------------------------------------------------------------
+
+/// Three jobs, then a fourth whose record is the last in binlog.1; SIGKILL.
+/// Returns the file's bytes and the bodies.
+fn torn_tail_fixture(dir: &Path) -> (Vec<u8>, Vec<Vec<u8>>) {
+    let server = spawn(dir, &["-s", "4096", "-f", "0"]);
+    let mut c = server.client();
+    let bodies: Vec<Vec<u8>> = vec![
+        b"first\r\n\0".to_vec(),
+        filler(2, 40),
+        b"third".to_vec(),
+        b"the last record: \r\n\0\x01\x02 torn somewhere".to_vec(),
+    ];
+    for (n, body) in bodies.iter().enumerate() {
+        assert_eq!(put_bytes(&mut c, n as u32, 0, 60, body), n as u64 + 1);
+    }
+    drop(c);
+    server.kill();
+    assert_eq!(binlog_files(dir), BTreeSet::from([1]));
+    (fs::read(dir.join("binlog.1")).unwrap(), bodies)
+}
+
+/// Replaces everything in `dir` by `binlog.1` with `bytes`.
+fn reset_dir(dir: &Path, bytes: &[u8]) {
+    for name in file_names(dir) {
+        fs::remove_file(dir.join(name)).unwrap();
+    }
+    fs::write(dir.join("binlog.1"), bytes).unwrap();
+}
+
+/// Starts on the damaged dir and checks: jobs 1-3 intact, job 4 absent or
+/// intact, a warning naming the file if `warn`. Returns the server.
+fn check_torn(dir: &Path, bodies: &[Vec<u8>], warn: bool, what: &str) -> Bin {
+    let server = spawn(dir, &["-s", "4096", "-f", "0"]);
+    let mut c = server.client();
+    for (n, body) in bodies[..3].iter().enumerate() {
+        assert_eq!(peek(&mut c, n as u64 + 1).as_ref(), Some(body), "{what}: job {}", n + 1);
+    }
+    if let Some(body) = peek(&mut c, 4) {
+        // ("new" is what an earlier restart of the same files put as 4.)
+        assert!(body == bodies[3] || body == b"new", "{what}: the torn job came back damaged: {body:?}");
+    }
+    let id = put_bytes(&mut c, 0, 0, 60, b"new");
+    assert!(id >= 4, "{what}: id {id} reused");
+    if id == 4 {
+        assert_eq!(peek(&mut c, 4), Some(b"new".to_vec()));
+    }
+    drop(c);
+    if warn {
+        // The warning is printed before the bind line, which spawn waited for.
+        let stderr = server.stderr();
+        assert!(stderr.contains("binlog.1"), "{what}: no warning naming the file; stderr:\n{stderr}");
+    }
+    server
+}
+
+#[test]
+fn a_torn_last_record_is_truncated_at_every_offset() {
+    let fixture = TempDir::new("torn-fixture");
+    let (pristine, bodies) = torn_tail_fixture(&fixture.path);
+    let recs = records(&pristine);
+    assert_eq!(recs.len(), 5, "next-id record and four puts");
+    let (start, end) = *recs.last().unwrap();
+    let work = TempDir::new("torn");
+
+    for cut in start..end {
+        let what = format!("file cut at {cut} (last record {start}..{end})");
+        reset_dir(&work.path, &pristine[..cut]);
+        check_torn(&work.path, &bodies, cut > start, &what).kill();
+
+        let what = format!("zeros from {cut} (last record {start}..{end})");
+        let mut bytes = pristine.clone();
+        bytes[cut..end].fill(0);
+        reset_dir(&work.path, &bytes);
+        check_torn(&work.path, &bodies, cut > start, &what).kill();
+
+        let what = format!("garbage then zeros from {cut} (last record {start}..{end})");
+        let mut bytes = pristine.clone();
+        let garbage_end = (cut + 8).min(end);
+        bytes[cut..garbage_end].fill(0xa5);
+        bytes[garbage_end..end].fill(0);
+        reset_dir(&work.path, &bytes);
+        check_torn(&work.path, &bodies, true, &what).kill();
+    }
+
+    // Recovery is stable: a second restart finds nothing wrong.
+    for cut in [start + 3, (start + end) / 2, end - 1] {
+        for garbage in [false, true] {
+            let what = format!("restart twice, cut at {cut}, garbage {garbage}");
+            let mut bytes = pristine.clone();
+            if garbage {
+                bytes[cut..(cut + 8).min(end)].fill(0x5a);
+                bytes[(cut + 8).min(end)..end].fill(0);
+            } else {
+                bytes.truncate(cut);
+            }
+            reset_dir(&work.path, &bytes);
+            check_torn(&work.path, &bodies, true, &what).kill();
+            let server = check_torn(&work.path, &bodies, false, &what);
+            let stderr = server.kill();
+            assert!(!stderr.contains("binlog."), "{what}: second restart still complains:\n{stderr}");
+            let names = file_names(&work.path);
+            // A newest file ending inside its last record is a torn write,
+            // to be truncated away, not corruption to be kept aside.
+            assert!(names.iter().all(|n| !n.ends_with(".corrupt") || garbage), "{what}: {names:?}");
+        }
+    }
+}
+
+/// Puts the torn-tail fixture's binlog.1 plus a newest `binlog.2` holding
+/// `newest` in `work`, restarts twice, and checks that nothing is lost and
+/// that the second restart has nothing to complain about.
+fn check_newest_file_without_header(newest: &[u8], what: &str) {
+    let fixture = TempDir::new("newfile-fixture");
+    let (pristine, bodies) = torn_tail_fixture(&fixture.path);
+    let work = TempDir::new("newfile");
+    reset_dir(&work.path, &pristine);
+    fs::write(work.path.join("binlog.2"), newest).unwrap();
+    let server = spawn(&work.path, &["-s", "4096"]);
+    let mut c = server.client();
+    for (n, body) in bodies.iter().enumerate() {
+        assert_eq!(peek(&mut c, n as u64 + 1).as_ref(), Some(body), "{what}: job {}", n + 1);
+    }
+    assert_eq!(put_bytes(&mut c, 0, 0, 60, b"new"), 5, "{what}");
+    drop(c);
+    server.kill();
+    let server = spawn(&work.path, &["-s", "4096"]);
+    let mut c = server.client();
+    assert_eq!(peek(&mut c, 5), Some(b"new".to_vec()), "{what}");
+    assert_eq!(c.stat("current-jobs-ready"), "5", "{what}");
+    drop(c);
+    let stderr = server.kill();
+    assert!(!stderr.contains("binlog.2"), "{what}: the second restart complains about binlog.2:\n{stderr}");
+    let names = file_names(&work.path);
+    assert!(!names.iter().any(|n| n.ends_with(".corrupt")), "{what}: {names:?}");
+}
+
+/// The server creates a new file, preallocates it, then writes its header.
+/// Killed between those steps, the newest file is empty or all zeros; a torn
+/// header write leaves part of the header, then zeros.
+#[test]
+fn a_crash_while_creating_a_new_file_does_not_prevent_restart() {
+    check_newest_file_without_header(&[0; 4096], "all zeros");
+}
+
+#[test]
+fn an_empty_newest_file_is_not_corruption_on_the_next_restart() {
+    check_newest_file_without_header(&[], "empty");
+}
+
+#[test]
+fn a_torn_header_write_is_not_corruption() {
+    let fixture = TempDir::new("header");
+    let (pristine, _) = torn_tail_fixture(&fixture.path);
+    let (_, next_id_end) = records(&pristine)[0];
+    for cut in [1, 5, 11, 12, 20, next_id_end - 1, next_id_end] {
+        let mut newest = pristine[..cut].to_vec();
+        newest.resize(4096, 0);
+        check_newest_file_without_header(&newest, &format!("header written up to byte {cut}, then zeros"));
+    }
+}
+
+#[test]
+fn corruption_inside_an_older_file_is_reported_and_the_readable_jobs_kept() {
+    let fixture = TempDir::new("corrupt");
+    let dir = &fixture.path;
+    let server = spawn(dir, &["-s", "4096", "-f", "0"]);
+    let mut c = server.client();
+    let mut jobs: Vec<(u64, Vec<u8>, u64)> = Vec::new();
+    for n in 0..14 {
+        let body = filler(n, 300);
+        let id = put_bytes(&mut c, 0, 0, 60, &body);
+        let file: u64 = stats_job(&mut c, id)["file"].parse().unwrap();
+        jobs.push((id, body, file));
+    }
+    assert!(jobs.iter().any(|j| j.2 == 2), "binlog.2 must exist");
+    drop(c);
+    server.kill();
+
+    let path = dir.join("binlog.1");
+    let mut bytes = fs::read(&path).unwrap();
+    let recs = records(&bytes);
+    assert!(recs.len() >= 6, "next-id record and several puts: {recs:?}");
+    // Record 3 is job 3's put: flip a byte of its body.
+    let (start, end) = recs[3];
+    let flip = end - 20;
+    bytes[flip] ^= 0x40;
+    fs::write(&path, &bytes).unwrap();
+
+    let server = spawn(dir, &["-s", "4096"]);
+    let stderr = server.stderr();
+    assert!(
+        stderr.contains("binlog.1")
+            && (stderr.contains(&start.to_string()) || stderr.contains(&flip.to_string())),
+        "corruption must be reported with the file and offset {start}; stderr:\n{stderr}"
+    );
+    let mut c = server.client();
+    for (id, body, file) in &jobs {
+        match peek(&mut c, *id) {
+            Some(got) => assert_eq!(&got, body, "job {id} came back damaged"),
+            None => assert!(*file == 1 && *id >= 3, "job {id} in binlog.{file} was lost"),
+        }
+    }
+    let next = put_bytes(&mut c, 0, 0, 60, b"next");
+    assert!(next > jobs.last().unwrap().0, "id {next} reused");
+    drop(c);
+    server.terminate();
+    let names = file_names(dir);
+    assert!(names.contains("binlog.1.corrupt"), "binlog.1.corrupt must be kept: {names:?}");
+    assert!(!names.contains("binlog.1"), "{names:?}");
+
+    // The next start is clean, with the same jobs.
+    let server = spawn(dir, &["-s", "4096"]);
+    let mut c = server.client();
+    for (id, body, file) in &jobs {
+        if *file != 1 || *id < 3 {
+            assert_eq!(peek(&mut c, *id).as_ref(), Some(body), "job {id} after the second restart");
+        }
+    }
+    assert_eq!(peek(&mut c, next), Some(b"next".to_vec()));
+    drop(c);
+    let stderr = server.kill();
+    assert!(!stderr.contains("corrupt record"), "the second restart complains again:\n{stderr}");
+    assert!(file_names(dir).contains("binlog.1.corrupt"));
+}
+
+/// Fills binlog.1, binlog.2 and binlog.3 with 300-byte jobs (-s 4096);
+/// returns (id, body, file) of each.
+fn three_files(dir: &Path) -> Vec<(u64, Vec<u8>, u64)> {
+    let server = spawn(dir, &["-s", "4096", "-f", "0"]);
+    let mut c = server.client();
+    let mut jobs = Vec::new();
+    for n in 0..40 {
+        let body = filler(n, 300);
+        let id = put_bytes(&mut c, 0, 0, 60, &body);
+        let file: u64 = stats_job(&mut c, id)["file"].parse().unwrap();
+        jobs.push((id, body, file));
+        if file == 3 {
+            break;
+        }
+    }
+    assert_eq!(jobs.last().unwrap().2, 3, "three files");
+    drop(c);
+    server.kill();
+    jobs
+}
+
+#[test]
+fn corruption_inside_a_middle_file_is_reported_and_the_file_kept_aside() {
+    let fixture = TempDir::new("corrupt-middle");
+    let dir = &fixture.path;
+    let jobs = three_files(dir);
+    let path = dir.join("binlog.2");
+    let mut bytes = fs::read(&path).unwrap();
+    let recs = records(&bytes);
+    let (start, end) = recs[2];
+    bytes[end - 10] ^= 0x01;
+    fs::write(&path, &bytes).unwrap();
+
+    let server = spawn(dir, &["-s", "4096"]);
+    let stderr = server.stderr();
+    let reported = stderr.lines().any(|line| line.contains("binlog.2") && line.contains(&start.to_string()));
+    assert!(reported, "corruption must be reported with the file and offset {start}; stderr:\n{stderr}");
+    let mut c = server.client();
+    let first_in_2 = jobs.iter().find(|j| j.2 == 2).unwrap().0;
+    for (id, body, file) in &jobs {
+        match peek(&mut c, *id) {
+            Some(got) => assert_eq!(&got, body, "job {id} came back damaged"),
+            None => assert!(*file == 2 && *id > first_in_2, "job {id} in binlog.{file} was lost"),
+        }
+    }
+    drop(c);
+    server.terminate();
+
+    // A second restart: the same jobs.
+    let server = spawn(dir, &["-s", "4096"]);
+    let mut c = server.client();
+    for (id, body, file) in &jobs {
+        if *file != 2 || *id <= first_in_2 {
+            assert_eq!(peek(&mut c, *id).as_ref(), Some(body), "job {id} after the second restart");
+        }
+    }
+    // Once binlog.1 is no longer needed, binlog.2 is the oldest and is
+    // kept aside as binlog.2.corrupt, never deleted.
+    for (id, _, file) in &jobs {
+        if *file == 1 {
+            assert_eq!(c.cmd(&format!("delete {id}")), "DELETED\r\n");
+        }
+    }
+    let names = file_names(dir);
+    assert!(!names.contains("binlog.1") && !names.contains("binlog.2"), "{names:?}");
+    assert!(names.contains("binlog.2.corrupt"), "binlog.2.corrupt must be kept: {names:?}");
+    drop(c);
+    server.kill();
+    let server = spawn(dir, &["-s", "4096"]);
+    let stderr = server.stderr();
+    assert!(!stderr.contains("corrupt"), "a restart after the rename still complains:\n{stderr}");
+    let mut c = server.client();
+    for (id, body, file) in &jobs {
+        if *file == 3 {
+            assert_eq!(peek(&mut c, *id).as_ref(), Some(body), "job {id} after the third restart");
+        }
+    }
+    drop(c);
+    server.kill();
+}
+
+#[test]
+fn corruption_before_the_end_of_the_newest_file_keeps_the_records_before_it() {
+    // Not a torn write: the records after the damaged one are intact.
+    let fixture = TempDir::new("corrupt-newest");
+    let dir = &fixture.path;
+    let server = spawn(dir, &["-f", "0"]);
+    let mut c = server.client();
+    let bodies: Vec<Vec<u8>> = (0..6).map(|n| filler(n, 50)).collect();
+    for body in &bodies {
+        put_bytes(&mut c, 0, 0, 60, body);
+    }
+    drop(c);
+    server.kill();
+    let path = dir.join("binlog.1");
+    let mut bytes = fs::read(&path).unwrap();
+    let (start, end) = records(&bytes)[3];
+    bytes[end - 5] ^= 0x80;
+    fs::write(&path, &bytes).unwrap();
+
+    let server = spawn(dir, &[]);
+    let stderr = server.stderr();
+    let reported = stderr.lines().any(|line| line.contains("binlog.1") && line.contains(&start.to_string()));
+    assert!(reported, "corruption must be reported with the file and offset {start}; stderr:\n{stderr}");
+    let mut c = server.client();
+    for (n, body) in bodies.iter().enumerate() {
+        let got = peek(&mut c, n as u64 + 1);
+        if n < 2 {
+            assert_eq!(got.as_ref(), Some(body), "job {} before the damage", n + 1);
+        } else if let Some(got) = got {
+            assert_eq!(&got, body, "job {} came back damaged", n + 1);
+        }
+    }
+    assert!(put_bytes(&mut c, 0, 0, 60, b"x") >= 3);
+    drop(c);
+    server.kill();
+    assert!(file_names(dir).contains("binlog.1.corrupt"), "{:?}", file_names(dir));
+}
+
+#[test]
+fn a_job_bigger_than_a_file_gets_a_file_of_its_own() {
+    let dir = TempDir::new("huge");
+    let server = spawn(&dir.path, &["-s", "4096"]);
+    let mut c = server.client();
+    let small = put_bytes(&mut c, 0, 0, 60, b"small");
+    let huge_body = filler(5, 20_000);
+    let huge = put_bytes(&mut c, 0, 0, 60, &huge_body);
+    assert!(stat_u64(&mut c, "binlog-current-index") >= 2);
+    drop(c);
+    server.kill();
+    let server = spawn(&dir.path, &["-s", "4096"]);
+    let mut c = server.client();
+    assert_eq!(peek(&mut c, small), Some(b"small".to_vec()));
+    assert_eq!(peek(&mut c, huge), Some(huge_body));
+    drop(c);
+    server.kill();
+}
+
+// -------------------------------------------------------------------
+// fsync modes
+// -------------------------------------------------------------------
+
+#[test]
+fn every_fsync_mode_keeps_jobs_across_a_crash() {
+    for flags in [&["-F"][..], &["-f0"], &["-f", "0"], &["-f", "20"], &[]] {
+        let dir = TempDir::new("fsync");
+        let server = spawn(&dir.path, flags);
+        let mut c = server.client();
+        let a = put_bytes(&mut c, 1, 0, 60, b"ready");
+        let b = put_bytes(&mut c, 2, 0, 60, b"buried");
+        assert!(c.cmd(&format!("reserve-job {b}")).starts_with("RESERVED"));
+        assert_eq!(c.cmd(&format!("bury {b} 3")), "BURIED\r\n");
+        let d = put_bytes(&mut c, 2, 0, 60, b"deleted");
+        assert_eq!(c.cmd(&format!("delete {d}")), "DELETED\r\n");
+        drop(c);
+        server.kill();
+        let server = spawn(&dir.path, flags);
+        let mut c = server.client();
+        assert_eq!(peek(&mut c, a), Some(b"ready".to_vec()), "{flags:?}");
+        assert_eq!(stats_job(&mut c, b)["state"], "buried", "{flags:?}");
+        assert_eq!(peek(&mut c, d), None, "{flags:?}");
+        drop(c);
+        server.kill();
+    }
+}
+
+/// A small tmpfs to fill up; unmounted (and its mount point removed) on drop.
+struct FullDisk {
+    dir: TempDir,
+}
+
+impl FullDisk {
+    /// `None` where mounting is not allowed (not root, no tmpfs).
+    fn mount(kib: u32) -> Option<FullDisk> {
+        let dir = TempDir::new("full");
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
+            .arg(&dir.path)
+            .stderr(Stdio::null())
+            .status()
+            .ok()?;
+        status.success().then_some(FullDisk { dir })
+    }
+}
+
+impl Drop for FullDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.dir.path).status();
+    }
+}
+
+#[test]
+fn a_full_disk_refuses_new_work_keeps_old_jobs_deletable_and_recovers() {
+    let Some(disk) = FullDisk::mount(64) else {
+        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+        return;
+    };
+    let server = spawn(&disk.dir.path, &["-s", "16384"]);
+    let mut c = server.client();
+    let body = vec![b'x'; 1000];
+    let mut ids = Vec::new();
+    let mut refused = 0;
+    for _ in 0..80 {
+        c.send(format!("put 0 0 60 {}\r\n", body.len()));
+        c.send(&body);
+        c.send("\r\n");
+        match c.reply().as_str() {
+            "OUT_OF_MEMORY\r\n" => refused += 1,
+            reply => ids.push(reply.trim().strip_prefix("INSERTED ").expect(reply).parse::<u64>().unwrap()),
+        }
+    }
+    assert!(refused > 0 && ids.len() > 10, "{} inserted, {refused} refused", ids.len());
+    // Existing jobs stay workable: the put claimed room for its delete, and
+    // a bury fits in what is left.
+    assert!(c.cmd("reserve").starts_with(&format!("RESERVED {} ", ids[0])));
+    assert_eq!(c.cmd(&format!("bury {} 0", ids[0])), "BURIED\r\n");
+    for id in &ids[1..] {
+        assert_eq!(c.cmd(&format!("delete {id}")), "DELETED\r\n");
+    }
+    // The files those jobs filled go, although the buried job still pins the
+    // oldest one, and new work is accepted again.
+    assert!(c.put(0, 0, 60, "after").starts_with("INSERTED "));
+    let stderr = server.kill();
+    assert!(stderr.contains("No space left on device"), "{stderr}");
+    let server = spawn(&disk.dir.path, &["-s", "16384"]);
+    let mut c = server.client();
+    assert_eq!(c.stat("current-jobs-buried"), "1");
+    assert_eq!(c.stat("current-jobs-ready"), "1");
+}
