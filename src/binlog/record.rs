@@ -388,6 +388,60 @@ mod tests {
         }
     }
 
+    /// Random bytes, and real records with random damage, never make the
+    /// decoder panic or claim more bytes than it was given.
+    #[test]
+    fn decoding_garbage_never_panics() {
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut valid = Vec::new();
+        encode_full(&mut valid, &state(), 60, 42, b"tube", b"body");
+        encode_update(&mut valid, &state());
+        for round in 0..20_000 {
+            let mut bytes = if round % 2 == 0 {
+                (0..next() % 200).map(|_| next() as u8).collect::<Vec<u8>>()
+            } else {
+                valid.clone()
+            };
+            for _ in 0..1 + next() % 4 {
+                if !bytes.is_empty() {
+                    let at = (next() % bytes.len() as u64) as usize;
+                    bytes[at] = next() as u8;
+                }
+            }
+            bytes.truncate((next() % (bytes.len() as u64 + 1)) as usize);
+            if let Decoded::Record(_, used) = decode(&bytes) {
+                assert!(used <= bytes.len());
+            }
+        }
+    }
+
+    #[test]
+    fn the_layout_is_pinned_byte_for_byte() {
+        let mut out = Vec::new();
+        encode_delete(&mut out, 0x0102);
+        let payload = [3, 0x02, 0x01, 0, 0, 0, 0, 0, 0];
+        let mut expected = vec![9, 0, 0, 0];
+        expected.extend_from_slice(&crc32c(&payload).to_le_bytes());
+        expected.extend_from_slice(&payload);
+        assert_eq!(out, expected);
+        assert_eq!(&header(), b"BSTKLOG\0\x01\0\0\0");
+    }
+
+    #[test]
+    fn records_naming_impossible_ids_are_rejected() {
+        for id in [0, u64::MAX] {
+            let mut out = Vec::new();
+            encode_delete(&mut out, id);
+            assert_eq!(decode(&out), Decoded::Corrupt);
+        }
+    }
+
     #[test]
     fn zeros_read_as_the_end() {
         assert_eq!(decode(&[0; 100]), Decoded::End);
