@@ -77,7 +77,9 @@ pub struct Job {
     pub reserved_by: ClientId,
     /// Slot in the heap of its state. Valid only while ready, delayed or
     /// reserved.
-    pub heap_index: usize,
+    /// (A `u32`: no heap holds four billion jobs, and every byte of a job
+    /// record is paid a million times over.)
+    pub heap_index: u32,
     /// Neighbours in its tube's buried list (while buried) or in its
     /// client's reservation list (while reserved).
     pub links: Links,

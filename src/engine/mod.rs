@@ -691,7 +691,7 @@ impl Engine {
         let Some(job) = self.jobs.get_mut(&id) else {
             return Reply::InternalError;
         };
-        let (slot, deadline) = (job.heap_index, now.plus_secs(job.ttr));
+        let (slot, deadline) = (job.heap_index as usize, now.plus_secs(job.ttr));
         job.deadline = deadline;
         self.reserved.remove(slot, &mut positions(&mut self.jobs));
         self.reserved.push(deadline, id, &mut positions(&mut self.jobs));
@@ -974,7 +974,7 @@ impl Engine {
         let Some(job) = self.jobs.get(&id) else {
             return;
         };
-        let (t, slot, state) = (job.tube, job.heap_index, job.state);
+        let (t, slot, state) = (job.tube, job.heap_index as usize, job.state);
         let (pri, owner) = (job.pri, job.reserved_by);
         let tube = self.tubes.get_mut(t);
         match state {
@@ -1238,7 +1238,7 @@ impl Engine {
 fn positions(jobs: &mut IdMap<Job>) -> impl FnMut(JobId, usize) + '_ {
     |id, slot| {
         if let Some(job) = jobs.get_mut(&id) {
-            job.heap_index = slot;
+            job.heap_index = slot as u32;
         }
     }
 }
