@@ -139,13 +139,7 @@ impl Conn<'_> {
             self.input.copy_within(self.start..self.end, 0);
             (self.start, self.end) = (0, self.end - self.start);
         }
-        let n = loop {
-            match self.stream.read(&mut self.input[self.end..]) {
-                Ok(n) => break n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            }
-        };
+        let n = read_some(self.stream, &mut self.input[self.end..])?;
         if n == 0 {
             self.hang_up();
             return Ok(false);
@@ -159,13 +153,7 @@ impl Conn<'_> {
     /// thread.
     fn first_fill(&mut self) -> io::Result<bool> {
         let mut first = [0; 512];
-        let n = loop {
-            match self.stream.read(&mut first) {
-                Ok(n) => break n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            }
-        };
+        let n = read_some(self.stream, &mut first)?;
         if n == 0 {
             self.hang_up();
             return Ok(false);
@@ -418,6 +406,16 @@ impl Conn<'_> {
         shared.hangups.forget(fd);
         flushed?;
         Ok(Next::Continue)
+    }
+}
+
+/// One `read`, retried if a signal interrupts it; 0 means EOF.
+fn read_some(mut stream: &Stream, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        match stream.read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            result => return result,
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! The server: binds the listening socket, starts the timer and hang-up
 //! threads, and accepts connections, each served by a thread of its own.
 //!
-//! Everything the threads share lives in one [`Shared`]: the engine behind
+//! Everything the threads share lives in one `Shared`: the engine behind
 //! its `Mutex`, the clock, the timer's `Condvar`, and the table of open
 //! connections (used to enforce the connection cap and to close every socket
 //! on shutdown). This module owns threads and sockets; it makes no queue

@@ -148,3 +148,42 @@ fn connections_past_the_cap_are_closed_and_existing_ones_keep_working() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn running_out_of_file_descriptors_is_logged_and_survived() {
+    // A descriptor limit far below the connections about to be opened.
+    let binary = cargo_bin("beanstalk");
+    let mut child = Command::new("sh")
+        .args(["-c", "ulimit -n 24 && exec \"$0\" -V -l 127.0.0.1 -p 0"])
+        .arg(&binary)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let port: u16 = loop {
+        let line = lines.next().expect("bind line").unwrap();
+        if let Some(addr) = line.split(" bind ").nth(1) {
+            break addr.rsplit(':').next().unwrap().parse().unwrap();
+        }
+    };
+    let log = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>());
+    let connect = || {
+        let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s
+    };
+    let mut first = connect();
+    assert_eq!(ask(&mut first, b"put 0 0 60 1\r\nx\r\n", 12), "INSERTED 1\r\n");
+    let flood: Vec<TcpStream> = (0..40).map(|_| connect()).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    // The server is alive and the connection it already had still works.
+    assert_eq!(ask(&mut first, b"peek 1\r\n", 14), "FOUND 1 1\r\nx\r\n");
+    drop(flood);
+    // Once descriptors are free again, new connections are served.
+    let mut late = connect();
+    assert_eq!(ask(&mut late, b"reserve-with-timeout 5\r\n", 17), "RESERVED 1 1\r\nx\r\n");
+    let _ = child.kill();
+    let _ = child.wait();
+    let log = log.join().unwrap();
+    assert!(log.iter().any(|l| l.contains("accept: Too many open files")), "{log:?}");
+}

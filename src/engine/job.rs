@@ -46,6 +46,7 @@ impl State {
 }
 
 /// How many times each thing has happened to a job (shown by `stats-job`).
+/// Like beanstalkd's, they are 32-bit and wrap.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counters {
     pub reserves: u32,

@@ -643,7 +643,7 @@ impl Engine {
         if let Some(job) = self.jobs.get_mut(&id) {
             job.pri = pri;
             job.delay = delay;
-            job.counters.releases += 1;
+            job.counters.releases = job.counters.releases.wrapping_add(1);
         }
         if delay > 0 {
             self.make_delayed(id, now.plus_secs(delay));
@@ -671,7 +671,7 @@ impl Engine {
             return Reply::InternalError;
         };
         job.pri = pri;
-        job.counters.buries += 1;
+        job.counters.buries = job.counters.buries.wrapping_add(1);
         job.state = State::Buried;
         let tube = job.tube;
         self.tubes.get_mut(tube).buried.push_back(&mut self.jobs, id);
@@ -927,7 +927,7 @@ impl Engine {
             }
             self.unlink(id);
             if let Some(job) = self.jobs.get_mut(&id) {
-                job.counters.timeouts += 1;
+                job.counters.timeouts = job.counters.timeouts.wrapping_add(1);
             }
             self.job_timeouts += 1;
             self.make_ready(id, now);
@@ -1032,7 +1032,7 @@ impl Engine {
         job.state = State::Reserved;
         job.reserved_by = c;
         job.deadline = deadline;
-        job.counters.reserves += 1;
+        job.counters.reserves = job.counters.reserves.wrapping_add(1);
         let t = job.tube;
         self.tubes.get_mut(t).reserved += 1;
         self.reserved.push(deadline, id, &mut positions(&mut self.jobs));
@@ -1046,7 +1046,7 @@ impl Engine {
     fn kick_one(&mut self, id: JobId, now: Time) {
         self.unlink(id);
         if let Some(job) = self.jobs.get_mut(&id) {
-            job.counters.kicks += 1;
+            job.counters.kicks = job.counters.kicks.wrapping_add(1);
         }
         self.make_ready(id, now);
     }
