@@ -10,175 +10,32 @@ mod common;
 
 use std::collections::{BTreeSet, HashMap};
 use std::fs;
-use std::io::{BufRead, BufReader, Read};
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
-use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::Duration;
 
-use assert_cmd::cargo::CommandCargoExt;
+use common::binary::{self, Bin, TempDir};
+use common::stat_u64;
 use common::Client;
-
-/// How long a server may take to start, or to exit when it should.
-const START_LIMIT: Duration = Duration::from_secs(10);
 
 // -------------------------------------------------------------------
 // Harness
 // -------------------------------------------------------------------
 
-/// A directory of its own under the temporary directory, removed on drop.
-struct TempDir {
-    path: PathBuf,
-}
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        static COUNT: AtomicUsize = AtomicUsize::new(0);
-        let n = COUNT.fetch_add(1, Ordering::SeqCst);
-        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
-        let path = std::env::temp_dir()
-            .join(format!("beanstalk-binlog-test-{tag}-{}-{n}-{nanos}", std::process::id()));
-        fs::create_dir_all(&path).unwrap();
-        TempDir { path }
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.path);
-    }
-}
-
-/// A `beanstalk` child process; SIGKILLed on drop if still running.
-struct Bin {
-    child: Child,
-    addr: SocketAddr,
-    stderr: Arc<Mutex<String>>,
-    reader: Option<JoinHandle<()>>,
-}
-
-fn beanstalk() -> Command {
-    let mut cmd = Command::cargo_bin("beanstalk").unwrap();
-    cmd.stdin(Stdio::null()).stdout(Stdio::null());
-    cmd
-}
-
-/// Starts the binary on `dir` with `extra` flags and waits for it to listen.
+/// Starts the binary on binlog directory `dir` with `extra` flags.
 fn spawn(dir: &Path, extra: &[&str]) -> Bin {
-    let mut child = beanstalk()
-        .args(["-V", "-l", "127.0.0.1", "-p", "0", "-b"])
-        .arg(dir)
-        .args(extra)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = Arc::new(Mutex::new(String::new()));
-    let (tx, rx) = mpsc::channel::<String>();
-    let pipe = child.stderr.take().unwrap();
-    let log = Arc::clone(&stderr);
-    let reader = thread::spawn(move || {
-        for line in BufReader::new(pipe).lines() {
-            let Ok(line) = line else { break };
-            log.lock().unwrap().push_str(&format!("{line}\n"));
-            let _ = tx.send(line);
-        }
-    });
-    let deadline = Instant::now() + START_LIMIT;
-    let addr = loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(line) => {
-                if let Some(rest) = line.split(" bind ").nth(1) {
-                    let addr = rest.split(' ').nth(1).expect("bind FD ADDR:PORT");
-                    break addr.parse::<SocketAddr>().expect("address in the bind line");
-                }
-            }
-            Err(_) => {
-                let _ = child.kill();
-                let status = child.wait().unwrap();
-                let _ = reader.join();
-                let text = stderr.lock().unwrap().clone();
-                panic!("server did not start ({status}); flags {extra:?}; stderr:\n{text}");
-            }
-        }
-    };
-    Bin { child, addr, stderr, reader: Some(reader) }
+    let mut args = vec!["-b", binary::arg(dir)];
+    args.extend_from_slice(extra);
+    binary::spawn(&args)
 }
 
-impl Bin {
-    fn client(&self) -> Client {
-        Client::connect(self.addr)
-    }
-
-    /// Everything the server wrote to stderr so far.
-    fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-
-    /// SIGKILL (a crash); returns the whole stderr.
-    fn kill(mut self) -> String {
-        let _ = self.child.kill();
-        self.finish()
-    }
-
-    /// SIGTERM (a clean stop); returns the whole stderr.
-    fn terminate(mut self) -> String {
-        let status = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().unwrap();
-        assert!(status.success());
-        let deadline = Instant::now() + START_LIMIT;
-        while self.child.try_wait().unwrap().is_none() {
-            assert!(Instant::now() < deadline, "server ignored SIGTERM");
-            thread::sleep(Duration::from_millis(5));
-        }
-        self.finish()
-    }
-
-    fn finish(&mut self) -> String {
-        let _ = self.child.wait();
-        if let Some(reader) = self.reader.take() {
-            let _ = reader.join();
-        }
-        self.stderr()
-    }
-}
-
-impl Drop for Bin {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Runs the binary, which must exit by itself; returns its exit code and
-/// stderr.
+/// Runs the binary on `dir` until it exits by itself; exit code and stderr.
 fn run_to_exit(args: &[&str], dir: &Path) -> (Option<i32>, String) {
-    let mut child = beanstalk()
-        .args(["-l", "127.0.0.1", "-p", "0"])
-        .args(args)
-        .arg("-b")
-        .arg(dir)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + START_LIMIT;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("server on {} did not exit", dir.display());
-        }
-        thread::sleep(Duration::from_millis(5));
-    };
-    let mut text = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut text).unwrap();
-    (status.code(), text)
+    let mut all = vec!["-l", "127.0.0.1", "-p", "0"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["-b", binary::arg(dir)]);
+    binary::run_to_exit(&all)
 }
 
 /// The numbers of the `binlog.N` files in `dir`.
@@ -222,10 +79,6 @@ fn peek(c: &mut Client, id: u64) -> Option<Vec<u8>> {
 
 fn stats_job(c: &mut Client, id: u64) -> HashMap<String, String> {
     c.yaml_map(&format!("stats-job {id}"))
-}
-
-fn stat_u64(c: &mut Client, key: &str) -> u64 {
-    c.stat(key).parse().unwrap_or_else(|_| panic!("{key} is not a number"))
 }
 
 /// A body of `len` bytes that differs with `seed`.

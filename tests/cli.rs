@@ -1,11 +1,14 @@
 //! The command line, as a user or an init script meets it: the real binary,
 //! its flags, its messages and its exit codes.
-use std::io::{BufRead, BufReader, Read, Write};
+mod common;
+
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use assert_cmd::cargo::CommandCargoExt;
+use common::binary::{self, TempDir};
 
 fn beanstalk() -> Command {
     Command::cargo_bin("beanstalk").unwrap()
@@ -16,36 +19,6 @@ fn run(args: &[&str]) -> (i32, String, String) {
     let out = beanstalk().args(args).output().unwrap();
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
-}
-
-/// A child server that is killed when dropped.
-struct Child_(Child);
-impl Drop for Child_ {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts the binary with `-V` on a port the OS picks and returns it with
-/// the port it bound (read from its `bind` log line).
-fn spawn(args: &[&str]) -> (Child_, u16) {
-    let mut child = beanstalk()
-        .args(["-V", "-l", "127.0.0.1", "-p", "0"])
-        .args(args)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let port = loop {
-        let line = lines.next().expect("bind line").unwrap();
-        if let Some(addr) = line.split(" bind ").nth(1) {
-            break addr.rsplit(':').next().unwrap().parse().unwrap();
-        }
-    };
-    // Keep draining stderr so the child never blocks on a full pipe.
-    std::thread::spawn(move || lines.for_each(drop));
-    (Child_(child), port)
 }
 
 fn talk(port: u16, send: &[u8], expect_len: usize) -> String {
@@ -102,13 +75,15 @@ fn a_port_in_use_exits_111_with_one_line() {
 
 #[test]
 fn removed_flags_warn_and_the_server_still_runs() {
-    let (_server, port) = spawn(&["-c", "-n"]);
+    let server = binary::spawn(&["-c", "-n"]);
+    let port = server.port();
     assert_eq!(talk(port, b"put 0 0 1 1\r\nx\r\n", 12), "INSERTED 1\r\n");
 }
 
 #[test]
 fn z_sets_the_largest_job() {
-    let (_server, port) = spawn(&["-z", "3"]);
+    let server = binary::spawn(&["-z", "3"]);
+    let port = server.port();
     assert_eq!(
         talk(port, b"put 0 0 1 4\r\nabcd\r\nput 0 0 1 3\r\nabc\r\n", 25),
         "JOB_TOO_BIG\r\nINSERTED 1\r\n"
@@ -117,39 +92,25 @@ fn z_sets_the_largest_job() {
 
 #[test]
 fn listens_on_a_unix_socket() {
-    let dir = std::env::temp_dir().join(format!("beanstalk-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("sock");
-    let listen = format!("unix:{}", path.display());
-    let _server = Child_(beanstalk().args(["-l", &listen]).stderr(Stdio::null()).spawn().unwrap());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut s = loop {
-        match std::os::unix::net::UnixStream::connect(&path) {
-            Ok(s) => break s,
-            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => panic!("connect: {e}"),
-        }
-    };
+    let dir = TempDir::new("cli-unix");
+    let path = dir.path.join("sock");
+    let _server = binary::spawn(&["-l", &format!("unix:{}", path.display())]);
+    let mut s = std::os::unix::net::UnixStream::connect(&path).unwrap();
     s.write_all(b"list-tube-used\r\n").unwrap();
     let mut buf = [0; 15];
     s.read_exact(&mut buf).unwrap();
     assert_eq!(&buf, b"USING default\r\n");
-    drop(s);
-    drop(_server);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_regular_file_at_the_socket_path_is_not_replaced() {
-    let dir = std::env::temp_dir().join(format!("beanstalk-cli-file-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("not-a-socket");
+    let dir = TempDir::new("cli-file");
+    let path = dir.path.join("not-a-socket");
     std::fs::write(&path, "keep me").unwrap();
     let (code, _, stderr) = run(&["-l", &format!("unix:{}", path.display())]);
     assert_eq!(code, 111);
     assert!(stderr.contains("another file already exists in the given path"), "{stderr}");
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "keep me");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Every flag the parser accepts, found by asking the parser itself.

@@ -7,17 +7,18 @@
 //!
 //! Seeded: `CRASH_SEED=<u64>` replays a run's choices (the threads' timing
 //! is the machine's); the seed is printed and is in every failure message.
+mod common;
+
 use std::collections::{HashMap, HashSet};
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use assert_cmd::cargo::CommandCargoExt;
+use common::binary::{self, Bin, TempDir};
 
 const DEFAULT_SEED: u64 = 0x0b5e_55ed_c0ff_ee01;
 const ROUNDS: usize = 8;
@@ -55,77 +56,13 @@ impl Rng {
 // Harness
 // -------------------------------------------------------------------
 
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        static COUNT: AtomicUsize = AtomicUsize::new(0);
-        let n = COUNT.fetch_add(1, Ordering::SeqCst);
-        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
-        let path = std::env::temp_dir()
-            .join(format!("beanstalk-crash-test-{tag}-{}-{n}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&path).unwrap();
-        TempDir(path)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// The server child process; SIGKILLed on drop.
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(dir: &Path, flags: &[&str], ctx: &str) -> Server {
-    let mut child = Command::cargo_bin("beanstalk")
-        .unwrap()
-        .args(["-V", "-l", "127.0.0.1", "-p", "0", "-b"])
-        .arg(dir)
-        .args(flags)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (tx, rx) = mpsc::channel::<String>();
-    let pipe = child.stderr.take().unwrap();
-    thread::spawn(move || {
-        for line in BufReader::new(pipe).lines() {
-            let Ok(line) = line else { break };
-            let _ = tx.send(line);
-        }
-    });
-    let deadline = Instant::now() + IO_TIMEOUT;
-    let mut seen = String::new();
-    loop {
-        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(line) => {
-                if let Some(rest) = line.split(" bind ").nth(1) {
-                    let addr = rest.split(' ').nth(1).unwrap().parse().unwrap();
-                    return Server { child, addr };
-                }
-                seen.push_str(&line);
-                seen.push('\n');
-            }
-            Err(_) => {
-                let _ = child.kill();
-                let status = child.wait().unwrap();
-                panic!("{ctx}: server did not start ({status}); stderr:\n{seen}");
-            }
-        }
-    }
+/// Starts the binary on binlog directory `dir`; `ctx` says which round, if
+/// it fails to start.
+fn start(dir: &Path, flags: &[&str], ctx: &str) -> Bin {
+    eprintln!("{ctx}: starting");
+    let mut args = vec!["-b", binary::arg(dir)];
+    args.extend_from_slice(flags);
+    binary::spawn(&args)
 }
 
 /// A client that reports a dead server as an error instead of panicking.
@@ -336,7 +273,7 @@ fn crash_rounds(flags: &[&str]) {
     let ledger = Arc::new(Mutex::new(Ledger::default()));
     let mut max_acked_before = 0u64;
     for round in 0..ROUNDS {
-        let server = start(&dir.0, flags, &format!("{ctx} round {round}"));
+        let server = start(&dir.path, flags, &format!("{ctx} round {round}"));
         let stop = Arc::new(AtomicBool::new(false));
         let mut threads = Vec::new();
         for p in 0..PRODUCERS {
@@ -370,7 +307,7 @@ fn crash_rounds(flags: &[&str]) {
     }
 
     // Final start: check everything.
-    let server = start(&dir.0, flags, &format!("{ctx} final"));
+    let server = start(&dir.path, flags, &format!("{ctx} final"));
     let mut conn = Conn::connect(server.addr).unwrap();
     let line = conn.request(b"put 0 0 60 8\r\nsentinel\r\n").unwrap();
     let sentinel: u64 = line.strip_prefix("INSERTED ").and_then(|s| s.parse().ok()).unwrap();

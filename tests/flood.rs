@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::Client;
+use common::{fd_count, settle, stat_u64, thread_count, Client};
 
 /// The most a well-behaved client's round trip may take during a flood.
 const LATENCY_BOUND: Duration = Duration::from_secs(2);
@@ -35,14 +35,6 @@ static SERIAL: Mutex<()> = Mutex::new(());
 /// One flood test at a time: thread and fd counts are per process.
 fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn thread_count() -> usize {
-    std::fs::read_dir("/proc/self/task").map(|d| d.count()).unwrap_or(0)
-}
-
-fn fd_count() -> usize {
-    std::fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0)
 }
 
 /// The soft limit on open files.
@@ -67,20 +59,6 @@ fn scaled(wanted: usize, what: &str) -> usize {
         room.max(10)
     } else {
         wanted
-    }
-}
-
-/// Polls `f` until it holds or `deadline` passes; returns whether it held.
-fn settle(deadline: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let until = Instant::now() + deadline;
-    loop {
-        if f() {
-            return true;
-        }
-        if Instant::now() >= until {
-            return false;
-        }
-        thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -109,11 +87,6 @@ fn assert_back_to_baseline(what: &str, threads_before: usize, fds_before: usize)
     );
     assert!(threads_ok, "{what}: threads {} > baseline {threads_before}", thread_count());
     assert!(fds_ok, "{what}: fds {} > baseline {fds_before}", fd_count());
-}
-
-fn stat_u64(c: &mut Client, key: &str) -> u64 {
-    let v = c.stat(key);
-    v.parse().unwrap_or_else(|_| panic!("stats {key}: {v:?}"))
 }
 
 /// Polls `stats` until `key` has `value`; panics with the last value seen.

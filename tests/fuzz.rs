@@ -28,6 +28,8 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::{fd_count, settle, thread_count};
+
 const DEFAULT_SEED: u64 = 0x5eed_b0a7_f00d_cafe;
 /// Fuzz sessions (connections) when `FUZZ_ITERATIONS` is not set.
 const DEFAULT_ITERATIONS: usize = 500;
@@ -684,14 +686,6 @@ fn sentinel(mut c: common::Client, stop: Arc<AtomicBool>) -> SentinelReport {
 // Process figures
 // -------------------------------------------------------------------
 
-fn thread_count() -> usize {
-    std::fs::read_dir("/proc/self/task").map(|d| d.count()).unwrap_or(0)
-}
-
-fn fd_count() -> usize {
-    std::fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0)
-}
-
 /// Thread and fd counts once the last connection's thread has gone: the
 /// lowest seen over a short quiet period.
 fn baseline() -> (usize, usize) {
@@ -702,20 +696,6 @@ fn baseline() -> (usize, usize) {
         thread::sleep(Duration::from_millis(10));
     }
     (threads, fds)
-}
-
-/// Polls `f` until it holds or `deadline` passes; returns whether it held.
-fn settle(deadline: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let until = Instant::now() + deadline;
-    loop {
-        if f() {
-            return true;
-        }
-        if Instant::now() >= until {
-            return false;
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
 }
 
 // -------------------------------------------------------------------

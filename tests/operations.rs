@@ -22,26 +22,14 @@ fn u_drops_to_the_user_uid_gid_and_groups_after_binding() {
         return;
     }
     // Port 0 is chosen by the kernel; the bind happens before the drop.
-    let mut child = Command::new(cargo_bin("beanstalk"))
-        .args(["-V", "-l", "127.0.0.1", "-p", "0", "-u", "nobody"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let port: u16 = loop {
-        let line = lines.next().expect("bind line").unwrap();
-        if let Some(addr) = line.split(" bind ").nth(1) {
-            break addr.rsplit(':').next().unwrap().parse().unwrap();
-        }
-    };
-    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    let server = common::binary::spawn(&["-u", "nobody"]);
+    let status = std::fs::read_to_string(format!("/proc/{}/status", server.child.id())).unwrap();
     let field = |name: &str| status.lines().find(|l| l.starts_with(name)).unwrap().to_owned();
-    let _ = child.kill();
-    let _ = child.wait();
     assert_eq!(field("Uid:").split_whitespace().skip(1).collect::<Vec<_>>(), ["65534"; 4]);
     assert_eq!(field("Gid:").split_whitespace().skip(1).collect::<Vec<_>>(), ["65534"; 4]);
     assert_eq!(field("Groups:").split_whitespace().skip(1).collect::<Vec<_>>(), ["65534"]);
-    assert!(port > 0);
+    // And it still serves.
+    assert_eq!(server.client().cmd("list-tube-used"), "USING default\r\n");
 }
 
 #[test]

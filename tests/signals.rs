@@ -1,60 +1,15 @@
 //! Signals sent to the real binary: SIGTERM and SIGINT stop it cleanly,
 //! SIGUSR1 puts it in drain mode.
-use std::io::{BufRead, BufReader, Read, Write};
+mod common;
+
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use assert_cmd::cargo::CommandCargoExt;
+use common::binary::{self, Bin, TempDir};
 
-/// A server child process, killed if a test fails before it exits.
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(extra: &[&str]) -> Server {
-    let mut child = Command::cargo_bin("beanstalk")
-        .unwrap()
-        .args(["-V", "-l", "127.0.0.1", "-p", "0"])
-        .args(extra)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let port = loop {
-        let line = lines.next().expect("bind line").unwrap();
-        if let Some(addr) = line.split(" bind ").nth(1) {
-            break addr.rsplit(':').next().unwrap().parse().unwrap();
-        }
-    };
-    std::thread::spawn(move || lines.for_each(drop));
-    Server { child, port }
-}
-
-fn signal(server: &Server, name: &str) {
-    let status =
-        Command::new("sh").args(["-c", &format!("kill -{name} {}", server.child.id())]).status().unwrap();
-    assert!(status.success());
-}
-
-/// Waits for the child to exit; returns its exit code and how long it took.
-fn wait_exit(server: &mut Server, limit: Duration) -> (Option<i32>, Duration) {
-    let start = Instant::now();
-    loop {
-        if let Some(status) = server.child.try_wait().unwrap() {
-            return (status.code(), start.elapsed());
-        }
-        assert!(start.elapsed() < limit, "server still running after {limit:?}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+fn start(extra: &[&str]) -> Bin {
+    binary::spawn(extra)
 }
 
 fn connect(port: u16) -> TcpStream {
@@ -73,13 +28,13 @@ fn exchange(s: &mut TcpStream, send: &[u8], len: usize) -> String {
 #[test]
 fn sigterm_exits_0_within_a_second_even_with_clients_connected() {
     let mut server = start(&[]);
-    let mut idle = connect(server.port);
-    let mut waiting = connect(server.port);
+    let mut idle = connect(server.port());
+    let mut waiting = connect(server.port());
     assert_eq!(exchange(&mut idle, b"use t\r\n", 9), "USING t\r\n");
     waiting.write_all(b"reserve\r\n").unwrap();
     std::thread::sleep(Duration::from_millis(100));
-    signal(&server, "TERM");
-    let (code, took) = wait_exit(&mut server, Duration::from_secs(5));
+    server.signal("TERM");
+    let (code, took) = server.wait_exit(Duration::from_secs(5));
     assert_eq!(code, Some(0));
     assert!(took < Duration::from_secs(1), "took {took:?}");
     // The blocked reserve was answered before the connection closed.
@@ -91,16 +46,16 @@ fn sigterm_exits_0_within_a_second_even_with_clients_connected() {
 #[test]
 fn sigint_exits_0() {
     let mut server = start(&[]);
-    signal(&server, "INT");
-    assert_eq!(wait_exit(&mut server, Duration::from_secs(5)).0, Some(0));
+    server.signal("INT");
+    assert_eq!(server.wait_exit(Duration::from_secs(5)).0, Some(0));
 }
 
 #[test]
 fn sigusr1_drains_puts_but_nothing_else() {
     let server = start(&[]);
-    let mut c = connect(server.port);
+    let mut c = connect(server.port());
     assert_eq!(exchange(&mut c, b"put 0 0 1 1\r\na\r\n", 12), "INSERTED 1\r\n");
-    signal(&server, "USR1");
+    server.signal("USR1");
     // The signal is handled on another thread: wait until it has taken effect.
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
@@ -127,23 +82,15 @@ fn sigusr1_drains_puts_but_nothing_else() {
 
 #[test]
 fn sigterm_removes_the_unix_socket_it_created() {
-    let dir = std::env::temp_dir().join(format!("beanstalk-signals-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("sock");
-    let child = Command::cargo_bin("beanstalk")
-        .unwrap()
-        .args(["-l", &format!("unix:{}", path.display())])
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut server = Server { child, port: 0 };
+    let dir = TempDir::new("signals-unix");
+    let path = dir.path.join("sock");
+    let mut server = start(&["-l", &format!("unix:{}", path.display())]);
     let deadline = Instant::now() + Duration::from_secs(10);
     while !path.exists() {
         assert!(Instant::now() < deadline, "socket never appeared");
         std::thread::sleep(Duration::from_millis(10));
     }
-    signal(&server, "TERM");
-    assert_eq!(wait_exit(&mut server, Duration::from_secs(5)).0, Some(0));
+    server.signal("TERM");
+    assert_eq!(server.wait_exit(Duration::from_secs(5)).0, Some(0));
     assert!(!path.exists(), "socket file left behind");
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -2,6 +2,8 @@
 //! loopback port, talk raw bytes to it, and assert the exact bytes back.
 #![allow(dead_code)]
 
+pub mod binary;
+
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
@@ -192,6 +194,36 @@ impl Client {
             }
         }
     }
+}
+
+/// One `stats` key as a number.
+pub fn stat_u64(c: &mut Client, key: &str) -> u64 {
+    let v = c.stat(key);
+    v.parse().unwrap_or_else(|_| panic!("stats {key}: {v:?}"))
+}
+
+/// Polls `f` until it holds or `deadline` passes; returns whether it held.
+pub fn settle(deadline: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let until = Instant::now() + deadline;
+    loop {
+        if f() {
+            return true;
+        }
+        if Instant::now() >= until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Threads of this test process (the in-process server's included).
+pub fn thread_count() -> usize {
+    std::fs::read_dir("/proc/self/task").map(|d| d.count()).unwrap_or(0)
+}
+
+/// Open file descriptors of this test process.
+pub fn fd_count() -> usize {
+    std::fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0)
 }
 
 /// Parses `OK n\r\n---\nkey: value\n...\r\n` into a map (quotes kept).

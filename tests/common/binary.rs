@@ -1,0 +1,193 @@
+//! Running the real `beanstalk` binary from a test: on 127.0.0.1 and a port
+//! the kernel picks (`-p 0 -V`; the port is read from the `bind` line on
+//! stderr), in a temporary directory of its own when it needs one. Only the
+//! processes started here are ever signalled, by their own handles.
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use assert_cmd::cargo::CommandCargoExt;
+
+use super::Client;
+
+/// How long a server may take to start, or to exit when it should.
+pub const START_LIMIT: Duration = Duration::from_secs(10);
+
+/// A directory of its own under the temporary directory, removed on drop.
+pub struct TempDir {
+    pub path: PathBuf,
+}
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        static COUNT: AtomicUsize = AtomicUsize::new(0);
+        let n = COUNT.fetch_add(1, Ordering::SeqCst);
+        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
+        let path =
+            std::env::temp_dir().join(format!("beanstalk-test-{tag}-{}-{n}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&path).unwrap();
+        TempDir { path }
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// The binary, ready to be given arguments.
+pub fn beanstalk() -> Command {
+    let mut cmd = Command::cargo_bin("beanstalk").unwrap();
+    cmd.stdin(Stdio::null()).stdout(Stdio::null());
+    cmd
+}
+
+/// A running `beanstalk`; SIGKILLed on drop if still running.
+pub struct Bin {
+    pub child: Child,
+    pub addr: SocketAddr,
+    stderr: Arc<Mutex<String>>,
+    reader: Option<JoinHandle<()>>,
+}
+
+/// Starts the binary with `args` after `-V -l 127.0.0.1 -p 0` (a later `-l`
+/// wins), and waits until it listens.
+pub fn spawn(args: &[&str]) -> Bin {
+    let mut child = beanstalk()
+        .args(["-V", "-l", "127.0.0.1", "-p", "0"])
+        .args(args)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = Arc::new(Mutex::new(String::new()));
+    let (tx, rx) = mpsc::channel::<String>();
+    let pipe = child.stderr.take().unwrap();
+    let log = Arc::clone(&stderr);
+    let reader = thread::spawn(move || {
+        for line in BufReader::new(pipe).lines() {
+            let Ok(line) = line else { break };
+            log.lock().unwrap().push_str(&format!("{line}\n"));
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + START_LIMIT;
+    let addr = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                if let Some(rest) = line.split(" bind ").nth(1) {
+                    if rest.contains("unix socket") {
+                        // No TCP address: `addr` means nothing for this server.
+                        break SocketAddr::from(([127, 0, 0, 1], 0));
+                    }
+                    let addr = rest.split(' ').nth(1).expect("bind FD ADDR:PORT");
+                    break addr.parse::<SocketAddr>().expect("address in the bind line");
+                }
+            }
+            Err(_) => {
+                let _ = child.kill();
+                let status = child.wait().unwrap();
+                let _ = reader.join();
+                let text = stderr.lock().unwrap().clone();
+                panic!("server did not start ({status}); flags {args:?}; stderr:\n{text}");
+            }
+        }
+    };
+    Bin { child, addr, stderr, reader: Some(reader) }
+}
+
+impl Bin {
+    pub fn client(&self) -> Client {
+        Client::connect(self.addr)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// Everything the server wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Sends a signal by name (`TERM`, `USR1`, ...).
+    pub fn signal(&self, name: &str) {
+        let status =
+            Command::new("kill").args([&format!("-{name}"), &self.child.id().to_string()]).status().unwrap();
+        assert!(status.success(), "kill -{name}");
+    }
+
+    /// Waits for the process to exit by itself; its exit code and how long
+    /// that took.
+    pub fn wait_exit(&mut self, limit: Duration) -> (Option<i32>, Duration) {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return (status.code(), start.elapsed());
+            }
+            assert!(start.elapsed() < limit, "server still running after {limit:?}");
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// SIGKILL (a crash); returns the whole stderr.
+    pub fn kill(mut self) -> String {
+        let _ = self.child.kill();
+        self.finish()
+    }
+
+    /// SIGTERM (a clean stop); returns the whole stderr.
+    pub fn terminate(mut self) -> String {
+        self.signal("TERM");
+        self.wait_exit(START_LIMIT);
+        self.finish()
+    }
+
+    fn finish(&mut self) -> String {
+        let _ = self.child.wait();
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+        self.stderr()
+    }
+}
+
+impl Drop for Bin {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs the binary with `args`; it must exit by itself within the start
+/// limit. Returns its exit code and stderr.
+pub fn run_to_exit(args: &[&str]) -> (Option<i32>, String) {
+    let mut child = beanstalk().args(args).stderr(Stdio::piped()).spawn().unwrap();
+    let deadline = Instant::now() + START_LIMIT;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("beanstalk {args:?} did not exit");
+        }
+        thread::sleep(Duration::from_millis(5));
+    };
+    let mut text = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut text).unwrap();
+    (status.code(), text)
+}
+
+/// `Path` as an argument.
+pub fn arg(path: &Path) -> &str {
+    path.to_str().expect("a UTF-8 temporary path")
+}
