@@ -37,7 +37,8 @@
 //! 8. [`config`]: beanstalkd's command-line flags; [`signals`],
 //!    [`privileges`] (`-u`) and [`activation`] (systemd sockets): what it
 //!    takes to run as a service.
-//! 9. `sys` (private): the only `unsafe` code, a few libc calls std lacks.
+//! 9. `sys` (private): the only module allowed to call C directly: a few
+//!    libc functions std lacks, each behind a safe wrapper.
 //!
 //! ## Running a server in-process
 //!
@@ -56,6 +57,8 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
+#![deny(unsafe_code)] // allowed in `sys` alone, below
+
 pub mod activation;
 pub mod binlog;
 pub mod config;
@@ -67,6 +70,7 @@ pub mod protocol;
 pub mod server;
 pub mod signals;
 pub mod stats;
+#[allow(unsafe_code)]
 mod sys;
 pub mod time;
 mod timer;

@@ -2,6 +2,8 @@
 //! order (SPEC.md 7.2): parse flags, bind (or take systemd's socket), drop
 //! privileges, handle signals, serve. Exit codes are beanstalkd's.
 
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 
 use beanstalk::config::{self, Action, Config};

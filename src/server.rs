@@ -137,9 +137,9 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// Locks the engine. A panic elsewhere cannot leave the engine half
-    /// changed in a way later callers could see as unsafe (release builds
-    /// abort on panic), so poisoning is ignored.
+    /// Locks the engine, ignoring poisoning: release builds abort on panic,
+    /// so a poisoned lock exists only in debug builds and tests, where going
+    /// on with the engine as it was left beats a cascade of panics.
     pub fn engine(&self) -> MutexGuard<'_, Engine> {
         self.engine.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
