@@ -38,6 +38,7 @@ pub(crate) fn serve(shared: Arc<Shared>, stream: Arc<Stream>, client: ClientId, 
         discarding: false,
         eof: false,
         output: Vec::new(),
+        hangup_registered: false,
     };
     let _ = conn.run();
     shared.engine().disconnect(client, shared.clock.now());
@@ -77,6 +78,8 @@ struct Conn<'a> {
     eof: bool,
     /// Replies not yet written.
     output: Vec<u8>,
+    /// The hang-up watcher knows this socket (see `hangup.rs`).
+    hangup_registered: bool,
 }
 
 impl Conn<'_> {
@@ -382,7 +385,8 @@ impl Conn<'_> {
         // the hang-up watcher must learn to look at this socket.
         let flushed = self.flush();
         let fd = self.stream.as_raw_fd();
-        let watching = shared.hangups.watch(fd, self.client);
+        let watching = shared.hangups.watch(fd, self.client, self.hangup_registered);
+        self.hangup_registered |= watching.is_ok();
         if flushed.is_err() || watching.is_err() {
             // A socket we cannot write to or watch is as good as gone.
             shared.engine().hang_up(self.client);
@@ -403,7 +407,6 @@ impl Conn<'_> {
             };
         }
         drop(engine);
-        shared.hangups.forget(fd);
         flushed?;
         Ok(Next::Continue)
     }

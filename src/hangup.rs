@@ -2,10 +2,14 @@
 //! half-closes its socket, and ends its reserve with `TIMED_OUT`.
 //!
 //! A connection thread blocked in reserve sleeps on its `Condvar`, not on
-//! its socket, so it cannot see the client go. Before it sleeps it registers
-//! its socket here; one thread waits on an epoll set for hang-ups (never for
-//! data: commands pipelined behind a reserve stay unread, SPEC.md 1.1) and
-//! tells the engine. Without this, a worker that vanished while waiting
+//! its socket, so it cannot see the client go. Before it sleeps it arms a
+//! one-shot watch on its socket here; one thread waits on an epoll set for
+//! hang-ups (never for data: commands pipelined behind a reserve stay
+//! unread, SPEC.md 1.1) and tells the engine. The watch is registered once
+//! per connection and only re-armed later (one system call per blocked
+//! reserve); closing the socket removes it. A hang-up noticed while the
+//! client is not blocked is still right to report: a client that has
+//! half-closed must never block. Without this, a worker that vanished while waiting
 //! could be handed a job that would then sit reserved by a dead connection.
 
 use std::io::{self, Read, Write};
@@ -37,14 +41,14 @@ impl HangupWatcher {
         Ok(HangupWatcher { poller, wake_reader, wake_writer })
     }
 
-    /// Starts watching a blocked client's socket.
-    pub fn watch(&self, fd: RawFd, client: ClientId) -> io::Result<()> {
-        self.poller.watch_hangup(fd, client)
-    }
-
-    /// Stops watching a socket (its reserve has ended).
-    pub fn forget(&self, fd: RawFd) {
-        self.poller.forget(fd);
+    /// Arms the watch on a client's socket as it blocks in reserve:
+    /// `registered` says whether this connection did so before.
+    pub fn watch(&self, fd: RawFd, client: ClientId, registered: bool) -> io::Result<()> {
+        if registered {
+            self.poller.rearm_hangup(fd, client)
+        } else {
+            self.poller.watch_hangup(fd, client)
+        }
     }
 
     /// Wakes the watcher thread so that it sees the server is stopping.

@@ -75,7 +75,7 @@ struct SigSet([u64; 16]);
 
 const EPOLL_CLOEXEC: c_int = 0o2000000;
 const EPOLL_CTL_ADD: c_int = 1;
-const EPOLL_CTL_DEL: c_int = 2;
+const EPOLL_CTL_MOD: c_int = 3;
 const EPOLLIN: u32 = 0x001;
 const EPOLLRDHUP: u32 = 0x2000;
 const EPOLLONESHOT: u32 = 1 << 30;
@@ -135,6 +135,14 @@ impl HangupPoller {
         self.add(fd, EPOLLRDHUP | EPOLLONESHOT, token)
     }
 
+    /// Arms again a hang-up watch that has fired or was set before (one-shot
+    /// watches stay registered, disarmed, after they fire).
+    pub fn rearm_hangup(&self, fd: RawFd, token: u64) -> io::Result<()> {
+        let mut event = EpollEvent { events: EPOLLRDHUP | EPOLLONESHOT, data: token };
+        // SAFETY: as in `add`: a valid event that the kernel copies.
+        check(unsafe { epoll_ctl(self.epoll.as_raw_fd(), EPOLL_CTL_MOD, fd, &mut event) }).map(drop)
+    }
+
     /// Watches `fd` for readability (used for the poller's own wake-up pipe).
     pub fn watch_readable(&self, fd: RawFd, token: u64) -> io::Result<()> {
         self.add(fd, EPOLLIN, token)
@@ -145,13 +153,6 @@ impl HangupPoller {
         // SAFETY: `event` is a valid, initialised epoll_event that lives for the
         // call; the kernel copies it. Bad fds are reported through errno.
         check(unsafe { epoll_ctl(self.epoll.as_raw_fd(), EPOLL_CTL_ADD, fd, &mut event) }).map(drop)
-    }
-
-    /// Stops watching `fd`. Errors (already gone) are ignored.
-    pub fn forget(&self, fd: RawFd) {
-        let mut event = EpollEvent { events: 0, data: 0 };
-        // SAFETY: as in `add`; a non-null event pointer keeps old kernels happy.
-        unsafe { epoll_ctl(self.epoll.as_raw_fd(), EPOLL_CTL_DEL, fd, &mut event) };
     }
 
     /// Blocks until at least one event, then returns the tokens of up to
