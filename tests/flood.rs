@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{fd_count, settle, stat_u64, thread_count, Client};
+use common::{baseline, fd_count, settle, stat_u64, thread_count, Client};
 
 /// The most a well-behaved client's round trip may take during a flood.
 const LATENCY_BOUND: Duration = Duration::from_secs(2);
@@ -60,17 +60,6 @@ fn scaled(wanted: usize, what: &str) -> usize {
     } else {
         wanted
     }
-}
-
-/// Thread and fd counts once things are quiet: the lowest seen over 200 ms.
-fn baseline() -> (usize, usize) {
-    let (mut threads, mut fds) = (usize::MAX, usize::MAX);
-    for _ in 0..20 {
-        threads = threads.min(thread_count());
-        fds = fds.min(fd_count());
-        thread::sleep(Duration::from_millis(10));
-    }
-    (threads, fds)
 }
 
 /// Asserts that threads and fds come back to the baseline, and prints the

@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{fd_count, settle, thread_count};
+use common::{baseline, fd_count, settle, thread_count, Rng};
 
 const DEFAULT_SEED: u64 = 0x5eed_b0a7_f00d_cafe;
 /// Fuzz sessions (connections) when `FUZZ_ITERATIONS` is not set.
@@ -53,32 +53,8 @@ const SENTINEL_TUBE: &str = "sentinel.only;Q";
 // A small deterministic RNG
 // -------------------------------------------------------------------
 
-/// xorshift64, seeded through splitmix64.
-struct Rng(u64);
-
+/// Draws for the fuzzer, on top of the shared xorshift generator.
 impl Rng {
-    fn new(seed: u64) -> Rng {
-        let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^= z >> 31;
-        Rng(z.max(1))
-    }
-
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
-    /// Uniform in `0..n` (n > 0).
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
     /// Uniform in `lo..=hi`.
     fn range(&mut self, lo: usize, hi: usize) -> usize {
         lo + self.below((hi - lo + 1) as u64) as usize
@@ -685,18 +661,6 @@ fn sentinel(mut c: common::Client, stop: Arc<AtomicBool>) -> SentinelReport {
 // -------------------------------------------------------------------
 // Process figures
 // -------------------------------------------------------------------
-
-/// Thread and fd counts once the last connection's thread has gone: the
-/// lowest seen over a short quiet period.
-fn baseline() -> (usize, usize) {
-    let (mut threads, mut fds) = (usize::MAX, usize::MAX);
-    for _ in 0..20 {
-        threads = threads.min(thread_count());
-        fds = fds.min(fd_count());
-        thread::sleep(Duration::from_millis(10));
-    }
-    (threads, fds)
-}
 
 // -------------------------------------------------------------------
 // The test

@@ -1,6 +1,8 @@
 //! Framing, limits and bad input (SPEC.md 1.2-1.5, 9, 11).
 mod common;
 
+use common::Rng;
+
 use std::io::{Read, Write};
 use std::time::Duration;
 
@@ -667,19 +669,8 @@ fn pipelined_commands_are_answered_in_order() {
 // Garbage
 // -------------------------------------------------------------------
 
-/// xorshift64: a fixed, seeded byte stream.
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
+/// A fixed, seeded byte stream from the shared xorshift generator.
+impl Rng {
     /// Random bytes with a CRLF now and then, so that many short garbage
     /// lines get parsed as well as long ones.
     fn garbage(&mut self, len: usize) -> Vec<u8> {
@@ -715,7 +706,7 @@ fn random_garbage_on_one_connection_never_stops_another_from_being_served() {
         total
     });
     let mut other = server.connect();
-    let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     for round in 0..24 {
         let chunk = rng.garbage(16 * 1024);
         // The server may close the garbage connection (a line could start
@@ -755,7 +746,7 @@ fn replies_do_not_depend_on_how_the_bytes_are_split() {
          UNKNOWN_COMMAND\r\nBAD_FORMAT\r\nFOUND 1 5\r\na\r\nb\0\r\nNOT_FOUND\r\nBAD_FORMAT\r\n\
          INSERTED 3\r\nFOUND 1 5\r\na\r\nb\0\r\n";
     let script = framing_script();
-    let mut rng = XorShift(12345);
+    let mut rng = Rng(12345);
     for max_piece in [script.len(), 1, 2, 3, 7, 223, 225] {
         let server = common::start_args(&["-z", "10"]);
         let mut c = server.connect();

@@ -226,6 +226,46 @@ pub fn fd_count() -> usize {
     std::fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0)
 }
 
+/// Thread and fd counts once things are quiet: the lowest seen over 200 ms.
+pub fn baseline() -> (usize, usize) {
+    let (mut threads, mut fds) = (usize::MAX, usize::MAX);
+    for _ in 0..20 {
+        threads = threads.min(thread_count());
+        fds = fds.min(fd_count());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    (threads, fds)
+}
+
+/// xorshift64: a small seeded generator, so tests need no crate.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// A generator whose state is spread from `seed` (splitmix64), so that
+    /// nearby seeds give unrelated streams.
+    pub fn new(seed: u64) -> Rng {
+        let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        Rng(z.max(1))
+    }
+
+    pub fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    /// Uniform in `0..n` (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
 /// Parses `OK n\r\n---\nkey: value\n...\r\n` into a map (quotes kept).
 pub fn parse_yaml_map(reply: &str) -> HashMap<String, String> {
     reply
