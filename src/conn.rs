@@ -277,7 +277,7 @@ impl Conn<'_> {
                     Command::ReserveJob(id) => engine.reserve_job(c, *id, now),
                     Command::Delete(id) => engine.delete(c, *id),
                     Command::Release { id, pri, delay } => engine.release(c, *id, *pri, *delay, now),
-                    Command::Bury { id, pri } => engine.bury(c, *id, *pri),
+                    Command::Bury { id, pri } => engine.bury(c, *id, *pri, now),
                     Command::Touch(id) => engine.touch(c, *id, now),
                     Command::Watch(name) => engine.watch(c, name),
                     Command::Ignore(name) => engine.ignore(c, name),

@@ -38,12 +38,12 @@ fn run_to_exit(args: &[&str], dir: &Path) -> (Option<i32>, String) {
     binary::run_to_exit(&all)
 }
 
-/// The numbers of the `binlog.N` files in `dir`.
+/// The numbers of the `beanstalk.N` files in `dir`.
 fn binlog_files(dir: &Path) -> BTreeSet<u32> {
     fs::read_dir(dir)
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter_map(|name| name.strip_prefix("binlog.")?.parse().ok())
+        .filter_map(|name| name.strip_prefix("beanstalk.")?.parse().ok())
         .collect()
 }
 
@@ -472,8 +472,8 @@ fn files_rotate_and_are_deleted_once_their_jobs_are_gone() {
     let files = binlog_files(&dir.path);
     assert_eq!(files, (1..=current as u32).collect(), "all files are still needed");
     for n in &files {
-        let len = fs::metadata(dir.path.join(format!("binlog.{n}"))).unwrap().len();
-        assert!(len <= 8192 && len > 1000, "binlog.{n} is {len} bytes");
+        let len = fs::metadata(dir.path.join(format!("beanstalk.{n}"))).unwrap().len();
+        assert!(len <= 8192 && len > 1000, "beanstalk.{n} is {len} bytes");
     }
 
     // Delete the jobs of file 1: it goes, and the oldest index moves.
@@ -481,19 +481,19 @@ fn files_rotate_and_are_deleted_once_their_jobs_are_gone() {
         assert_eq!(c.cmd(&format!("delete {id}")), "DELETED\r\n");
     }
     assert_eq!(c.stat("binlog-oldest-index"), "2");
-    assert!(!binlog_files(&dir.path).contains(&1), "binlog.1 must be deleted");
+    assert!(!binlog_files(&dir.path).contains(&1), "beanstalk.1 must be deleted");
     // A middle file whose jobs are all gone goes even while an older file
     // lives: none of its records refers to an older file.
     for &(id, _) in in_file.iter().filter(|(_, f)| *f == 3) {
         assert_eq!(c.cmd(&format!("delete {id}")), "DELETED\r\n");
     }
-    assert!(!binlog_files(&dir.path).contains(&3), "binlog.3 holds nothing anyone needs");
+    assert!(!binlog_files(&dir.path).contains(&3), "beanstalk.3 holds nothing anyone needs");
     for &(id, _) in in_file.iter().filter(|(_, f)| *f == 2) {
         assert_eq!(c.cmd(&format!("delete {id}")), "DELETED\r\n");
     }
     let oldest = stat_u64(&mut c, "binlog-oldest-index");
     let current = stat_u64(&mut c, "binlog-current-index");
-    assert!(oldest >= 4, "binlog.2 and binlog.3 must both go: oldest {oldest}");
+    assert!(oldest >= 4, "beanstalk.2 and beanstalk.3 must both go: oldest {oldest}");
     assert_eq!(binlog_files(&dir.path), (oldest as u32..=current as u32).collect());
     let survivors: Vec<(u64, u64)> = in_file.iter().copied().filter(|(_, f)| *f >= 4).collect();
     drop(c);
@@ -519,7 +519,7 @@ fn file_size_is_rounded_up_and_shown() {
     let mut c = server.client();
     assert_eq!(c.stat("binlog-max-size"), "5000");
     put_bytes(&mut c, 0, 0, 60, b"x");
-    let len = fs::metadata(dir.path.join("binlog.1")).unwrap().len();
+    let len = fs::metadata(dir.path.join("beanstalk.1")).unwrap().len();
     assert_eq!(len, 8192, "preallocated to -s rounded up to 4096");
     drop(c);
     server.kill();
@@ -579,7 +579,7 @@ fn compaction_moves_a_long_lived_job_and_keeps_disk_use_bounded() {
         assert!(files.len() <= 5, "after {n} put/delete cycles the log has {} files: {files:?}", files.len());
         let bytes: u64 = files
             .iter()
-            .map(|f| fs::metadata(dir.path.join(format!("binlog.{f}"))).map_or(0, |m| m.len()))
+            .map(|f| fs::metadata(dir.path.join(format!("beanstalk.{f}"))).map_or(0, |m| m.len()))
             .sum();
         assert!(bytes <= 5 * 8192, "the log holds {bytes} bytes for ~1 KB of live data");
     }
@@ -623,7 +623,7 @@ fn compaction_keeps_each_migrated_jobs_state() {
     }
     let oldest = stat_u64(&mut c, "binlog-oldest-index");
     let current = stat_u64(&mut c, "binlog-current-index");
-    assert!(oldest > 1, "compaction must have emptied binlog.1");
+    assert!(oldest > 1, "compaction must have emptied beanstalk.1");
     for id in [ready, buried, delayed, reserved] {
         let file: u64 = stats_job(&mut c, id)["file"].parse().unwrap();
         assert!(file >= oldest && file <= current, "job {id} in file {file}, files {oldest}..={current}");
@@ -766,7 +766,7 @@ fn jobs_bigger_than_a_later_max_job_size_are_still_replayed() {
 // Damaged files
 // -------------------------------------------------------------------
 
-/// Three jobs, then a fourth whose record is the last in binlog.1; SIGKILL.
+/// Three jobs, then a fourth whose record is the last in beanstalk.1; SIGKILL.
 /// Returns the file's bytes and the bodies.
 fn torn_tail_fixture(dir: &Path) -> (Vec<u8>, Vec<Vec<u8>>) {
     let server = spawn(dir, &["-s", "4096", "-f", "0"]);
@@ -783,15 +783,15 @@ fn torn_tail_fixture(dir: &Path) -> (Vec<u8>, Vec<Vec<u8>>) {
     drop(c);
     server.kill();
     assert_eq!(binlog_files(dir), BTreeSet::from([1]));
-    (fs::read(dir.join("binlog.1")).unwrap(), bodies)
+    (fs::read(dir.join("beanstalk.1")).unwrap(), bodies)
 }
 
-/// Replaces everything in `dir` by `binlog.1` with `bytes`.
+/// Replaces everything in `dir` by `beanstalk.1` with `bytes`.
 fn reset_dir(dir: &Path, bytes: &[u8]) {
     for name in file_names(dir) {
         fs::remove_file(dir.join(name)).unwrap();
     }
-    fs::write(dir.join("binlog.1"), bytes).unwrap();
+    fs::write(dir.join("beanstalk.1"), bytes).unwrap();
 }
 
 /// Starts on the damaged dir and checks: jobs 1-3 intact, job 4 absent or
@@ -815,7 +815,7 @@ fn check_torn(dir: &Path, bodies: &[Vec<u8>], warn: bool, what: &str) -> Bin {
     if warn {
         // The warning is printed before the bind line, which spawn waited for.
         let stderr = server.stderr();
-        assert!(stderr.contains("binlog.1"), "{what}: no warning naming the file; stderr:\n{stderr}");
+        assert!(stderr.contains("beanstalk.1"), "{what}: no warning naming the file; stderr:\n{stderr}");
     }
     server
 }
@@ -864,7 +864,7 @@ fn a_torn_last_record_is_truncated_at_every_offset() {
             check_torn(&work.path, &bodies, true, &what).kill();
             let server = check_torn(&work.path, &bodies, false, &what);
             let stderr = server.kill();
-            assert!(!stderr.contains("binlog."), "{what}: second restart still complains:\n{stderr}");
+            assert!(!stderr.contains("beanstalk."), "{what}: second restart still complains:\n{stderr}");
             let names = file_names(&work.path);
             // A newest file ending inside its last record is a torn write,
             // to be truncated away, not corruption to be kept aside.
@@ -873,7 +873,7 @@ fn a_torn_last_record_is_truncated_at_every_offset() {
     }
 }
 
-/// Puts the torn-tail fixture's binlog.1 plus a newest `binlog.2` holding
+/// Puts the torn-tail fixture's beanstalk.1 plus a newest `beanstalk.2` holding
 /// `newest` in `work`, restarts twice, and checks that nothing is lost and
 /// that the second restart has nothing to complain about.
 fn check_newest_file_without_header(newest: &[u8], what: &str) {
@@ -881,7 +881,7 @@ fn check_newest_file_without_header(newest: &[u8], what: &str) {
     let (pristine, bodies) = torn_tail_fixture(&fixture.path);
     let work = TempDir::new("newfile");
     reset_dir(&work.path, &pristine);
-    fs::write(work.path.join("binlog.2"), newest).unwrap();
+    fs::write(work.path.join("beanstalk.2"), newest).unwrap();
     let server = spawn(&work.path, &["-s", "4096"]);
     let mut c = server.client();
     for (n, body) in bodies.iter().enumerate() {
@@ -896,7 +896,10 @@ fn check_newest_file_without_header(newest: &[u8], what: &str) {
     assert_eq!(c.stat("current-jobs-ready"), "5", "{what}");
     drop(c);
     let stderr = server.kill();
-    assert!(!stderr.contains("binlog.2"), "{what}: the second restart complains about binlog.2:\n{stderr}");
+    assert!(
+        !stderr.contains("beanstalk.2"),
+        "{what}: the second restart complains about beanstalk.2:\n{stderr}"
+    );
     let names = file_names(&work.path);
     assert!(!names.iter().any(|n| n.ends_with(".corrupt")), "{what}: {names:?}");
 }
@@ -939,11 +942,11 @@ fn corruption_inside_an_older_file_is_reported_and_the_readable_jobs_kept() {
         let file: u64 = stats_job(&mut c, id)["file"].parse().unwrap();
         jobs.push((id, body, file));
     }
-    assert!(jobs.iter().any(|j| j.2 == 2), "binlog.2 must exist");
+    assert!(jobs.iter().any(|j| j.2 == 2), "beanstalk.2 must exist");
     drop(c);
     server.kill();
 
-    let path = dir.join("binlog.1");
+    let path = dir.join("beanstalk.1");
     let mut bytes = fs::read(&path).unwrap();
     let recs = records(&bytes);
     assert!(recs.len() >= 6, "next-id record and several puts: {recs:?}");
@@ -956,7 +959,7 @@ fn corruption_inside_an_older_file_is_reported_and_the_readable_jobs_kept() {
     let server = spawn(dir, &["-s", "4096"]);
     let stderr = server.stderr();
     assert!(
-        stderr.contains("binlog.1")
+        stderr.contains("beanstalk.1")
             && (stderr.contains(&start.to_string()) || stderr.contains(&flip.to_string())),
         "corruption must be reported with the file and offset {start}; stderr:\n{stderr}"
     );
@@ -964,7 +967,7 @@ fn corruption_inside_an_older_file_is_reported_and_the_readable_jobs_kept() {
     for (id, body, file) in &jobs {
         match peek(&mut c, *id) {
             Some(got) => assert_eq!(&got, body, "job {id} came back damaged"),
-            None => assert!(*file == 1 && *id >= 3, "job {id} in binlog.{file} was lost"),
+            None => assert!(*file == 1 && *id >= 3, "job {id} in beanstalk.{file} was lost"),
         }
     }
     let next = put_bytes(&mut c, 0, 0, 60, b"next");
@@ -972,8 +975,8 @@ fn corruption_inside_an_older_file_is_reported_and_the_readable_jobs_kept() {
     drop(c);
     server.terminate();
     let names = file_names(dir);
-    assert!(names.contains("binlog.1.corrupt"), "binlog.1.corrupt must be kept: {names:?}");
-    assert!(!names.contains("binlog.1"), "{names:?}");
+    assert!(names.contains("beanstalk.1.corrupt"), "beanstalk.1.corrupt must be kept: {names:?}");
+    assert!(!names.contains("beanstalk.1"), "{names:?}");
 
     // The next start is clean, with the same jobs.
     let server = spawn(dir, &["-s", "4096"]);
@@ -987,10 +990,10 @@ fn corruption_inside_an_older_file_is_reported_and_the_readable_jobs_kept() {
     drop(c);
     let stderr = server.kill();
     assert!(!stderr.contains("corrupt record"), "the second restart complains again:\n{stderr}");
-    assert!(file_names(dir).contains("binlog.1.corrupt"));
+    assert!(file_names(dir).contains("beanstalk.1.corrupt"));
 }
 
-/// Fills binlog.1, binlog.2 and binlog.3 with 300-byte jobs (-s 4096);
+/// Fills beanstalk.1, beanstalk.2 and beanstalk.3 with 300-byte jobs (-s 4096);
 /// returns (id, body, file) of each.
 fn three_files(dir: &Path) -> Vec<(u64, Vec<u8>, u64)> {
     let server = spawn(dir, &["-s", "4096", "-f", "0"]);
@@ -1016,7 +1019,7 @@ fn corruption_inside_a_middle_file_is_reported_and_the_file_kept_aside() {
     let fixture = TempDir::new("corrupt-middle");
     let dir = &fixture.path;
     let jobs = three_files(dir);
-    let path = dir.join("binlog.2");
+    let path = dir.join("beanstalk.2");
     let mut bytes = fs::read(&path).unwrap();
     let recs = records(&bytes);
     let (start, end) = recs[2];
@@ -1025,14 +1028,15 @@ fn corruption_inside_a_middle_file_is_reported_and_the_file_kept_aside() {
 
     let server = spawn(dir, &["-s", "4096"]);
     let stderr = server.stderr();
-    let reported = stderr.lines().any(|line| line.contains("binlog.2") && line.contains(&start.to_string()));
+    let reported =
+        stderr.lines().any(|line| line.contains("beanstalk.2") && line.contains(&start.to_string()));
     assert!(reported, "corruption must be reported with the file and offset {start}; stderr:\n{stderr}");
     let mut c = server.client();
     let first_in_2 = jobs.iter().find(|j| j.2 == 2).unwrap().0;
     for (id, body, file) in &jobs {
         match peek(&mut c, *id) {
             Some(got) => assert_eq!(&got, body, "job {id} came back damaged"),
-            None => assert!(*file == 2 && *id > first_in_2, "job {id} in binlog.{file} was lost"),
+            None => assert!(*file == 2 && *id > first_in_2, "job {id} in beanstalk.{file} was lost"),
         }
     }
     drop(c);
@@ -1046,16 +1050,16 @@ fn corruption_inside_a_middle_file_is_reported_and_the_file_kept_aside() {
             assert_eq!(peek(&mut c, *id).as_ref(), Some(body), "job {id} after the second restart");
         }
     }
-    // Once binlog.1 is no longer needed, binlog.2 is the oldest and is
-    // kept aside as binlog.2.corrupt, never deleted.
+    // Once beanstalk.1 is no longer needed, beanstalk.2 is the oldest and is
+    // kept aside as beanstalk.2.corrupt, never deleted.
     for (id, _, file) in &jobs {
         if *file == 1 {
             assert_eq!(c.cmd(&format!("delete {id}")), "DELETED\r\n");
         }
     }
     let names = file_names(dir);
-    assert!(!names.contains("binlog.1") && !names.contains("binlog.2"), "{names:?}");
-    assert!(names.contains("binlog.2.corrupt"), "binlog.2.corrupt must be kept: {names:?}");
+    assert!(!names.contains("beanstalk.1") && !names.contains("beanstalk.2"), "{names:?}");
+    assert!(names.contains("beanstalk.2.corrupt"), "beanstalk.2.corrupt must be kept: {names:?}");
     drop(c);
     server.kill();
     let server = spawn(dir, &["-s", "4096"]);
@@ -1084,7 +1088,7 @@ fn corruption_before_the_end_of_the_newest_file_keeps_the_records_before_it() {
     }
     drop(c);
     server.kill();
-    let path = dir.join("binlog.1");
+    let path = dir.join("beanstalk.1");
     let mut bytes = fs::read(&path).unwrap();
     let (start, end) = records(&bytes)[3];
     bytes[end - 5] ^= 0x80;
@@ -1092,7 +1096,8 @@ fn corruption_before_the_end_of_the_newest_file_keeps_the_records_before_it() {
 
     let server = spawn(dir, &[]);
     let stderr = server.stderr();
-    let reported = stderr.lines().any(|line| line.contains("binlog.1") && line.contains(&start.to_string()));
+    let reported =
+        stderr.lines().any(|line| line.contains("beanstalk.1") && line.contains(&start.to_string()));
     assert!(reported, "corruption must be reported with the file and offset {start}; stderr:\n{stderr}");
     let mut c = server.client();
     for (n, body) in bodies.iter().enumerate() {
@@ -1106,7 +1111,7 @@ fn corruption_before_the_end_of_the_newest_file_keeps_the_records_before_it() {
     assert!(put_bytes(&mut c, 0, 0, 60, b"x") >= 3);
     drop(c);
     server.kill();
-    assert!(file_names(dir).contains("binlog.1.corrupt"), "{:?}", file_names(dir));
+    assert!(file_names(dir).contains("beanstalk.1.corrupt"), "{:?}", file_names(dir));
 }
 
 #[test]

@@ -1423,7 +1423,7 @@ impl Harness {
                 self.cmp("release", &e, &m);
             }
             Op::Bury(c, id, pri) => {
-                let e = enc(&self.engine.bury(c, id, pri));
+                let e = enc(&self.engine.bury(c, id, pri, self.t()));
                 let m = self.model.bury(c, id, pri);
                 self.cmp("bury", &e, &m);
             }

@@ -3,15 +3,21 @@
 //!
 //! Layout on disk (see [`record`] for the bytes):
 //!
-//! - `DIR/lock`: held with an exclusive lock while the server runs, so two
-//!   servers never share a directory.
-//! - `DIR/binlog.N`: the log, N counting up from 1. Every start begins a new
-//!   file after the highest existing one. A file is preallocated to `-s`
+//! - `DIR/lock`: locked while the server runs, with both `flock` and
+//!   beanstalkd's `fcntl` lock, so two servers never share a directory
+//!   ([`dir`]).
+//! - `DIR/beanstalk.N`: the log, N counting up from 1. Every start begins a
+//!   new file after the highest existing one. A file is preallocated to `-s`
 //!   bytes (rounded up to 4096) when it is created, so running out of disk
 //!   shows up as a refused command, never as a failed write in the middle of
-//!   one; it is cut to its used length when the next file starts.
-//! - `DIR/binlog.N.corrupt`: a file in which replay found unreadable
+//!   one; it is cut to its used length when the next file starts, or at the
+//!   next start-up after a crash. beanstalkd's files are called
+//!   `binlog.N`: ours are named so that neither server ever replays or
+//!   deletes the other's.
+//! - `DIR/beanstalk.N.corrupt`: a file in which replay found unreadable
 //!   records, kept for inspection after its readable jobs were rewritten.
+//! - `DIR/binlog.N`: beanstalkd's log. Its jobs are imported at start-up and
+//!   the file is kept as `binlog.N.imported` ([`import`]).
 //!
 //! What is logged: a full record (tube, parameters, body) when a job is put
 //! or rewritten; an update record when it is buried, released, kicked or
@@ -31,12 +37,24 @@
 //! G when it holds a record that supersedes something in G: a delete or an
 //! update of a job whose latest full record is in G, or a job's full record
 //! rewritten out of G. Deleting such a file while G stayed would let replay
-//! resurrect, or roll back, that job. In the common case this deletes files
-//! oldest first; it also lets a few long-lived jobs in an old file not pin
-//! every file after it. When the log grows to more than twice its live data
-//! plus one file, the engine rewrites the live jobs of the oldest files into
-//! the current one (compaction), and they go.
+//! resurrect, or roll back, that job. Each file counts how many of the files
+//! it refers to remain, so a change costs O(1) bookkeeping, however many
+//! files there are.
+//!
+//! Compaction keeps the log in proportion to its live data. While the log
+//! holds more than twice its live records plus one file, the live jobs of
+//! the oldest file are rewritten into the current one, a few after each
+//! command, until the oldest file is empty and goes. Its pace is bounded by
+//! what clients write: every byte a client's command writes earns two bytes
+//! of rewriting, and nothing else does. So compaction never writes more than
+//! about twice what clients wrote, whatever the tube names, bodies, `-s` or
+//! number of live jobs; and that is enough to keep up, since between two
+//! rewrites of a job the whole log has been written again, at least half of
+//! it by clients.
 
+mod beanstalkd;
+pub mod dir;
+mod import;
 pub mod record;
 pub mod replay;
 pub mod sync;
@@ -58,6 +76,14 @@ use sync::Durability;
 
 /// Preallocation granularity, as beanstalkd rounds `-s`.
 const BLOCK: u64 = 4096;
+
+/// Compaction may rewrite this many bytes for each byte clients write.
+const REWRITE_PER_CLIENT_BYTE: i64 = 2;
+
+/// Files beyond what the bytes on disk explain that are tolerated before
+/// compaction empties the oldest: many small files, each pinned by an update
+/// of a long-lived job, are wasteful too.
+const SPARE_FILES: u64 = 16;
 
 /// Why the binlog could not be opened; each has its own exit status.
 #[derive(Debug)]
@@ -102,7 +128,7 @@ pub struct Recovered {
     pub warnings: Vec<String>,
 }
 
-/// One binlog file still on disk.
+/// One log file still on disk.
 #[derive(Debug, Default)]
 struct FileInfo {
     /// Live jobs whose latest full record is in this file.
@@ -115,13 +141,21 @@ struct FileInfo {
     corrupt: bool,
     /// Older files this file's records supersede something in.
     refers_to: BTreeSet<u32>,
+    /// How many files of `refers_to` are still on disk: it may go only at 0.
+    waiting_on: usize,
+    /// Newer files whose `refers_to` names this one.
+    referred_by: Vec<u32>,
+    /// Jobs whose full record was written here, oldest first. Some have
+    /// since been deleted or rewritten elsewhere: an entry is checked
+    /// against the job when compaction reaches it.
+    written: Vec<JobId>,
 }
 
 /// The write-ahead log. The engine owns it (as a [`Journal`]) and calls it
 /// under its lock.
 pub struct Binlog {
     dir: PathBuf,
-    /// Held for the life of the process; its lock is the directory lock.
+    /// Held for the life of the process; its locks are the directory lock.
     _lock: File,
     /// Nominal size of a new file (`-s`, rounded up to 4096).
     file_size: u64,
@@ -134,11 +168,13 @@ pub struct Binlog {
     claimed: u64,
     /// `records_written` when [`Journal::files_to_free`] last answered.
     freed_at: Option<u64>,
-    /// Full-record bytes of live jobs, for the compaction ratio.
+    /// What the live jobs' latest records take: a full record and an update
+    /// each.
     live_bytes: u64,
-    /// No compaction is considered before this many bytes are written.
-    compaction_after: u64,
-    bytes_written: u64,
+    /// Bytes used in all files.
+    disk_bytes: u64,
+    /// Bytes compaction may still rewrite (see the module docs).
+    rewrite_credit: i64,
     next_id: JobId,
     records_written: u64,
     records_migrated: u64,
@@ -155,13 +191,29 @@ impl fmt::Debug for Binlog {
     }
 }
 
+impl Drop for Binlog {
+    fn drop(&mut self) {
+        self.durability.stop();
+    }
+}
+
 impl Binlog {
-    /// Locks `dir`, replays it, and starts a new file.
+    /// Locks `dir`, replays our files, imports beanstalkd's, and starts a
+    /// new file.
     pub fn open(dir: &Path, file_size: u32, fsync: Fsync) -> Result<(Binlog, Recovered), BinlogError> {
-        let lock = lock_dir(dir)?;
+        let lock = dir::lock(dir)?;
+        let survey = dir::survey(dir)?;
         let open_error = |e: io::Error| BinlogError::Open(format!("binlog {}: {e}", dir.display()));
-        let replayed = replay::replay(dir).map_err(open_error)?;
-        let mut files = BTreeMap::new();
+        let mut replayer = replay::Replayer::new(dir);
+        let newest = survey.ours.last().copied();
+        for &n in &survey.ours {
+            replayer.file(n, Some(n) == newest).map_err(open_error)?;
+        }
+        let too_many = || BinlogError::Open(format!("binlog {}: file numbers exhausted", dir.display()));
+        let import_number = newest.map_or(Some(1), |n| n.checked_add(1)).ok_or_else(too_many)?;
+        let imported = import::run(dir, &survey.theirs, &mut replayer, import_number)?;
+        let replayed = replayer.finish();
+        let mut files: BTreeMap<u32, FileInfo> = BTreeMap::new();
         for &n in &replayed.files {
             let used = std::fs::metadata(replay::file_path(dir, n)).map(|m| m.len()).unwrap_or(0);
             let refers_to = replayed.refers_to.get(&n).cloned().unwrap_or_default();
@@ -170,18 +222,34 @@ impl Binlog {
                 FileInfo { used, corrupt: replayed.corrupt.contains(&n), refers_to, ..FileInfo::default() },
             );
         }
+        let links: Vec<(u32, u32)> =
+            files.iter().flat_map(|(&f, info)| info.refers_to.iter().map(move |&g| (f, g))).collect();
+        for (f, g) in links {
+            if let Some(older) = files.get_mut(&g) {
+                older.referred_by.push(f);
+                if let Some(info) = files.get_mut(&f) {
+                    info.waiting_on += 1;
+                }
+            }
+        }
         let mut live_bytes = 0;
         for job in &replayed.jobs {
             if let Some(info) = files.get_mut(&job.file) {
                 info.live += 1;
+                info.written.push(job.id);
             }
-            live_bytes += record::full_len(0, job.body.len()) as u64;
+            let tube_len = replayed.tubes.get(job.tube).map_or(0, |t| t.as_str().len());
+            live_bytes += live_len(tube_len, job.body.len());
         }
         let max_size_shown = u64::from(file_size);
         let file_size = u64::from(file_size).div_ceil(BLOCK) * BLOCK;
         let durability = Arc::new(Durability::new(fsync));
-        let current = replayed.files.last().map_or(1, |&n| n + 1);
+        let current = match replayed.files.last() {
+            Some(&n) => n.checked_add(1).ok_or_else(too_many)?,
+            None => 1,
+        };
         let claimed = (replayed.jobs.len() * DELETE_LEN) as u64;
+        let disk_bytes = files.values().map(|f| f.used).sum();
         let mut binlog = Binlog {
             dir: dir.to_path_buf(),
             _lock: lock,
@@ -194,8 +262,8 @@ impl Binlog {
             claimed,
             freed_at: None,
             live_bytes,
-            compaction_after: file_size,
-            bytes_written: 0,
+            disk_bytes,
+            rewrite_credit: 0,
             next_id: replayed.next_id,
             records_written: 0,
             records_migrated: 0,
@@ -211,13 +279,18 @@ impl Binlog {
             binlog.start_file(current, 0).map_err(|_| open_error(e))?;
             binlog.file_size = file_size;
         }
-        binlog.delete_unneeded_files();
+        let all: Vec<u32> = binlog.files.keys().copied().collect();
+        binlog.collect_unneeded(all);
+        Durability::start_syncer(&binlog.durability).map_err(open_error)?;
+        let mut warnings = survey.notes;
+        warnings.extend(imported.notes);
+        warnings.extend(replayed.warnings);
         let recovered = Recovered {
             tubes: replayed.tubes,
             jobs: replayed.jobs,
             next_id: replayed.next_id,
             corrupt: replayed.corrupt,
-            warnings: replayed.warnings,
+            warnings,
         };
         Ok((binlog, recovered))
     }
@@ -240,6 +313,7 @@ impl Binlog {
         let opening = HEADER_LEN as u64 + DELETE_LEN as u64;
         let size = self.file_size.max((self.claimed + need + opening).div_ceil(BLOCK) * BLOCK);
         let path = replay::file_path(&self.dir, n);
+        // `create_new` never follows a symbolic link out of the directory.
         let file = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path)?;
         let mut opening_bytes = record::header().to_vec();
         record::encode_next_id(&mut opening_bytes, self.next_id);
@@ -256,11 +330,13 @@ impl Binlog {
             // Give back the preallocated space the old file did not use.
             let _ = self.writer.set_len(used);
         }
+        let previous = std::mem::replace(&mut self.current, n);
         self.writer = Arc::new(file);
         self.durability.set_file(Arc::clone(&self.writer));
         self.files.insert(n, FileInfo { used: opening_bytes.len() as u64, ..FileInfo::default() });
-        self.current = n;
+        self.disk_bytes += opening_bytes.len() as u64;
         self.free = size - opening_bytes.len() as u64;
+        self.collect_unneeded([previous]);
         Ok(())
     }
 
@@ -273,11 +349,12 @@ impl Binlog {
         if self.free.saturating_sub(self.claimed) >= need {
             return true;
         }
-        match self.start_file(self.current + 1, need) {
-            Ok(()) => {
-                self.delete_unneeded_files();
-                true
-            }
+        let Some(next) = self.current.checked_add(1) else {
+            eprintln!("beanstalk: binlog: file numbers exhausted; restart to renumber them");
+            return false;
+        };
+        match self.start_file(next, need) {
+            Ok(()) => true,
             Err(e) => {
                 eprintln!("beanstalk: binlog: cannot start a new file: {e}");
                 false
@@ -286,7 +363,7 @@ impl Binlog {
     }
 
     /// Appends the encoded record in `scratch` to the current file.
-    fn append(&mut self) -> io::Result<()> {
+    fn append(&mut self) -> io::Result<u64> {
         let len = self.scratch.len() as u64;
         let info = self.files.entry(self.current).or_default();
         let at = info.used;
@@ -302,50 +379,66 @@ impl Binlog {
         }
         info.used += len;
         self.free = self.free.saturating_sub(len);
-        self.bytes_written += len;
+        self.disk_bytes += len;
         self.records_written += 1;
         self.durability.wrote_one();
-        Ok(())
+        Ok(len)
+    }
+
+    /// A client's command wrote `len` bytes: compaction may rewrite twice
+    /// as much. The credit is capped, so that a burst of rewriting after a
+    /// quiet spell stays short.
+    fn earn_rewrites(&mut self, len: u64) {
+        let cap = self.file_size.min(1 << 20) as i64;
+        self.rewrite_credit = (self.rewrite_credit + REWRITE_PER_CLIENT_BYTE * len as i64).min(cap);
     }
 
     /// The current file now supersedes something in `file`.
     fn refer_to(&mut self, file: u32) {
-        if file != 0 && file != self.current {
-            if let Some(info) = self.files.get_mut(&self.current) {
-                info.refers_to.insert(file);
+        if file == 0 || file == self.current || !self.files.contains_key(&file) {
+            return;
+        }
+        let Some(info) = self.files.get_mut(&self.current) else { return };
+        if info.refers_to.insert(file) {
+            info.waiting_on += 1;
+            if let Some(older) = self.files.get_mut(&file) {
+                older.referred_by.push(self.current);
             }
         }
     }
 
     /// One live job fewer has its latest full record in `file`.
     fn forget_in(&mut self, file: u32) {
-        if let Some(info) = self.files.get_mut(&file) {
-            info.live = info.live.saturating_sub(1);
+        let Some(info) = self.files.get_mut(&file) else { return };
+        info.live = info.live.saturating_sub(1);
+        if info.live == 0 {
+            self.collect_unneeded([file]);
         }
-        self.delete_unneeded_files();
     }
 
     /// Whether file `n` may be deleted now (see the module docs).
-    fn is_unneeded(&self, n: u32, info: &FileInfo) -> bool {
+    fn is_unneeded(&self, n: u32) -> bool {
+        let Some(info) = self.files.get(&n) else { return false };
         let oldest = self.files.keys().next() == Some(&n);
-        n != self.current
-            && info.live == 0
-            && (!info.corrupt || oldest)
-            && info.refers_to.iter().all(|g| !self.files.contains_key(g))
+        n != self.current && info.live == 0 && info.waiting_on == 0 && (!info.corrupt || oldest)
     }
 
-    /// Deletes every file no live job and no remaining record needs.
+    /// Deletes those of `candidates` that nothing needs any more, and the
+    /// files that this in turn frees: the files that referred to one
+    /// deleted, and a corrupt file that becomes the oldest.
     ///
     /// A file may only go once the records that made it unneeded (deletes,
     /// rewritten full records, in the current file) are on disk: so unless
     /// the user chose `-F`, the current file is fsynced before the first
     /// unlink and the directory after the last.
-    fn delete_unneeded_files(&mut self) {
+    fn collect_unneeded(&mut self, candidates: impl IntoIterator<Item = u32>) {
         let syncing = self.durability.mode() != Fsync::Never;
         let mut synced = false;
-        loop {
-            let unneeded = self.files.iter().find(|(&n, info)| self.is_unneeded(n, info));
-            let Some((n, corrupt)) = unneeded.map(|(&n, info)| (n, info.corrupt)) else { break };
+        let mut work: Vec<u32> = candidates.into_iter().collect();
+        while let Some(n) = work.pop() {
+            if !self.is_unneeded(n) {
+                continue;
+            }
             if syncing && !synced {
                 if let Err(e) = self.writer.sync_data() {
                     eprintln!("beanstalk: binlog: fsync failed, refusing further changes: {e}");
@@ -355,6 +448,7 @@ impl Binlog {
                 synced = true;
             }
             let path = replay::file_path(&self.dir, n);
+            let corrupt = self.files.get(&n).is_some_and(|info| info.corrupt);
             let result = if corrupt {
                 std::fs::rename(&path, path.with_extension(format!("{n}.corrupt")))
             } else {
@@ -366,12 +460,39 @@ impl Binlog {
                 eprintln!("beanstalk: binlog: cannot remove {}: {e}", path.display());
                 break;
             }
-            self.files.remove(&n);
+            let Some(info) = self.files.remove(&n) else { continue };
+            self.disk_bytes = self.disk_bytes.saturating_sub(info.used);
+            for newer in info.referred_by {
+                if let Some(f) = self.files.get_mut(&newer) {
+                    f.waiting_on = f.waiting_on.saturating_sub(1);
+                    if f.waiting_on == 0 {
+                        work.push(newer);
+                    }
+                }
+            }
+            if let Some((&oldest, info)) = self.files.first_key_value() {
+                if info.corrupt {
+                    work.push(oldest);
+                }
+            }
         }
         if synced {
             let _ = sync_dir(&self.dir);
         }
     }
+
+    /// Whether the log holds more than compaction lets it: twice the live
+    /// data plus one file, or many more files than its bytes explain.
+    fn over_budget(&self) -> bool {
+        self.disk_bytes > 2 * self.live_bytes + self.file_size
+            || self.files.len() as u64 > SPARE_FILES + 2 * self.disk_bytes / self.file_size
+    }
+}
+
+/// What a live job's latest records take in the log, for the compaction
+/// budget: its full record and one update.
+fn live_len(tube_len: usize, body_len: usize) -> u64 {
+    (record::full_len(tube_len, body_len) + UPDATE_LEN) as u64
 }
 
 /// Makes a directory's entries (files created, removed) durable.
@@ -379,33 +500,13 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
-/// Takes `DIR/lock`, creating it with mode 0600.
-fn lock_dir(dir: &Path) -> Result<File, BinlogError> {
-    let path = dir.join("lock");
-    let lock = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(&path)
-        .map_err(|e| BinlogError::Lock(format!("cannot open {}: {e}", path.display())))?;
-    match lock.try_lock() {
-        Ok(()) => Ok(lock),
-        Err(std::fs::TryLockError::WouldBlock) => Err(BinlogError::Lock(format!(
-            "failed to lock wal dir {}: another server is using it",
-            dir.display()
-        ))),
-        Err(std::fs::TryLockError::Error(e)) => {
-            Err(BinlogError::Lock(format!("failed to lock wal dir {}: {e}", dir.display())))
-        }
-    }
-}
-
 /// The logged view of a job's changing fields.
 fn job_state(job: &Job) -> JobState {
     let (state, deadline) = match job.state {
         State::Delayed => (LoggedState::Delayed, job.deadline.0),
-        State::Buried => (LoggedState::Buried, 0),
+        // A buried job's deadline is when it was buried: it orders the
+        // buried list after a restart.
+        State::Buried => (LoggedState::Buried, job.deadline.0),
         // Reserved comes back ready after a restart.
         State::Ready | State::Reserved => (LoggedState::Ready, 0),
     };
@@ -440,17 +541,21 @@ impl Journal for Binlog {
             tube.as_str().as_bytes(),
             &job.body,
         );
-        self.append()?;
+        let len = self.append()?;
         self.next_id = self.next_id.max(job.id.saturating_add(1));
         if job.file == 0 {
-            self.live_bytes += record::full_len(0, job.body.len()) as u64;
+            self.live_bytes += live_len(tube.as_str().len(), job.body.len());
+            self.earn_rewrites(len);
         } else {
             self.records_migrated += 1;
+            self.rewrite_credit -= len as i64;
+            self.forget_written(job.file, job.id);
             self.refer_to(job.file);
             self.forget_in(job.file);
         }
         if let Some(info) = self.files.get_mut(&self.current) {
             info.live += 1;
+            info.written.push(job.id);
         }
         Ok(self.current)
     }
@@ -458,46 +563,46 @@ impl Journal for Binlog {
     fn write_update(&mut self, job: &Job) -> io::Result<()> {
         self.scratch.clear();
         record::encode_update(&mut self.scratch, &job_state(job));
-        self.append()?;
+        let len = self.append()?;
+        self.earn_rewrites(len);
         self.refer_to(job.file);
         Ok(())
     }
 
-    fn write_delete(&mut self, job: &Job) -> io::Result<()> {
+    fn write_delete(&mut self, job: &Job, tube: &TubeName) -> io::Result<()> {
         self.scratch.clear();
         record::encode_delete(&mut self.scratch, job.id);
         // The put claimed this room.
         self.claimed = self.claimed.saturating_sub(DELETE_LEN as u64);
         let result = self.append();
-        self.live_bytes = self.live_bytes.saturating_sub(record::full_len(0, job.body.len()) as u64);
-        if result.is_ok() {
+        self.live_bytes = self.live_bytes.saturating_sub(live_len(tube.as_str().len(), job.body.len()));
+        if let Ok(len) = result {
+            self.earn_rewrites(len);
             self.refer_to(job.file);
         }
         self.forget_in(job.file);
-        result
+        result.map(drop)
     }
 
-    fn compaction_targets(&mut self) -> Vec<u32> {
-        if self.bytes_written < self.compaction_after || self.files.len() < 2 {
-            return Vec::new();
+    fn next_rewrite(&mut self) -> Option<(u32, JobId)> {
+        if self.failed || self.rewrite_credit <= 0 || !self.over_budget() {
+            return None;
         }
-        let limit = 2 * self.live_bytes + self.file_size;
-        let mut on_disk: u64 = self.files.values().map(|f| f.used).sum();
-        // The oldest files, as many as it takes to get back under the limit
-        // (at most a few, to bound the work done under the engine lock).
-        let mut targets = Vec::new();
-        for (&n, info) in &self.files {
-            if on_disk <= limit || n == self.current || targets.len() == 4 {
-                break;
+        let (&file, info) =
+            self.files.iter().find(|(&n, info)| n != self.current && !info.written.is_empty())?;
+        Some((file, *info.written.last()?))
+    }
+
+    fn written_in(&self, file: u32) -> Option<JobId> {
+        self.files.get(&file).filter(|_| file != self.current)?.written.last().copied()
+    }
+
+    fn forget_written(&mut self, file: u32, id: JobId) {
+        if let Some(info) = self.files.get_mut(&file) {
+            if info.written.last() == Some(&id) {
+                info.written.pop();
             }
-            on_disk -= info.used;
-            targets.push(n);
         }
-        // Looked at again after half a file's worth of writes: the rewrites
-        // themselves fill the current file, so a slower pace would let the
-        // number of files creep up.
-        self.compaction_after = self.bytes_written + self.file_size / 2;
-        targets
     }
 
     fn files_to_free(&mut self) -> Vec<u32> {

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! file    := header record* zero-padding
-//! header  := "BSTKLOG\0" u32 version(=1)                       (12 bytes)
+//! header  := "BSTKLOG\0" u32 version(=2)                       (12 bytes)
 //! record  := u32 length u32 crc32c(payload) payload           (length = payload bytes, >= 1)
 //! payload := u8 kind, then by kind:
 //!   1 Full    id u64, pri u32, delay u32, ttr u32, state u8, created u64,
@@ -10,21 +10,32 @@
 //!   2 Update  id u64, pri u32, delay u32, state u8, deadline u64, counters 5 x u32
 //!   3 Delete  id u64
 //!   4 NextId  id u64       (the next id to hand out; opens every file)
+//!   5 Imported number u64, length u64, crc32c u32
+//!             (beanstalkd's `binlog.<number>` with exactly this length and
+//!             checksum was imported into this file: it is never imported
+//!             again, see `import.rs`)
 //! ```
 //!
 //! All integers are little-endian. Times are nanoseconds since the Unix
 //! epoch. `state` is 1 ready, 2 delayed, 3 buried (a reserved job is
-//! written as ready: that is what it becomes after a restart). A `length` of
+//! written as ready: that is what it becomes after a restart). `deadline`
+//! is when a delayed job becomes ready, and when a buried job was buried:
+//! the engine keeps those times strictly increasing, so they also give the
+//! order of the buried list after a restart. A `length` of
 //! zero marks the end of the data, which is how the preallocated zero tail of
 //! a file reads. The version is bumped for any incompatible change; a reader
-//! refuses versions it does not know rather than guess.
+//! refuses versions it does not know rather than guess. Version 1 had no
+//! `Imported` record; it is read as it is.
 
+use super::beanstalkd::FileStamp;
 use crate::engine::{Counters, JobId};
 
 /// First bytes of every binlog file.
 pub const MAGIC: &[u8; 8] = b"BSTKLOG\0";
-/// The format version written and read.
-pub const VERSION: u32 = 1;
+/// The format version written.
+pub const VERSION: u32 = 2;
+/// The format versions read.
+pub const READABLE_VERSIONS: [u32; 2] = [1, 2];
 /// Bytes of the file header.
 pub const HEADER_LEN: usize = 12;
 /// Bytes of a record's length and checksum.
@@ -64,6 +75,7 @@ pub enum Record<'a> {
     Update(JobState),
     Delete(JobId),
     NextId(JobId),
+    Imported(FileStamp),
 }
 
 /// Encodes the file header.
@@ -117,6 +129,15 @@ pub fn encode_delete(out: &mut Vec<u8>, id: JobId) {
 pub fn encode_next_id(out: &mut Vec<u8>, id: JobId) {
     let start = begin(out, 4);
     out.extend_from_slice(&id.to_le_bytes());
+    finish(out, start);
+}
+
+/// Appends an imported-file record.
+pub fn encode_imported(out: &mut Vec<u8>, stamp: &FileStamp) {
+    let start = begin(out, 5);
+    out.extend_from_slice(&stamp.number.to_le_bytes());
+    out.extend_from_slice(&stamp.len.to_le_bytes());
+    out.extend_from_slice(&stamp.crc.to_le_bytes());
     finish(out, start);
 }
 
@@ -197,6 +218,28 @@ pub fn decode(bytes: &[u8]) -> Decoded<'_> {
     }
 }
 
+/// Whether a payload has a record's shape: a known kind and the length that
+/// kind, and for a full record its own tube and body lengths, imply. O(1);
+/// a cheap filter before the checksum when looking for records in damage.
+pub fn plausible_payload(payload: &[u8]) -> bool {
+    // Offset of a full record's tube length in its payload.
+    const TUBE_LEN_AT: usize = FULL_FIXED_LEN - RECORD_HEADER_LEN - 4 - 1;
+    let len = payload.len();
+    match payload.first() {
+        Some(1) => {
+            let Some(&tube_len) = payload.get(TUBE_LEN_AT) else { return false };
+            let body_len_at = TUBE_LEN_AT + 1 + usize::from(tube_len);
+            let Some(b) = payload.get(body_len_at..body_len_at + 4) else { return false };
+            let body_len = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize;
+            len == body_len_at + 4 + body_len
+        }
+        Some(2) => len == UPDATE_LEN - RECORD_HEADER_LEN,
+        Some(3 | 4) => len == DELETE_LEN - RECORD_HEADER_LEN,
+        Some(5) => len == 1 + 8 + 8 + 4,
+        _ => false,
+    }
+}
+
 fn parse_payload(payload: &[u8]) -> Option<Record<'_>> {
     let mut r = Reader { bytes: payload };
     let record = match r.u8()? {
@@ -218,6 +261,7 @@ fn parse_payload(payload: &[u8]) -> Option<Record<'_>> {
         }
         3 => Record::Delete(r.u64()?),
         4 => Record::NextId(r.u64()?),
+        5 => Record::Imported(FileStamp { number: r.u64()?, len: r.u64()?, crc: r.u32()? }),
         _ => return None,
     };
     // Id 0 is never handed out and u64::MAX would leave no next id: a record
@@ -225,7 +269,7 @@ fn parse_payload(payload: &[u8]) -> Option<Record<'_>> {
     let id_ok = match &record {
         Record::Full { job, .. } | Record::Update(job) => valid_id(job.id),
         Record::Delete(id) => valid_id(*id),
-        Record::NextId(_) => true,
+        Record::NextId(_) | Record::Imported(_) => true,
     };
     (id_ok && r.bytes.is_empty()).then_some(record)
 }
@@ -347,6 +391,8 @@ mod tests {
         assert_eq!(out.len() - full_end, UPDATE_LEN);
         encode_delete(&mut out, 7);
         encode_next_id(&mut out, 8);
+        let stamp = FileStamp { number: 3, len: 4096, crc: 0xdead_beef };
+        encode_imported(&mut out, &stamp);
         out.extend_from_slice(&[0; 32]);
 
         let mut at = 0;
@@ -369,9 +415,10 @@ mod tests {
                 Record::Update(state()),
                 Record::Delete(7),
                 Record::NextId(8),
+                Record::Imported(stamp),
             ]
         );
-        assert_eq!(at, full_end + UPDATE_LEN + DELETE_LEN + DELETE_LEN);
+        assert_eq!(at, full_end + UPDATE_LEN + DELETE_LEN + DELETE_LEN + RECORD_HEADER_LEN + 21);
     }
 
     #[test]
@@ -430,7 +477,7 @@ mod tests {
         expected.extend_from_slice(&crc32c(&payload).to_le_bytes());
         expected.extend_from_slice(&payload);
         assert_eq!(out, expected);
-        assert_eq!(&header(), b"BSTKLOG\0\x01\0\0\0");
+        assert_eq!(&header(), b"BSTKLOG\0\x02\0\0\0");
     }
 
     #[test]
@@ -440,6 +487,22 @@ mod tests {
             encode_delete(&mut out, id);
             assert_eq!(decode(&out), Decoded::Corrupt);
         }
+    }
+
+    #[test]
+    fn every_record_has_a_plausible_shape() {
+        let mut out = Vec::new();
+        encode_full(&mut out, &state(), 60, 42, b"tube", b"body");
+        encode_update(&mut out, &state());
+        encode_delete(&mut out, 7);
+        encode_imported(&mut out, &FileStamp { number: 1, len: 2, crc: 3 });
+        let mut at = 0;
+        while let Decoded::Record(_, used) = decode(&out[at..]) {
+            assert!(plausible_payload(&out[at + RECORD_HEADER_LEN..at + used]));
+            assert!(!plausible_payload(&out[at + RECORD_HEADER_LEN..at + used - 1]));
+            at += used;
+        }
+        assert_eq!(at, out.len());
     }
 
     #[test]

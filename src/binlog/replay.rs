@@ -1,4 +1,4 @@
-//! Reading the binlog back at start-up: every file in order, every record
+//! Reading our log back at start-up: every file in order, every record
 //! applied, so that each job ends in its last logged state.
 //!
 //! A record that fails its checksum ends the file it is in. If only zeros
@@ -8,15 +8,18 @@
 //! warning. Anything else is corruption: the file and offset are reported,
 //! every record before it is kept, the readable jobs are rewritten into the
 //! new file at start-up, and the file itself is kept on disk (renamed
-//! `binlog.N.corrupt` when it becomes the oldest file).
+//! `beanstalk.N.corrupt` when it becomes the oldest file). A file's zero
+//! tail, preallocated by a run that then crashed, is cut off, so a server
+//! that restarts over and over does not leave a full-size file each time.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
+use super::beanstalkd::FileStamp;
 use super::record::{self, JobState, LoggedState, Record, HEADER_LEN, RECORD_HEADER_LEN};
-use crate::engine::{IdMap, JobId, RestoredJob};
+use crate::engine::{IdMap, JobId, RestoredJob, RestoredState};
 use crate::protocol::TubeName;
 use crate::time::Time;
 
@@ -38,6 +41,8 @@ pub struct Replayed {
     /// For each file, the older files its records supersede something in
     /// (see the binlog module docs on deleting files).
     pub refers_to: HashMap<u32, BTreeSet<u32>>,
+    /// beanstalkd files already imported (see `import.rs`).
+    pub imported: HashSet<FileStamp>,
     /// Messages for the operator.
     pub warnings: Vec<String>,
 }
@@ -71,90 +76,120 @@ impl Tubes {
     }
 }
 
-/// The `binlog.N` files in `dir`, by number.
-pub fn list_files(dir: &Path) -> io::Result<Vec<u32>> {
-    let mut numbers: Vec<u32> = std::fs::read_dir(dir)?
-        .filter_map(|entry| entry.ok())
-        .filter_map(|entry| {
-            let name = entry.file_name().into_string().ok()?;
-            let digits = name.strip_prefix("binlog.")?;
-            let n: u32 = digits.parse().ok()?;
-            // Only the names we write: `binlog.007` or `binlog.+7` is not ours.
-            (n.to_string() == digits).then_some(n)
-        })
-        .collect();
-    numbers.sort_unstable();
-    Ok(numbers)
+/// Replays our log files into one state, oldest file first; see the
+/// module docs.
+pub struct Replayer<'d> {
+    dir: &'d Path,
+    jobs: IdMap<Pending>,
+    tubes: Tubes,
+    out: Replayed,
 }
 
-/// The path of file number `n`.
-pub fn file_path(dir: &Path, n: u32) -> PathBuf {
-    dir.join(format!("binlog.{n}"))
-}
+impl<'d> Replayer<'d> {
+    pub fn new(dir: &'d Path) -> Replayer<'d> {
+        Replayer {
+            dir,
+            jobs: IdMap::default(),
+            tubes: Tubes::default(),
+            out: Replayed { next_id: 1, ..Replayed::default() },
+        }
+    }
 
-/// Replays every binlog file in `dir`.
-pub fn replay(dir: &Path) -> io::Result<Replayed> {
-    let mut out = Replayed { next_id: 1, ..Replayed::default() };
-    out.files = list_files(dir)?;
-    let mut jobs: IdMap<Pending> = IdMap::default();
-    let mut tubes = Tubes::default();
-    let last = out.files.last().copied();
-    for &n in &out.files.clone() {
-        let path = file_path(dir, n);
-        let refs = out.refers_to.entry(n).or_default();
-        match replay_file(&path, n, &mut jobs, &mut tubes, refs, &mut out.next_id)? {
-            FileEnd::Clean => {}
-            FileEnd::Bad { offset, what } if Some(n) == last && what == Bad::Torn => {
-                out.warnings.push(format!(
+    /// Whether job `id` is live in what was replayed so far.
+    pub fn is_live(&self, id: JobId) -> bool {
+        self.jobs.contains_key(&id)
+    }
+
+    /// One more than the largest id any record replayed so far mentions.
+    pub fn next_id(&self) -> JobId {
+        self.out.next_id
+    }
+
+    /// Whether beanstalkd's file with this stamp was imported already.
+    pub fn was_imported(&self, stamp: &FileStamp) -> bool {
+        self.out.imported.contains(stamp)
+    }
+
+    /// Replays file `n`, newer than every file replayed before it. A torn
+    /// tail is cut off only in the `newest` file, the one a crash
+    /// interrupted; elsewhere damage is corruption. The zeros a file was
+    /// preallocated with are given back to the disk.
+    pub fn file(&mut self, n: u32, newest: bool) -> io::Result<()> {
+        let path = file_path(self.dir, n);
+        let refs = self.out.refers_to.entry(n).or_default();
+        let state = (&mut self.jobs, &mut self.tubes, refs, &mut self.out.next_id, &mut self.out.imported);
+        self.out.files.push(n);
+        match replay_file(&path, n, state)? {
+            FileEnd::Clean { data_end, file_len } => {
+                if data_end < file_len {
+                    std::fs::OpenOptions::new().write(true).open(&path)?.set_len(data_end)?;
+                }
+            }
+            FileEnd::Bad { offset, what } if newest && what == Bad::Torn => {
+                self.out.warnings.push(format!(
                     "{}: torn record at offset {offset} (a write cut short by a crash); truncated there",
                     path.display()
                 ));
                 std::fs::OpenOptions::new().write(true).open(&path)?.set_len(offset)?;
             }
             FileEnd::Bad { offset, what } => {
-                out.warnings.push(format!(
+                self.out.warnings.push(format!(
                     "{}: {} record at offset {offset}; the records before it are kept, the rest of the \
                      file cannot be read and is kept as {}.corrupt",
                     path.display(),
                     if what == Bad::Torn { "truncated" } else { "corrupt" },
                     path.display()
                 ));
-                out.corrupt.push(n);
+                self.out.corrupt.push(n);
             }
         }
+        Ok(())
     }
-    // Names were checked when the jobs were put; a name that fails now was
-    // damaged on disk in a way the checksum missed, and its jobs are skipped.
-    let valid: Vec<Option<usize>> = tubes
-        .names
-        .iter()
-        .map(|name| {
-            let tube = TubeName::new(name)?;
-            out.tubes.push(tube);
-            Some(out.tubes.len() - 1)
-        })
-        .collect();
-    out.jobs.reserve(jobs.len());
-    for (id, p) in jobs {
-        let Some(tube) = valid.get(p.tube).copied().flatten() else {
-            out.warnings.push(format!("job {id}: unreadable tube name; job skipped"));
-            continue;
-        };
-        out.jobs.push(RestoredJob {
-            id,
-            tube,
-            pri: p.job.pri,
-            delay: p.job.delay,
-            ttr: p.ttr,
-            buried: p.job.state == LoggedState::Buried,
-            ready_at: (p.job.state == LoggedState::Delayed).then_some(Time(p.job.deadline)),
-            created: Time(p.created),
-            counters: p.job.counters,
-            body: p.body,
-            file: p.file,
-        });
+
+    /// The jobs as the last record of each left them.
+    pub fn finish(self) -> Replayed {
+        let (jobs, tubes, mut out) = (self.jobs, self.tubes, self.out);
+        // Names were checked when the jobs were put; a name that fails now was
+        // damaged on disk in a way the checksum missed, and its jobs are skipped.
+        let valid: Vec<Option<usize>> = tubes
+            .names
+            .iter()
+            .map(|name| {
+                let tube = TubeName::new(name)?;
+                out.tubes.push(tube);
+                Some(out.tubes.len() - 1)
+            })
+            .collect();
+        out.jobs.reserve(jobs.len());
+        for (id, p) in jobs {
+            let Some(tube) = valid.get(p.tube).copied().flatten() else {
+                out.warnings.push(format!("job {id}: unreadable tube name; job skipped"));
+                continue;
+            };
+            out.jobs.push(RestoredJob {
+                id,
+                tube,
+                pri: p.job.pri,
+                delay: p.job.delay,
+                ttr: p.ttr,
+                state: match p.job.state {
+                    LoggedState::Ready => RestoredState::Ready,
+                    LoggedState::Delayed => RestoredState::Delayed { until: Time(p.job.deadline) },
+                    LoggedState::Buried => RestoredState::Buried { at: Time(p.job.deadline) },
+                },
+                created: Time(p.created),
+                counters: p.job.counters,
+                body: p.body,
+                file: p.file,
+            });
+        }
+        out
     }
-    Ok(out)
+}
+
+/// The path of our file number `n`.
+pub fn file_path(dir: &Path, n: u32) -> PathBuf {
+    super::dir::our_path(dir, n)
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -166,18 +201,23 @@ enum Bad {
 }
 
 enum FileEnd {
-    Clean,
-    Bad { offset: u64, what: Bad },
+    /// Every record read; only zeros from `data_end` to `file_len`.
+    Clean {
+        data_end: u64,
+        file_len: u64,
+    },
+    Bad {
+        offset: u64,
+        what: Bad,
+    },
 }
 
-fn replay_file(
-    path: &Path,
-    n: u32,
-    jobs: &mut IdMap<Pending>,
-    tubes: &mut Tubes,
-    refers_to: &mut BTreeSet<u32>,
-    next_id: &mut JobId,
-) -> io::Result<FileEnd> {
+/// What replaying one file changes.
+type ReplayState<'a> =
+    (&'a mut IdMap<Pending>, &'a mut Tubes, &'a mut BTreeSet<u32>, &'a mut JobId, &'a mut HashSet<FileStamp>);
+
+fn replay_file(path: &Path, n: u32, state: ReplayState<'_>) -> io::Result<FileEnd> {
+    let (jobs, tubes, refers_to, next_id, imported) = state;
     let file = File::open(path)?;
     let file_len = file.metadata()?.len();
     let mut file = BufReader::with_capacity(1 << 20, file);
@@ -185,7 +225,7 @@ fn replay_file(
     let got = read_up_to(&mut file, &mut header)?;
     if header.iter().all(|&b| b == 0) && rest_is_zero(&mut file)? {
         // Created, but the process died before its header was written.
-        return Ok(FileEnd::Clean);
+        return Ok(FileEnd::Clean { data_end: 0, file_len });
     }
     if header[..8] != *record::MAGIC || got < HEADER_LEN {
         // A header written only in part (the start of one, then zeros or the
@@ -196,13 +236,13 @@ fn replay_file(
         return Ok(FileEnd::Bad { offset: 0, what: if torn { Bad::Torn } else { Bad::Corrupt } });
     }
     let version = u32::from_le_bytes([header[8], header[9], header[10], header[11]]);
-    if version != record::VERSION {
+    if !record::READABLE_VERSIONS.contains(&version) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
             format!(
-                "{}: binlog format version {version} is not supported (this build reads {})",
+                "{}: binlog format version {version} is not supported (this build reads {:?})",
                 path.display(),
-                record::VERSION
+                record::READABLE_VERSIONS
             ),
         ));
     }
@@ -214,13 +254,15 @@ fn replay_file(
         if got < RECORD_HEADER_LEN {
             // The file ends inside a record header: nothing can follow it.
             let zeros = head[..got].iter().all(|&b| b == 0);
-            return Ok(if zeros { FileEnd::Clean } else { FileEnd::Bad { offset, what: Bad::Torn } });
+            let clean = FileEnd::Clean { data_end: offset, file_len };
+            return Ok(if zeros { clean } else { FileEnd::Bad { offset, what: Bad::Torn } });
         }
         let (len, crc) = record::parse_header(head);
         if len == 0 && crc == 0 {
             // The zero tail of a preallocated file, or garbage after it?
             let clean = rest_is_zero(&mut file)?;
-            return Ok(if clean { FileEnd::Clean } else { FileEnd::Bad { offset, what: Bad::Corrupt } });
+            let end = FileEnd::Clean { data_end: offset, file_len };
+            return Ok(if clean { end } else { FileEnd::Bad { offset, what: Bad::Corrupt } });
         }
         // A length past the end of the file allocates nothing: the record is
         // bad, and `classify` decides whether it is a torn tail.
@@ -235,7 +277,7 @@ fn replay_file(
         let Some(record) = record::decode_payload(crc, &payload) else {
             return classify(path, offset);
         };
-        apply(record, n, jobs, tubes, refers_to, next_id);
+        apply(record, n, (&mut *jobs, &mut *tubes, &mut *refers_to, &mut *next_id, &mut *imported));
         offset = end;
     }
 }
@@ -244,34 +286,54 @@ fn replay_file(
 /// anywhere in the file (a write cut short, then zeros or the end of the
 /// file), corruption otherwise (a damaged record with good ones after it,
 /// which must not be thrown away, whatever its length field says).
+///
+/// Linear in the rest of the file: a candidate at each offset is first
+/// checked for a consistent shape in O(1), and the checksums computed for
+/// the candidates that pass are paid from a budget of a few times the bytes
+/// looked at. A body can be crafted to look like records; if the budget
+/// runs out, the answer is "corrupt", which keeps every byte (a torn tail
+/// is cut off; a corrupt file is kept aside).
 fn classify(path: &Path, offset: u64) -> io::Result<FileEnd> {
     // A torn tail is at most one record; far more than that is not one.
     const LIMIT: u64 = 64 << 20;
+    let corrupt = Ok(FileEnd::Bad { offset, what: Bad::Corrupt });
     let mut file = File::open(path)?;
     file.seek(SeekFrom::Start(offset.saturating_add(1)))?;
     let mut rest = Vec::new();
     file.take(LIMIT + 1).read_to_end(&mut rest)?;
-    let valid_after = rest.len() as u64 > LIMIT
-        || (0..rest.len())
-            .any(|i| matches!(rest.get(i..).map(record::decode), Some(record::Decoded::Record(..))));
-    Ok(FileEnd::Bad { offset, what: if valid_after { Bad::Corrupt } else { Bad::Torn } })
+    if rest.len() as u64 > LIMIT {
+        return corrupt;
+    }
+    let mut budget = 4 * rest.len() + (1 << 20);
+    for at in 0..rest.len() {
+        let Some(head) = rest.get(at..at + RECORD_HEADER_LEN) else { break };
+        let (len, crc) =
+            record::parse_header([head[0], head[1], head[2], head[3], head[4], head[5], head[6], head[7]]);
+        let payload_at = at + RECORD_HEADER_LEN;
+        let Some(payload) = rest.get(payload_at..payload_at.saturating_add(len)) else { continue };
+        if len == 0 || !record::plausible_payload(payload) {
+            continue;
+        }
+        if len > budget {
+            return corrupt;
+        }
+        budget -= len;
+        if record::decode_payload(crc, payload).is_some() {
+            return corrupt;
+        }
+    }
+    Ok(FileEnd::Bad { offset, what: Bad::Torn })
 }
 
-fn apply(
-    record: Record<'_>,
-    file: u32,
-    jobs: &mut IdMap<Pending>,
-    tubes: &mut Tubes,
-    refers_to: &mut BTreeSet<u32>,
-    next_id: &mut JobId,
-) {
+fn apply(record: Record<'_>, file: u32, state: ReplayState<'_>) {
+    let (jobs, tubes, refers_to, next_id, imported) = state;
     let mut saw = |id: JobId| *next_id = (*next_id).max(id.saturating_add(1));
     // A record about a job whose latest full record is in another file
     // supersedes something there.
     let id = match &record {
         Record::Full { job, .. } | Record::Update(job) => Some(job.id),
         Record::Delete(id) => Some(*id),
-        Record::NextId(_) => None,
+        Record::NextId(_) | Record::Imported(_) => None,
     };
     if let Some(earlier) = id.and_then(|id| jobs.get(&id)).map(|p| p.file).filter(|&g| g != file) {
         refers_to.insert(earlier);
@@ -293,11 +355,14 @@ fn apply(
             jobs.remove(&id);
         }
         Record::NextId(id) => *next_id = (*next_id).max(id),
+        Record::Imported(stamp) => {
+            imported.insert(stamp);
+        }
     }
 }
 
 /// Reads until `buf` is full or the file ends; returns the bytes read.
-fn read_up_to(file: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+pub(super) fn read_up_to(file: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut got = 0;
     while got < buf.len() {
         match file.read(&mut buf[got..]) {
@@ -310,7 +375,7 @@ fn read_up_to(file: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     Ok(got)
 }
 
-fn rest_is_zero(file: &mut impl Read) -> io::Result<bool> {
+pub(super) fn rest_is_zero(file: &mut impl Read) -> io::Result<bool> {
     let mut chunk = [0; 8192];
     loop {
         let n = read_up_to(file, &mut chunk)?;

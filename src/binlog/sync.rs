@@ -6,8 +6,12 @@
 //! [`Durability::after_write`] before its reply leaves.
 //!
 //! - `-F`: never fsync; the OS writes back when it likes.
-//! - `-f MS` (MS > 0): fsync at most every MS milliseconds, by whichever
-//!   thread notices the interval has passed; nobody waits for it.
+//! - `-f MS` (MS > 0): a record is fsynced at most MS milliseconds (plus
+//!   the fsync itself) after it was written, by a syncer thread of its own;
+//!   nobody waits for it. The thread sleeps while everything written is
+//!   synced, so a quiet server does no work, and a put acknowledged just
+//!   before a quiet spell still reaches the disk within MS ms (beanstalkd
+//!   only fsyncs on the next write).
 //! - `-f 0`: a reply leaves only after its records are fsynced. One thread
 //!   fsyncs at a time; every thread whose records were written before that
 //!   fsync began is released by it. Concurrent writers thus share one fsync
@@ -16,6 +20,7 @@
 use std::fs::File;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::config::Fsync;
@@ -31,6 +36,8 @@ pub struct Durability {
     failed: AtomicBool,
     state: Mutex<SyncState>,
     synced_cv: Condvar,
+    /// Wakes the `-f MS` syncer thread.
+    syncer_cv: Condvar,
 }
 
 #[derive(Debug)]
@@ -42,6 +49,11 @@ struct SyncState {
     /// A thread is inside fsync.
     syncing: bool,
     last_sync: Instant,
+    /// The syncer thread sleeps until it is woken: it must be woken when
+    /// something is written.
+    syncer_idle: bool,
+    /// The syncer thread must end.
+    stopping: bool,
 }
 
 impl Durability {
@@ -50,8 +62,56 @@ impl Durability {
             mode,
             written: AtomicU64::new(0),
             failed: AtomicBool::new(false),
-            state: Mutex::new(SyncState { file: None, synced: 0, syncing: false, last_sync: Instant::now() }),
+            state: Mutex::new(SyncState {
+                file: None,
+                synced: 0,
+                syncing: false,
+                last_sync: Instant::now(),
+                syncer_idle: false,
+                stopping: false,
+            }),
             synced_cv: Condvar::new(),
+            syncer_cv: Condvar::new(),
+        }
+    }
+
+    /// Starts the syncer thread of `-f MS` (MS > 0); with any other policy
+    /// there is none. It runs until [`Durability::stop`].
+    pub fn start_syncer(this: &Arc<Durability>) -> std::io::Result<()> {
+        let Fsync::Every(ms) = this.mode else { return Ok(()) };
+        if ms == 0 {
+            return Ok(());
+        }
+        let durability = Arc::clone(this);
+        let interval = Duration::from_millis(u64::from(ms));
+        thread::Builder::new()
+            .name("beanstalk-fsync".into())
+            .spawn(move || durability.run_syncer(interval))?;
+        Ok(())
+    }
+
+    /// Ends the syncer thread, if there is one.
+    pub fn stop(&self) {
+        self.lock().stopping = true;
+        self.syncer_cv.notify_all();
+    }
+
+    fn run_syncer(&self, interval: Duration) {
+        let mut state = self.lock();
+        while !state.stopping {
+            if state.synced >= self.written() || state.syncing {
+                state.syncer_idle = true;
+                state = self.syncer_cv.wait(state).unwrap_or_else(|e| e.into_inner());
+                continue;
+            }
+            let due = state.last_sync + interval;
+            let now = Instant::now();
+            if now < due {
+                state =
+                    self.syncer_cv.wait_timeout(state, due - now).map_or_else(|e| e.into_inner().0, |r| r.0);
+                continue;
+            }
+            state = self.sync_now(state);
         }
     }
 
@@ -95,10 +155,11 @@ impl Durability {
         match self.mode {
             Fsync::Never => {}
             Fsync::Every(0) => self.sync_through(seq),
-            Fsync::Every(ms) => {
-                let state = self.lock();
-                if !state.syncing && state.last_sync.elapsed() >= Duration::from_millis(u64::from(ms)) {
-                    drop(self.sync_now(state));
+            Fsync::Every(_) => {
+                let mut state = self.lock();
+                if state.syncer_idle && state.synced < seq {
+                    state.syncer_idle = false;
+                    self.syncer_cv.notify_one();
                 }
             }
         }

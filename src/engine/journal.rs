@@ -14,6 +14,7 @@ use std::io;
 use super::job::{Job, JobId};
 use crate::protocol::TubeName;
 use crate::stats::BinlogStats;
+use crate::time::Time;
 
 /// A write-ahead log of job changes.
 pub trait Journal: Send + fmt::Debug {
@@ -37,11 +38,22 @@ pub trait Journal: Send + fmt::Debug {
 
     /// Writes that a job was deleted. Never needs a reservation: its room
     /// was claimed by the put.
-    fn write_delete(&mut self, job: &Job) -> io::Result<()>;
+    fn write_delete(&mut self, job: &Job, tube: &TubeName) -> io::Result<()>;
 
-    /// Files whose live jobs should be rewritten into the current file so
-    /// that they can be deleted, if the log has grown too large for its data.
-    fn compaction_targets(&mut self) -> Vec<u32>;
+    /// The next job that compaction should rewrite into the current file,
+    /// as `(file, id)`: job `id`'s full record was written into old file
+    /// `file` (it may have moved since). `None` while the log is small
+    /// enough for its live data, or while compaction has used up its share
+    /// of the writing (a constant times what clients wrote).
+    fn next_rewrite(&mut self) -> Option<(u32, JobId)>;
+
+    /// A job whose full record was written into `file`, if any is left: to
+    /// empty that file at once (start-up after corruption, a full disk).
+    fn written_in(&self, file: u32) -> Option<JobId>;
+
+    /// Job `id`, named by [`Journal::next_rewrite`] or [`Journal::written_in`],
+    /// no longer has its full record in `file`: it was deleted or rewritten.
+    fn forget_written(&mut self, file: u32, id: JobId);
 
     /// Files whose live jobs should be rewritten now because a claim for
     /// space just failed: emptying the oldest files may free the disk. Empty
@@ -62,12 +74,24 @@ pub struct RestoredJob {
     pub pri: u32,
     pub delay: u32,
     pub ttr: u32,
-    pub buried: bool,
-    /// When a delayed job becomes ready; `None` if it is not delayed.
-    pub ready_at: Option<crate::time::Time>,
-    pub created: crate::time::Time,
+    pub state: RestoredState,
+    pub created: Time,
     pub counters: super::Counters,
     pub body: Box<[u8]>,
     /// The file holding its latest full record.
     pub file: u32,
+}
+
+/// The state a job comes back in: a reserved job comes back ready.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RestoredState {
+    Ready,
+    /// Becomes ready at `until`.
+    Delayed {
+        until: Time,
+    },
+    /// Buried at `at`: buried jobs come back in that order.
+    Buried {
+        at: Time,
+    },
 }

@@ -33,7 +33,7 @@ use crate::stats::{CommandCounts, JobCounts, JobStats, ServerStats, TubeStats};
 use crate::time::Time;
 use heap::Heap;
 pub use job::{ClientId, Counters, Job, JobId, State, URGENT_PRIORITY};
-pub use journal::{Journal, RestoredJob};
+pub use journal::{Journal, RestoredJob, RestoredState};
 use list::List;
 use tube::{Pause, TubeId, Tubes};
 
@@ -153,6 +153,9 @@ pub struct Engine {
     job_memory: u64,
     /// The `--max-job-memory` cap on `job_memory`.
     memory_limit: Option<u64>,
+    /// When the last job was buried. Burial times are kept strictly
+    /// increasing, so the log can restore the buried lists' order from them.
+    last_buried_at: Time,
 }
 
 impl Engine {
@@ -183,6 +186,7 @@ impl Engine {
             journal: None,
             job_memory: 0,
             memory_limit: None,
+            last_buried_at: Time::ZERO,
         }
     }
 
@@ -213,10 +217,10 @@ impl Engine {
         self.journal.as_ref().map(|j| j.stats())
     }
 
-    /// Puts back the jobs read from the log at start-up, in id order (which
-    /// is also the order buried jobs were first logged), and makes sure no
+    /// Puts back the jobs read from the log at start-up, and makes sure no
     /// id below `next_id` is handed out again. Each job names its tube by an
-    /// index into `tube_names`.
+    /// index into `tube_names`. Buried jobs go back in the order they were
+    /// buried.
     pub fn restore(
         &mut self,
         tube_names: &[TubeName],
@@ -224,7 +228,11 @@ impl Engine {
         next_id: JobId,
         now: Time,
     ) {
-        jobs.sort_unstable_by_key(|job| job.id);
+        let buried_at = |job: &RestoredJob| match job.state {
+            RestoredState::Buried { at } => at,
+            _ => Time::ZERO,
+        };
+        jobs.sort_unstable_by_key(|job| (buried_at(job), job.id));
         // Tubes come back only for jobs that survived, as they were made.
         let mut tube_ids: Vec<Option<TubeId>> = vec![None; tube_names.len()];
         for r in jobs {
@@ -251,14 +259,16 @@ impl Engine {
             };
             self.job_memory += job.body.len() as u64 + JOB_MEMORY_OVERHEAD;
             self.jobs.insert(r.id, job);
-            match r.ready_at {
-                _ if r.buried => {
+            match r.state {
+                RestoredState::Buried { at } => {
+                    self.last_buried_at = self.last_buried_at.max(at);
                     if let Some(job) = self.jobs.get_mut(&r.id) {
                         job.state = State::Buried;
+                        job.deadline = at;
                     }
                     self.tubes.get_mut(tube).buried.push_back(&mut self.jobs, r.id);
                 }
-                Some(at) if at > now => self.make_delayed(r.id, at),
+                RestoredState::Delayed { until } if until > now => self.make_delayed(r.id, until),
                 _ => self.make_ready(r.id, now),
             }
         }
@@ -614,7 +624,7 @@ impl Engine {
         // The delete record's room was claimed by the put: this cannot run
         // out of disk. If the write fails anyway the job is gone all the same.
         let logged = match &mut self.journal {
-            Some(journal) => journal.write_delete(job).is_ok(),
+            Some(journal) => journal.write_delete(job, &self.tubes.get(tube).name).is_ok(),
             None => true,
         };
         self.unlink(id);
@@ -658,7 +668,7 @@ impl Engine {
     }
 
     /// `bury <id> <pri>`.
-    pub fn bury(&mut self, c: ClientId, id: JobId, pri: u32) -> Reply<'_> {
+    pub fn bury(&mut self, c: ClientId, id: JobId, pri: u32, now: Time) -> Reply<'_> {
         self.cmds.bury += 1;
         if !self.is_reserved_by(id, c) {
             return Reply::NotFound;
@@ -673,6 +683,9 @@ impl Engine {
         job.pri = pri;
         job.counters.buries = job.counters.buries.wrapping_add(1);
         job.state = State::Buried;
+        // Strictly after the previous burial, even within one clock tick.
+        self.last_buried_at = now.max(Time(self.last_buried_at.0.saturating_add(1)));
+        job.deadline = self.last_buried_at;
         let tube = job.tube;
         self.tubes.get_mut(tube).buried.push_back(&mut self.jobs, id);
         if !self.log_update(id) {
@@ -1151,33 +1164,43 @@ impl Engine {
         }
     }
 
-    /// Keeps the log's size in proportion to its live data: when the log asks
-    /// for it, rewrites every live job of its oldest file into the current
-    /// one, so that the old file can be deleted. This scans the job table,
-    /// which is why the log asks only once per file's worth of writes.
+    /// Keeps the log's size in proportion to its live data: rewrites the
+    /// live jobs of the oldest log file into the current one, a few at a
+    /// time, for as long as the log asks (see [`Journal::next_rewrite`]).
+    /// Once a file holds no live job it is deleted.
     fn compact(&mut self) {
-        let files = self.journal.as_mut().map(|journal| journal.compaction_targets()).unwrap_or_default();
-        if !files.is_empty() {
-            self.rewrite_files(&files);
+        while let Some((file, id)) = self.journal.as_mut().and_then(|j| j.next_rewrite()) {
+            if !self.rewrite_if_still_in(file, id) {
+                return;
+            }
         }
     }
 
     /// Rewrites the full record of every live job whose latest full record
-    /// is in one of binlog files `files` into the current file (compaction,
-    /// and at start-up for files with unreadable records). One scan of the
-    /// job table, whatever the number of files. Stops early if the disk is
-    /// full.
+    /// is in one of binlog files `files` into the current file, so that
+    /// they can go (at start-up for files with unreadable records, and when
+    /// the disk is full). Stops early if the disk is full.
     pub fn rewrite_files(&mut self, files: &[u32]) {
-        let ids: Vec<JobId> =
-            self.jobs.values().filter(|job| files.contains(&job.file)).map(|job| job.id).collect();
-        for id in ids {
-            let Some(job) = self.jobs.get(&id) else { continue };
-            let (tube_len, body_len) = (self.tubes.get(job.tube).name.as_str().len(), job.body.len());
-            let room = self.journal.as_mut().is_some_and(|j| j.reserve_rewrite(tube_len, body_len));
-            if !room || !self.log_full(id) {
-                return;
+        for &file in files {
+            while let Some(id) = self.journal.as_ref().and_then(|j| j.written_in(file)) {
+                if !self.rewrite_if_still_in(file, id) {
+                    return;
+                }
             }
         }
+    }
+
+    /// Rewrites job `id` if its latest full record is still in `file`;
+    /// otherwise tells the log that its note of it is stale. False if the
+    /// log has no room or a write failed.
+    fn rewrite_if_still_in(&mut self, file: u32, id: JobId) -> bool {
+        let Some(journal) = self.journal.as_mut() else { return false };
+        let Some(job) = self.jobs.get(&id).filter(|job| job.file == file) else {
+            journal.forget_written(file, id);
+            return true;
+        };
+        let (tube_len, body_len) = (self.tubes.get(job.tube).name.as_str().len(), job.body.len());
+        journal.reserve_rewrite(tube_len, body_len) && self.log_full(id)
     }
 
     // ---------------------------------------------------------------
@@ -1394,7 +1417,7 @@ mod tests {
         let delayed = put(&mut e, c, 0, 100, 10, Time::ZERO);
         let buried = put(&mut e, c, 0, 0, 10, Time::ZERO);
         reserved_id(e.reserve(c, None, Time::ZERO));
-        assert_eq!(e.bury(c, buried, 0), Reply::Buried);
+        assert_eq!(e.bury(c, buried, 0, Time::ZERO), Reply::Buried);
         assert_eq!(e.kick(c, 10, Time::ZERO), Reply::KickedCount(1));
         assert_eq!(e.jobs[&delayed].state, State::Delayed);
         assert_eq!(e.kick(c, 10, Time::ZERO), Reply::KickedCount(1));

@@ -1,0 +1,274 @@
+//! The binlog directory: who may use it, and what is in it.
+//!
+//! Before anything is read, `DIR/lock` is locked twice over: with `flock`,
+//! which another server in this same process sees, and with an `fcntl` write
+//! lock, which is the kind beanstalkd takes. So neither server starts on a
+//! directory that the other is using.
+//!
+//! Then every entry whose name a log file could have is looked at, by its
+//! first bytes and never by its name alone:
+//!
+//! - `beanstalk.N`: our log files, replayed by [`super::replay`].
+//! - `binlog.N` in beanstalkd's format (version 7, or 5 from 1.4.x): jobs
+//!   to import ([`super::beanstalkd`]). A file of zeros only (beanstalkd
+//!   died between creating a file and writing its version) holds nothing
+//!   and is imported as empty.
+//! - `binlog.N` in our format: written by an earlier version of this server,
+//!   which used beanstalkd's names. Renamed `beanstalk.N`, so that a
+//!   beanstalkd started here by mistake can neither replay nor delete it.
+//! - Anything else under those names (an unknown header, an unknown
+//!   version, a directory, a symbolic link) stops start-up with one line
+//!   naming it, and is left untouched: serving an empty queue over data we
+//!   cannot read would lose it.
+//!
+//! This module renames, and never writes or deletes a log file's contents.
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use super::record;
+use super::BinlogError;
+
+/// The prefix of our log files' names.
+pub const OURS: &str = "beanstalk.";
+/// The prefix of beanstalkd's.
+pub const THEIRS: &str = "binlog.";
+/// Where an import is written before it counts (see [`super::import`]).
+pub const IMPORT_TEMP: &str = "beanstalk.import";
+
+/// Our files are renumbered from 1 when the highest number passes this, so
+/// that counting up from it can never wrap.
+const RENUMBER_ABOVE: u32 = 1 << 30;
+
+/// Which of beanstalkd's formats a `binlog.N` file is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Theirs {
+    /// beanstalkd 1.5 and later.
+    V7,
+    /// beanstalkd 1.4.x.
+    V5,
+    /// Zeros only: created, but its version never written.
+    Empty,
+}
+
+/// One of beanstalkd's files, to be imported.
+#[derive(Debug, Clone)]
+pub struct TheirFile {
+    pub number: u64,
+    pub path: PathBuf,
+    pub format: Theirs,
+}
+
+/// What the directory holds.
+#[derive(Debug, Default)]
+pub struct Survey {
+    /// Our files' numbers, oldest first.
+    pub ours: Vec<u32>,
+    /// beanstalkd's files, oldest first.
+    pub theirs: Vec<TheirFile>,
+    /// What was renamed, for the operator.
+    pub notes: Vec<String>,
+}
+
+/// The path of our file number `n`.
+pub fn our_path(dir: &Path, n: u32) -> PathBuf {
+    dir.join(format!("{OURS}{n}"))
+}
+
+/// Takes `DIR/lock`, creating it with mode 0600, never through a symbolic
+/// link. The returned file must stay open for the life of the process: its
+/// locks go when it is closed.
+pub fn lock(dir: &Path) -> Result<File, BinlogError> {
+    let path = dir.join("lock");
+    let lock = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(crate::sys::O_NOFOLLOW)
+        .open(&path)
+        .map_err(|e| BinlogError::Lock(format!("cannot open {}: {e}", path.display())))?;
+    let in_use =
+        || BinlogError::Lock(format!("failed to lock wal dir {}: another server is using it", dir.display()));
+    match lock.try_lock() {
+        Ok(()) => {}
+        Err(fs::TryLockError::WouldBlock) => return Err(in_use()),
+        Err(fs::TryLockError::Error(e)) => {
+            return Err(BinlogError::Lock(format!("failed to lock wal dir {}: {e}", dir.display())))
+        }
+    }
+    match crate::sys::lock_posix(&lock) {
+        Ok(()) => Ok(lock),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(in_use()),
+        Err(e) => Err(BinlogError::Lock(format!("failed to lock wal dir {}: {e}", dir.display()))),
+    }
+}
+
+/// Looks at every log-like entry of `dir`: renames our files that still
+/// carry beanstalkd's names, renumbers ours if their numbers grew too high,
+/// and refuses anything it cannot read.
+pub fn survey(dir: &Path) -> Result<Survey, BinlogError> {
+    let open_error = |e: io::Error| BinlogError::Open(format!("binlog {}: {e}", dir.display()));
+    let mut survey = Survey::default();
+    let mut ours: Vec<u32> = Vec::new();
+    let mut legacy: Vec<(u64, PathBuf)> = Vec::new();
+    for entry in fs::read_dir(dir).map_err(open_error)? {
+        let entry = entry.map_err(open_error)?;
+        let Ok(name) = entry.file_name().into_string() else { continue };
+        let path = entry.path();
+        if name == IMPORT_TEMP {
+            // An import that never finished: it does not count (see import.rs).
+            fs::remove_file(&path).map_err(|e| refuse(&path, &format!("cannot remove it: {e}")))?;
+            continue;
+        }
+        let (number, is_ours) = match (number_after(&name, OURS), number_after(&name, THEIRS)) {
+            (Some(n), _) => (n, true),
+            (_, Some(n)) => (n, false),
+            _ => continue,
+        };
+        let kind = fs::symlink_metadata(&path).map_err(|e| refuse(&path, &e.to_string()))?.file_type();
+        if !kind.is_file() {
+            let what = if kind.is_symlink() {
+                "a symbolic link"
+            } else if kind.is_dir() {
+                "a directory"
+            } else {
+                "not a regular file"
+            };
+            return Err(refuse(&path, &format!("is {what}, not a log file")));
+        }
+        match (classify(&path).map_err(|e| refuse(&path, &e.to_string()))?, is_ours) {
+            (Format::Ours, true) | (Format::Theirs(Theirs::Empty), true) => {
+                ours.push(u32::try_from(number).map_err(|_| refuse(&path, "its number is too large"))?)
+            }
+            (Format::Ours, false) => legacy.push((number, path)),
+            (Format::Theirs(format), false) => survey.theirs.push(TheirFile { number, path, format }),
+            (Format::Theirs(_), true) => {
+                return Err(refuse(&path, "is in beanstalkd's format under our name; rename it binlog.N"))
+            }
+            (Format::Unknown(why), _) => return Err(refuse(&path, &why)),
+        }
+    }
+    for (number, path) in legacy {
+        let n = u32::try_from(number).map_err(|_| refuse(&path, "its number is too large"))?;
+        let to = our_path(dir, n);
+        if fs::symlink_metadata(&to).is_ok() {
+            return Err(refuse(&path, &format!("is ours, but {} exists too", to.display())));
+        }
+        fs::rename(&path, &to).map_err(|e| refuse(&path, &format!("cannot rename it: {e}")))?;
+        survey.notes.push(format!(
+            "{}: renamed {} (our files no longer use beanstalkd's names)",
+            path.display(),
+            to.display()
+        ));
+        ours.push(n);
+    }
+    ours.sort_unstable();
+    survey.theirs.sort_unstable_by_key(|f| f.number);
+    if ours.last().is_some_and(|&n| n > RENUMBER_ABOVE) {
+        renumber(dir, &mut ours, &mut survey.notes)?;
+    }
+    survey.ours = ours;
+    if !survey.notes.is_empty() {
+        super::sync_dir(dir).map_err(open_error)?;
+    }
+    Ok(survey)
+}
+
+/// Renames our files to 1, 2, 3, ... in order. Each new number is at most
+/// the old one and the files go in ascending order, so at every moment
+/// (a crash included) the files' order is unchanged.
+fn renumber(dir: &Path, ours: &mut [u32], notes: &mut Vec<String>) -> Result<(), BinlogError> {
+    for (new, old) in (1..).zip(ours.iter_mut()) {
+        if *old == new {
+            continue;
+        }
+        let (from, to) = (our_path(dir, *old), our_path(dir, new));
+        fs::rename(&from, &to).map_err(|e| refuse(&from, &format!("cannot renumber it: {e}")))?;
+        *old = new;
+    }
+    notes.push(format!("{}: log files renumbered from 1, their numbers had grown too large", dir.display()));
+    Ok(())
+}
+
+/// `N` from `PREFIXN`, if `N` is a plain decimal number as both servers
+/// write it (no sign, no leading zero).
+fn number_after(name: &str, prefix: &str) -> Option<u64> {
+    let digits = name.strip_prefix(prefix)?;
+    let n: u64 = digits.parse().ok()?;
+    (n.to_string() == digits).then_some(n)
+}
+
+fn refuse(path: &Path, why: &str) -> BinlogError {
+    BinlogError::Open(format!(
+        "{}: {why}; refusing to start. Move it out of the binlog directory, or restore it, then start again",
+        path.display()
+    ))
+}
+
+/// A file's format, by its first bytes.
+#[derive(Debug, PartialEq, Eq)]
+enum Format {
+    /// Our header (any version this build reads), or the start of one
+    /// followed by zeros: a crash while the file was being made.
+    Ours,
+    Theirs(Theirs),
+    Unknown(String),
+}
+
+fn classify(path: &Path) -> io::Result<Format> {
+    let mut file = File::open(path)?;
+    let mut head = [0; record::HEADER_LEN];
+    let got = super::replay::read_up_to(&mut file, &mut head)?;
+    let head = &head[..got];
+    if head.iter().all(|&b| b == 0) {
+        return Ok(if super::replay::rest_is_zero(&mut file)? {
+            Format::Theirs(Theirs::Empty)
+        } else {
+            Format::Unknown("it starts with zeros but holds data: not a log file".into())
+        });
+    }
+    if head.starts_with(record::MAGIC) && got == record::HEADER_LEN {
+        let version = u32::from_le_bytes([head[8], head[9], head[10], head[11]]);
+        return Ok(if record::READABLE_VERSIONS.contains(&version) {
+            Format::Ours
+        } else {
+            Format::Unknown(format!(
+                "beanstalk log format version {version}, which this build cannot read (it reads {:?}); \
+                 run the newer beanstalk that wrote it",
+                record::READABLE_VERSIONS
+            ))
+        });
+    }
+    let header = record::header();
+    let common = head.iter().zip(&header).take_while(|(a, b)| a == b).count();
+    if common > 0 && head[common..].iter().all(|&b| b == 0) && super::replay::rest_is_zero(&mut file)? {
+        return Ok(Format::Ours);
+    }
+    let version = head.get(..4).map(|v| i32::from_le_bytes([v[0], v[1], v[2], v[3]]));
+    Ok(match version {
+        Some(7) => Format::Theirs(Theirs::V7),
+        Some(5) => Format::Theirs(Theirs::V5),
+        Some(v) => Format::Unknown(format!(
+            "neither a beanstalk log nor a beanstalkd binlog (beanstalkd versions 5 and 7 are read; \
+             this one starts with {v})"
+        )),
+        None => Format::Unknown(format!("only {got} bytes: too short to be a log file")),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plain_numbers_are_log_names() {
+        assert_eq!(number_after("binlog.7", THEIRS), Some(7));
+        assert_eq!(number_after("beanstalk.12", OURS), Some(12));
+        for name in ["binlog.007", "binlog.+7", "binlog.7.corrupt", "binlog.", "binlog.x", "lock"] {
+            assert_eq!(number_after(name, THEIRS), None, "{name}");
+        }
+    }
+}
