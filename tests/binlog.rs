@@ -1224,3 +1224,187 @@ fn a_full_disk_refuses_new_work_keeps_old_jobs_deletable_and_recovers() {
     assert_eq!(c.stat("current-jobs-buried"), "1");
     assert_eq!(c.stat("current-jobs-ready"), "1");
 }
+
+// -------------------------------------------------------------------
+// Bounds: compaction's work, disk use across restarts, file numbers
+// -------------------------------------------------------------------
+
+/// Bytes of our log files in `dir`.
+fn log_bytes(dir: &Path) -> u64 {
+    binlog_files(dir)
+        .iter()
+        .map(|f| fs::metadata(dir.join(format!("beanstalk.{f}"))).map_or(0, |m| m.len()))
+        .sum()
+}
+
+/// Sends `count` puts of `body` in one batch and reads their ids.
+fn put_batch(c: &mut Client, count: usize, body: &[u8]) -> Vec<u64> {
+    let mut msg = Vec::new();
+    for _ in 0..count {
+        msg.extend_from_slice(format!("put 0 0 60 {}\r\n", body.len()).as_bytes());
+        msg.extend_from_slice(body);
+        msg.extend_from_slice(b"\r\n");
+    }
+    c.send(msg);
+    (0..count).map(|_| c.reply().strip_prefix("INSERTED ").unwrap().trim_end().parse().unwrap()).collect()
+}
+
+/// Compaction's rewriting stays within twice what clients write, and the
+/// log stays within twice its live data plus a few files, for every mix of
+/// tube-name length, body size, `-s` and number of live jobs. (One mix is
+/// the hostile review's: 200-byte tube names and empty bodies, where the old
+/// trigger could never be met and each put+delete pair migrated hundreds of
+/// records.)
+#[test]
+fn compaction_work_is_bounded_by_what_clients_write() {
+    // (tube name length, body bytes, -s, live jobs, put+delete pairs)
+    let mixes: [(usize, usize, usize, usize, usize); 6] = [
+        (200, 0, 1 << 20, 10_000, 200),
+        (200, 0, 1 << 20, 10_000, 6_000),
+        (1, 0, 4096, 300, 3_000),
+        (200, 2000, 4096, 20, 1_500),
+        (1, 2000, 65536, 2_000, 2_000),
+        (100, 100, 1 << 20, 0, 12_000),
+    ];
+    for (tube_len, body_len, size, live, pairs) in mixes {
+        let what = format!("tube {tube_len} B, body {body_len} B, -s {size}, {live} live, {pairs} pairs");
+        let dir = TempDir::new("compact-bound");
+        let server = spawn(&dir.path, &["-F", "-s", &size.to_string()]);
+        let mut c = server.client();
+        c.cmd(&format!("use {}", "t".repeat(tube_len)));
+        let body = filler(1, body_len);
+        for chunk in 0..live.div_ceil(500) {
+            put_batch(&mut c, 500.min(live - chunk * 500), &body);
+        }
+        let mut max_bytes = 0;
+        for round in 0..pairs.div_ceil(200) {
+            let ids = put_batch(&mut c, 200.min(pairs - round * 200), &body);
+            let deletes: String = ids.iter().map(|id| format!("delete {id}\r\n")).collect();
+            c.send(deletes);
+            for _ in &ids {
+                assert_eq!(c.reply(), "DELETED\r\n");
+            }
+            max_bytes = max_bytes.max(log_bytes(&dir.path));
+        }
+        let written = stat_u64(&mut c, "binlog-records-written");
+        let migrated = stat_u64(&mut c, "binlog-records-migrated");
+        let by_clients = written - migrated;
+        assert!(
+            migrated <= 2 * by_clients + 1,
+            "{what}: {migrated} records migrated for {by_clients} written by clients"
+        );
+        let full = 71 + tube_len as u64 + body_len as u64;
+        let bound = 2 * live as u64 * (full + 50) + 4 * size as u64 + 64 * 1024;
+        assert!(max_bytes <= bound, "{what}: the log grew to {max_bytes} bytes (bound {bound})");
+        eprintln!(
+            "{what}: {by_clients} client records, {migrated} migrated, at most {max_bytes} bytes on disk"
+        );
+        drop(c);
+        server.kill();
+    }
+}
+
+/// A server that crashes and restarts over and over keeps no more on disk
+/// than one long run would: each start cuts the previous run's preallocated
+/// file to what it used, and files nothing needs go.
+#[test]
+fn disk_use_does_not_grow_with_restarts() {
+    let dir = TempDir::new("restarts");
+    let size = 1 << 20;
+    let server = spawn(&dir.path, &["-s", &size.to_string()]);
+    let mut c = server.client();
+    let ids: Vec<u64> = (0..4).map(|n| put_bytes(&mut c, 0, 0, 60, &filler(n, 100))).collect();
+    drop(c);
+    server.kill();
+    for round in 0..50 {
+        let server = spawn(&dir.path, &["-s", &size.to_string()]);
+        if round % 2 == 0 {
+            server.kill();
+        } else {
+            server.terminate();
+        }
+        let files = binlog_files(&dir.path);
+        assert!(files.len() <= 3, "after {round} restarts: {files:?}");
+        let bytes = log_bytes(&dir.path);
+        assert!(bytes <= size + 8192, "after {round} restarts the log holds {bytes} bytes");
+    }
+    let server = spawn(&dir.path, &["-s", &size.to_string()]);
+    let mut c = server.client();
+    for (n, id) in ids.into_iter().enumerate() {
+        assert_eq!(peek(&mut c, id), Some(filler(n as u64, 100)));
+    }
+    drop(c);
+    server.kill();
+}
+
+/// A log file whose number is near the top of the range (a stray file, or
+/// one from an earlier version that used beanstalkd's names) is renumbered
+/// at start-up, so counting up can never wrap to "not logged".
+#[test]
+fn file_numbers_never_wrap() {
+    let dir = TempDir::new("wrap");
+    let server = spawn(&dir.path, &[]);
+    let mut c = server.client();
+    let keep = put_bytes(&mut c, 0, 0, 60, b"keep");
+    let gone = put_bytes(&mut c, 0, 0, 60, b"gone");
+    drop(c);
+    server.terminate();
+    // An earlier version of this server named its files binlog.N.
+    let files = binlog_files(&dir.path);
+    let newest = *files.iter().next_back().unwrap();
+    for f in files {
+        let from = dir.path.join(format!("beanstalk.{f}"));
+        let n = if f == newest { u32::MAX } else { u32::MAX - 1 };
+        fs::rename(from, dir.path.join(format!("binlog.{n}"))).unwrap();
+    }
+
+    let server = spawn(&dir.path, &[]);
+    let mut c = server.client();
+    assert_eq!(c.cmd(&format!("delete {gone}")), "DELETED\r\n");
+    let files = binlog_files(&dir.path);
+    assert!(files.iter().all(|&f| f < 100), "renumbered from 1: {files:?}");
+    drop(c);
+    let stderr = server.terminate();
+    assert!(stderr.contains("renumbered"), "{stderr}");
+
+    let server = spawn(&dir.path, &[]);
+    let mut c = server.client();
+    assert_eq!(peek(&mut c, keep), Some(b"keep".to_vec()));
+    assert_eq!(peek(&mut c, gone), None, "an acknowledged delete stays done");
+    drop(c);
+    server.kill();
+}
+
+/// Buried jobs come back in the order they were buried, not in id order,
+/// even after compaction rewrote them into other files.
+#[test]
+fn buried_order_survives_restarts_and_compaction() {
+    let dir = TempDir::new("buried-order");
+    let server = spawn(&dir.path, &["-s", "4096"]);
+    let mut c = server.client();
+    let ids: Vec<u64> = (1..=4).map(|n| put_bytes(&mut c, 0, 0, 60, &filler(n, 10))).collect();
+    let order = [ids[2], ids[0], ids[3], ids[1]];
+    for id in order {
+        assert!(c.cmd(&format!("reserve-job {id}")).starts_with("RESERVED"));
+        assert_eq!(c.cmd(&format!("bury {id} 0")), "BURIED\r\n");
+    }
+    // Churn until the buried jobs' file has been compacted away.
+    for n in 0..200 {
+        let id = put_bytes(&mut c, 0, 0, 60, &filler(n, 500));
+        assert_eq!(c.cmd(&format!("delete {id}")), "DELETED\r\n");
+    }
+    assert!(stat_u64(&mut c, "binlog-records-migrated") >= 4, "the buried jobs were rewritten");
+    drop(c);
+    server.kill();
+    let peek_order = |c: &mut Client| {
+        let mut seen = Vec::new();
+        while let Some(rest) = c.cmd("peek-buried").strip_prefix("FOUND ").map(str::to_owned) {
+            seen.push(rest.split(' ').next().unwrap().parse::<u64>().unwrap());
+            assert_eq!(c.cmd("kick 1"), "KICKED 1\r\n");
+        }
+        seen
+    };
+    let server = spawn(&dir.path, &["-s", "4096"]);
+    assert_eq!(peek_order(&mut server.client()), order);
+    server.kill();
+}

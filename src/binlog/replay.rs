@@ -296,15 +296,23 @@ fn replay_file(path: &Path, n: u32, state: ReplayState<'_>) -> io::Result<FileEn
 fn classify(path: &Path, offset: u64) -> io::Result<FileEnd> {
     // A torn tail is at most one record; far more than that is not one.
     const LIMIT: u64 = 64 << 20;
-    let corrupt = Ok(FileEnd::Bad { offset, what: Bad::Corrupt });
     let mut file = File::open(path)?;
     file.seek(SeekFrom::Start(offset.saturating_add(1)))?;
     let mut rest = Vec::new();
     file.take(LIMIT + 1).read_to_end(&mut rest)?;
     if rest.len() as u64 > LIMIT {
-        return corrupt;
+        return Ok(FileEnd::Bad { offset, what: Bad::Corrupt });
     }
+    let (what, _) = what_follows(&rest);
+    Ok(FileEnd::Bad { offset, what })
+}
+
+/// Whether a valid record starts anywhere in `rest` (then the damage
+/// before it is corruption) or none does (a torn tail); and how many bytes
+/// were checksummed to find out, which is at most a few times `rest.len()`.
+fn what_follows(rest: &[u8]) -> (Bad, usize) {
     let mut budget = 4 * rest.len() + (1 << 20);
+    let mut checksummed = 0;
     for at in 0..rest.len() {
         let Some(head) = rest.get(at..at + RECORD_HEADER_LEN) else { break };
         let (len, crc) =
@@ -315,14 +323,15 @@ fn classify(path: &Path, offset: u64) -> io::Result<FileEnd> {
             continue;
         }
         if len > budget {
-            return corrupt;
+            return (Bad::Corrupt, checksummed);
         }
         budget -= len;
+        checksummed += len;
         if record::decode_payload(crc, payload).is_some() {
-            return corrupt;
+            return (Bad::Corrupt, checksummed);
         }
     }
-    Ok(FileEnd::Bad { offset, what: Bad::Torn })
+    (Bad::Torn, checksummed)
 }
 
 fn apply(record: Record<'_>, file: u32, state: ReplayState<'_>) {
@@ -385,5 +394,68 @@ pub(super) fn rest_is_zero(file: &mut impl Read) -> io::Result<bool> {
         if n < chunk.len() {
             return Ok(true);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Counters;
+
+    fn state(id: JobId) -> JobState {
+        JobState {
+            id,
+            pri: 0,
+            delay: 0,
+            state: LoggedState::Ready,
+            deadline: 0,
+            counters: Counters::default(),
+        }
+    }
+
+    #[test]
+    fn a_valid_record_after_damage_means_corruption_and_none_a_torn_tail() {
+        let mut good = Vec::new();
+        record::encode_full(&mut good, &state(1), 60, 0, b"t", b"body");
+        let mut rest = vec![0xAB; 37];
+        rest.extend_from_slice(&good);
+        assert_eq!(what_follows(&rest).0, Bad::Corrupt);
+        let torn = &good[..good.len() - 3];
+        assert_eq!(what_follows(torn).0, Bad::Torn);
+        assert_eq!(what_follows(&[0; 4096]).0, Bad::Torn);
+    }
+
+    /// A body crafted so that every offset looks like the start of a large
+    /// record once cost a checksum of up to 64 KiB per byte: quadratic, and
+    /// minutes for a big file. The work is now bounded by the budget.
+    #[test]
+    fn looking_past_damage_is_linear_even_in_a_crafted_body() {
+        // At every offset: a length of 60_000 and a full record's shape
+        // (kind 1, a tube length, a body length that adds up), repeated.
+        let period = 64;
+        let mut unit = vec![0u8; period];
+        unit[..4].copy_from_slice(&60_000u32.to_le_bytes());
+        unit[8] = 1;
+        let rest: Vec<u8> = unit.iter().copied().cycle().take(1 << 20).collect();
+        let (what, checksummed) = what_follows(&rest);
+        assert_eq!(what, Bad::Torn);
+        assert!(
+            checksummed <= 4 * rest.len() + (1 << 20),
+            "{checksummed} bytes checksummed for {}",
+            rest.len()
+        );
+        // And a shape check that passes everywhere is paid from the budget.
+        let mut crafted = Vec::new();
+        for _ in 0..2000 {
+            let mut payload = vec![1u8; 63 + 4];
+            payload[58] = 0;
+            payload[59..63].copy_from_slice(&4u32.to_le_bytes());
+            let mut rec = (payload.len() as u32).to_le_bytes().to_vec();
+            rec.extend_from_slice(&0u32.to_le_bytes());
+            rec.extend_from_slice(&payload);
+            crafted.extend_from_slice(&rec);
+        }
+        let (_, checksummed) = what_follows(&crafted);
+        assert!(checksummed <= 4 * crafted.len() + (1 << 20));
     }
 }

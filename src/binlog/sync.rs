@@ -212,3 +212,28 @@ impl Durability {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// With `-f MS`, a write is fsynced within about MS ms even if no other
+    /// write follows it (beanstalkd waits for the next write).
+    #[test]
+    fn a_lone_write_is_synced_without_another_write() {
+        let path = std::env::temp_dir().join(format!("beanstalk-sync-{}", std::process::id()));
+        let file = Arc::new(File::create(&path).unwrap());
+        let durability = Arc::new(Durability::new(Fsync::Every(20)));
+        durability.set_file(file);
+        Durability::start_syncer(&durability).unwrap();
+        durability.wrote_one();
+        assert!(durability.after_write(1));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while durability.lock().synced < 1 {
+            assert!(Instant::now() < deadline, "never synced");
+            thread::sleep(Duration::from_millis(5));
+        }
+        durability.stop();
+        let _ = std::fs::remove_file(path);
+    }
+}
