@@ -417,9 +417,9 @@ impl Server {
             shared.log(1, format_args!("refuse {fd}: at the connection limit"));
             return; // dropping the stream closes it
         }
-        let waker = Arc::new(Condvar::new());
-        let client = shared.engine().connect(Arc::clone(&waker));
         let stream = Arc::new(stream);
+        let waker = Arc::new(conn::ConnWaiter::new(Arc::clone(&stream)));
+        let client = shared.engine().connect(waker.clone());
         connections.insert(client, Arc::clone(&stream));
         drop(connections);
         shared.log(1, format_args!("accept {fd}"));

@@ -67,6 +67,53 @@ extern "C" {
     fn getgid() -> u32;
     fn getegid() -> u32;
     fn getsockopt(fd: c_int, level: c_int, name: c_int, value: *mut c_int, len: *mut u32) -> c_int;
+    fn poll(fds: *mut PollFd, count: std::ffi::c_ulong, timeout_ms: c_int) -> c_int;
+}
+
+/// Linux `struct pollfd`.
+#[repr(C)]
+struct PollFd {
+    fd: c_int,
+    events: i16,
+    revents: i16,
+}
+
+const POLLIN: i16 = 0x001;
+const POLLERR: i16 = 0x008;
+const POLLHUP: i16 = 0x010;
+const POLLNVAL: i16 = 0x020;
+const POLLRDHUP: i16 = 0x2000;
+
+/// Polls `fds` for `events`, waiting up to `timeout_ms` (-1: for ever);
+/// returns each fd's reported events. EINTR counts as "nothing yet".
+fn poll_fds<const N: usize>(fds: [RawFd; N], events: i16, timeout_ms: c_int) -> io::Result<[i16; N]> {
+    let mut entries = fds.map(|fd| PollFd { fd, events, revents: 0 });
+    // SAFETY: `entries` is a writable array of N pollfds and N is passed as
+    // its length, so the kernel reads and writes only inside it. The fds are
+    // plain numbers to poll; a closed one is reported as POLLNVAL, not UB.
+    let ret = unsafe { poll(entries.as_mut_ptr(), N as std::ffi::c_ulong, timeout_ms) };
+    match check(ret) {
+        Ok(_) => Ok(entries.map(|e| e.revents)),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok([0; N]),
+        Err(e) => Err(e),
+    }
+}
+
+/// True if the peer of connected socket `socket` has hung up: closed, reset,
+/// or shut down its sending side. Never blocks (a poll with no timeout);
+/// data waiting to be read does not count. If the question cannot be asked,
+/// the answer is false: the hang-up watcher remains the backstop.
+pub fn peer_hung_up(socket: &impl AsRawFd) -> bool {
+    let gone = POLLRDHUP | POLLHUP | POLLERR | POLLNVAL;
+    poll_fds([socket.as_raw_fd()], POLLRDHUP, 0).is_ok_and(|[revents]| revents & gone != 0)
+}
+
+/// Blocks until `first` or `second` is readable (or has an error or hang-up
+/// pending, which a read would report); returns which of them are. May
+/// return neither if a signal interrupts the wait.
+pub fn wait_readable(first: &impl AsRawFd, second: &impl AsRawFd) -> io::Result<(bool, bool)> {
+    let [a, b] = poll_fds([first.as_raw_fd(), second.as_raw_fd()], POLLIN, -1)?;
+    Ok((a != 0, b != 0))
 }
 
 /// glibc's `sigset_t`: 1024 bits.
