@@ -426,7 +426,8 @@ impl Conn<'_> {
             }
             engine = match engine.wake_time(self.client) {
                 Some(at) => {
-                    let wait = at.duration_since(now);
+                    // Bounded: a sleep does not count time suspended.
+                    let wait = at.duration_since(now).min(crate::time::LONGEST_SLEEP);
                     self.waker.wait_timeout(engine, wait).map_or_else(|e| e.into_inner().0, |r| r.0)
                 }
                 None => self.waker.wait(engine).unwrap_or_else(|e| e.into_inner()),

@@ -375,7 +375,8 @@ impl Server {
         if shared.durability.get().is_some() {
             return Ok(Vec::new());
         }
-        let (binlog, recovered) = Binlog::open(dir, shared.config.binlog_file_size, shared.config.fsync)?;
+        let (binlog, recovered) =
+            Binlog::open(dir, shared.config.binlog_file_size, shared.config.fsync, shared.clock)?;
         let durability = binlog.durability();
         let mut engine = shared.engine();
         engine.restore(&recovered.tubes, recovered.jobs, recovered.next_id, shared.clock.now());
