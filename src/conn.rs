@@ -14,9 +14,10 @@ use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
 use std::sync::{Arc, Condvar};
 
-use crate::engine::{ClientId, NewJob};
+use crate::engine::{ClientId, NewJob, Waiter};
 use crate::protocol::{self, Command, Reply, MAX_LINE};
 use crate::server::{Shared, Stream};
+use crate::sys;
 
 /// Size of the input buffer: dozens of pipelined commands fit in one read,
 /// while a connection that has gone quiet keeps only 4 KiB.
@@ -25,13 +26,38 @@ const INPUT_BUFFER: usize = 4 * 1024;
 /// Output is flushed early once this much is pending.
 const OUTPUT_HIGH_WATER: usize = 64 * 1024;
 
+/// A connection's [`Waiter`]: the `Condvar` its thread sleeps on while
+/// blocked in reserve, and its socket, which the engine may ask (through
+/// this, never directly) whether the client is still there.
+#[derive(Debug)]
+pub(crate) struct ConnWaiter {
+    condvar: Condvar,
+    stream: Arc<Stream>,
+}
+
+impl ConnWaiter {
+    pub fn new(stream: Arc<Stream>) -> ConnWaiter {
+        ConnWaiter { condvar: Condvar::new(), stream }
+    }
+}
+
+impl Waiter for ConnWaiter {
+    fn wake(&self) {
+        self.condvar.notify_one();
+    }
+
+    fn has_hung_up(&self) -> bool {
+        sys::peer_hung_up(&*self.stream)
+    }
+}
+
 /// Serves one client until it quits or disconnects, then tells the engine.
-pub(crate) fn serve(shared: Arc<Shared>, stream: Arc<Stream>, client: ClientId, waker: Arc<Condvar>) {
+pub(crate) fn serve(shared: Arc<Shared>, stream: Arc<Stream>, client: ClientId, waker: Arc<ConnWaiter>) {
     let mut conn = Conn {
         shared: &shared,
         stream: &stream,
         client,
-        waker: &waker,
+        waker: &waker.condvar,
         input: Vec::new(),
         start: 0,
         end: 0,
@@ -400,7 +426,8 @@ impl Conn<'_> {
             }
             engine = match engine.wake_time(self.client) {
                 Some(at) => {
-                    let wait = at.duration_since(now);
+                    // Bounded: a sleep does not count time suspended.
+                    let wait = at.duration_since(now).min(crate::time::LONGEST_SLEEP);
                     self.waker.wait_timeout(engine, wait).map_or_else(|e| e.into_inner().0, |r| r.0)
                 }
                 None => self.waker.wait(engine).unwrap_or_else(|e| e.into_inner()),

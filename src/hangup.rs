@@ -11,6 +11,12 @@
 //! client is not blocked is still right to report: a client that has
 //! half-closed must never block. Without this, a worker that vanished while waiting
 //! could be handed a job that would then sit reserved by a dead connection.
+//!
+//! This thread reports a hang-up some time after it happens, and a put that
+//! arrives in that window would win the race; so the engine also asks the
+//! socket itself (a zero-timeout poll, through the connection's `Waiter`)
+//! just before each hand-off. This thread is what ends a wait that no job
+//! comes to end.
 
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};

@@ -6,12 +6,18 @@
 //! connections (used to enforce the connection cap and to close every socket
 //! on shutdown). This module owns threads and sockets; it makes no queue
 //! decisions.
+//!
+//! The accept loop waits in `poll` on the listening socket and on a wake-up
+//! socket pair of its own; [`Handle::shutdown`] writes to the pair. So
+//! stopping never depends on reaching the listener from outside: a UNIX
+//! socket file removed or replaced by someone else, or a firewalled
+//! address, cannot keep the server from exiting.
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::fs::FileTypeExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -89,12 +95,40 @@ impl Write for &Stream {
     }
 }
 
-/// The listening socket.
+/// The listening socket. It is non-blocking: the accept loop waits in
+/// `poll`, and a connection that vanished between `poll` and `accept` must
+/// send it back to waiting, not block it where no shutdown can reach.
 #[derive(Debug)]
 enum Listener {
     Tcp(TcpListener),
-    /// A UNIX socket, with its path if we created it (and so remove it).
-    Unix(UnixListener, Option<PathBuf>),
+    /// A UNIX socket, with its file if we created it (and so remove it).
+    Unix(UnixListener, Option<SocketFile>),
+}
+
+/// A UNIX socket file this server created, as it was when bound: at
+/// shutdown it is removed only if it is still that file, so that a second
+/// instance that has since bound the same path keeps its socket.
+#[derive(Debug)]
+struct SocketFile {
+    path: PathBuf,
+    device: u64,
+    inode: u64,
+}
+
+impl SocketFile {
+    /// Notes the identity of the socket file just bound at `path`.
+    fn bound_at(path: &std::path::Path) -> io::Result<SocketFile> {
+        let meta = std::fs::symlink_metadata(path)?;
+        Ok(SocketFile { path: path.to_path_buf(), device: meta.dev(), inode: meta.ino() })
+    }
+
+    /// Removes the file if it is still the one we bound.
+    fn remove_if_ours(&self) {
+        let Ok(meta) = std::fs::symlink_metadata(&self.path) else { return };
+        if (meta.dev(), meta.ino()) == (self.device, self.inode) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
 }
 
 impl Listener {
@@ -110,12 +144,27 @@ impl Listener {
         }
     }
 
+    fn set_nonblocking(&self) -> io::Result<()> {
+        match self {
+            Listener::Tcp(l) => l.set_nonblocking(true),
+            Listener::Unix(l, _) => l.set_nonblocking(true),
+        }
+    }
+}
+
+impl AsRawFd for Listener {
     fn as_raw_fd(&self) -> RawFd {
         match self {
             Listener::Tcp(l) => l.as_raw_fd(),
             Listener::Unix(l, _) => l.as_raw_fd(),
         }
     }
+}
+
+/// The socket pair that wakes the accept loop for shutdown.
+struct AcceptWake {
+    reader: UnixStream,
+    writer: UnixStream,
 }
 
 /// State shared by every thread of one server.
@@ -128,6 +177,8 @@ pub(crate) struct Shared {
     pub config: Config,
     pub process: ProcessInfo,
     pub stopping: AtomicBool,
+    /// Written to by [`Handle::shutdown`]; the accept loop polls it.
+    accept_wake: AcceptWake,
     /// Open connections by client id.
     pub connections: Mutex<HashMap<ClientId, Arc<Stream>>>,
     /// Signalled when the last connection closes (for shutdown).
@@ -261,13 +312,6 @@ pub struct Server {
 #[derive(Clone)]
 pub struct Handle {
     shared: Arc<Shared>,
-    wake_address: WakeAddress,
-}
-
-#[derive(Clone)]
-enum WakeAddress {
-    Tcp(SocketAddr),
-    Unix(PathBuf),
 }
 
 impl Server {
@@ -276,7 +320,10 @@ impl Server {
     pub fn bind(config: Config) -> io::Result<Server> {
         let listener = match &config.listen {
             Listen::Tcp { host, port } => Listener::Tcp(bind_tcp(host, *port)?),
-            Listen::Unix(path) => Listener::Unix(bind_unix(path)?, Some(path.clone())),
+            Listen::Unix(path) => {
+                let listener = bind_unix(path)?;
+                Listener::Unix(listener, Some(SocketFile::bound_at(path)?))
+            }
         };
         Server::with_listener(listener, config)
     }
@@ -296,6 +343,8 @@ impl Server {
         if let Listener::Tcp(l) = &listener {
             sys::set_backlog(l, LISTEN_BACKLOG)?;
         }
+        listener.set_nonblocking()?;
+        let (reader, writer) = UnixStream::pair()?;
         let timer = Arc::new(Condvar::new());
         let mut engine = Engine::new(config.max_job_size);
         engine.set_timer(Arc::clone(&timer));
@@ -308,6 +357,7 @@ impl Server {
             config,
             process: ProcessInfo::new(),
             stopping: AtomicBool::new(false),
+            accept_wake: AcceptWake { reader, writer },
             connections: Mutex::new(HashMap::new()),
             all_closed: Condvar::new(),
             durability: OnceLock::new(),
@@ -325,7 +375,8 @@ impl Server {
         if shared.durability.get().is_some() {
             return Ok(Vec::new());
         }
-        let (binlog, recovered) = Binlog::open(dir, shared.config.binlog_file_size, shared.config.fsync)?;
+        let (binlog, recovered) =
+            Binlog::open(dir, shared.config.binlog_file_size, shared.config.fsync, shared.clock)?;
         let durability = binlog.durability();
         let mut engine = shared.engine();
         engine.restore(&recovered.tubes, recovered.jobs, recovered.next_id, shared.clock.now());
@@ -353,24 +404,7 @@ impl Server {
 
     /// A handle to stop this server (or drain it) once it runs.
     pub fn handle(&self) -> Handle {
-        let wake_address = match &self.listener {
-            Listener::Tcp(l) => {
-                let mut addr = l.local_addr().unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)));
-                if addr.ip().is_unspecified() {
-                    addr.set_ip(if addr.is_ipv4() {
-                        [127, 0, 0, 1].into()
-                    } else {
-                        std::net::Ipv6Addr::LOCALHOST.into()
-                    });
-                }
-                WakeAddress::Tcp(addr)
-            }
-            Listener::Unix(l, path) => {
-                let bound = l.local_addr().ok().and_then(|a| a.as_pathname().map(PathBuf::from));
-                WakeAddress::Unix(path.clone().or(bound).unwrap_or_default())
-            }
-        };
-        Handle { shared: Arc::clone(&self.shared), wake_address }
+        Handle { shared: Arc::clone(&self.shared) }
     }
 
     /// Serves until [`Handle::shutdown`] is called, then closes every
@@ -383,8 +417,21 @@ impl Server {
         let timer_thread = timer::spawn(Arc::clone(shared))?;
         let hangup_thread = crate::hangup::spawn(Arc::clone(shared))?;
         while !shared.stopping.load(Ordering::SeqCst) {
+            match sys::wait_readable(&self.listener, &shared.accept_wake.reader) {
+                // Woken for shutdown (or by a signal): the loop condition decides.
+                Ok((_, true) | (false, false)) => continue,
+                Ok((true, false)) => {}
+                Err(e) => {
+                    shared.log(0, format_args!("poll: {e}"));
+                    thread::sleep(Duration::from_millis(50));
+                    continue;
+                }
+            }
             match self.listener.accept() {
                 Ok(stream) => self.start_connection(stream),
+                // The connection went before we took it; wait again.
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {}
+                Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => {}
                 Err(e) => {
                     // Out of fds or memory: say so and back off, rather than
                     // spinning on an error that will not clear by itself.
@@ -417,9 +464,9 @@ impl Server {
             shared.log(1, format_args!("refuse {fd}: at the connection limit"));
             return; // dropping the stream closes it
         }
-        let waker = Arc::new(Condvar::new());
-        let client = shared.engine().connect(Arc::clone(&waker));
         let stream = Arc::new(stream);
+        let waker = Arc::new(conn::ConnWaiter::new(Arc::clone(&stream)));
+        let client = shared.engine().connect(waker.clone());
         connections.insert(client, Arc::clone(&stream));
         drop(connections);
         shared.log(1, format_args!("accept {fd}"));
@@ -471,8 +518,8 @@ impl Server {
         if let Some(durability) = shared.durability.get() {
             durability.sync_all();
         }
-        if let Listener::Unix(_, Some(path)) = &self.listener {
-            let _ = std::fs::remove_file(path);
+        if let Listener::Unix(_, Some(file)) = &self.listener {
+            file.remove_if_ours();
         }
     }
 }
@@ -484,11 +531,9 @@ impl Handle {
         if self.shared.stopping.swap(true, Ordering::SeqCst) {
             return;
         }
-        // Wake the accept loop with a connection of our own.
-        let _ = match &self.wake_address {
-            WakeAddress::Tcp(addr) => TcpStream::connect_timeout(addr, Duration::from_secs(1)).map(drop),
-            WakeAddress::Unix(path) => UnixStream::connect(path).map(drop),
-        };
+        // Wake the accept loop through its own socket pair: the listener's
+        // address may no longer lead to it (socket file removed, replaced).
+        let _ = (&self.shared.accept_wake.writer).write_all(&[1]);
     }
 
     /// Enters drain mode: every later put is refused with `DRAINING`.

@@ -67,6 +67,90 @@ extern "C" {
     fn getgid() -> u32;
     fn getegid() -> u32;
     fn getsockopt(fd: c_int, level: c_int, name: c_int, value: *mut c_int, len: *mut u32) -> c_int;
+    fn poll(fds: *mut PollFd, count: std::ffi::c_ulong, timeout_ms: c_int) -> c_int;
+    fn clock_gettime(clock: c_int, time: *mut Timespec) -> c_int;
+}
+
+/// Linux `struct timespec`.
+#[repr(C)]
+struct Timespec {
+    tv_sec: c_long,
+    tv_nsec: c_long,
+}
+
+const CLOCK_REALTIME: c_int = 0;
+const CLOCK_BOOTTIME: c_int = 7;
+
+/// Reads clock `clock` in nanoseconds (0 before its epoch, or if it cannot
+/// be read, which Linux never does for these two clocks).
+fn read_clock(clock: c_int) -> u64 {
+    let mut time = Timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `time` is a valid, writable timespec for the call; an unknown
+    // clock is reported through the return value, and `time` is then unread.
+    if unsafe { clock_gettime(clock, &mut time) } != 0 {
+        return 0;
+    }
+    let secs = u64::try_from(time.tv_sec).unwrap_or(0);
+    let nanos = u64::try_from(time.tv_nsec).unwrap_or(0);
+    secs.saturating_mul(1_000_000_000).saturating_add(nanos)
+}
+
+/// Nanoseconds since boot, counting time spent suspended (`CLOCK_BOOTTIME`):
+/// never jumps, never stops.
+pub fn boot_time_nanos() -> u64 {
+    read_clock(CLOCK_BOOTTIME)
+}
+
+/// Nanoseconds since the Unix epoch by the wall clock (`CLOCK_REALTIME`),
+/// which steps whenever the clock is set.
+pub fn unix_time_nanos() -> u64 {
+    read_clock(CLOCK_REALTIME)
+}
+
+/// Linux `struct pollfd`.
+#[repr(C)]
+struct PollFd {
+    fd: c_int,
+    events: i16,
+    revents: i16,
+}
+
+const POLLIN: i16 = 0x001;
+const POLLERR: i16 = 0x008;
+const POLLHUP: i16 = 0x010;
+const POLLNVAL: i16 = 0x020;
+const POLLRDHUP: i16 = 0x2000;
+
+/// Polls `fds` for `events`, waiting up to `timeout_ms` (-1: for ever);
+/// returns each fd's reported events. EINTR counts as "nothing yet".
+fn poll_fds<const N: usize>(fds: [RawFd; N], events: i16, timeout_ms: c_int) -> io::Result<[i16; N]> {
+    let mut entries = fds.map(|fd| PollFd { fd, events, revents: 0 });
+    // SAFETY: `entries` is a writable array of N pollfds and N is passed as
+    // its length, so the kernel reads and writes only inside it. The fds are
+    // plain numbers to poll; a closed one is reported as POLLNVAL, not UB.
+    let ret = unsafe { poll(entries.as_mut_ptr(), N as std::ffi::c_ulong, timeout_ms) };
+    match check(ret) {
+        Ok(_) => Ok(entries.map(|e| e.revents)),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok([0; N]),
+        Err(e) => Err(e),
+    }
+}
+
+/// True if the peer of connected socket `socket` has hung up: closed, reset,
+/// or shut down its sending side. Never blocks (a poll with no timeout);
+/// data waiting to be read does not count. If the question cannot be asked,
+/// the answer is false: the hang-up watcher remains the backstop.
+pub fn peer_hung_up(socket: &impl AsRawFd) -> bool {
+    let gone = POLLRDHUP | POLLHUP | POLLERR | POLLNVAL;
+    poll_fds([socket.as_raw_fd()], POLLRDHUP, 0).is_ok_and(|[revents]| revents & gone != 0)
+}
+
+/// Blocks until `first` or `second` is readable (or has an error or hang-up
+/// pending, which a read would report); returns which of them are. May
+/// return neither if a signal interrupts the wait.
+pub fn wait_readable(first: &impl AsRawFd, second: &impl AsRawFd) -> io::Result<(bool, bool)> {
+    let [a, b] = poll_fds([first.as_raw_fd(), second.as_raw_fd()], POLLIN, -1)?;
+    Ok((a != 0, b != 0))
 }
 
 /// glibc's `sigset_t`: 1024 bits.

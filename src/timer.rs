@@ -1,8 +1,10 @@
 //! The timer thread: runs the engine's time-driven work (TTRs running out,
 //! delayed jobs maturing, pauses ending) when it falls due.
 //!
-//! It sleeps on one `Condvar` until the engine's next deadline, or forever
-//! when nothing is due, so an idle server uses no CPU. The engine notifies
+//! It sleeps on one `Condvar` until the engine's next deadline (at most
+//! [`LONGEST_SLEEP`] at a time, so that a suspend of the host cannot delay
+//! it for long), or forever when nothing is due, so an idle server uses no
+//! CPU. The engine notifies
 //! the `Condvar` when a new deadline comes earlier than the one the thread
 //! sleeps towards. Blocked reserves time themselves out on their own
 //! threads; this thread only moves jobs.
@@ -13,6 +15,7 @@ use std::sync::Arc;
 use std::thread;
 
 use crate::server::Shared;
+use crate::time::LONGEST_SLEEP;
 
 /// Starts the timer thread; it returns when the server stops.
 pub(crate) fn spawn(shared: Arc<Shared>) -> io::Result<thread::JoinHandle<()>> {
@@ -25,7 +28,9 @@ fn run(shared: &Shared) {
         let now = shared.clock.now();
         engine = match engine.tick(now) {
             Some(due) => {
-                let sleep = due.duration_since(now);
+                // Bounded, so that a suspend cannot make a due time late by
+                // more than LONGEST_SLEEP (see `time.rs`).
+                let sleep = due.duration_since(now).min(LONGEST_SLEEP);
                 shared.timer.wait_timeout(engine, sleep).map_or_else(|e| e.into_inner().0, |r| r.0)
             }
             None => shared.timer.wait(engine).unwrap_or_else(|e| e.into_inner()),

@@ -94,3 +94,45 @@ fn sigterm_removes_the_unix_socket_it_created() {
     assert_eq!(server.wait_exit(Duration::from_secs(5)).0, Some(0));
     assert!(!path.exists(), "socket file left behind");
 }
+
+/// Starts the binary on a UNIX socket at `path` and checks it serves there.
+fn start_unix(path: &std::path::Path) -> Bin {
+    let server = start(&["-l", &format!("unix:{}", path.display())]);
+    let mut c = std::os::unix::net::UnixStream::connect(path).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(b"list-tube-used\r\n").unwrap();
+    let mut reply = [0; 15];
+    c.read_exact(&mut reply).unwrap();
+    assert_eq!(&reply, b"USING default\r\n");
+    server
+}
+
+#[test]
+fn sigterm_exits_0_after_the_unix_socket_file_was_removed() {
+    let dir = TempDir::new("signals-unix-removed");
+    let path = dir.path.join("sock");
+    let mut server = start_unix(&path);
+    // A tmp cleaner passes by.
+    std::fs::remove_file(&path).unwrap();
+    server.signal("TERM");
+    assert_eq!(server.wait_exit(Duration::from_secs(5)).0, Some(0));
+}
+
+#[test]
+fn sigterm_exits_0_and_leaves_alone_a_socket_file_that_replaced_its_own() {
+    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::net::{UnixListener, UnixStream};
+
+    let dir = TempDir::new("signals-unix-replaced");
+    let path = dir.path.join("sock");
+    let mut server = start_unix(&path);
+    // A second instance takes over the path.
+    std::fs::remove_file(&path).unwrap();
+    let second = UnixListener::bind(&path).unwrap();
+    let second_inode = std::fs::metadata(&path).unwrap().ino();
+    server.signal("TERM");
+    assert_eq!(server.wait_exit(Duration::from_secs(5)).0, Some(0));
+    assert_eq!(std::fs::metadata(&path).map(|m| m.ino()).ok(), Some(second_inode), "replacement removed");
+    UnixStream::connect(&path).expect("the second instance is still reachable");
+    drop(second);
+}

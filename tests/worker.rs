@@ -631,3 +631,82 @@ fn a_command_sent_while_blocked_in_reserve_waits_for_the_reserve() {
     producer.put_ok("job");
     worker.expect("RESERVED 1 3\r\njob\r\nUSING default\r\n");
 }
+
+// ---------------------------------------------------------------------
+// A waiter that hung up while the server was not looking
+// ---------------------------------------------------------------------
+
+/// Waits until every thread of process `pid` has stopped (SIGSTOP).
+fn wait_until_stopped(pid: u32) {
+    let all_stopped = || {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
+        tasks.flatten().all(|task| {
+            let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+            // The state follows the parenthesised command name.
+            let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+            state.starts_with('T') || state.starts_with('t')
+        })
+    };
+    assert!(common::settle(Duration::from_secs(10), all_stopped), "server never stopped");
+}
+
+/// One round on tube `tube`: W1 then W2 block in reserve; the server is
+/// stopped; a job is put and W1 goes away (with a FIN, or with an RST when
+/// `reset`: closing with unread input resets the connection); the server
+/// continues. Returns what W2 receives and the job's `reserves`.
+fn put_while_the_first_waiter_is_gone(
+    server: &common::binary::Bin,
+    tube: &str,
+    reset: bool,
+) -> (String, String) {
+    let mut observer = server.client();
+    let mut producer = server.client();
+    assert_eq!(producer.cmd(&format!("use {tube}")), format!("USING {tube}\r\n"));
+    let waiting_before = common::stat_u64(&mut observer, "current-waiting");
+    let mut waiters = Vec::new();
+    for n in 1..=2u64 {
+        let mut w = server.client();
+        w.send(format!("watch {tube}\r\nignore default\r\n"));
+        if !(reset && n == 1) {
+            w.expect("WATCHING 2\r\nWATCHING 1\r\n");
+        }
+        w.send("reserve\r\n");
+        let waiting = || common::stat_u64(&mut observer, "current-waiting") == waiting_before + n;
+        assert!(common::settle(Duration::from_secs(10), waiting), "waiter {n} never blocked");
+        waiters.push(w);
+    }
+    let mut w2 = waiters.pop().unwrap();
+    let w1 = waiters.pop().unwrap();
+    server.signal("STOP");
+    wait_until_stopped(server.child.id());
+    producer.send("put 0 0 100 1\r\nx\r\n");
+    drop(w1);
+    // Loopback delivers both in the sender's own system calls; this only
+    // leaves slack for the kernel on a loaded machine.
+    std::thread::sleep(Duration::from_millis(50));
+    server.signal("CONT");
+    let inserted = producer.reply();
+    let id: u64 = inserted.trim_end().strip_prefix("INSERTED ").unwrap().parse().unwrap();
+    let got = w2.reply();
+    let reserves = observer.yaml_map(&format!("stats-job {id}"))["reserves"].clone();
+    assert_eq!(w2.cmd(&format!("delete {id}")), "DELETED\r\n");
+    (got.replace(&format!("RESERVED {id} "), "RESERVED <id> "), reserves)
+}
+
+#[test]
+fn a_waiter_whose_close_is_already_queued_is_passed_over() {
+    let server = common::binary::spawn(&[]);
+    for round in 0..3 {
+        for reset in [false, true] {
+            let tube = format!("gone-{round}-{reset}");
+            let (got, reserves) = put_while_the_first_waiter_is_gone(&server, &tube, reset);
+            assert_eq!(got, "RESERVED <id> 1\r\nx\r\n", "round {round}, reset {reset}");
+            assert_eq!(
+                reserves, "1",
+                "round {round}, reset {reset}: the job went to the closed waiter first"
+            );
+        }
+    }
+    let mut observer = server.client();
+    assert_eq!(observer.stat("current-waiting"), "0");
+}

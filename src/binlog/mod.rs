@@ -71,6 +71,7 @@ use crate::config::Fsync;
 use crate::engine::{Job, JobId, Journal, RestoredJob, State};
 use crate::protocol::TubeName;
 use crate::stats::BinlogStats;
+use crate::time::Clock;
 use record::{JobState, LoggedState, DELETE_LEN, HEADER_LEN, UPDATE_LEN};
 use sync::Durability;
 
@@ -182,6 +183,9 @@ pub struct Binlog {
     /// A write failed: refuse further work rather than lose it silently.
     failed: bool,
     durability: Arc<Durability>,
+    /// Converts the times in records to and from the wall clock, so that
+    /// they mean the same to the next process (see `time.rs`).
+    clock: Clock,
     scratch: Vec<u8>,
 }
 
@@ -199,8 +203,13 @@ impl Drop for Binlog {
 
 impl Binlog {
     /// Locks `dir`, replays our files, imports beanstalkd's, and starts a
-    /// new file.
-    pub fn open(dir: &Path, file_size: u32, fsync: Fsync) -> Result<(Binlog, Recovered), BinlogError> {
+    /// new file. Times are stored as wall-clock time, converted by `clock`.
+    pub fn open(
+        dir: &Path,
+        file_size: u32,
+        fsync: Fsync,
+        clock: Clock,
+    ) -> Result<(Binlog, Recovered), BinlogError> {
         let lock = dir::lock(dir)?;
         let survey = dir::survey(dir)?;
         let open_error = |e: io::Error| BinlogError::Open(format!("binlog {}: {e}", dir.display()));
@@ -212,7 +221,7 @@ impl Binlog {
         let too_many = || BinlogError::Open(format!("binlog {}: file numbers exhausted", dir.display()));
         let import_number = newest.map_or(Some(1), |n| n.checked_add(1)).ok_or_else(too_many)?;
         let imported = import::run(dir, &survey.theirs, &mut replayer, import_number)?;
-        let replayed = replayer.finish();
+        let replayed = replayer.finish(&clock);
         let mut files: BTreeMap<u32, FileInfo> = BTreeMap::new();
         for &n in &replayed.files {
             let used = std::fs::metadata(replay::file_path(dir, n)).map(|m| m.len()).unwrap_or(0);
@@ -270,6 +279,7 @@ impl Binlog {
             max_size_shown,
             failed: false,
             durability,
+            clock,
             scratch: Vec::new(),
         };
         if let Err(e) = binlog.start_file(current, 0) {
@@ -500,12 +510,15 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
-/// The logged view of a job's changing fields.
-fn job_state(job: &Job) -> JobState {
+/// The logged view of a job's changing fields; a delayed job's due time as
+/// wall-clock time by `clock`.
+fn job_state(job: &Job, clock: &Clock) -> JobState {
     let (state, deadline) = match job.state {
-        State::Delayed => (LoggedState::Delayed, job.deadline.0),
+        State::Delayed => (LoggedState::Delayed, clock.to_unix(job.deadline)),
         // A buried job's deadline is when it was buried: it orders the
-        // buried list after a restart.
+        // buried list after a restart. It is only ever compared, and the
+        // engine keeps it increasing across restarts, so it is stored as
+        // is: converting it would let a wall-clock step reorder it.
         State::Buried => (LoggedState::Buried, job.deadline.0),
         // Reserved comes back ready after a restart.
         State::Ready | State::Reserved => (LoggedState::Ready, 0),
@@ -535,9 +548,9 @@ impl Journal for Binlog {
         self.scratch.clear();
         record::encode_full(
             &mut self.scratch,
-            &job_state(job),
+            &job_state(job, &self.clock),
             job.ttr,
-            job.created.0,
+            self.clock.to_unix(job.created),
             tube.as_str().as_bytes(),
             &job.body,
         );
@@ -562,7 +575,7 @@ impl Journal for Binlog {
 
     fn write_update(&mut self, job: &Job) -> io::Result<()> {
         self.scratch.clear();
-        record::encode_update(&mut self.scratch, &job_state(job));
+        record::encode_update(&mut self.scratch, &job_state(job, &self.clock));
         let len = self.append()?;
         self.earn_rewrites(len);
         self.refer_to(job.file);

@@ -21,7 +21,7 @@ use super::beanstalkd::FileStamp;
 use super::record::{self, JobState, LoggedState, Record, HEADER_LEN, RECORD_HEADER_LEN};
 use crate::engine::{IdMap, JobId, RestoredJob, RestoredState};
 use crate::protocol::TubeName;
-use crate::time::Time;
+use crate::time::{Clock, Time};
 
 /// Largest payload a record can have: a 1 GiB body plus the fixed fields.
 const MAX_PAYLOAD: usize = (1 << 30) + 1024;
@@ -146,8 +146,9 @@ impl<'d> Replayer<'d> {
         Ok(())
     }
 
-    /// The jobs as the last record of each left them.
-    pub fn finish(self) -> Replayed {
+    /// The jobs as the last record of each left them. Logged wall-clock
+    /// times are read back as `clock`'s.
+    pub fn finish(self, clock: &Clock) -> Replayed {
         let (jobs, tubes, mut out) = (self.jobs, self.tubes, self.out);
         // Names were checked when the jobs were put; a name that fails now was
         // damaged on disk in a way the checksum missed, and its jobs are skipped.
@@ -174,10 +175,10 @@ impl<'d> Replayer<'d> {
                 ttr: p.ttr,
                 state: match p.job.state {
                     LoggedState::Ready => RestoredState::Ready,
-                    LoggedState::Delayed => RestoredState::Delayed { until: Time(p.job.deadline) },
+                    LoggedState::Delayed => RestoredState::Delayed { until: clock.from_unix(p.job.deadline) },
                     LoggedState::Buried => RestoredState::Buried { at: Time(p.job.deadline) },
                 },
-                created: Time(p.created),
+                created: clock.from_unix(p.created),
                 counters: p.job.counters,
                 body: p.body,
                 file: p.file,

@@ -7,7 +7,16 @@
 //! [`Reply`]. Blocking is the caller's business: [`Engine::reserve`] either
 //! answers at once or registers the client as waiting and returns `None`;
 //! when a job is handed to a waiting client, the engine records the outcome
-//! and wakes that client's own `Condvar` (and no other).
+//! and wakes that client's own [`Waiter`] (and no other).
+//!
+//! A hand-off is two steps apart in time: the engine reserves the job for
+//! the waiter at once, and the waiter's thread collects it when it next gets
+//! the lock. Two rules keep that gap harmless. A waiter whose connection has
+//! already hung up is never handed a job (the engine asks its [`Waiter`],
+//! which the server answers from the socket). And if a handed job's TTR runs
+//! out before it was collected, the waiter never hears of it: it goes back
+//! to waiting in its old place in line, so a job is never delivered after
+//! its reservation lapsed, nor to two workers.
 //!
 //! Where each job lives follows from its state (see [`job::State`]):
 //!
@@ -25,6 +34,7 @@ pub mod list;
 pub mod tube;
 
 use std::collections::HashMap;
+use std::fmt::Debug;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Condvar};
 
@@ -68,16 +78,45 @@ pub const JOB_MEMORY_OVERHEAD: u64 = 200;
 /// `DEADLINE_SOON` (SPEC.md 4.2).
 const SAFETY_MARGIN_SECS: u32 = 1;
 
+/// How the engine reaches the thread of a client blocked in reserve. The
+/// server implements it over the client's `Condvar` and socket; the engine
+/// sees neither, and asks only these two questions.
+pub trait Waiter: Debug + Send + Sync {
+    /// Wakes the client's thread: its blocked reserve has an outcome.
+    fn wake(&self);
+
+    /// True if the client's peer has already hung up (closed, reset, or shut
+    /// down its sending side), as far as can be told without blocking.
+    /// Asked just before a job is handed over, so that a job never goes to a
+    /// connection whose hang-up has arrived but not yet been reported.
+    fn has_hung_up(&self) -> bool;
+}
+
+/// A bare `Condvar` is the waiter of a client with no socket (tests,
+/// benchmarks): it never hangs up by itself.
+impl Waiter for Condvar {
+    fn wake(&self) {
+        self.notify_one();
+    }
+
+    fn has_hung_up(&self) -> bool {
+        false
+    }
+}
+
 /// How a blocked reserve ended, kept until the waiting client collects it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Outcome {
-    Reserved(JobId),
+    /// A job was reserved for the client. The wait it ended is kept: if the
+    /// reservation lapses before the client collects it, the client resumes
+    /// that same wait, in the same place in line.
+    Reserved(JobId, Wait),
     DeadlineSoon,
     TimedOut,
 }
 
 /// A reserve that is blocked.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Wait {
     /// Position in every watched tube's waiting queue: smaller waited longer.
     seq: u64,
@@ -100,12 +139,18 @@ struct Client {
     producer: bool,
     /// Has reserved (counted in `current-workers`).
     worker: bool,
+    /// Set while the client is in its tubes' waiting queues.
     wait: Option<Wait>,
+    /// How its blocked reserve ended, until its thread collects it.
     outcome: Option<Outcome>,
+    /// Its thread is in a blocked reserve: from the reserve that blocked
+    /// until [`Engine::check_wait`] gives the reply. A blocked client always
+    /// has a `wait` or an `outcome`, never both.
+    blocked: bool,
     /// The client has closed its sending side; it must never block.
     hung_up: bool,
-    /// Woken when a blocked reserve ends.
-    waker: Arc<Condvar>,
+    /// Woken when a blocked reserve ends; knows whether the peer is gone.
+    waker: Arc<dyn Waiter>,
 }
 
 /// A job ready to be inserted by [`Engine::put`].
@@ -289,9 +334,9 @@ impl Engine {
     // Clients
     // ---------------------------------------------------------------
 
-    /// Registers a new client, using and watching `default`. `waker` is the
-    /// `Condvar` its thread waits on while blocked in reserve.
-    pub fn connect(&mut self, waker: Arc<Condvar>) -> ClientId {
+    /// Registers a new client, using and watching `default`. `waker` wakes
+    /// its thread while blocked in reserve.
+    pub fn connect(&mut self, waker: Arc<dyn Waiter>) -> ClientId {
         let id = self.next_client_id;
         self.next_client_id += 1;
         self.total_connections += 1;
@@ -309,6 +354,7 @@ impl Engine {
                 worker: false,
                 wait: None,
                 outcome: None,
+                blocked: false,
                 hung_up: false,
                 waker,
             },
@@ -537,6 +583,7 @@ impl Engine {
         self.next_wait_seq += 1;
         client.wait = Some(Wait { seq, timeout_at: timeout.map(|secs| now.plus_secs(secs)), margin_at });
         client.outcome = None;
+        client.blocked = true;
         for &t in &client.watched {
             self.tubes.get_mut(t).waiting.insert(seq, c);
         }
@@ -557,22 +604,43 @@ impl Engine {
 
     /// Ends a blocked reserve if it is over: a job was handed to the client,
     /// its safety margin began, its timeout passed, or it hung up. `None`
-    /// means it is still waiting.
+    /// means it is still waiting (or never blocked), and then
+    /// [`Engine::wake_time`] or a wake-up is sure to come: a blocked client
+    /// that is neither waiting nor has an outcome to collect gets `TIMED_OUT`
+    /// rather than a sleep nothing would end.
     pub fn check_wait(&mut self, c: ClientId, now: Time) -> Option<Reply<'_>> {
         let client = self.clients.get_mut(&c)?;
-        if client.outcome.is_none() {
-            let wait = client.wait?;
-            if wait.margin_at.is_some_and(|m| now >= m) {
-                self.finish_wait(c, Outcome::DeadlineSoon);
-            } else if wait.timeout_at.is_some_and(|t| now >= t) {
-                self.finish_wait(c, Outcome::TimedOut);
-            } else {
-                return None;
+        if !client.blocked {
+            return None;
+        }
+        let outcome = match (client.outcome.take(), client.wait) {
+            (Some(outcome), _) => outcome,
+            (None, Some(wait)) if wait.margin_at.is_some_and(|m| now >= m) => {
+                self.stop_waiting(c);
+                Outcome::DeadlineSoon
+            }
+            (None, Some(wait)) if wait.timeout_at.is_some_and(|t| now >= t) => {
+                self.stop_waiting(c);
+                Outcome::TimedOut
+            }
+            (None, Some(_)) => return None,
+            (None, None) => Outcome::TimedOut,
+        };
+        if let Outcome::Reserved(id, wait) = outcome {
+            if !self.is_reserved_by(id, c) {
+                // The TTR path recalls a lapsed hand-off (`recall_handoff`),
+                // so this cannot happen; checked all the same, because
+                // sending a job to a client that does not hold it is the one
+                // thing that must never happen.
+                self.resume_wait(c, wait, now);
+                return self.check_wait(c, now);
             }
         }
-        let outcome = self.clients.get_mut(&c)?.outcome.take()?;
+        if let Some(client) = self.clients.get_mut(&c) {
+            client.blocked = false;
+        }
         match outcome {
-            Outcome::Reserved(id) => self.reserved_reply(id),
+            Outcome::Reserved(id, _) => Some(self.reserved_reply(id).unwrap_or(Reply::InternalError)),
             Outcome::DeadlineSoon => Some(Reply::DeadlineSoon),
             Outcome::TimedOut => Some(Reply::TimedOut),
         }
@@ -938,11 +1006,13 @@ impl Engine {
             if deadline > now {
                 break;
             }
+            let holder = self.jobs.get(&id).map_or(0, |job| job.reserved_by);
             self.unlink(id);
             if let Some(job) = self.jobs.get_mut(&id) {
                 job.counters.timeouts = job.counters.timeouts.wrapping_add(1);
             }
             self.job_timeouts += 1;
+            self.recall_handoff(holder, id, now);
             self.make_ready(id, now);
         }
         let tube_ids = self.tubes.ids().to_vec();
@@ -1069,41 +1139,105 @@ impl Engine {
     /// A waiter blocks only when none of its watched tubes has a job for it,
     /// so whenever a job becomes ready in `t`, `t`'s waiters are the only
     /// ones that can newly be served, and `t`'s best job is their best job.
+    /// A waiter whose connection is already gone is passed over (its reserve
+    /// ends with `TIMED_OUT`, as the hang-up watcher would have ended it), so
+    /// the job goes to the longest waiter still connected.
     fn serve_waiters(&mut self, t: TubeId, now: Time) {
         loop {
             let tube = self.tubes.get(t);
             if tube.is_paused() {
                 return;
             }
-            let (Some((_, id)), Some((_, &c))) = (tube.ready.peek(), tube.waiting.first_key_value()) else {
+            let (Some((_, id)), Some((&seq, &c))) = (tube.ready.peek(), tube.waiting.first_key_value())
+            else {
                 return;
             };
-            self.reserve_for(c, id, now);
-            self.finish_wait(c, Outcome::Reserved(id));
+            if self.has_hung_up(c) {
+                self.hang_up(c);
+            } else {
+                self.hand_over(c, id, now);
+            }
+            // Both paths took `c` out of line; this only guards the loop's
+            // progress should the queue and the client ever disagree.
+            self.tubes.get_mut(t).waiting.remove(&seq);
+        }
+    }
+
+    /// Reserves job `id` for blocked client `c` and wakes its thread to
+    /// collect it.
+    fn hand_over(&mut self, c: ClientId, id: JobId, now: Time) {
+        let Some(wait) = self.stop_waiting(c) else {
+            return;
+        };
+        self.reserve_for(c, id, now);
+        self.set_outcome(c, Outcome::Reserved(id, wait));
+    }
+
+    /// Job `id`, reserved by `holder`, has just run out of TTR. If it was
+    /// handed to `holder` while blocked and its thread has not collected it
+    /// yet (another command held the lock for longer than the TTR), the
+    /// client never heard of the job: its reserve goes on, in the place in
+    /// line it had, rather than receive a job that may by now be someone
+    /// else's. The job's counters keep the reservation and its timeout:
+    /// both happened, as far as the queue is concerned.
+    fn recall_handoff(&mut self, holder: ClientId, id: JobId, now: Time) {
+        let Some(client) = self.clients.get_mut(&holder) else {
+            return;
+        };
+        let Some(Outcome::Reserved(handed, wait)) = client.outcome else {
+            return;
+        };
+        if handed != id {
+            return;
+        }
+        client.outcome = None;
+        self.resume_wait(holder, wait, now);
+    }
+
+    /// Puts client `c` back into the waiting queues with `wait`'s place in
+    /// line and timeout, or hands it a job at once if one of its tubes has
+    /// one (one may have become ready while it was out of line).
+    fn resume_wait(&mut self, c: ClientId, wait: Wait, now: Time) {
+        let margin_at = self.soonest_margin(c);
+        let Some(client) = self.clients.get_mut(&c) else {
+            return;
+        };
+        client.wait = Some(Wait { margin_at, ..wait });
+        for &t in &client.watched {
+            self.tubes.get_mut(t).waiting.insert(wait.seq, c);
+        }
+        self.waiting_clients += 1;
+        if client.hung_up || self.has_hung_up(c) {
+            self.hang_up(c);
+        } else if let Some(id) = self.best_ready_job(c) {
+            self.hand_over(c, id, now);
         }
     }
 
     /// Ends client `c`'s wait with `outcome` and wakes its thread.
     fn finish_wait(&mut self, c: ClientId, outcome: Outcome) {
         self.stop_waiting(c);
+        self.set_outcome(c, outcome);
+    }
+
+    /// Leaves `outcome` for client `c`'s thread and wakes it.
+    fn set_outcome(&mut self, c: ClientId, outcome: Outcome) {
         if let Some(client) = self.clients.get_mut(&c) {
             client.outcome = Some(outcome);
-            client.waker.notify_one();
+            client.waker.wake();
         }
     }
 
-    /// Takes client `c` out of every waiting queue.
-    fn stop_waiting(&mut self, c: ClientId) {
-        let Some(client) = self.clients.get_mut(&c) else {
-            return;
-        };
-        let Some(wait) = client.wait.take() else {
-            return;
-        };
+    /// Takes client `c` out of every waiting queue; returns the wait it
+    /// ended, if it was waiting.
+    fn stop_waiting(&mut self, c: ClientId) -> Option<Wait> {
+        let client = self.clients.get_mut(&c)?;
+        let wait = client.wait.take()?;
         for &t in &client.watched {
             self.tubes.get_mut(t).waiting.remove(&wait.seq);
         }
         self.waiting_clients -= 1;
+        Some(wait)
     }
 
     /// Asks the timer thread to wake by `at` if it planned to sleep longer.
@@ -1209,6 +1343,11 @@ impl Engine {
 
     fn used_tube(&self, c: ClientId) -> Option<TubeId> {
         self.clients.get(&c).map(|client| client.used)
+    }
+
+    /// Whether client `c`'s connection is known to be gone, asking its socket.
+    fn has_hung_up(&self, c: ClientId) -> bool {
+        self.clients.get(&c).is_some_and(|client| client.hung_up || client.waker.has_hung_up())
     }
 
     fn is_reserved_by(&self, id: JobId, c: ClientId) -> bool {
@@ -1364,6 +1503,106 @@ mod tests {
         let id = put(&mut e, producer, 0, 0, 10, Time::ZERO);
         assert_eq!(e.jobs[&id].state, State::Ready);
         assert_eq!(e.reserve(w, None, Time::ZERO).map(|r| r.word()), Some("RESERVED"));
+    }
+
+    /// A waiter standing for a connection whose peer may have gone.
+    #[derive(Debug, Default)]
+    struct FakeConnection {
+        hung_up: std::sync::atomic::AtomicBool,
+    }
+
+    impl Waiter for FakeConnection {
+        fn wake(&self) {}
+        fn has_hung_up(&self) -> bool {
+            self.hung_up.load(std::sync::atomic::Ordering::SeqCst)
+        }
+    }
+
+    #[test]
+    fn a_handed_job_whose_ttr_ran_out_before_collection_goes_back_to_the_same_waiter() {
+        let mut e = engine();
+        let (producer, w1, w2) = (client(&mut e), client(&mut e), client(&mut e));
+        assert_eq!(e.reserve(w1, None, Time::ZERO), None);
+        assert_eq!(e.reserve(w2, None, Time::ZERO), None);
+        // Handed to w1, whose thread does not run before the TTR is over
+        // (another command held the lock); then the timer runs.
+        let id = put(&mut e, producer, 0, 0, 1, Time::ZERO);
+        e.tick(Time::from_secs(2));
+        // w1 never saw the first reservation; it kept its place at the head
+        // of the line and holds a fresh one. w2 is still waiting.
+        assert_eq!(e.jobs[&id].reserved_by, w1);
+        assert_eq!(e.jobs[&id].deadline, Time::from_secs(3));
+        assert_eq!(e.jobs[&id].counters.reserves, 2);
+        assert_eq!(e.jobs[&id].counters.timeouts, 1);
+        assert_eq!(e.check_wait(w2, Time::from_secs(2)), None);
+        assert_eq!(e.wake_time(w2), None);
+        assert_eq!(reserved_id(e.check_wait(w1, Time::from_secs(2))), id);
+        assert_eq!(e.waiting_clients, 1);
+    }
+
+    #[test]
+    fn a_lapsed_hand_off_is_never_delivered_once_the_job_is_someone_elses() {
+        let mut e = engine();
+        let (producer, w1, w2) = (client(&mut e), client(&mut e), client(&mut e));
+        assert_eq!(e.reserve(w1, Some(60), Time::ZERO), None);
+        assert_eq!(e.reserve(w2, None, Time::ZERO), None);
+        let id = put(&mut e, producer, 0, 0, 1, Time::ZERO);
+        // w1 half-closes while its hand-off waits to be collected; then the
+        // TTR runs out: the job goes to w2, who deletes it.
+        e.hang_up(w1);
+        e.tick(Time::from_secs(2));
+        assert_eq!(reserved_id(e.check_wait(w2, Time::from_secs(2))), id);
+        assert_eq!(e.delete(w2, id), Reply::Deleted);
+        // w1 finally collects: not the job, and not a sleep without end.
+        assert_eq!(e.check_wait(w1, Time::from_secs(2)), Some(Reply::TimedOut));
+        assert_eq!(e.waiting_clients, 0);
+    }
+
+    #[test]
+    fn a_resumed_wait_keeps_its_timeout() {
+        let mut e = engine();
+        let (producer, w) = (client(&mut e), client(&mut e));
+        assert_eq!(e.reserve(w, Some(5), Time::ZERO), None);
+        let id = put(&mut e, producer, 0, 0, 1, Time::ZERO);
+        // The tube is paused before w collects; the job then lapses and
+        // cannot be handed back, so w waits on until its own timeout.
+        assert_eq!(e.pause_tube(Some(&name("default")), 10, Time::ZERO), Reply::Paused);
+        e.tick(Time::from_secs(2));
+        assert_eq!(e.jobs[&id].state, State::Ready);
+        assert_eq!(e.check_wait(w, Time::from_secs(2)), None);
+        assert_eq!(e.wake_time(w), Some(Time::from_secs(5)));
+        assert_eq!(e.check_wait(w, Time::from_secs(5)), Some(Reply::TimedOut));
+    }
+
+    #[test]
+    fn a_blocked_client_with_nothing_to_wait_for_is_timed_out_not_left_asleep() {
+        let mut e = engine();
+        let c = client(&mut e);
+        assert_eq!(e.reserve(c, None, Time::ZERO), None);
+        // Its wait vanishes by some path that forgot to leave an outcome.
+        e.stop_waiting(c);
+        assert_eq!(e.check_wait(c, Time::ZERO), Some(Reply::TimedOut));
+        // A client that is not blocked has nothing to collect.
+        assert_eq!(e.check_wait(c, Time::ZERO), None);
+    }
+
+    #[test]
+    fn a_waiter_whose_connection_is_gone_is_passed_over() {
+        let mut e = engine();
+        let producer = client(&mut e);
+        let gone = Arc::new(FakeConnection::default());
+        let w1 = e.connect(gone.clone());
+        let w2 = client(&mut e);
+        assert_eq!(e.reserve(w1, None, Time::ZERO), None);
+        assert_eq!(e.reserve(w2, None, Time::ZERO), None);
+        // The hang-up has arrived on the socket but was not reported yet.
+        gone.hung_up.store(true, std::sync::atomic::Ordering::SeqCst);
+        let id = put(&mut e, producer, 0, 0, 10, Time::ZERO);
+        assert_eq!(reserved_id(e.check_wait(w2, Time::ZERO)), id);
+        assert_eq!(e.jobs[&id].counters.reserves, 1);
+        assert_eq!(e.check_wait(w1, Time::ZERO), Some(Reply::TimedOut));
+        // And it never blocks again.
+        assert_eq!(e.reserve(w1, None, Time::ZERO), Some(Reply::TimedOut));
     }
 
     #[test]
