@@ -127,9 +127,7 @@ fn expect_job(
     id: u64,
     tube: &str,
     state: &str,
-    pri: u32,
-    delay: u32,
-    ttr: u32,
+    [pri, delay, ttr]: [u32; 3],
     counters: [u32; 5],
 ) {
     let s = c.yaml_map(&format!("stats-job {id}"));
@@ -317,19 +315,19 @@ fn every_job_beanstalkd_wrote_is_taken_over_and_ids_continue() {
 
     let server = spawn(&dir.path);
     let mut c = server.client();
-    expect_job(&mut c, 1, "default", "ready", 5, 0, 10, [0; 5]);
-    expect_job(&mut c, 2, "default", "delayed", 7, 100, 20, [0; 5]);
+    expect_job(&mut c, 1, "default", "ready", [5, 0, 10], [0; 5]);
+    expect_job(&mut c, 2, "default", "delayed", [7, 100, 20], [0; 5]);
     let left: u64 = c.yaml_map("stats-job 2")["time-left"].parse().unwrap();
     assert!((90..=100).contains(&left), "the delay keeps its wall-clock deadline: {left}");
-    expect_job(&mut c, 3, "default", "ready", 100, 0, 60, [0; 5]);
-    expect_job(&mut c, 4, "default", "ready", 100, 0, 60, [0; 5]);
+    expect_job(&mut c, 3, "default", "ready", [100, 0, 60], [0; 5]);
+    expect_job(&mut c, 4, "default", "ready", [100, 0, 60], [0; 5]);
     for id in 5..=8 {
-        expect_job(&mut c, id, "emails", "buried", 2, 0, 30, [1, 0, 0, 1, 0]);
+        expect_job(&mut c, id, "emails", "buried", [2, 0, 30], [1, 0, 0, 1, 0]);
     }
-    expect_job(&mut c, 9, "emails", "delayed", 4, 50, 30, [1, 0, 1, 0, 0]);
-    expect_job(&mut c, 10, "emails", "ready", 3, 0, 30, [1, 0, 0, 1, 1]);
+    expect_job(&mut c, 9, "emails", "delayed", [4, 50, 30], [1, 0, 1, 0, 0]);
+    expect_job(&mut c, 10, "emails", "ready", [3, 0, 30], [1, 0, 0, 1, 1]);
     // Reserved comes back ready, with the counters of its last record.
-    expect_job(&mut c, 12, "default", "ready", 0, 0, 40, [0; 5]);
+    expect_job(&mut c, 12, "default", "ready", [0, 0, 40], [0; 5]);
     let bodies: [(u64, &[u8]); 9] = [
         (1, b"alpha"),
         (2, b"delayed"),
@@ -444,12 +442,12 @@ fn version_5_files_from_beanstalkd_1_4_are_read() {
 
     let server = spawn(&dir.path);
     let mut c = server.client();
-    expect_job(&mut c, 1, "test", "delayed", 1, 2, 3, [0; 5]);
-    expect_job(&mut c, 2, "test", "delayed", 4, 3, 2, [0; 5]);
+    expect_job(&mut c, 1, "test", "delayed", [1, 2, 3], [0; 5]);
+    expect_job(&mut c, 2, "test", "delayed", [4, 3, 2], [0; 5]);
     assert_eq!(body_of(&mut c, 1).as_deref(), Some(&b"test"[..]));
     assert_eq!(body_of(&mut c, 2).as_deref(), Some(&b"x"[..]));
     assert_eq!(body_of(&mut c, 3), None);
-    expect_job(&mut c, 4, "default", "buried", 6, 0, 7, [1, 0, 0, 1, 0]);
+    expect_job(&mut c, 4, "default", "buried", [6, 0, 7], [1, 0, 0, 1, 0]);
     assert_eq!(c.put_ok("new"), 5);
     server.terminate();
 }
