@@ -67,6 +67,37 @@ fn main() {
         })
         .collect();
     report(&format!("recovery of {jobs} jobs, 10-byte bodies (s, lower is better)"), &results, true);
+
+    // Deleting many jobs spread over many small files: each delete must cost
+    // O(1), whatever the number of files (µs per delete, at two sizes).
+    for count in [((20_000.0 * scale) as usize).max(1000), ((100_000.0 * scale) as usize).max(1000)] {
+        let results: Vec<f64> = servers
+            .iter()
+            .map(|(name, binary)| {
+                let dir = TempDir::new(&base, name);
+                let server = Server::start(binary, &dir.0, &["-F", "-s", "4096"]);
+                fill(server.port, count);
+                let began = Instant::now();
+                delete_all(server.port, count);
+                began.elapsed().as_secs_f64() * 1e6 / count as f64
+            })
+            .collect();
+        report(&format!("delete {count} jobs, -s 4096 (µs/delete, lower is better)"), &results, true);
+    }
+
+    // Long tube names, empty bodies, many live jobs: the mix that once made
+    // compaction rewrite hundreds of records per command.
+    let results: Vec<f64> = servers
+        .iter()
+        .map(|(name, binary)| {
+            let dir = TempDir::new(&base, name);
+            let server = Server::start(binary, &dir.0, &["-F", "-s", "1048576"]);
+            let tube = "t".repeat(200);
+            fill_tube(server.port, &tube, 10_000);
+            put_delete_in(server.port, &tube, b"", 1, Duration::from_secs(2))
+        })
+        .collect();
+    report("put+delete, 10k live jobs, 200-byte tube name (ops/s)", &results, false);
 }
 
 fn report(name: &str, results: &[f64], seconds: bool) {
@@ -147,19 +178,32 @@ impl Drop for Server {
 
 /// Each connection loops put then delete until `run` has passed.
 fn put_delete(port: u16, connections: usize, run: Duration) -> f64 {
+    put_delete_in(port, "default", b"0123456789", connections, run)
+}
+
+/// Each connection uses `tube` and loops put of `body` then delete, until
+/// `run` has passed.
+fn put_delete_in(port: u16, tube: &str, body: &[u8], connections: usize, run: Duration) -> f64 {
+    let mut put = format!("put 0 0 60 {}\r\n", body.len()).into_bytes();
+    put.extend_from_slice(body);
+    put.extend_from_slice(b"\r\n");
+    let (put, use_tube) = (Arc::new(put), Arc::new(format!("use {tube}\r\n")));
     let stop = Arc::new(AtomicBool::new(false));
     let ops = Arc::new(AtomicU64::new(0));
     let threads: Vec<_> = (0..connections)
         .map(|_| {
             let (stop, ops) = (Arc::clone(&stop), Arc::clone(&ops));
+            let (put, use_tube) = (Arc::clone(&put), Arc::clone(&use_tube));
             thread::spawn(move || {
                 let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
                 stream.set_nodelay(true).unwrap();
                 let mut writer = stream.try_clone().unwrap();
                 let mut reader = BufReader::new(stream);
                 let mut line = String::new();
+                writer.write_all(use_tube.as_bytes()).unwrap();
+                reader.read_line(&mut line).unwrap();
                 while !stop.load(Ordering::Relaxed) {
-                    writer.write_all(b"put 0 0 60 10\r\n0123456789\r\n").unwrap();
+                    writer.write_all(&put).unwrap();
                     line.clear();
                     reader.read_line(&mut line).unwrap();
                     let id = line.trim().strip_prefix("INSERTED ").expect("INSERTED").to_owned();
@@ -176,6 +220,45 @@ fn put_delete(port: u16, connections: usize, run: Duration) -> f64 {
     stop.store(true, Ordering::Relaxed);
     threads.into_iter().for_each(|t| t.join().unwrap());
     ops.load(Ordering::Relaxed) as f64 / began.elapsed().as_secs_f64()
+}
+
+/// Deletes jobs 1..=count, pipelined in batches.
+fn delete_all(port: u16, count: usize) {
+    let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut line = String::new();
+    let mut next = 1;
+    while next <= count {
+        let last = (next + 999).min(count);
+        let batch: String = (next..=last).map(|id| format!("delete {id}\r\n")).collect();
+        let mut writer = stream.try_clone().unwrap();
+        let w = thread::spawn(move || writer.write_all(batch.as_bytes()).unwrap());
+        for _ in next..=last {
+            line.clear();
+            reader.read_line(&mut line).unwrap();
+            assert_eq!(line, "DELETED\r\n");
+        }
+        w.join().unwrap();
+        next = last + 1;
+    }
+}
+
+/// Puts `jobs` empty jobs into `tube`.
+fn fill_tube(port: u16, tube: &str, jobs: usize) {
+    let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut writer = stream.try_clone().unwrap();
+    let mut line = String::new();
+    writer.write_all(format!("use {tube}\r\n").as_bytes()).unwrap();
+    reader.read_line(&mut line).unwrap();
+    for _ in 0..jobs.div_ceil(1000) {
+        writer.write_all(&b"put 0 0 60 0\r\n\r\n".repeat(1000)).unwrap();
+        for _ in 0..1000 {
+            line.clear();
+            reader.read_line(&mut line).unwrap();
+            assert!(line.starts_with("INSERTED"), "{line}");
+        }
+    }
 }
 
 /// Puts `jobs` jobs, pipelined in batches.

@@ -16,8 +16,8 @@ use std::thread;
 use std::time::Duration;
 
 use common::binary::{self, Bin, TempDir};
-use common::stat_u64;
 use common::Client;
+use common::{peek, put_bytes, stat_u64};
 
 // -------------------------------------------------------------------
 // Harness
@@ -49,32 +49,6 @@ fn binlog_files(dir: &Path) -> BTreeSet<u32> {
 
 fn file_names(dir: &Path) -> BTreeSet<String> {
     fs::read_dir(dir).unwrap().filter_map(|e| e.ok()?.file_name().into_string().ok()).collect()
-}
-
-/// `put` with any body bytes; returns the id.
-fn put_bytes(c: &mut Client, pri: u32, delay: u32, ttr: u32, body: &[u8]) -> u64 {
-    let mut msg = format!("put {pri} {delay} {ttr} {}\r\n", body.len()).into_bytes();
-    msg.extend_from_slice(body);
-    msg.extend_from_slice(b"\r\n");
-    c.send(msg);
-    let reply = c.reply();
-    reply
-        .strip_prefix("INSERTED ")
-        .and_then(|r| r.trim_end().parse().ok())
-        .unwrap_or_else(|| panic!("put failed: {reply:?}"))
-}
-
-/// The body of job `id`, or `None` if it does not exist.
-fn peek(c: &mut Client, id: u64) -> Option<Vec<u8>> {
-    c.send(format!("peek {id}\r\n"));
-    let reply = c.reply_bytes();
-    if reply == b"NOT_FOUND\r\n" {
-        return None;
-    }
-    let header_end = reply.windows(2).position(|w| w == b"\r\n").unwrap();
-    let header = String::from_utf8_lossy(&reply[..header_end]).into_owned();
-    assert!(header.starts_with(&format!("FOUND {id} ")), "peek {id}: {header:?}");
-    Some(reply[header_end + 2..reply.len() - 2].to_vec())
 }
 
 fn stats_job(c: &mut Client, id: u64) -> HashMap<String, String> {

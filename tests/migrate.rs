@@ -21,8 +21,8 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::binary::{self, Bin, TempDir};
-use common::Client;
 use common::Rng;
+use common::{peek, put_bytes, Client};
 
 // -------------------------------------------------------------------
 // Harness
@@ -89,28 +89,6 @@ impl Drop for Beanstalkd {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn put(c: &mut Client, pri: u32, delay: u32, ttr: u32, body: &[u8]) -> u64 {
-    let mut msg = format!("put {pri} {delay} {ttr} {}\r\n", body.len()).into_bytes();
-    msg.extend_from_slice(body);
-    msg.extend_from_slice(b"\r\n");
-    c.send(msg);
-    let reply = c.reply();
-    reply
-        .strip_prefix("INSERTED ")
-        .and_then(|r| r.trim_end().parse().ok())
-        .unwrap_or_else(|| panic!("{reply}"))
-}
-
-fn body_of(c: &mut Client, id: u64) -> Option<Vec<u8>> {
-    c.send(format!("peek {id}\r\n"));
-    let reply = c.reply_bytes();
-    if reply == b"NOT_FOUND\r\n" {
-        return None;
-    }
-    let header_end = reply.windows(2).position(|w| w == b"\r\n").unwrap();
-    Some(reply[header_end + 2..reply.len() - 2].to_vec())
 }
 
 /// A job's `stats-job` fields that a restart must not change (not `age`,
@@ -281,13 +259,13 @@ fn every_job_beanstalkd_wrote_is_taken_over_and_ids_continue() {
     {
         let b = Beanstalkd::start(&exe, &dir.path);
         let mut c = b.client();
-        assert_eq!(put(&mut c, 5, 0, 10, b"alpha"), 1);
-        assert_eq!(put(&mut c, 7, 100, 20, b"delayed"), 2);
-        assert_eq!(put(&mut c, 100, 0, 60, &big), 3);
-        assert_eq!(put(&mut c, 100, 0, 60, &big[..65534]), 4);
+        assert_eq!(put_bytes(&mut c, 5, 0, 10, b"alpha"), 1);
+        assert_eq!(put_bytes(&mut c, 7, 100, 20, b"delayed"), 2);
+        assert_eq!(put_bytes(&mut c, 100, 0, 60, &big), 3);
+        assert_eq!(put_bytes(&mut c, 100, 0, 60, &big[..65534]), 4);
         c.cmd("use emails");
         for body in [b"b1", b"b2", b"b3", b"b4"] {
-            put(&mut c, 1, 0, 30, body);
+            put_bytes(&mut c, 1, 0, 30, body);
         }
         c.cmd("watch emails");
         c.cmd("ignore default");
@@ -297,17 +275,17 @@ fn every_job_beanstalkd_wrote_is_taken_over_and_ids_continue() {
         for id in [7, 5, 8, 6] {
             assert_eq!(c.cmd(&format!("bury {id} 2")), "BURIED\r\n");
         }
-        assert_eq!(put(&mut c, 3, 0, 30, b"released"), 9);
+        assert_eq!(put_bytes(&mut c, 3, 0, 30, b"released"), 9);
         assert!(c.cmd("reserve-job 9").starts_with("RESERVED 9 "));
         assert_eq!(c.cmd("release 9 4 50"), "RELEASED\r\n");
-        assert_eq!(put(&mut c, 3, 0, 30, b"kicked"), 10);
+        assert_eq!(put_bytes(&mut c, 3, 0, 30, b"kicked"), 10);
         assert!(c.cmd("reserve-job 10").starts_with("RESERVED 10 "));
         assert_eq!(c.cmd("bury 10 3"), "BURIED\r\n");
         assert_eq!(c.cmd("kick-job 10"), "KICKED\r\n");
-        assert_eq!(put(&mut c, 3, 0, 30, b"deleted"), 11);
+        assert_eq!(put_bytes(&mut c, 3, 0, 30, b"deleted"), 11);
         assert_eq!(c.cmd("delete 11"), "DELETED\r\n");
         c.cmd("use default");
-        assert_eq!(put(&mut c, 0, 0, 40, b"reserved"), 12);
+        assert_eq!(put_bytes(&mut c, 0, 0, 40, b"reserved"), 12);
         assert!(c.cmd("reserve-job 12").starts_with("RESERVED 12 "));
         b.kill();
     }
@@ -340,9 +318,9 @@ fn every_job_beanstalkd_wrote_is_taken_over_and_ids_continue() {
         (12, b"reserved"),
     ];
     for (id, body) in bodies {
-        assert_eq!(body_of(&mut c, id).as_deref(), Some(body), "body of job {id}");
+        assert_eq!(peek(&mut c, id).as_deref(), Some(body), "body of job {id}");
     }
-    assert_eq!(body_of(&mut c, 11), None, "a deleted job stays deleted");
+    assert_eq!(peek(&mut c, 11), None, "a deleted job stays deleted");
     let stats = c.stats();
     assert_eq!(stats["current-jobs-ready"], "5");
     assert_eq!(stats["current-jobs-delayed"], "2");
@@ -397,8 +375,8 @@ fn a_mistaken_run_of_beanstalkd_on_our_directory_loses_nothing() {
 
     let b = Beanstalkd::start(&exe, &dir.path);
     let mut bc = b.client();
-    assert_eq!(put(&mut bc, 0, 0, 60, b"theirs-1"), 1);
-    assert_eq!(put(&mut bc, 0, 0, 60, b"theirs-2"), 2);
+    assert_eq!(put_bytes(&mut bc, 0, 0, 60, b"theirs-1"), 1);
+    assert_eq!(put_bytes(&mut bc, 0, 0, 60, b"theirs-2"), 2);
     // And while beanstalkd runs, we may not start: exit 10, as today.
     let mut args = vec!["-l", "127.0.0.1", "-p", "0", "-b"];
     args.push(binary::arg(&dir.path));
@@ -409,7 +387,7 @@ fn a_mistaken_run_of_beanstalkd_on_our_directory_loses_nothing() {
     let server = spawn(&dir.path);
     let mut c = server.client();
     for (id, body) in [(1, "ours-1"), (2, "ours-2"), (3, "ours-3"), (4, "theirs-1"), (5, "theirs-2")] {
-        assert_eq!(body_of(&mut c, id).as_deref(), Some(body.as_bytes()), "job {id}");
+        assert_eq!(peek(&mut c, id).as_deref(), Some(body.as_bytes()), "job {id}");
     }
     let stderr = server.terminate();
     assert!(
@@ -444,9 +422,9 @@ fn version_5_files_from_beanstalkd_1_4_are_read() {
     let mut c = server.client();
     expect_job(&mut c, 1, "test", "delayed", [1, 2, 3], [0; 5]);
     expect_job(&mut c, 2, "test", "delayed", [4, 3, 2], [0; 5]);
-    assert_eq!(body_of(&mut c, 1).as_deref(), Some(&b"test"[..]));
-    assert_eq!(body_of(&mut c, 2).as_deref(), Some(&b"x"[..]));
-    assert_eq!(body_of(&mut c, 3), None);
+    assert_eq!(peek(&mut c, 1).as_deref(), Some(&b"test"[..]));
+    assert_eq!(peek(&mut c, 2).as_deref(), Some(&b"x"[..]));
+    assert_eq!(peek(&mut c, 3), None);
     expect_job(&mut c, 4, "default", "buried", [6, 0, 7], [1, 0, 0, 1, 0]);
     assert_eq!(c.put_ok("new"), 5);
     server.terminate();
@@ -476,10 +454,10 @@ fn a_damaged_record_in_beanstalkds_file_loses_only_that_record() {
 
     let server = spawn(&dir.path);
     let mut c = server.client();
-    assert_eq!(body_of(&mut c, 1).as_deref(), Some(&b"first"[..]));
-    assert_eq!(body_of(&mut c, 2), None);
-    assert_eq!(body_of(&mut c, 3).as_deref(), Some(&b"third"[..]));
-    assert_eq!(body_of(&mut c, 4).as_deref(), Some(&b"fourth"[..]));
+    assert_eq!(peek(&mut c, 1).as_deref(), Some(&b"first"[..]));
+    assert_eq!(peek(&mut c, 2), None);
+    assert_eq!(peek(&mut c, 3).as_deref(), Some(&b"third"[..]));
+    assert_eq!(peek(&mut c, 4).as_deref(), Some(&b"fourth"[..]));
     // Job 5's record was never finished, so its id was never handed out.
     assert_eq!(c.put_ok("new"), 5, "ids continue above every id read");
     let stderr = server.terminate();
@@ -571,7 +549,7 @@ fn many_jobs(path: &Path, count: u64) {
 /// Every job 1..=count is there exactly once, with its body.
 fn all_once(c: &mut Client, count: u64, what: &str) {
     for id in 1..=count {
-        assert_eq!(body_of(c, id), Some(format!("{id:01024}").into_bytes()), "{what}: job {id}");
+        assert_eq!(peek(c, id), Some(format!("{id:01024}").into_bytes()), "{what}: job {id}");
     }
     let stats = c.stats();
     let total: u64 = ["ready", "reserved", "delayed", "buried"]

@@ -320,7 +320,7 @@ impl<'a> Reader<'a> {
 
 /// CRC-32C (Castagnoli), the checksum of every record's payload.
 pub fn crc32c(bytes: &[u8]) -> u32 {
-    const TABLE: [[u32; 256]; 4] = crc_tables();
+    static TABLE: [[u32; 256]; 4] = crc_tables();
     let mut crc = !0u32;
     let mut chunks = bytes.chunks_exact(4);
     for c in &mut chunks {

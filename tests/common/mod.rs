@@ -196,6 +196,32 @@ impl Client {
     }
 }
 
+/// `put` with any body bytes, which must succeed; returns the id.
+pub fn put_bytes(c: &mut Client, pri: u32, delay: u32, ttr: u32, body: &[u8]) -> u64 {
+    let mut msg = format!("put {pri} {delay} {ttr} {}\r\n", body.len()).into_bytes();
+    msg.extend_from_slice(body);
+    msg.extend_from_slice(b"\r\n");
+    c.send(msg);
+    let reply = c.reply();
+    reply
+        .strip_prefix("INSERTED ")
+        .and_then(|r| r.trim_end().parse().ok())
+        .unwrap_or_else(|| panic!("put failed: {reply:?}"))
+}
+
+/// The body of job `id`, or `None` if it does not exist.
+pub fn peek(c: &mut Client, id: u64) -> Option<Vec<u8>> {
+    c.send(format!("peek {id}\r\n"));
+    let reply = c.reply_bytes();
+    if reply == b"NOT_FOUND\r\n" {
+        return None;
+    }
+    let header_end = reply.windows(2).position(|w| w == b"\r\n").unwrap();
+    let header = String::from_utf8_lossy(&reply[..header_end]).into_owned();
+    assert!(header.starts_with(&format!("FOUND {id} ")), "peek {id}: {header:?}");
+    Some(reply[header_end + 2..reply.len() - 2].to_vec())
+}
+
 /// One `stats` key as a number.
 pub fn stat_u64(c: &mut Client, key: &str) -> u64 {
     let v = c.stat(key);
