@@ -16,10 +16,11 @@
 //!    deletes it. A crash in this step leaves some `binlog.N` behind; the
 //!    next start finds its `Imported` record, so it only moves the file.
 //!
-//! Ids are kept, so clients see the same jobs. An id that one of our own
-//! live jobs already has (beanstalkd started on our directory by mistake
-//! counts from 1 again) gets a fresh one, and the log says which. New ids
-//! continue above every id either log ever used.
+//! Ids are kept, so clients see the same jobs. An id this server has
+//! already handed out (beanstalkd started on our directory by mistake counts
+//! from 1 again) gets a fresh one, and the log says which: a clash with one
+//! of our live jobs job by job, ids used before in one line. New ids continue
+//! above every id either log ever used.
 
 use std::fs::{self, OpenOptions};
 use std::io::{self, BufWriter, Write};
@@ -110,20 +111,39 @@ fn write_import(
     replayer: &Replayer,
     notes: &mut Vec<String>,
 ) -> io::Result<usize> {
-    // Fresh ids start above every id either log used.
-    let mut fresh = replayer.next_id().max(log.max_id.saturating_add(1));
+    // Fresh ids start above every id either log used. A job keeps its id
+    // unless this server has handed that id out already: a live job of ours
+    // has it, or beanstalkd (started here by mistake) counted from 1 again
+    // over ids we used. Then it gets a fresh one: ids never go backwards.
+    let ours_next = replayer.next_id();
+    let mut fresh = ours_next.max(log.max_id.saturating_add(1));
     let mut ids = Vec::with_capacity(log.jobs.len());
+    let mut reused = Vec::new();
     for job in &log.jobs {
         if replayer.is_live(job.id) {
             notes.push(format!(
                 "beanstalkd's job {} has the id of a live job of ours; imported as job {fresh}",
                 job.id
             ));
-            ids.push(fresh);
-            fresh += 1;
+        } else if job.id < ours_next {
+            reused.push((job.id, fresh));
         } else {
             ids.push(job.id);
+            continue;
         }
+        ids.push(fresh);
+        fresh += 1;
+    }
+    if let (Some(first), Some(last)) = (reused.first(), reused.last()) {
+        notes.push(format!(
+            "{} of beanstalkd's jobs had ids this server had already used; imported as jobs {} to {} \
+             (beanstalkd's job {} is job {}, and so on)",
+            reused.len(),
+            first.1,
+            last.1,
+            first.0,
+            first.1
+        ));
     }
     // Buried jobs keep their order, after every job buried before now.
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
