@@ -1,4 +1,4 @@
-//! systemd socket activation (SPEC.md 7.4): when `LISTEN_PID` is our pid and
+//! systemd socket activation (reference §7.4): when `LISTEN_PID` is our pid and
 //! `LISTEN_FDS` is at least 1, serve on the inherited fd 3 instead of binding.
 //!
 //! This is the whole protocol: two environment variables and a fixed fd

@@ -3,7 +3,7 @@
 //!
 //! Flags may be bundled (`-VV`, `-Fb DIR`), an argument may be attached
 //! (`-p11300`, `-f0`) or be the next word, and a later flag overrides an
-//! earlier one (SPEC.md 7.1). Error texts are beanstalkd's, so scripts that
+//! earlier one (reference §7.1). Error texts are beanstalkd's, so scripts that
 //! grep for them keep working. Our own options are long (`--name VALUE`),
 //! which beanstalkd rejects as an unknown flag, so they cannot clash.
 

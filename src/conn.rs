@@ -1,7 +1,7 @@
 //! One client connection: read a line (and a body), ask the engine, write
 //! the reply. Runs on the connection's own thread.
 //!
-//! Framing lives here (SPEC.md 1.2, 1.5): a line ends at the first CRLF; a
+//! Framing lives here (reference §1.2, 1.5): a line ends at the first CRLF; a
 //! line longer than 224 bytes gets one `BAD_FORMAT` once its CRLF arrives
 //! and is otherwise discarded without being stored, so a client cannot make
 //! the server buffer more than a few kilobytes of command text; a put's body
@@ -340,7 +340,7 @@ impl Conn<'_> {
     }
 
     /// `put`: the checks before the body, the body, then the engine
-    /// (SPEC.md 3.1, in that order).
+    /// (reference §3.1, in that order).
     fn put(&mut self, pri: u32, delay: u32, ttr: u32, bytes: u32, junk: bool) -> io::Result<Next> {
         let shared = self.shared;
         let created = shared.clock.now();

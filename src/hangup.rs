@@ -5,7 +5,7 @@
 //! its socket, so it cannot see the client go. Before it sleeps it arms a
 //! one-shot watch on its socket here; one thread waits on an epoll set for
 //! hang-ups (never for data: commands pipelined behind a reserve stay
-//! unread, SPEC.md 1.1) and tells the engine. The watch is registered once
+//! unread, reference §1.1) and tells the engine. The watch is registered once
 //! per connection and only re-armed later (one system call per blocked
 //! reserve); closing the socket removes it. A hang-up noticed while the
 //! client is not blocked is still right to report: a client that has

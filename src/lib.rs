@@ -14,6 +14,9 @@
 //! The modules below are listed in the order a newcomer should read them;
 //! data flows the same way, from socket to reply:
 //!
+//! 0. [`reference`](mod@reference): the protocol in prose, every command and reply, the
+//!    job states, scheduling, and where this server differs from beanstalkd.
+//!    The code cites it as "reference §N".
 //! 1. [`protocol`]: the wire format. A command line becomes a
 //!    [`protocol::Command`]; a [`protocol::Reply`] becomes bytes. Start here
 //!    to learn what clients can say.
@@ -67,6 +70,7 @@ pub mod engine;
 mod hangup;
 pub mod privileges;
 pub mod protocol;
+pub mod reference;
 pub mod server;
 pub mod signals;
 pub mod stats;

@@ -1,5 +1,5 @@
 //! `beanstalk`: the command-line entry point. Start-up follows beanstalkd's
-//! order (SPEC.md 7.2): parse flags, bind (or take systemd's socket), drop
+//! order (reference §7.2): parse flags, bind (or take systemd's socket), drop
 //! privileges, handle signals, serve. Exit codes are beanstalkd's.
 
 #![forbid(unsafe_code)]

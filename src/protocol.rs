@@ -1,7 +1,7 @@
 //! The wire protocol: bytes to [`Command`], [`Reply`] to bytes. No state.
 //!
 //! Parsing follows beanstalkd 1.13 exactly where a client can see it
-//! (SPEC.md 1.3-1.4): commands are recognised by prefix in a fixed order,
+//! (reference §1.3-1.4): commands are recognised by prefix in a fixed order,
 //! which decides between `UNKNOWN_COMMAND` and `BAD_FORMAT`; numbers may be
 //! preceded by any number of spaces and may carry leading zeros; `kick`
 //! parses like C's `strtoul`; `put` and `pause-tube` report some problems only
@@ -18,7 +18,7 @@ use std::fmt;
 
 use crate::engine::JobId;
 
-/// Longest command line, CRLF included (SPEC.md 1.2).
+/// Longest command line, CRLF included (reference §1.2).
 pub const MAX_LINE: usize = 224;
 
 /// Longest tube name.
@@ -175,7 +175,7 @@ pub fn parse(line: &[u8]) -> Result<Command, ParseError> {
         return exact(C::PeekBuried, rest);
     }
     if let Some(rest) = line.strip_prefix(b"reserve-with-timeout ") {
-        // Trailing bytes after the number are ignored (SPEC.md 1.4).
+        // Trailing bytes after the number are ignored (reference §1.4).
         let secs = Fields::new(rest).u32()?;
         if secs > i32::MAX as u32 {
             return Err(BadFormat);
@@ -271,7 +271,7 @@ fn parse_pause_tube(rest: &[u8]) -> Result<Command, ParseError> {
     Ok(Command::PauseTube { tube: TubeName::new(name), delay })
 }
 
-/// `kick`'s bound, parsed the way C's `strtoul` does it (SPEC.md 1.4): any
+/// `kick`'s bound, parsed the way C's `strtoul` does it (reference §1.4): any
 /// leading white space, an optional sign, digits, junk ignored; a negative
 /// number wraps, and the 64-bit result is cut to 32 bits.
 fn parse_kick_bound(rest: &[u8]) -> Result<u32, ParseError> {
@@ -354,7 +354,7 @@ impl<'a> Fields<'a> {
     }
 }
 
-/// Every reply the server sends (SPEC.md 1.6). Bodies are borrowed, so a
+/// Every reply the server sends (reference §1.6). Bodies are borrowed, so a
 /// reply can be encoded straight out of the engine while its lock is held.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reply<'a> {

@@ -1,4 +1,4 @@
-//! Signals, as beanstalkd users expect them (SPEC.md 7.3): SIGUSR1 enters
+//! Signals, as beanstalkd users expect them (reference §7.3): SIGUSR1 enters
 //! drain mode, SIGTERM and SIGINT shut the server down cleanly, SIGPIPE is
 //! ignored.
 //!

@@ -1,5 +1,5 @@
 //! The YAML bodies of `stats`, `stats-job`, `stats-tube` and the `list-*`
-//! commands, byte for byte as beanstalkd 1.13 writes them (SPEC.md 6).
+//! commands, byte for byte as beanstalkd 1.13 writes them (reference §6).
 //!
 //! This module only formats: the engine fills in the figures, the server
 //! adds the process's own (pid, CPU time, uname). Keys come in beanstalkd's

@@ -56,7 +56,7 @@ impl Time {
     }
 
     /// Whole seconds from `earlier` to `self`, truncated; 0 if `earlier` is
-    /// later. This is how every time on the wire is shown (SPEC.md 2.3).
+    /// later. This is how every time on the wire is shown (reference §2.3).
     pub const fn secs_since(self, earlier: Time) -> u64 {
         self.0.saturating_sub(earlier.0) / NANOS_PER_SEC
     }

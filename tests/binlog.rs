@@ -337,7 +337,7 @@ fn every_job_state_and_command_survives_restarts() {
     server.kill();
 }
 
-/// SPEC 8.2: tubes are recreated only for jobs that survive.
+/// reference §8.2: tubes are recreated only for jobs that survive.
 #[test]
 fn tubes_are_recreated_only_for_jobs_that_survive() {
     let dir = TempDir::new("tubes");

@@ -1,4 +1,4 @@
-//! A seeded, bounded protocol fuzz test over loopback (SPEC.md 1 and 9).
+//! A seeded, bounded protocol fuzz test over loopback (reference §1 and 9).
 //!
 //! Several fuzzing connections send valid command streams and mutations of
 //! them (random bytes, truncated commands, overlong lines, lone CR/LF, NULs,
@@ -207,8 +207,8 @@ fn valid_command(rng: &mut Rng, own: &[u64]) -> Vec<u8> {
     out
 }
 
-/// Commands whose numbers are out of range, and other edge cases of SPEC.md
-/// 1.4, 1.5 and 9.
+/// Commands whose numbers are out of range, and other edge cases of reference
+/// §1.4, 1.5 and 9.
 fn out_of_range(rng: &mut Rng) -> Vec<u8> {
     let junk_body = |n: usize| {
         let mut b = vec![b'z'; n];

@@ -1,4 +1,4 @@
-//! Framing, limits and bad input (SPEC.md 1.2-1.5, 9, 11).
+//! Framing, limits and bad input (reference §1.2-1.5, 9).
 mod common;
 
 use common::Rng;
@@ -119,7 +119,7 @@ fn a_partial_line_at_eof_gets_no_reply() {
 #[test]
 fn a_225_byte_line_gets_one_bad_format_and_the_next_command_is_answered() {
     // beanstalkd's 225-byte quirk (no reply, next command swallowed) is
-    // deliberately not copied (SPEC.md 1.2).
+    // deliberately not copied (reference §1.2).
     let server = common::start();
     let mut c = server.connect();
     let mut bytes = line_of(225);
@@ -166,7 +166,7 @@ fn an_overlong_put_line_reads_no_body() {
 
 #[test]
 fn a_lone_cr_is_an_ordinary_byte_of_the_line() {
-    // beanstalkd's lone-CR stall is deliberately not copied (SPEC.md 1.2).
+    // beanstalkd's lone-CR stall is deliberately not copied (reference §1.2).
     let server = common::start();
     let mut c = server.connect();
     c.send("use a\rb\r\n");

@@ -144,7 +144,7 @@ fn now_nanos() -> i64 {
 }
 
 // -------------------------------------------------------------------
-// beanstalkd's files, byte by byte (SPEC.md 8.4 / beanstalkd's file.c)
+// beanstalkd's files, byte by byte (reference §8.4 / beanstalkd's file.c)
 // -------------------------------------------------------------------
 
 /// One job record as beanstalkd lays it out. Times in nanoseconds.

@@ -1,7 +1,7 @@
 //! Model-based test of the engine: a seeded random sequence of operations is
 //! run against [`Engine`] and against a deliberately naive reference model
-//! written here (plain `Vec`s and linear scans, straight from SPEC.md
-//! sections 2-6), and every reply, the stats of every tube, the server
+//! written here (plain `Vec`s and linear scans, straight from the
+//! protocol reference, `src/reference.md` §2-6), and every reply, the stats of every tube, the server
 //! stats and the stats of every job an operation touched are compared after
 //! every step.
 //!
@@ -278,7 +278,7 @@ impl Model {
         }
     }
 
-    /// SPEC 5.2: destroyed at once when nothing refers to it; swap-remove
+    /// reference §5.2: destroyed at once when nothing refers to it; swap-remove
     /// from the tube list (5.3).
     fn maybe_destroy(&mut self, name: &str) {
         if name == "default" {
@@ -337,7 +337,7 @@ impl Model {
         cl.outcome = Some(outcome);
     }
 
-    /// SPEC 4.1, one pass: over every unpaused tube with both a waiter and
+    /// reference §4.1, one pass: over every unpaused tube with both a waiter and
     /// a ready job, take the best `(pri, id)` head and give it to that
     /// tube's longest waiter; repeat.
     fn dispatch(&mut self, now: u64) {
@@ -406,7 +406,7 @@ impl Model {
         self.waiters.retain(|&w| w != c);
         self.client_mut(c).waiting = false;
         // Reservations go back to ready in reservation order, one at a time
-        // (SPEC 4.5, 4.1), counters untouched.
+        // (reference §4.5, 4.1), counters untouched.
         while let Some(&id) = self.client(c).reserved.first() {
             self.client_mut(c).reserved.remove(0);
             self.make_ready(id, now);
@@ -526,7 +526,7 @@ impl Model {
         self.client_mut(c).worker = true;
         let in_margin = self.margin_of(c).is_some_and(|m| now >= m);
         let watched = self.client(c).watched.clone();
-        // The margin test ignores pause (SPEC 3.3 step 3).
+        // The margin test ignores pause (reference §3.3 step 3).
         let any_ready = watched.iter().any(|t| self.ready_head(t).is_some());
         if in_margin && !any_ready {
             return Some(line("DEADLINE_SOON"));
@@ -1702,9 +1702,9 @@ fn engine_matches_reference_model() {
 }
 
 // -------------------------------------------------------------------------
-// Scripted scenarios: SPEC.md's own examples, run through the same harness
+// Scripted scenarios: the protocol reference's examples, run through the same harness
 // (engine and model compared after every step) with the expected replies
-// spelled out, so the model itself is pinned to the SPEC.
+// spelled out, so the model itself is pinned to the reference.
 // -------------------------------------------------------------------------
 
 /// `OK <bytes>` and the YAML, as the engine sends it.
@@ -1736,7 +1736,7 @@ impl Harness {
 
 #[test]
 fn scenario_disconnect_destroys_watched_tubes_in_swap_remove_order() {
-    // SPEC 5.3 and 4.5: the closing client's watch list is emptied by
+    // reference §5.3 and 4.5: the closing client's watch list is emptied by
     // removing index 0 over and over.
     let mut h = scripted();
     h.connect_n(2);
@@ -1772,7 +1772,7 @@ fn scenario_list_orders_from_spec_5_3() {
 
 #[test]
 fn scenario_one_job_at_a_time_on_close_and_kick() {
-    // SPEC 4.1: the waiter gets the first job moved, not the best one.
+    // reference §4.1: the waiter gets the first job moved, not the best one.
     let mut h = scripted();
     h.connect_n(2);
     h.go(put(1, 10, 0, 60)); // A
@@ -1839,7 +1839,7 @@ fn scenario_timeout_then_deadline_soon_from_spec_3_3() {
 
 #[test]
 fn scenario_margin_ignores_pause() {
-    // SPEC 3.3 step 3: a ready job in a paused watched tube still counts
+    // reference §3.3 step 3: a ready job in a paused watched tube still counts
     // as ready for the margin test, and the reply is DEADLINE_SOON anyway.
     let mut h = scripted();
     h.connect_n(2);

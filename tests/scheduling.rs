@@ -1,6 +1,6 @@
 //! Time-driven behaviour: delays, TTRs and the safety margin, reserve
 //! timeouts, pauses, and who gets a job when several clients wait
-//! (SPEC.md 1.7, 3.3, 4).
+//! (reference §1.7, 3.3, 4).
 //!
 //! Every wait uses the smallest time the protocol allows. Lower bounds are
 //! checked with a little slack (a timer must never fire early); upper bounds
@@ -47,7 +47,7 @@ fn job_stat(c: &mut Client, id: u64, key: &str) -> String {
 }
 
 // -------------------------------------------------------------------
-// Delayed jobs (SPEC.md 4.3, 3.6)
+// Delayed jobs (reference §4.3, 3.6)
 // -------------------------------------------------------------------
 
 #[test]
@@ -98,7 +98,7 @@ fn release_with_delay_keeps_the_job_delayed_until_the_delay_ends() {
 }
 
 // -------------------------------------------------------------------
-// TTR and the safety margin (SPEC.md 3.3, 3.8, 4.2)
+// TTR and the safety margin (reference §3.3, 3.8, 4.2)
 // -------------------------------------------------------------------
 
 #[test]
@@ -180,7 +180,7 @@ fn blocked_reserve_gets_deadline_soon_when_the_margin_begins() {
 
 #[test]
 fn reserve_with_timeout_that_ends_before_the_margin_times_out_first() {
-    // SPEC.md 3.3: a ttr-3 job reserved at t=0; reserve-with-timeout 1 gives
+    // reference §3.3: a ttr-3 job reserved at t=0; reserve-with-timeout 1 gives
     // TIMED_OUT at t=1, then reserve-with-timeout 5 gives DEADLINE_SOON at
     // t=2.
     let server = common::start();
@@ -225,7 +225,7 @@ fn touch_restarts_the_ttr() {
 }
 
 // -------------------------------------------------------------------
-// Reserve timeouts (SPEC.md 3.3)
+// Reserve timeouts (reference §3.3)
 // -------------------------------------------------------------------
 
 #[test]
@@ -246,7 +246,7 @@ fn reserve_with_timeout_gives_timed_out_when_the_time_is_up() {
 }
 
 // -------------------------------------------------------------------
-// Pause (SPEC.md 3.18, 4.4)
+// Pause (reference §3.18, 4.4)
 // -------------------------------------------------------------------
 
 #[test]
@@ -292,7 +292,7 @@ fn pause_tube_0_unpauses_at_once() {
 }
 
 // -------------------------------------------------------------------
-// Who gets a job (SPEC.md 4.1, 4.5)
+// Who gets a job (reference §4.1, 4.5)
 // -------------------------------------------------------------------
 
 #[test]
@@ -383,7 +383,7 @@ fn quit_releases_reserved_jobs_at_once() {
 }
 
 // -------------------------------------------------------------------
-// Half-close (SPEC.md 1.7)
+// Half-close (reference §1.7)
 // -------------------------------------------------------------------
 
 #[test]

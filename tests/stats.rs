@@ -1,5 +1,5 @@
 //! stats, stats-job and stats-tube: exact documents and how every figure
-//! moves (SPEC.md 3.14-3.16, 6).
+//! moves (reference §3.14-3.16, 6).
 mod common;
 
 use std::collections::{BTreeMap, HashMap};
@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use common::Client;
 
-/// SPEC.md 6.4, in order.
+/// reference §6.4, in order.
 const STATS_KEYS: [&str; 51] = [
     "current-jobs-urgent",
     "current-jobs-ready",
@@ -62,7 +62,7 @@ const STATS_KEYS: [&str; 51] = [
     "platform",
 ];
 
-/// SPEC.md 6.2, in order.
+/// reference §6.2, in order.
 const JOB_KEYS: [&str; 14] = [
     "id",
     "tube",
@@ -80,7 +80,7 @@ const JOB_KEYS: [&str; 14] = [
     "kicks",
 ];
 
-/// SPEC.md 6.3, in order.
+/// reference §6.3, in order.
 const TUBE_KEYS: [&str; 14] = [
     "name",
     "current-jobs-urgent",

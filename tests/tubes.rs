@@ -140,7 +140,7 @@ fn watch_list_and_used_tube_are_independent() {
 }
 
 // ---------------------------------------------------------------------
-// Creation and destruction (SPEC.md 5.1, 5.2)
+// Creation and destruction (reference §5.1, 5.2)
 // ---------------------------------------------------------------------
 
 #[test]
@@ -257,7 +257,7 @@ fn default_is_never_destroyed() {
 }
 
 // ---------------------------------------------------------------------
-// Order after removal (SPEC.md 5.3)
+// Order after removal (reference §5.3)
 // ---------------------------------------------------------------------
 
 #[test]

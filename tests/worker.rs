@@ -8,7 +8,7 @@ use common::{Client, TestServer};
 /// Long enough to notice a reply that should not come.
 const QUIET: Duration = Duration::from_millis(200);
 
-/// Jobs in every state of SPEC.md 3.20, all in `default`:
+/// Jobs in every state of reference §3.20, all in `default`:
 /// 1 ready, 2 delayed, 3 buried, 4 reserved by `me`, 5 reserved by `other`;
 /// job 99 does not exist.
 struct States {
@@ -174,7 +174,7 @@ fn release_with_a_new_priority_reorders_the_job() {
 }
 
 // ---------------------------------------------------------------------
-// The state table of SPEC.md 3.20, one command per test
+// The state table of reference §3.20, one command per test
 // ---------------------------------------------------------------------
 
 #[test]

@@ -10,7 +10,7 @@
 //!
 //! - `beanstalk.N`: our log files, replayed by [`super::replay`].
 //! - `binlog.N` in beanstalkd's format (version 7, or 5 from 1.4.x): jobs
-//!   to import ([`super::beanstalkd`]). A file of zeros only (beanstalkd
+//!   to import (`beanstalkd.rs`). A file of zeros only (beanstalkd
 //!   died between creating a file and writing its version) holds nothing
 //!   and is imported as empty.
 //! - `binlog.N` in our format: written by an earlier version of this server,
@@ -35,7 +35,7 @@ use super::BinlogError;
 pub const OURS: &str = "beanstalk.";
 /// The prefix of beanstalkd's.
 pub const THEIRS: &str = "binlog.";
-/// Where an import is written before it counts (see [`super::import`]).
+/// Where an import is written before it counts (see `import.rs`).
 pub const IMPORT_TEMP: &str = "beanstalk.import";
 
 /// Our files are renumbered from 1 when the highest number passes this, so

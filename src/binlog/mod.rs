@@ -17,7 +17,7 @@
 //! - `DIR/beanstalk.N.corrupt`: a file in which replay found unreadable
 //!   records, kept for inspection after its readable jobs were rewritten.
 //! - `DIR/binlog.N`: beanstalkd's log. Its jobs are imported at start-up and
-//!   the file is kept as `binlog.N.imported` ([`import`]).
+//!   the file is kept as `binlog.N.imported` (`import.rs`).
 //!
 //! What is logged: a full record (tube, parameters, body) when a job is put
 //! or rewritten; an update record when it is buried, released, kicked or

@@ -19,7 +19,7 @@ pub type ClientId = u64;
 /// Priorities below this count as "urgent" in the stats.
 pub const URGENT_PRIORITY: u32 = 1024;
 
-/// The four states of SPEC.md 2.1, each with its own queue.
+/// The four states of reference §2.1, each with its own queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
     /// In its tube's ready heap, ordered by `(pri, id)`.

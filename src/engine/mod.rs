@@ -75,7 +75,7 @@ impl Hasher for IdHasher {
 pub const JOB_MEMORY_OVERHEAD: u64 = 200;
 
 /// The last second of a reservation, when the holder is warned with
-/// `DEADLINE_SOON` (SPEC.md 4.2).
+/// `DEADLINE_SOON` (reference §4.2).
 const SAFETY_MARGIN_SECS: u32 = 1;
 
 /// How the engine reaches the thread of a client blocked in reserve. The
@@ -375,7 +375,7 @@ impl Engine {
         self.workers -= usize::from(client.worker);
         // beanstalkd empties the watch list by removing its first entry over
         // and over (each time the last entry fills the gap); tubes vanish in
-        // that order, which `list-tubes` shows (SPEC.md 5.3).
+        // that order, which `list-tubes` shows (reference §5.3).
         while !client.watched.is_empty() {
             let t = client.watched.swap_remove(0);
             self.tubes.get_mut(t).watching -= 1;
@@ -386,7 +386,7 @@ impl Engine {
     }
 
     /// Notes that a client closed its sending side. A blocked reserve ends
-    /// with `TIMED_OUT` now, and no later reserve will block (SPEC.md 1.7).
+    /// with `TIMED_OUT` now, and no later reserve will block (reference §1.7).
     pub fn hang_up(&mut self, c: ClientId) {
         let Some(client) = self.clients.get_mut(&c) else {
             return;
@@ -401,7 +401,7 @@ impl Engine {
     // put
     // ---------------------------------------------------------------
 
-    /// Counts a put whose line parsed (SPEC.md 3.1 step 3).
+    /// Counts a put whose line parsed (reference §3.1 step 3).
     pub fn count_put(&mut self) {
         self.cmds.put += 1;
     }

@@ -4,7 +4,7 @@
 //! A tube knows nothing of other tubes or of clients beyond their ids. The
 //! engine creates a tube when a client first names it (`use`, `watch`, a put
 //! into it) and destroys it the moment nothing refers to it any more
-//! (SPEC.md 5.2): no client uses or watches it, it holds no job in any state,
+//! (reference §5.2): no client uses or watches it, it holds no job in any state,
 //! and it is not `default`.
 
 use std::collections::BTreeMap;
@@ -99,7 +99,7 @@ impl Tube {
 /// Every tube, by id and by name, plus the `list-tubes` order.
 ///
 /// `list-tubes` shows tubes in an array order where a destroyed tube's slot
-/// is filled by the last tube (SPEC.md 5.3); `order` reproduces that.
+/// is filled by the last tube (reference §5.3); `order` reproduces that.
 #[derive(Debug, Default)]
 pub struct Tubes {
     slots: Vec<Option<Tube>>,
