@@ -19,6 +19,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::binary::{self, Bin, TempDir};
+use common::Rng;
 
 const DEFAULT_SEED: u64 = 0x0b5e_55ed_c0ff_ee01;
 const ROUNDS: usize = 8;
@@ -31,24 +32,6 @@ fn seed() -> u64 {
     match std::env::var("CRASH_SEED") {
         Ok(s) => s.trim().parse().unwrap_or_else(|_| panic!("CRASH_SEED={s:?} is not a u64")),
         Err(_) => DEFAULT_SEED,
-    }
-}
-
-/// xorshift64*: small, seeded, good enough for test choices.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
     }
 }
 

@@ -60,11 +60,13 @@ impl Rng {
         lo + self.below((hi - lo + 1) as u64) as usize
     }
 
-    fn chance(&mut self, percent: u64) -> bool {
+    /// True with probability `percent / 100`.
+    fn percent(&mut self, percent: u64) -> bool {
         self.below(100) < percent
     }
 
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+    /// A reference to one of `items`.
+    fn pick_ref<'a, T>(&mut self, items: &'a [T]) -> &'a T {
         &items[self.below(items.len() as u64) as usize]
     }
 
@@ -115,8 +117,8 @@ fn env_iterations() -> usize {
 
 /// An id argument: one this session was given, or one no live job can have.
 fn id_arg(rng: &mut Rng, own: &[u64]) -> String {
-    if !own.is_empty() && rng.chance(70) {
-        return rng.pick(own).to_string();
+    if !own.is_empty() && rng.percent(70) {
+        return rng.pick_ref(own).to_string();
     }
     match rng.below(4) {
         0 => "0".into(),
@@ -133,8 +135,8 @@ fn tube(rng: &mut Rng) -> &'static str {
 /// A job body: usually short text, sometimes binary with CRLFs and NULs,
 /// now and then near the 65535-byte limit. It never contains digits.
 fn body(rng: &mut Rng) -> Vec<u8> {
-    let len = if rng.chance(90) { rng.range(0, 64) } else { rng.log_size(64, 65535) };
-    let binary = rng.chance(30);
+    let len = if rng.percent(90) { rng.range(0, 64) } else { rng.log_size(64, 65535) };
+    let binary = rng.percent(30);
     (0..len)
         .map(|_| {
             if binary {
@@ -152,9 +154,9 @@ fn body(rng: &mut Rng) -> Vec<u8> {
 }
 
 fn put_with_body(rng: &mut Rng, data: &[u8]) -> Vec<u8> {
-    let pri = *rng.pick(&[0u64, 1, 1023, 1024, 65536, 4294967295]);
-    let delay = if rng.chance(85) { 0 } else { rng.range(1, 2) };
-    let ttr = *rng.pick(&[0u64, 1, 2, 60, 120]);
+    let pri = *rng.pick_ref(&[0u64, 1, 1023, 1024, 65536, 4294967295]);
+    let delay = if rng.percent(85) { 0 } else { rng.range(1, 2) };
+    let ttr = *rng.pick_ref(&[0u64, 1, 2, 60, 120]);
     let mut out = format!("put {pri} {delay} {ttr} {}\r\n", data.len()).into_bytes();
     out.extend_from_slice(data);
     out.extend_from_slice(b"\r\n");
@@ -173,7 +175,7 @@ fn valid_command(rng: &mut Rng, own: &[u64]) -> Vec<u8> {
         12 => format!("ignore {}", tube(rng)),
         13..=15 => "reserve-with-timeout 0".into(),
         16 => {
-            if rng.chance(20) {
+            if rng.percent(20) {
                 "reserve".into()
             } else {
                 "reserve-with-timeout 1".into()
@@ -187,14 +189,14 @@ fn valid_command(rng: &mut Rng, own: &[u64]) -> Vec<u8> {
         23 => format!("reserve-job {}", id_arg(rng, own)),
         24 => format!("peek {}", id_arg(rng, own)),
         25 => format!("stats-job {}", id_arg(rng, own)),
-        26 => rng.pick(&["peek-ready", "peek-delayed", "peek-buried"]).to_string(),
-        27 => format!("kick {}", rng.pick(&["0", "1", "5", "100", "-1", "4294967298"])),
+        26 => rng.pick_ref(&["peek-ready", "peek-delayed", "peek-buried"]).to_string(),
+        27 => format!("kick {}", rng.pick_ref(&["0", "1", "5", "100", "-1", "4294967298"])),
         28 => "stats".into(),
         29 => format!("stats-tube {}", tube(rng)),
-        30 => rng.pick(&["list-tubes", "list-tube-used", "list-tubes-watched"]).to_string(),
+        30 => rng.pick_ref(&["list-tubes", "list-tube-used", "list-tubes-watched"]).to_string(),
         31 => format!("pause-tube {} {}", tube(rng), rng.below(2)),
         32 => {
-            if rng.chance(25) {
+            if rng.percent(25) {
                 "quit".into()
             } else {
                 "list-tubes".into()
@@ -306,7 +308,7 @@ fn overlong_line(rng: &mut Rng) -> Vec<u8> {
         }
         _ => line.extend((0..len).map(|_| b' ' + rng.below(95) as u8)),
     }
-    if rng.chance(75) {
+    if rng.percent(75) {
         line.extend_from_slice(b"\r\n");
     }
     line
@@ -324,7 +326,7 @@ fn action(rng: &mut Rng, own: &[u64]) -> Vec<u8> {
         45..=64 => mutated_command(rng, own),
         65..=71 => random_bytes(rng),
         72..=75 => overlong_line(rng),
-        76..=81 => rng.pick(&[&b"\r"[..], b"\n", b"\n\r", b"\r\r\n", b"\r\n", b"\0\r\n"]).to_vec(),
+        76..=81 => rng.pick_ref(&[&b"\r"[..], b"\n", b"\n\r", b"\r\r\n", b"\r\n", b"\0\r\n"]).to_vec(),
         82..=89 => out_of_range(rng),
         _ => {
             // A pipelined burst of valid commands.
@@ -445,7 +447,7 @@ fn session(addr: SocketAddr, seed: u64, index: usize) -> Result<(), String> {
     let mut rng = Rng::new(seed ^ (index as u64 + 1).wrapping_mul(0x2545_f491_4f6c_dd1d));
     let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
         .map_err(|e| format!("session {index}: connect: {e}"))?;
-    stream.set_nodelay(rng.chance(50)).unwrap();
+    stream.set_nodelay(rng.percent(50)).unwrap();
     stream.set_write_timeout(Some(Duration::from_secs(1))).unwrap();
     let stream = Arc::new(stream);
     let stop = Arc::new(AtomicBool::new(false));
@@ -471,7 +473,7 @@ fn session(addr: SocketAddr, seed: u64, index: usize) -> Result<(), String> {
         if !write_ok {
             break; // the server quit on us, or is not reading (blocked reserve)
         }
-        if was_put && rng.chance(50) {
+        if was_put && rng.percent(50) {
             // Give the INSERTED reply a moment, so later commands can name it.
             let deadline = Instant::now() + Duration::from_millis(50);
             while own.lock().unwrap().len() == ids.len() && Instant::now() < deadline {
@@ -500,11 +502,11 @@ fn session(addr: SocketAddr, seed: u64, index: usize) -> Result<(), String> {
             sent.extend_from_slice(&tail);
         }
     }
-    let end = if rng.chance(50) { End::Close } else { End::HalfClose };
+    let end = if rng.percent(50) { End::Close } else { End::HalfClose };
     let result = match end {
         End::Close => {
             stop.store(true, Ordering::SeqCst);
-            if rng.chance(50) {
+            if rng.percent(50) {
                 let _ = stream.shutdown(Shutdown::Both);
             }
             drop(stream);
@@ -543,7 +545,7 @@ fn session(addr: SocketAddr, seed: u64, index: usize) -> Result<(), String> {
 /// (closed by the server, or not read within the write timeout).
 fn write_in_pieces(stream: &TcpStream, bytes: &[u8], rng: &mut Rng) -> bool {
     let mut w = stream;
-    if bytes.len() > 4096 || rng.chance(60) {
+    if bytes.len() > 4096 || rng.percent(60) {
         return w.write_all(bytes).is_ok();
     }
     let mut rest = bytes;
@@ -553,7 +555,7 @@ fn write_in_pieces(stream: &TcpStream, bytes: &[u8], rng: &mut Rng) -> bool {
             return false;
         }
         rest = &rest[n..];
-        if rng.chance(5) {
+        if rng.percent(5) {
             thread::sleep(Duration::from_millis(1));
         }
     }

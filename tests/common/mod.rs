@@ -263,7 +263,8 @@ pub fn baseline() -> (usize, usize) {
     (threads, fds)
 }
 
-/// xorshift64: a small seeded generator, so tests need no crate.
+/// xorshift64: the one small seeded generator of every test, so tests
+/// need no crate.
 pub struct Rng(pub u64);
 
 impl Rng {
@@ -286,9 +287,19 @@ impl Rng {
         x
     }
 
-    /// Uniform in `0..n` (n > 0).
+    /// Uniform in `0..n` (n > 0; the modulo bias does not matter here).
     pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n
+    }
+
+    /// True with probability `per_mille / 1000`.
+    pub fn chance(&mut self, per_mille: u64) -> bool {
+        self.below(1000) < per_mille
+    }
+
+    /// One of `items` (not empty).
+    pub fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len() as u64) as usize]
     }
 }
 
