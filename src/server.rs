@@ -104,6 +104,9 @@ impl Listener {
                 let (stream, _) = l.accept()?;
                 // Replies are whole; Nagle would only delay them.
                 let _ = stream.set_nodelay(true);
+                // A worker whose host vanishes mid-reserve sends no FIN;
+                // keepalive probes notice, and its reservations come back.
+                let _ = sys::set_keepalive(&stream);
                 Ok(Stream::Tcp(stream))
             }
             Listener::Unix(l, _) => Ok(Stream::Unix(l.accept()?.0)),
@@ -622,6 +625,18 @@ fn bind_unix(path: &std::path::Path) -> io::Result<UnixListener> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn accepted_tcp_connections_have_keepalive_on() {
+        let listener = Listener::Tcp(TcpListener::bind("127.0.0.1:0").unwrap());
+        let Listener::Tcp(l) = &listener else { unreachable!() };
+        let client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let accepted = listener.accept().unwrap();
+        assert!(matches!(accepted, Stream::Tcp(_)));
+        assert!(sys::keepalive(&accepted).unwrap());
+        // And it is our doing: a socket starts without it.
+        assert!(!sys::keepalive(&client).unwrap());
+    }
 
     #[test]
     fn hosts_file_names_and_aliases_resolve_in_file_order() {

@@ -67,6 +67,7 @@ extern "C" {
     fn getgid() -> u32;
     fn getegid() -> u32;
     fn getsockopt(fd: c_int, level: c_int, name: c_int, value: *mut c_int, len: *mut u32) -> c_int;
+    fn setsockopt(fd: c_int, level: c_int, name: c_int, value: *const c_int, len: u32) -> c_int;
 }
 
 /// glibc's `sigset_t`: 1024 bits.
@@ -84,6 +85,7 @@ const SIG_BLOCK: c_int = 0;
 const SIG_IGN: usize = 1;
 const SOL_SOCKET: c_int = 1;
 const SO_TYPE: c_int = 3;
+const SO_KEEPALIVE: c_int = 9;
 const SO_ACCEPTCONN: c_int = 30;
 const SO_DOMAIN: c_int = 39;
 const SOCK_STREAM: c_int = 1;
@@ -282,6 +284,35 @@ pub fn become_user(uid: u32, gid: u32, groups: &[u32]) -> io::Result<()> {
     Ok(())
 }
 
+/// Turns on TCP keepalive (`SO_KEEPALIVE`) for `socket`, as beanstalkd
+/// does: after a connection has been silent for a while the kernel probes
+/// the peer, and a peer that is gone (host down, no FIN ever sent) turns
+/// into a read error instead of a connection held open forever. The kernel
+/// settings `net.ipv4.tcp_keepalive_{time,intvl,probes}` say when.
+pub fn set_keepalive(socket: &impl AsRawFd) -> io::Result<()> {
+    let on: c_int = 1;
+    let len = std::mem::size_of::<c_int>() as u32;
+    // SAFETY: `on` is a live c_int and `len` is its size; the kernel only
+    // reads it. The fd is borrowed from a live socket.
+    check(unsafe { setsockopt(socket.as_raw_fd(), SOL_SOCKET, SO_KEEPALIVE, &on, len) }).map(drop)
+}
+
+/// Whether `SO_KEEPALIVE` is on for `socket` (the tests read it back).
+#[cfg(test)]
+pub fn keepalive(socket: &impl AsRawFd) -> io::Result<bool> {
+    Ok(socket_option(socket.as_raw_fd(), SO_KEEPALIVE)? != 0)
+}
+
+/// Reads an integer `SOL_SOCKET` option of `fd`.
+fn socket_option(fd: RawFd, name: c_int) -> io::Result<c_int> {
+    let mut value: c_int = 0;
+    let mut len = std::mem::size_of::<c_int>() as u32;
+    // SAFETY: `value` and `len` are valid for writes and `len` holds the
+    // size of `value`; a bad fd is reported through errno.
+    check(unsafe { getsockopt(fd, SOL_SOCKET, name, &mut value, &mut len) })?;
+    Ok(value)
+}
+
 /// A listening socket received from the parent process (systemd socket
 /// activation).
 pub enum Inherited {
@@ -293,14 +324,7 @@ pub enum Inherited {
 /// UNIX, that nothing else in this process owns (an fd inherited through
 /// `LISTEN_FDS`).
 pub fn inherited_listener(fd: RawFd) -> io::Result<Inherited> {
-    let option = |name: c_int| -> io::Result<c_int> {
-        let mut value: c_int = 0;
-        let mut len = std::mem::size_of::<c_int>() as u32;
-        // SAFETY: `value` and `len` are valid for writes and `len` holds the
-        // size of `value`; a bad fd is reported through errno.
-        check(unsafe { getsockopt(fd, SOL_SOCKET, name, &mut value, &mut len) })?;
-        Ok(value)
-    };
+    let option = |name: c_int| socket_option(fd, name);
     let not_a_listener =
         || io::Error::new(io::ErrorKind::InvalidInput, "inherited fd is not a TCP or UNIX listening socket");
     let is_listener = option(SO_TYPE).ok() == Some(SOCK_STREAM) && option(SO_ACCEPTCONN).ok() == Some(1);
