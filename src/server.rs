@@ -480,6 +480,15 @@ impl Server {
     }
 }
 
+#[cfg(test)]
+impl Server {
+    /// The state a connection thread is given, for the connection code's
+    /// unit tests.
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+}
+
 impl Handle {
     /// Stops the server: no new connections; open ones are closed after the
     /// command in flight. [`Server::run`] returns once they are gone.
