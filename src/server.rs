@@ -24,6 +24,7 @@ use crate::binlog::{Binlog, BinlogError};
 use crate::config::{Config, Listen};
 use crate::engine::{ClientId, Engine};
 use crate::hangup::HangupWatcher;
+use crate::host::{ConnectionLimit, HostLimits};
 use crate::stats::{BinlogStats, ProcessStats};
 use crate::time::Clock;
 use crate::{conn, sys, timer};
@@ -129,6 +130,9 @@ pub(crate) struct Shared {
     pub timer: Arc<Condvar>,
     pub hangups: HangupWatcher,
     pub config: Config,
+    /// Most connections served at once: `--max-connections`, or what the
+    /// host allows.
+    pub connection_limit: ConnectionLimit,
     pub process: ProcessInfo,
     pub stopping: AtomicBool,
     /// Open connections by client id.
@@ -299,6 +303,10 @@ impl Server {
         if let Listener::Tcp(l) = &listener {
             sys::set_backlog(l, LISTEN_BACKLOG)?;
         }
+        let connection_limit = match config.max_connections {
+            Some(given) => ConnectionLimit::given(given),
+            None => ConnectionLimit::from_host(&HostLimits::read()),
+        };
         let timer = Arc::new(Condvar::new());
         let mut engine = Engine::new(config.max_job_size);
         engine.set_timer(Arc::clone(&timer));
@@ -309,6 +317,7 @@ impl Server {
             timer,
             hangups: HangupWatcher::new()?,
             config,
+            connection_limit,
             process: ProcessInfo::new(),
             stopping: AtomicBool::new(false),
             connections: Mutex::new(HashMap::new()),
@@ -347,6 +356,11 @@ impl Server {
             Listener::Tcp(l) => l.local_addr().ok(),
             Listener::Unix(..) => None,
         }
+    }
+
+    /// How many connections it serves at once, and why (for `-V` logging).
+    pub fn connection_limit(&self) -> &ConnectionLimit {
+        &self.shared.connection_limit
     }
 
     /// The listening socket's file descriptor (for `-V` logging).
@@ -415,7 +429,7 @@ impl Server {
         }
         let fd = stream.as_raw_fd();
         let mut connections = shared.connections();
-        if connections.len() >= shared.config.max_connections {
+        if connections.len() >= shared.connection_limit.value {
             drop(connections);
             shared.log(1, format_args!("refuse {fd}: at the connection limit"));
             return; // dropping the stream closes it
