@@ -6,7 +6,7 @@
 //! constants are the Linux ones). Nothing outside this module may use
 //! `unsafe`, and nothing in this module holds state or makes decisions.
 
-use std::ffi::{c_char, c_int, c_long, c_ulong};
+use std::ffi::{c_char, c_int, c_long};
 use std::io;
 use std::net::TcpListener;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -68,19 +68,20 @@ extern "C" {
     fn getegid() -> u32;
     fn getsockopt(fd: c_int, level: c_int, name: c_int, value: *mut c_int, len: *mut u32) -> c_int;
     fn setsockopt(fd: c_int, level: c_int, name: c_int, value: *const c_int, len: u32) -> c_int;
-    fn getrlimit(resource: c_int, limit: *mut Rlimit) -> c_int;
+    fn getrlimit64(resource: c_int, limit: *mut Rlimit) -> c_int;
 }
 
-/// Linux `struct rlimit`: the soft and the hard limit.
+/// glibc's `struct rlimit64`: the soft and the hard limit (64-bit on every
+/// architecture, unlike `struct rlimit`).
 #[repr(C)]
 struct Rlimit {
-    current: c_ulong,
-    max: c_ulong,
+    current: u64,
+    max: u64,
 }
 
 const RLIMIT_NPROC: c_int = 6;
 const RLIMIT_NOFILE: c_int = 7;
-const RLIM_INFINITY: c_ulong = c_ulong::MAX;
+const RLIM_INFINITY: u64 = u64::MAX;
 
 /// A resource limit [`soft_limit`] can read.
 #[derive(Debug, Clone, Copy)]
@@ -100,8 +101,8 @@ pub fn soft_limit(resource: Resource) -> Option<u64> {
     };
     let mut limit = Rlimit { current: 0, max: 0 };
     // SAFETY: `limit` is a live, writable struct rlimit; the kernel fills it.
-    check(unsafe { getrlimit(resource, &mut limit) }).ok()?;
-    (limit.current != RLIM_INFINITY).then_some(u64::from(limit.current))
+    check(unsafe { getrlimit64(resource, &mut limit) }).ok()?;
+    (limit.current != RLIM_INFINITY).then_some(limit.current)
 }
 
 /// glibc's `sigset_t`: 1024 bits.
