@@ -5,8 +5,9 @@
 //! alternate signal stack std gives every thread, each with a guard page). The kernel caps each of these: the fd limit
 //! (`RLIMIT_NOFILE`), the processes of this user (`RLIMIT_NPROC`, which
 //! counts threads), the threads and pids of the whole system
-//! (`kernel.threads-max`, `kernel.pid_max`), and the maps of one process
-//! (`vm.max_map_count`). Past any of them `accept` or thread creation starts
+//! (`kernel.threads-max`, `kernel.pid_max`), the tasks of the process's
+//! cgroup (`pids.max`, which systemd sets from `TasksMax=`), and the maps of
+//! one process (`vm.max_map_count`). Past any of them `accept` or thread creation starts
 //! failing; below them the server refuses a connection cleanly, closing it
 //! at once. So the default for `--max-connections` is the smallest of those
 //! caps, less what the server itself uses.
@@ -55,6 +56,8 @@ pub struct HostLimits {
     pub threads_max: Option<u64>,
     /// `/proc/sys/kernel/pid_max`.
     pub pid_max: Option<u64>,
+    /// The smallest `pids.max` of this process's cgroup and its ancestors.
+    pub cgroup_tasks: Option<u64>,
     /// `/proc/sys/vm/max_map_count`.
     pub max_map_count: Option<u64>,
 }
@@ -68,6 +71,9 @@ impl HostLimits {
             processes: sys::soft_limit(sys::Resource::Processes),
             threads_max: proc_number("/proc/sys/kernel/threads-max"),
             pid_max: proc_number("/proc/sys/kernel/pid_max"),
+            cgroup_tasks: std::fs::read_to_string("/proc/self/cgroup")
+                .ok()
+                .and_then(|cgroups| cgroup_pids_max(&cgroups, |path| std::fs::read_to_string(path).ok())),
             max_map_count: proc_number("/proc/sys/vm/max_map_count"),
         }
     }
@@ -102,6 +108,7 @@ impl ConnectionLimit {
         less(limits.processes, "RLIMIT_NPROC", RESERVED_THREADS);
         less(limits.threads_max, "kernel.threads-max", RESERVED_THREADS);
         less(limits.pid_max, "kernel.pid_max", RESERVED_THREADS);
+        less(limits.cgroup_tasks, "cgroup pids.max", RESERVED_THREADS);
         if let Some(maps) = limits.max_map_count {
             let value = maps.saturating_sub(RESERVED_MAPS) / MAPS_PER_THREAD;
             let reason = format!(
@@ -119,6 +126,43 @@ impl ConnectionLimit {
     }
 }
 
+/// The smallest `pids.max` along the cgroup path of this process, given the
+/// text of `/proc/self/cgroup` and a way to read files. The v1 `pids`
+/// controller's line is used if there is one, else the v2 (`0::`) line. A
+/// cgroup's limit holds for everything below it, so every ancestor counts.
+fn cgroup_pids_max(cgroups: &str, read: impl Fn(&str) -> Option<String>) -> Option<u64> {
+    let line = |controller: &str| {
+        cgroups.lines().find_map(|line| {
+            let mut fields = line.splitn(3, ':');
+            let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+            let matches = if controller.is_empty() {
+                controllers.is_empty()
+            } else {
+                controllers.split(',').any(|c| c == controller)
+            };
+            matches.then_some(path)
+        })
+    };
+    let (root, path) = match line("pids") {
+        Some(path) => ("/sys/fs/cgroup/pids", path),
+        None => ("/sys/fs/cgroup", line("")?),
+    };
+    let mut smallest: Option<u64> = None;
+    let mut dir = path.trim_end_matches('/');
+    loop {
+        // "max" (no limit) does not parse, and counts as none.
+        let limit = read(&format!("{root}{dir}/pids.max")).and_then(|text| text.trim().parse().ok());
+        smallest = match (smallest, limit) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        match dir.rfind('/') {
+            Some(at) => dir = &dir[..at],
+            None => return smallest,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,6 +174,7 @@ mod tests {
             processes: Some(63_000),
             threads_max: Some(96_000),
             pid_max: Some(4_194_304),
+            cgroup_tasks: None,
             max_map_count: Some(65_530),
         };
         let limit = ConnectionLimit::from_host(&host);
@@ -144,6 +189,23 @@ mod tests {
         let limit = ConnectionLimit::from_host(&HostLimits { open_files: Some(1 << 20), ..host });
         assert_eq!(limit.value, (65_530 - 512) / 4);
         assert_eq!(limit.reason, "vm.max_map_count 65530 less 512 reserved, 4 maps a thread");
+    }
+
+    #[test]
+    fn a_cgroup_task_limit_counts_with_its_ancestors() {
+        let files = |path: &str| match path {
+            "/sys/fs/cgroup/system.slice/beanstalk.service/pids.max" => Some("max\n".to_owned()),
+            "/sys/fs/cgroup/system.slice/pids.max" => Some("4915\n".to_owned()),
+            "/sys/fs/cgroup/pids/docker/abc/pids.max" => Some("300\n".to_owned()),
+            _ => None,
+        };
+        assert_eq!(cgroup_pids_max("0::/system.slice/beanstalk.service\n", files), Some(4915));
+        assert_eq!(cgroup_pids_max("0::/\n", files), None);
+        let v1 = "9:name=systemd:/x\n8:cpu,pids:/docker/abc\n0::/system.slice\n";
+        assert_eq!(cgroup_pids_max(v1, files), Some(300));
+        let limit =
+            ConnectionLimit::from_host(&HostLimits { cgroup_tasks: Some(4915), ..HostLimits::default() });
+        assert_eq!((limit.value, limit.reason.as_str()), (4907, "cgroup pids.max 4915 less 8 reserved"));
     }
 
     #[test]
