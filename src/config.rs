@@ -50,8 +50,9 @@ pub struct Config {
     pub user: Option<String>,
     /// How much to log on stderr (`-V` counts).
     pub verbosity: u8,
-    /// Most connections served at once (`--max-connections`).
-    pub max_connections: usize,
+    /// Most connections served at once (`--max-connections`); `None`: as
+    /// many as the host's limits allow (see [`crate::host`]).
+    pub max_connections: Option<usize>,
     /// Most memory jobs may take, in bytes (`--max-job-memory`).
     pub max_job_memory: Option<u64>,
     /// The `-l` and `-p` options as given (`"-p 11300"`), for the warning
@@ -72,7 +73,7 @@ impl Default for Config {
             binlog_file_size: 10_485_760,
             user: None,
             verbosity: 0,
-            max_connections: 10_000,
+            max_connections: None,
             max_job_memory: None,
             listen_options: Vec::new(),
             warnings: Vec::new(),
@@ -157,8 +158,8 @@ pub fn usage(argv0: &str) -> String {
          -h       show this help\n\
          \n\
          Options of this implementation (not in beanstalkd):\n \
-         --max-connections N  serve at most N connections at once (default 10000);\n                      \
-         further connections are closed at once\n \
+         --max-connections N  serve at most N connections at once (default: what the\n                      \
+         fd and thread limits allow); further ones are closed at once\n \
          --max-job-memory BYTES  refuse puts with OUT_OF_MEMORY once jobs take\n                      \
          this much memory (bodies + 200 bytes a job; default: no limit)\n \
          -c, -n               removed from beanstalkd; accepted and ignored\n"
@@ -252,7 +253,7 @@ fn parse_long(
     match name {
         "max-connections" => {
             let v = value()?;
-            config.max_connections = v.parse().ok().filter(|&n| n > 0).ok_or_else(|| invalid(&v))?;
+            config.max_connections = Some(v.parse().ok().filter(|&n| n > 0).ok_or_else(|| invalid(&v))?);
             Ok(())
         }
         "max-job-memory" => {
@@ -373,8 +374,9 @@ mod tests {
 
     #[test]
     fn long_options() {
-        assert_eq!(run(&["--max-connections", "5"]).max_connections, 5);
-        assert_eq!(run(&["--max-connections=7"]).max_connections, 7);
+        assert_eq!(run(&["--max-connections", "5"]).max_connections, Some(5));
+        assert_eq!(run(&["--max-connections=7"]).max_connections, Some(7));
+        assert_eq!(run(&[]).max_connections, None);
         assert_eq!(err(&["--max-connections=0"]), "invalid value for --max-connections: 0");
         assert_eq!(err(&["--nope"]), "unknown flag: --nope");
         assert_eq!(run(&["--max-job-memory", "1000"]).max_job_memory, Some(1000));

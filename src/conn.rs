@@ -9,6 +9,12 @@
 //! output buffer and written when there is no complete command left to
 //! answer, so a pipelining client gets many replies per write. The engine
 //! lock is held only around engine calls, never across socket I/O.
+//!
+//! A connection that waits (for its next command, or in a blocked reserve)
+//! with nothing left to answer holds no buffers: they are freed before the
+//! wait and allocated again when bytes arrive, so an idle connection costs
+//! its thread and nothing more, whatever it did before (a `stats` or
+//! `list-tubes` reply can take many kilobytes).
 
 use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
@@ -19,9 +25,21 @@ use crate::protocol::{self, Command, Reply, MAX_LINE};
 use crate::server::{Shared, Stream};
 use crate::sys;
 
-/// Size of the input buffer: dozens of pipelined commands fit in one read,
-/// while a connection that has gone quiet keeps only 4 KiB.
+/// Size of the input buffer, and so the most one read takes: dozens of
+/// pipelined commands fit in it.
 const INPUT_BUFFER: usize = 4 * 1024;
+
+/// The most a read into an empty input buffer takes. It is read on the
+/// stack of a thread that may then wait for hours: 2 KiB keeps that thread
+/// within the two stack pages every thread touches (measured: 4 KiB adds a
+/// third), and still takes dozens of pipelined commands at once.
+const FIRST_READ: usize = 2048;
+
+/// The output buffer's first allocation. Growing it from a few bytes would
+/// leave a chunk of every size on the way in the thread's malloc cache,
+/// which keeps them for as long as the thread lives; a 4 KiB chunk goes
+/// back to the shared heap when freed.
+const OUTPUT_START: usize = 4 * 1024;
 
 /// Output is flushed early once this much is pending.
 const OUTPUT_HIGH_WATER: usize = 64 * 1024;
@@ -53,20 +71,7 @@ impl Waiter for ConnWaiter {
 
 /// Serves one client until it quits or disconnects, then tells the engine.
 pub(crate) fn serve(shared: Arc<Shared>, stream: Arc<Stream>, client: ClientId, waker: Arc<ConnWaiter>) {
-    let mut conn = Conn {
-        shared: &shared,
-        stream: &stream,
-        client,
-        waker: &waker.condvar,
-        input: Vec::new(),
-        start: 0,
-        end: 0,
-        discarding: false,
-        eof: false,
-        output: Vec::new(),
-        hangup_registered: false,
-    };
-    let _ = conn.run();
+    let _ = Conn::new(&shared, &stream, client, &waker.condvar).run();
     shared.engine().disconnect(client, shared.clock.now());
     shared.log(1, format_args!("close {}", stream.as_raw_fd()));
     shared.connection_closed(client);
@@ -92,9 +97,8 @@ struct Conn<'a> {
     stream: &'a Stream,
     client: ClientId,
     waker: &'a Condvar,
-    /// Bytes received and not yet consumed: `input[start..end]`. Allocated
-    /// when the first byte arrives, so an idle connection costs only its
-    /// thread.
+    /// Bytes received and not yet consumed: `input[start..end]`. Empty (not
+    /// allocated) while the connection waits with nothing buffered.
     input: Vec<u8>,
     start: usize,
     end: usize,
@@ -102,33 +106,71 @@ struct Conn<'a> {
     discarding: bool,
     /// The client has shut down its sending side.
     eof: bool,
-    /// Replies not yet written.
+    /// Replies not yet written. Freed, like `input`, before a wait.
     output: Vec<u8>,
     /// The hang-up watcher knows this socket (see `hangup.rs`).
     hangup_registered: bool,
 }
 
-impl Conn<'_> {
+impl<'a> Conn<'a> {
+    fn new(shared: &'a Shared, stream: &'a Stream, client: ClientId, waker: &'a Condvar) -> Conn<'a> {
+        Conn {
+            shared,
+            stream,
+            client,
+            waker,
+            input: Vec::new(),
+            start: 0,
+            end: 0,
+            discarding: false,
+            eof: false,
+            output: Vec::new(),
+            hangup_registered: false,
+        }
+    }
+
     fn run(&mut self) -> io::Result<()> {
         loop {
-            match self.next_line() {
-                Some(Line::Complete(start, end)) => {
+            if self.answer_buffered()? == Next::Close {
+                return self.flush();
+            }
+            self.flush()?;
+            if self.eof || !self.fill()? {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Answers every complete command in the input buffer, leaving the
+    /// replies in the output buffer (flushed early only past the high-water
+    /// mark).
+    fn answer_buffered(&mut self) -> io::Result<Next> {
+        while let Some(line) = self.next_line() {
+            match line {
+                Line::Complete(start, end) => {
                     if self.execute_line(start, end)? == Next::Close {
-                        return self.flush();
+                        return Ok(Next::Close);
                     }
                 }
-                Some(Line::TooLong) => Reply::BadFormat.encode(&mut self.output),
-                None => {
-                    self.flush()?;
-                    if self.eof || !self.fill()? {
-                        return Ok(());
-                    }
-                    continue;
-                }
+                Line::TooLong => Reply::BadFormat.encode(&mut self.output),
             }
             if self.output.len() >= OUTPUT_HIGH_WATER {
                 self.flush()?;
             }
+        }
+        Ok(Next::Continue)
+    }
+
+    /// Frees both buffers if nothing is left in them: called before a wait
+    /// that may be long. On the hot path this is one free now and one
+    /// allocation when bytes arrive, next to a system call either way.
+    fn release_idle_buffers(&mut self) {
+        if self.start == self.end {
+            self.input = Vec::new();
+            (self.start, self.end) = (0, 0);
+        }
+        if self.output.is_empty() {
+            self.output = Vec::new();
         }
     }
 
@@ -159,12 +201,10 @@ impl Conn<'_> {
 
     /// Reads more input. Returns false at EOF (the client half-closed).
     fn fill(&mut self) -> io::Result<bool> {
-        if self.input.is_empty() {
-            return self.first_fill();
-        }
         if self.start == self.end {
-            (self.start, self.end) = (0, 0);
-        } else if self.end == self.input.len() {
+            return self.fill_drained();
+        }
+        if self.end == self.input.len() {
             self.input.copy_within(self.start..self.end, 0);
             (self.start, self.end) = (0, self.end - self.start);
         }
@@ -177,18 +217,23 @@ impl Conn<'_> {
         Ok(true)
     }
 
-    /// The first read of a connection goes to the stack: the input buffer is
-    /// allocated only once bytes arrive, so an idle connection costs only its
-    /// thread.
-    fn first_fill(&mut self) -> io::Result<bool> {
-        let mut first = [0; 512];
+    /// Reads when everything received has been consumed: the connection may
+    /// now wait a long time, so it frees its buffers and reads into a small
+    /// buffer on the stack (small, so that an idle thread touches no more
+    /// stack pages than it must), allocating the input buffer again only
+    /// once bytes arrive.
+    fn fill_drained(&mut self) -> io::Result<bool> {
+        self.release_idle_buffers();
+        let mut first = [0; FIRST_READ];
         let n = read_some(self.stream, &mut first)?;
         if n == 0 {
             self.hang_up();
             return Ok(false);
         }
-        self.input = vec![0; INPUT_BUFFER];
-        self.input[..n].copy_from_slice(&first[..n]);
+        self.input = Vec::with_capacity(INPUT_BUFFER);
+        self.input.extend_from_slice(&first[..n]);
+        self.input.resize(INPUT_BUFFER, 0);
+        self.output.reserve(OUTPUT_START);
         (self.start, self.end) = (0, n);
         Ok(true)
     }
@@ -408,8 +453,10 @@ impl Conn<'_> {
             }
         }
         // Blocked. Earlier replies must reach the client before we sleep, and
-        // the hang-up watcher must learn to look at this socket.
+        // the hang-up watcher must learn to look at this socket. A wait may
+        // last hours: hold no buffers through it.
         let flushed = self.flush();
+        self.release_idle_buffers();
         let fd = self.stream.as_raw_fd();
         let watching = shared.hangups.watch(fd, self.client, self.hangup_registered);
         self.hangup_registered |= watching.is_ok();
@@ -464,7 +511,15 @@ fn find_crlf(bytes: &[u8]) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::find_crlf;
+    use std::io::{Read, Write};
+    use std::net::Shutdown;
+    use std::os::unix::net::UnixStream;
+    use std::sync::{Arc, Condvar};
+
+    use super::{find_crlf, Conn, Next};
+    use crate::protocol::TubeName;
+    use crate::server::{Server, Stream};
+    use crate::Config;
 
     #[test]
     fn a_line_ends_at_the_first_crlf_only() {
@@ -474,5 +529,37 @@ mod tests {
         assert_eq!(find_crlf(b"\r\n"), Some(0));
         assert_eq!(find_crlf(b"abc\r"), None);
         assert_eq!(find_crlf(b"\n"), None);
+    }
+
+    #[test]
+    fn buffers_are_freed_once_large_replies_have_gone_out() {
+        let server = Server::bind(Config::loopback()).unwrap();
+        let shared = server.shared();
+        let (ours, mut theirs) = UnixStream::pair().unwrap();
+        let stream = Stream::Unix(ours);
+        let waker = Arc::new(Condvar::new());
+        let waiter: Arc<dyn crate::engine::Waiter> = waker.clone();
+        let client = shared.engine().connect(waiter);
+        // 300 tubes with long names make `list-tubes` about 20 KB.
+        for i in 0..300 {
+            let name = TubeName::new(format!("a-tube-with-a-name-long-enough-to-matter-{i:03}").as_bytes());
+            shared.engine().watch(client, &name.unwrap());
+        }
+        let mut conn = Conn::new(shared, &stream, client, &waker);
+
+        theirs.write_all(b"list-tubes\r\nstats\r\n").unwrap();
+        assert!(conn.fill().unwrap());
+        assert!(conn.answer_buffered().unwrap() == Next::Continue);
+        assert!(conn.output.capacity() > 16 * 1024, "{}", conn.output.capacity());
+        conn.flush().unwrap();
+        let mut replies = vec![0; conn.output.capacity()];
+        let n = theirs.read(&mut replies).unwrap();
+        assert!(replies[..n].starts_with(b"OK "));
+
+        // The client goes quiet (here: it half-closes, so the read returns).
+        // Before reading, the connection let go of both buffers.
+        theirs.shutdown(Shutdown::Write).unwrap();
+        assert!(!conn.fill().unwrap());
+        assert_eq!((conn.input.capacity(), conn.output.capacity()), (0, 0));
     }
 }

@@ -38,8 +38,9 @@
 //!    start-up, group commit. The engine reaches it only through the
 //!    [`engine::Journal`] trait.
 //! 8. [`config`]: beanstalkd's command-line flags; [`signals`],
-//!    [`privileges`] (`-u`) and [`activation`] (systemd sockets): what it
-//!    takes to run as a service.
+//!    [`privileges`] (`-u`), [`activation`] (systemd sockets) and [`host`]
+//!    (the connection limit the host allows): what it takes to run as a
+//!    service.
 //! 9. `sys` (private): the only module allowed to call C directly: a few
 //!    libc functions std lacks, each behind a safe wrapper.
 //!
@@ -68,6 +69,7 @@ pub mod config;
 mod conn;
 pub mod engine;
 mod hangup;
+pub mod host;
 pub mod privileges;
 pub mod protocol;
 pub mod reference;

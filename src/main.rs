@@ -63,6 +63,8 @@ fn main() -> ExitCode {
             Some(addr) => eprintln!("{argv0}: bind {} {addr}", server.listener_fd()),
             None => eprintln!("{argv0}: bind {} (unix socket)", server.listener_fd()),
         }
+        let limit = server.connection_limit();
+        eprintln!("{argv0}: max-connections {} ({})", limit.value, limit.reason);
     }
     if let Err(e) = signals.spawn(server.handle()) {
         return fail(&argv0, EXIT_LISTEN, format_args!("cannot start the signal thread: {e}"));

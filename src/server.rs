@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -30,6 +30,7 @@ use crate::binlog::{Binlog, BinlogError};
 use crate::config::{Config, Listen};
 use crate::engine::{ClientId, Engine};
 use crate::hangup::HangupWatcher;
+use crate::host::{ConnectionLimit, HostLimits};
 use crate::stats::{BinlogStats, ProcessStats};
 use crate::time::Clock;
 use crate::{conn, sys, timer};
@@ -138,6 +139,9 @@ impl Listener {
                 let (stream, _) = l.accept()?;
                 // Replies are whole; Nagle would only delay them.
                 let _ = stream.set_nodelay(true);
+                // A worker whose host vanishes mid-reserve sends no FIN;
+                // keepalive probes notice, and its reservations come back.
+                let _ = sys::set_keepalive(&stream);
                 Ok(Stream::Tcp(stream))
             }
             Listener::Unix(l, _) => Ok(Stream::Unix(l.accept()?.0)),
@@ -175,6 +179,9 @@ pub(crate) struct Shared {
     pub timer: Arc<Condvar>,
     pub hangups: HangupWatcher,
     pub config: Config,
+    /// Most connections served at once: `--max-connections`, or what the
+    /// host allows.
+    pub connection_limit: ConnectionLimit,
     pub process: ProcessInfo,
     pub stopping: AtomicBool,
     /// Written to by [`Handle::shutdown`]; the accept loop polls it.
@@ -345,6 +352,10 @@ impl Server {
         }
         listener.set_nonblocking()?;
         let (reader, writer) = UnixStream::pair()?;
+        let connection_limit = match config.max_connections {
+            Some(given) => ConnectionLimit::given(given),
+            None => ConnectionLimit::from_host(&HostLimits::read()),
+        };
         let timer = Arc::new(Condvar::new());
         let mut engine = Engine::new(config.max_job_size);
         engine.set_timer(Arc::clone(&timer));
@@ -355,6 +366,7 @@ impl Server {
             timer,
             hangups: HangupWatcher::new()?,
             config,
+            connection_limit,
             process: ProcessInfo::new(),
             stopping: AtomicBool::new(false),
             accept_wake: AcceptWake { reader, writer },
@@ -395,6 +407,11 @@ impl Server {
             Listener::Tcp(l) => l.local_addr().ok(),
             Listener::Unix(..) => None,
         }
+    }
+
+    /// How many connections it serves at once, and why (for `-V` logging).
+    pub fn connection_limit(&self) -> &ConnectionLimit {
+        &self.shared.connection_limit
     }
 
     /// The listening socket's file descriptor (for `-V` logging).
@@ -459,7 +476,7 @@ impl Server {
         }
         let fd = stream.as_raw_fd();
         let mut connections = shared.connections();
-        if connections.len() >= shared.config.max_connections {
+        if connections.len() >= shared.connection_limit.value {
             drop(connections);
             shared.log(1, format_args!("refuse {fd}: at the connection limit"));
             return; // dropping the stream closes it
@@ -524,6 +541,15 @@ impl Server {
     }
 }
 
+#[cfg(test)]
+impl Server {
+    /// The state a connection thread is given, for the connection code's
+    /// unit tests.
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+}
+
 impl Handle {
     /// Stops the server: no new connections; open ones are closed after the
     /// command in flight. [`Server::run`] returns once they are gone.
@@ -584,16 +610,59 @@ impl Drop for Running {
 /// as beanstalkd does with getaddrinfo's results.
 fn bind_tcp(host: &str, port: u16) -> io::Result<TcpListener> {
     let mut last_error = io::Error::new(io::ErrorKind::NotFound, format!("{host}: no address found"));
-    let addresses = (host, port)
-        .to_socket_addrs()
-        .map_err(|e| io::Error::new(e.kind(), format!("getaddrinfo({host}): {e}")))?;
-    for addr in addresses {
+    for addr in resolve(host, port)? {
         match TcpListener::bind(addr) {
             Ok(listener) => return Ok(listener),
             Err(e) => last_error = io::Error::new(e.kind(), format!("bind {addr}: {e}")),
         }
     }
     Err(last_error)
+}
+
+/// The addresses of `host`, through the C library's resolver (files, DNS,
+/// whatever nsswitch.conf says).
+#[cfg(not(target_feature = "crt-static"))]
+fn resolve(host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
+    use std::net::ToSocketAddrs;
+    let addresses = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| io::Error::new(e.kind(), format!("getaddrinfo({host}): {e}")))?;
+    Ok(addresses.collect())
+}
+
+/// The addresses of `host` in a static build: an IP literal, or a name in
+/// `/etc/hosts`. Static glibc's getaddrinfo would add 130 KB to the binary
+/// (NSS, a dynamic loader, iconv tables) only to `dlopen` NSS modules that
+/// a minimal host may not have; a listen address is almost always a literal.
+#[cfg(target_feature = "crt-static")]
+fn resolve(host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
+    if let Ok(ip) = host.parse::<std::net::IpAddr>() {
+        return Ok(vec![SocketAddr::new(ip, port)]);
+    }
+    let hosts = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
+    let mut found = hosts_lookup(&hosts, host);
+    if found.is_empty() && host.eq_ignore_ascii_case("localhost") {
+        found.push(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    if found.is_empty() {
+        let why = "not an IP address nor a name in /etc/hosts (a static build does not use DNS)";
+        return Err(io::Error::new(io::ErrorKind::NotFound, format!("{host}: {why}")));
+    }
+    Ok(found.into_iter().map(|ip| SocketAddr::new(ip, port)).collect())
+}
+
+/// The addresses given to `name` in the text of an `/etc/hosts` file
+/// (`ADDRESS NAME [ALIAS...]` lines, `#` starting a comment), in file order.
+#[cfg_attr(not(target_feature = "crt-static"), allow(dead_code))]
+fn hosts_lookup(hosts: &str, name: &str) -> Vec<std::net::IpAddr> {
+    hosts
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.split('#').next().unwrap_or_default().split_whitespace();
+            let ip = words.next()?.parse().ok()?;
+            words.any(|word| word.eq_ignore_ascii_case(name)).then_some(ip)
+        })
+        .collect()
 }
 
 /// Binds a UNIX socket, replacing a stale socket file but nothing else.
@@ -619,4 +688,32 @@ fn bind_unix(path: &std::path::Path) -> io::Result<UnixListener> {
         std::fs::remove_file(path)?;
     }
     UnixListener::bind(path).map_err(|e| io::Error::new(e.kind(), format!("bind {}: {e}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepted_tcp_connections_have_keepalive_on() {
+        let listener = Listener::Tcp(TcpListener::bind("127.0.0.1:0").unwrap());
+        let Listener::Tcp(l) = &listener else { unreachable!() };
+        let client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let accepted = listener.accept().unwrap();
+        assert!(matches!(accepted, Stream::Tcp(_)));
+        assert!(sys::keepalive(&accepted).unwrap());
+        // And it is our doing: a socket starts without it.
+        assert!(!sys::keepalive(&client).unwrap());
+    }
+
+    #[test]
+    fn hosts_file_names_and_aliases_resolve_in_file_order() {
+        let hosts = "# comment localhost\n127.0.0.1 localhost\n::1 localhost ip6-localhost\n\
+                     10.0.0.7\tqueue.example queue # the queue host\nnot-an-ip queue\n";
+        let ips = |name| hosts_lookup(hosts, name).iter().map(|ip| ip.to_string()).collect::<Vec<_>>();
+        assert_eq!(ips("localhost"), ["127.0.0.1", "::1"]);
+        assert_eq!(ips("QUEUE"), ["10.0.0.7"]);
+        assert_eq!(ips("the"), Vec::<String>::new());
+        assert_eq!(ips("comment"), Vec::<String>::new());
+    }
 }

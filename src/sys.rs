@@ -69,6 +69,8 @@ extern "C" {
     fn getsockopt(fd: c_int, level: c_int, name: c_int, value: *mut c_int, len: *mut u32) -> c_int;
     fn poll(fds: *mut PollFd, count: std::ffi::c_ulong, timeout_ms: c_int) -> c_int;
     fn clock_gettime(clock: c_int, time: *mut Timespec) -> c_int;
+    fn setsockopt(fd: c_int, level: c_int, name: c_int, value: *const c_int, len: u32) -> c_int;
+    fn getrlimit64(resource: c_int, limit: *mut Rlimit) -> c_int;
 }
 
 /// Linux `struct timespec`.
@@ -153,6 +155,40 @@ pub fn wait_readable(first: &impl AsRawFd, second: &impl AsRawFd) -> io::Result<
     Ok((a != 0, b != 0))
 }
 
+/// glibc's `struct rlimit64`: the soft and the hard limit (64-bit on every
+/// architecture, unlike `struct rlimit`).
+#[repr(C)]
+struct Rlimit {
+    current: u64,
+    max: u64,
+}
+
+const RLIMIT_NPROC: c_int = 6;
+const RLIMIT_NOFILE: c_int = 7;
+const RLIM_INFINITY: u64 = u64::MAX;
+
+/// A resource limit [`soft_limit`] can read.
+#[derive(Debug, Clone, Copy)]
+pub enum Resource {
+    /// `RLIMIT_NOFILE`: one more than the highest fd the process may open.
+    OpenFiles,
+    /// `RLIMIT_NPROC`: processes (and so threads) of the process's real user.
+    Processes,
+}
+
+/// The soft limit of `resource` (the one the kernel enforces); `None` if
+/// it is unlimited or cannot be read.
+pub fn soft_limit(resource: Resource) -> Option<u64> {
+    let resource = match resource {
+        Resource::OpenFiles => RLIMIT_NOFILE,
+        Resource::Processes => RLIMIT_NPROC,
+    };
+    let mut limit = Rlimit { current: 0, max: 0 };
+    // SAFETY: `limit` is a live, writable struct rlimit; the kernel fills it.
+    check(unsafe { getrlimit64(resource, &mut limit) }).ok()?;
+    (limit.current != RLIM_INFINITY).then_some(limit.current)
+}
+
 /// glibc's `sigset_t`: 1024 bits.
 #[repr(C)]
 struct SigSet([u64; 16]);
@@ -168,6 +204,7 @@ const SIG_BLOCK: c_int = 0;
 const SIG_IGN: usize = 1;
 const SOL_SOCKET: c_int = 1;
 const SO_TYPE: c_int = 3;
+const SO_KEEPALIVE: c_int = 9;
 const SO_ACCEPTCONN: c_int = 30;
 const SO_DOMAIN: c_int = 39;
 const SOCK_STREAM: c_int = 1;
@@ -366,6 +403,35 @@ pub fn become_user(uid: u32, gid: u32, groups: &[u32]) -> io::Result<()> {
     Ok(())
 }
 
+/// Turns on TCP keepalive (`SO_KEEPALIVE`) for `socket`, as beanstalkd
+/// does: after a connection has been silent for a while the kernel probes
+/// the peer, and a peer that is gone (host down, no FIN ever sent) turns
+/// into a read error instead of a connection held open forever. The kernel
+/// settings `net.ipv4.tcp_keepalive_{time,intvl,probes}` say when.
+pub fn set_keepalive(socket: &impl AsRawFd) -> io::Result<()> {
+    let on: c_int = 1;
+    let len = std::mem::size_of::<c_int>() as u32;
+    // SAFETY: `on` is a live c_int and `len` is its size; the kernel only
+    // reads it. The fd is borrowed from a live socket.
+    check(unsafe { setsockopt(socket.as_raw_fd(), SOL_SOCKET, SO_KEEPALIVE, &on, len) }).map(drop)
+}
+
+/// Whether `SO_KEEPALIVE` is on for `socket` (the tests read it back).
+#[cfg(test)]
+pub fn keepalive(socket: &impl AsRawFd) -> io::Result<bool> {
+    Ok(socket_option(socket.as_raw_fd(), SO_KEEPALIVE)? != 0)
+}
+
+/// Reads an integer `SOL_SOCKET` option of `fd`.
+fn socket_option(fd: RawFd, name: c_int) -> io::Result<c_int> {
+    let mut value: c_int = 0;
+    let mut len = std::mem::size_of::<c_int>() as u32;
+    // SAFETY: `value` and `len` are valid for writes and `len` holds the
+    // size of `value`; a bad fd is reported through errno.
+    check(unsafe { getsockopt(fd, SOL_SOCKET, name, &mut value, &mut len) })?;
+    Ok(value)
+}
+
 /// A listening socket received from the parent process (systemd socket
 /// activation).
 pub enum Inherited {
@@ -377,14 +443,7 @@ pub enum Inherited {
 /// UNIX, that nothing else in this process owns (an fd inherited through
 /// `LISTEN_FDS`).
 pub fn inherited_listener(fd: RawFd) -> io::Result<Inherited> {
-    let option = |name: c_int| -> io::Result<c_int> {
-        let mut value: c_int = 0;
-        let mut len = std::mem::size_of::<c_int>() as u32;
-        // SAFETY: `value` and `len` are valid for writes and `len` holds the
-        // size of `value`; a bad fd is reported through errno.
-        check(unsafe { getsockopt(fd, SOL_SOCKET, name, &mut value, &mut len) })?;
-        Ok(value)
-    };
+    let option = |name: c_int| socket_option(fd, name);
     let not_a_listener =
         || io::Error::new(io::ErrorKind::InvalidInput, "inherited fd is not a TCP or UNIX listening socket");
     let is_listener = option(SO_TYPE).ok() == Some(SOCK_STREAM) && option(SO_ACCEPTCONN).ok() == Some(1);

@@ -142,7 +142,8 @@ fn running_out_of_file_descriptors_is_logged_and_survived() {
     // A descriptor limit far below the connections about to be opened.
     let binary = cargo_bin("beanstalk");
     let mut child = Command::new("sh")
-        .args(["-c", "ulimit -n 24 && exec \"$0\" -V -l 127.0.0.1 -p 0"])
+        // An explicit limit wins over the one the fd limit would give.
+        .args(["-c", "ulimit -n 24 && exec \"$0\" -V -l 127.0.0.1 -p 0 --max-connections 100"])
         .arg(&binary)
         .stderr(Stdio::piped())
         .spawn()
@@ -174,4 +175,103 @@ fn running_out_of_file_descriptors_is_logged_and_survived() {
     let _ = child.wait();
     let log = log.join().unwrap();
     assert!(log.iter().any(|l| l.contains("accept: Too many open files")), "{log:?}");
+}
+
+/// Starts the binary as a host with small limits would: `sh -c 'ulimit -n
+/// 64 && exec beanstalk -V ...'`, where `exec_with_limits` is the part before
+/// the binary's name. Returns the child, the port it bound, the
+/// `max-connections` line it logged, and the rest of its log (read on a
+/// thread, collected when the child is gone).
+fn start_limited(
+    exec_with_limits: &str,
+    args: &[&str],
+) -> (std::process::Child, u16, String, std::thread::JoinHandle<Vec<String>>) {
+    let script = format!("{exec_with_limits} \"$0\" -V -l 127.0.0.1 -p 0 \"$@\"");
+    let mut child = Command::new("sh")
+        .args(["-c", &script])
+        .arg(cargo_bin("beanstalk"))
+        .args(args)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut port = None;
+    let limit_line = loop {
+        let Some(Ok(line)) = lines.next() else {
+            let _ = child.kill();
+            panic!("the server exited before logging its connection limit");
+        };
+        if let Some(addr) = line.split(" bind ").nth(1) {
+            port = addr.rsplit(':').next().and_then(|p| p.parse().ok());
+        }
+        if let Some(at) = line.find("max-connections ") {
+            break line[at..].to_owned();
+        }
+    };
+    let rest = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>());
+    (child, port.expect("bind line before the limit"), limit_line, rest)
+}
+
+#[test]
+fn the_default_connection_limit_fits_the_fd_limit_and_says_so() {
+    let (mut child, _, line, _) = start_limited("ulimit -n 64 && exec", &[]);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(line, "max-connections 48 (RLIMIT_NOFILE 64 less 16 reserved)");
+}
+
+#[test]
+fn an_explicit_connection_limit_wins_over_the_hosts() {
+    let (mut child, _, line, _) = start_limited("ulimit -n 64 && exec", &["--max-connections", "500"]);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(line, "max-connections 500 (--max-connections)");
+}
+
+#[test]
+fn the_default_connection_limit_fits_the_process_limit() {
+    // dash has no `ulimit -u`; python sets RLIMIT_NPROC the same way.
+    // Only root can be sure of starting a few threads under a limit of 40
+    // (root is not held to it; anyone else counts every process they run).
+    if !is_root() {
+        eprintln!("skipped: a low RLIMIT_NPROC may stop a non-root server from starting threads");
+        return;
+    }
+    let limits = "exec python3 -c 'import os, resource, sys; \
+                  resource.setrlimit(resource.RLIMIT_NPROC, (40, 40)); \
+                  os.execv(sys.argv[1], sys.argv[1:])'";
+    let (mut child, _, line, _) = start_limited(limits, &[]);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(line, "max-connections 32 (RLIMIT_NPROC 40 less 8 reserved)");
+}
+
+#[test]
+fn past_the_hosts_limit_connections_are_closed_cleanly_never_failing_accept() {
+    // 48 connections fit under 64 descriptors; 12 more are closed at once,
+    // and accept never runs out of descriptors.
+    let (mut child, port, line, log) = start_limited("ulimit -n 64 && exec", &[]);
+    assert_eq!(line, "max-connections 48 (RLIMIT_NOFILE 64 less 16 reserved)");
+    let connect = || {
+        let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s
+    };
+    let mut served: Vec<TcpStream> = (0..48).map(|_| connect()).collect();
+    for s in &mut served {
+        assert_eq!(ask(s, b"list-tube-used\r\n", 15), "USING default\r\n");
+    }
+    for _ in 0..12 {
+        let mut refused = connect();
+        let _ = refused.write_all(b"list-tube-used\r\n");
+        let mut buf = [0; 16];
+        // Closed without a reply: EOF, or a reset if our bytes arrived first.
+        assert!(matches!(refused.read(&mut buf), Ok(0) | Err(_)));
+    }
+    assert_eq!(ask(&mut served[47], b"list-tube-used\r\n", 15), "USING default\r\n");
+    let _ = child.kill();
+    let _ = child.wait();
+    let log = log.join().unwrap();
+    assert_eq!(log.iter().filter(|l| l.contains("at the connection limit")).count(), 12, "{log:?}");
+    assert!(!log.iter().any(|l| l.contains("accept:")), "{log:?}");
 }

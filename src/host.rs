@@ -1,0 +1,227 @@
+//! The default connection limit, from what the host lets this process hold.
+//!
+//! Every connection costs one file descriptor and one thread, and every
+//! thread costs a process id and four memory maps (its stack, and the
+//! alternate signal stack std gives every thread, each with a guard page). The kernel caps each of these: the fd limit
+//! (`RLIMIT_NOFILE`), the processes of this user (`RLIMIT_NPROC`, which
+//! counts threads), the threads and pids of the whole system
+//! (`kernel.threads-max`, `kernel.pid_max`), the tasks of the process's
+//! cgroup (`pids.max`, which systemd sets from `TasksMax=`), and the maps of
+//! one process (`vm.max_map_count`). Past any of them `accept` or thread creation starts
+//! failing; below them the server refuses a connection cleanly, closing it
+//! at once. So the default for `--max-connections` is the smallest of those
+//! caps, less what the server itself uses.
+//!
+//! This module reads limits and computes; it changes no limit and logs
+//! nothing. The numbers come through `sys` (rlimits) and `/proc`.
+
+use crate::sys;
+
+/// Descriptors the server uses besides its connections: stdin, stdout and
+/// stderr (3), the listener (1), the hang-up watcher's epoll set and its
+/// wake-up pipe (3), the binlog's lock, current file, directory and a file
+/// being opened or rewritten (4), and one to accept a connection past the
+/// limit so as to close it (1); then some room to spare.
+pub const RESERVED_FDS: u64 = 16;
+
+/// Threads the server runs besides its connections: the accept loop, the
+/// signal, timer and hang-up threads, the binlog's sync thread; with room
+/// to spare.
+pub const RESERVED_THREADS: u64 = 8;
+
+/// Memory maps each connection thread adds: its stack and the alternate
+/// signal stack std gives it, each with a guard page (measured: 4.1 a
+/// connection over 200 connections).
+pub const MAPS_PER_THREAD: u64 = 4;
+
+/// Memory maps the process uses besides connection threads: the binary,
+/// the heap and one heap per malloc arena, the signal stacks; with room
+/// to spare.
+pub const RESERVED_MAPS: u64 = 512;
+
+/// The limit used when none of the caps above can be read (no `/proc`,
+/// every rlimit unlimited), as it was before the limit came from the host.
+pub const FALLBACK: usize = 10_000;
+
+/// The caps that bound the number of connections; `None` where there is no
+/// cap, or it could not be read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HostLimits {
+    /// `RLIMIT_NOFILE`, the soft limit (the one the kernel enforces).
+    pub open_files: Option<u64>,
+    /// `RLIMIT_NPROC`, the soft limit. Not enforced for root, but a limit
+    /// someone set on purpose, so it is obeyed.
+    pub processes: Option<u64>,
+    /// `/proc/sys/kernel/threads-max`.
+    pub threads_max: Option<u64>,
+    /// `/proc/sys/kernel/pid_max`.
+    pub pid_max: Option<u64>,
+    /// The smallest `pids.max` of this process's cgroup and its ancestors.
+    pub cgroup_tasks: Option<u64>,
+    /// `/proc/sys/vm/max_map_count`.
+    pub max_map_count: Option<u64>,
+}
+
+impl HostLimits {
+    /// Reads the limits of this process and host.
+    pub fn read() -> HostLimits {
+        let proc_number = |path: &str| std::fs::read_to_string(path).ok()?.trim().parse().ok();
+        HostLimits {
+            open_files: sys::soft_limit(sys::Resource::OpenFiles),
+            processes: sys::soft_limit(sys::Resource::Processes),
+            threads_max: proc_number("/proc/sys/kernel/threads-max"),
+            pid_max: proc_number("/proc/sys/kernel/pid_max"),
+            cgroup_tasks: std::fs::read_to_string("/proc/self/cgroup")
+                .ok()
+                .and_then(|cgroups| cgroup_pids_max(&cgroups, |path| std::fs::read_to_string(path).ok())),
+            max_map_count: proc_number("/proc/sys/vm/max_map_count"),
+        }
+    }
+}
+
+/// How many connections to serve at once, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectionLimit {
+    pub value: usize,
+    /// The cap that decided it, for the `-V` log: `RLIMIT_NOFILE 64 less 16
+    /// reserved`, or `--max-connections`.
+    pub reason: String,
+}
+
+impl ConnectionLimit {
+    /// A limit given on the command line.
+    pub fn given(value: usize) -> ConnectionLimit {
+        ConnectionLimit { value, reason: "--max-connections".to_owned() }
+    }
+
+    /// The most connections `limits` allow: the smallest cap, at least 1
+    /// (a server that refuses everyone is no use; with the fd limit that
+    /// low, the kernel refuses first anyway).
+    pub fn from_host(limits: &HostLimits) -> ConnectionLimit {
+        let mut caps: Vec<(u64, String)> = Vec::new();
+        let mut less = |limit: Option<u64>, name: &str, reserved: u64| {
+            if let Some(n) = limit {
+                caps.push((n.saturating_sub(reserved), format!("{name} {n} less {reserved} reserved")));
+            }
+        };
+        less(limits.open_files, "RLIMIT_NOFILE", RESERVED_FDS);
+        less(limits.processes, "RLIMIT_NPROC", RESERVED_THREADS);
+        less(limits.threads_max, "kernel.threads-max", RESERVED_THREADS);
+        less(limits.pid_max, "kernel.pid_max", RESERVED_THREADS);
+        less(limits.cgroup_tasks, "cgroup pids.max", RESERVED_THREADS);
+        if let Some(maps) = limits.max_map_count {
+            let value = maps.saturating_sub(RESERVED_MAPS) / MAPS_PER_THREAD;
+            let reason = format!(
+                "vm.max_map_count {maps} less {RESERVED_MAPS} reserved, {MAPS_PER_THREAD} maps a thread"
+            );
+            caps.push((value, reason));
+        }
+        // The first of equal caps wins, so the fd limit is named when it ties.
+        match caps.into_iter().min_by_key(|(value, _)| *value) {
+            Some((value, reason)) => {
+                ConnectionLimit { value: usize::try_from(value).unwrap_or(usize::MAX).max(1), reason }
+            }
+            None => ConnectionLimit { value: FALLBACK, reason: "no host limit could be read".to_owned() },
+        }
+    }
+}
+
+/// The smallest `pids.max` along the cgroup path of this process, given the
+/// text of `/proc/self/cgroup` and a way to read files. The v1 `pids`
+/// controller's line is used if there is one, else the v2 (`0::`) line. A
+/// cgroup's limit holds for everything below it, so every ancestor counts.
+fn cgroup_pids_max(cgroups: &str, read: impl Fn(&str) -> Option<String>) -> Option<u64> {
+    let line = |controller: &str| {
+        cgroups.lines().find_map(|line| {
+            let mut fields = line.splitn(3, ':');
+            let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+            let matches = if controller.is_empty() {
+                controllers.is_empty()
+            } else {
+                controllers.split(',').any(|c| c == controller)
+            };
+            matches.then_some(path)
+        })
+    };
+    let (root, path) = match line("pids") {
+        Some(path) => ("/sys/fs/cgroup/pids", path),
+        None => ("/sys/fs/cgroup", line("")?),
+    };
+    let mut smallest: Option<u64> = None;
+    let mut dir = path.trim_end_matches('/');
+    loop {
+        // "max" (no limit) does not parse, and counts as none.
+        let limit = read(&format!("{root}{dir}/pids.max")).and_then(|text| text.trim().parse().ok());
+        smallest = match (smallest, limit) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        match dir.rfind('/') {
+            Some(at) => dir = &dir[..at],
+            None => return smallest,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_smallest_cap_less_its_reserve_wins_and_says_so() {
+        let host = HostLimits {
+            open_files: Some(2048),
+            processes: Some(63_000),
+            threads_max: Some(96_000),
+            pid_max: Some(4_194_304),
+            cgroup_tasks: None,
+            max_map_count: Some(65_530),
+        };
+        let limit = ConnectionLimit::from_host(&host);
+        assert_eq!(
+            limit,
+            ConnectionLimit { value: 2032, reason: "RLIMIT_NOFILE 2048 less 16 reserved".into() }
+        );
+
+        let limit = ConnectionLimit::from_host(&HostLimits { processes: Some(100), ..host });
+        assert_eq!((limit.value, limit.reason.as_str()), (92, "RLIMIT_NPROC 100 less 8 reserved"));
+
+        let limit = ConnectionLimit::from_host(&HostLimits { open_files: Some(1 << 20), ..host });
+        assert_eq!(limit.value, (65_530 - 512) / 4);
+        assert_eq!(limit.reason, "vm.max_map_count 65530 less 512 reserved, 4 maps a thread");
+    }
+
+    #[test]
+    fn a_cgroup_task_limit_counts_with_its_ancestors() {
+        let files = |path: &str| match path {
+            "/sys/fs/cgroup/system.slice/beanstalk.service/pids.max" => Some("max\n".to_owned()),
+            "/sys/fs/cgroup/system.slice/pids.max" => Some("4915\n".to_owned()),
+            "/sys/fs/cgroup/pids/docker/abc/pids.max" => Some("300\n".to_owned()),
+            _ => None,
+        };
+        assert_eq!(cgroup_pids_max("0::/system.slice/beanstalk.service\n", files), Some(4915));
+        assert_eq!(cgroup_pids_max("0::/\n", files), None);
+        let v1 = "9:name=systemd:/x\n8:cpu,pids:/docker/abc\n0::/system.slice\n";
+        assert_eq!(cgroup_pids_max(v1, files), Some(300));
+        let limit =
+            ConnectionLimit::from_host(&HostLimits { cgroup_tasks: Some(4915), ..HostLimits::default() });
+        assert_eq!((limit.value, limit.reason.as_str()), (4907, "cgroup pids.max 4915 less 8 reserved"));
+    }
+
+    #[test]
+    fn no_readable_limit_falls_back_and_a_tiny_one_still_serves_one() {
+        assert_eq!(ConnectionLimit::from_host(&HostLimits::default()).value, FALLBACK);
+        let tiny = HostLimits { open_files: Some(10), ..HostLimits::default() };
+        assert_eq!(ConnectionLimit::from_host(&tiny).value, 1);
+    }
+
+    #[test]
+    fn this_host_is_read() {
+        // Every Linux process has an fd limit; it caps the default.
+        let limits = HostLimits::read();
+        let files = limits.open_files.expect("RLIMIT_NOFILE");
+        assert!(
+            ConnectionLimit::from_host(&limits).value as u64 <= files.saturating_sub(RESERVED_FDS).max(1)
+        );
+    }
+}
