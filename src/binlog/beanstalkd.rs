@@ -90,7 +90,7 @@ pub struct TheirLog {
 }
 
 /// Identifies one file's exact contents.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileStamp {
     pub number: u64,
     pub len: u64,
@@ -312,9 +312,17 @@ impl Reader {
     }
 
     fn finish(mut self) -> TheirLog {
-        let mut jobs: Vec<TheirJob> = self.jobs.into_values().collect();
-        jobs.sort_unstable_by_key(|job| job.order);
-        self.log.jobs = jobs;
+        // Each record had its own order number: place each job at its last
+        // record's, then close the gaps.
+        let mut in_order: Vec<Option<TheirJob>> = Vec::new();
+        in_order.resize_with(self.next_order as usize, || None);
+        for job in self.jobs.into_values() {
+            let at = job.order as usize;
+            if let Some(slot) = in_order.get_mut(at) {
+                *slot = Some(job);
+            }
+        }
+        self.log.jobs = in_order.into_iter().flatten().collect();
         self.log
     }
 }

@@ -140,11 +140,15 @@ pub fn survey(dir: &Path) -> Result<Survey, BinlogError> {
             return Err(refuse(&path, &format!("is {what}, not a log file")));
         }
         match (classify(&path).map_err(|e| refuse(&path, &e.to_string()))?, is_ours) {
-            (Format::Ours, true) | (Format::Theirs(Theirs::Empty), true) => {
-                ours.push(u32::try_from(number).map_err(|_| refuse(&path, "its number is too large"))?)
-            }
+            (Format::Ours, true) | (Format::Theirs(Theirs::Empty), true) => insert_sorted(
+                &mut ours,
+                u32::try_from(number).map_err(|_| refuse(&path, "its number is too large"))?,
+            ),
             (Format::Ours, false) => legacy.push((number, path)),
-            (Format::Theirs(format), false) => survey.theirs.push(TheirFile { number, path, format }),
+            (Format::Theirs(format), false) => {
+                let at = survey.theirs.partition_point(|f| f.number < number);
+                survey.theirs.insert(at, TheirFile { number, path, format });
+            }
             (Format::Theirs(_), true) => {
                 return Err(refuse(&path, "is in beanstalkd's format under our name; rename it binlog.N"))
             }
@@ -191,6 +195,13 @@ fn renumber(dir: &Path, ours: &mut [u32], notes: &mut Vec<String>) -> Result<(),
     }
     notes.push(format!("{}: log files renumbered from 1, their numbers had grown too large", dir.display()));
     Ok(())
+}
+
+/// Inserts `n` into the ascending `numbers`. (A directory holds a handful
+/// of log files; this avoids a sort's worth of code in a small binary.)
+fn insert_sorted(numbers: &mut Vec<u32>, n: u32) {
+    let at = numbers.partition_point(|&m| m < n);
+    numbers.insert(at, n);
 }
 
 /// `N` from `PREFIXN`, if `N` is a plain decimal number as both servers

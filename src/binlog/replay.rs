@@ -12,7 +12,7 @@
 //! tail, preallocated by a run that then crashed, is cut off, so a server
 //! that restarts over and over does not leave a full-size file each time.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -41,8 +41,9 @@ pub struct Replayed {
     /// For each file, the older files its records supersede something in
     /// (see the binlog module docs on deleting files).
     pub refers_to: HashMap<u32, BTreeSet<u32>>,
-    /// beanstalkd files already imported (see `import.rs`).
-    pub imported: HashSet<FileStamp>,
+    /// beanstalkd files already imported (see `import.rs`); a handful at
+    /// most.
+    pub imported: Vec<FileStamp>,
     /// Messages for the operator.
     pub warnings: Vec<String>,
 }
@@ -215,7 +216,7 @@ enum FileEnd {
 
 /// What replaying one file changes.
 type ReplayState<'a> =
-    (&'a mut IdMap<Pending>, &'a mut Tubes, &'a mut BTreeSet<u32>, &'a mut JobId, &'a mut HashSet<FileStamp>);
+    (&'a mut IdMap<Pending>, &'a mut Tubes, &'a mut BTreeSet<u32>, &'a mut JobId, &'a mut Vec<FileStamp>);
 
 fn replay_file(path: &Path, n: u32, state: ReplayState<'_>) -> io::Result<FileEnd> {
     let (jobs, tubes, refers_to, next_id, imported) = state;
@@ -366,7 +367,7 @@ fn apply(record: Record<'_>, file: u32, state: ReplayState<'_>) {
         }
         Record::NextId(id) => *next_id = (*next_id).max(id),
         Record::Imported(stamp) => {
-            imported.insert(stamp);
+            imported.push(stamp);
         }
     }
 }
