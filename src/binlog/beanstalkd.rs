@@ -41,7 +41,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use super::dir::{TheirFile, Theirs};
-use super::record::crc32c;
+use super::record::FileStamp;
 use crate::engine::{Counters, JobId};
 use crate::protocol::TubeName;
 
@@ -87,21 +87,6 @@ pub struct TheirLog {
     pub files: Vec<FileStamp>,
     /// Damage found, for the operator.
     pub warnings: Vec<String>,
-}
-
-/// Identifies one file's exact contents.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FileStamp {
-    pub number: u64,
-    pub len: u64,
-    pub crc: u32,
-}
-
-impl FileStamp {
-    /// The stamp of `bytes`, the contents of `binlog.<number>`.
-    pub fn of(number: u64, bytes: &[u8]) -> FileStamp {
-        FileStamp { number, len: bytes.len() as u64, crc: crc32c(bytes) }
-    }
 }
 
 /// The fixed part of a record, decoded.

@@ -24,7 +24,7 @@
 //! This module renames, and never writes or deletes a log file's contents.
 
 use std::fs::{self, File, OpenOptions};
-use std::io;
+use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -232,10 +232,10 @@ enum Format {
 fn classify(path: &Path) -> io::Result<Format> {
     let mut file = File::open(path)?;
     let mut head = [0; record::HEADER_LEN];
-    let got = super::replay::read_up_to(&mut file, &mut head)?;
+    let got = read_up_to(&mut file, &mut head)?;
     let head = &head[..got];
     if head.iter().all(|&b| b == 0) {
-        return Ok(if super::replay::rest_is_zero(&mut file)? {
+        return Ok(if rest_is_zero(&mut file)? {
             Format::Theirs(Theirs::Empty)
         } else {
             Format::Unknown("it starts with zeros but holds data: not a log file".into())
@@ -255,7 +255,7 @@ fn classify(path: &Path) -> io::Result<Format> {
     }
     let header = record::header();
     let common = head.iter().zip(&header).take_while(|(a, b)| a == b).count();
-    if common > 0 && head[common..].iter().all(|&b| b == 0) && super::replay::rest_is_zero(&mut file)? {
+    if common > 0 && head[common..].iter().all(|&b| b == 0) && rest_is_zero(&mut file)? {
         return Ok(Format::Ours);
     }
     let version = head.get(..4).map(|v| i32::from_le_bytes([v[0], v[1], v[2], v[3]]));
@@ -268,6 +268,33 @@ fn classify(path: &Path) -> io::Result<Format> {
         )),
         None => Format::Unknown(format!("only {got} bytes: too short to be a log file")),
     })
+}
+
+/// Reads until `buf` is full or the file ends; returns the bytes read.
+pub fn read_up_to(file: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match file.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
+
+pub fn rest_is_zero(file: &mut impl Read) -> io::Result<bool> {
+    let mut chunk = [0; 8192];
+    loop {
+        let n = read_up_to(file, &mut chunk)?;
+        if chunk[..n].iter().any(|&b| b != 0) {
+            return Ok(false);
+        }
+        if n < chunk.len() {
+            return Ok(true);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -27,9 +27,9 @@ use std::io::{self, BufWriter, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use super::beanstalkd::{self, FileStamp, TheirState};
+use super::beanstalkd::{self, TheirState};
 use super::dir::{TheirFile, IMPORT_TEMP};
-use super::record::{self, JobState, LoggedState};
+use super::record::{self, FileStamp, JobState, LoggedState};
 use super::replay::Replayer;
 use super::BinlogError;
 

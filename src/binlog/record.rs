@@ -27,7 +27,6 @@
 //! refuses versions it does not know rather than guess. Version 1 had no
 //! `Imported` record; it is read as it is.
 
-use super::beanstalkd::FileStamp;
 use crate::engine::{Counters, JobId};
 
 /// First bytes of every binlog file.
@@ -46,6 +45,22 @@ pub const DELETE_LEN: usize = RECORD_HEADER_LEN + 1 + 8;
 pub const UPDATE_LEN: usize = RECORD_HEADER_LEN + 1 + 8 + 4 + 4 + 1 + 8 + 20;
 /// Bytes of a full record without its tube name and body.
 pub const FULL_FIXED_LEN: usize = RECORD_HEADER_LEN + 1 + 8 + 4 + 4 + 4 + 1 + 8 + 8 + 20 + 1 + 4;
+
+/// Identifies one of beanstalkd's files by its exact contents: what an
+/// `Imported` record stores, so that a file is never imported twice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileStamp {
+    pub number: u64,
+    pub len: u64,
+    pub crc: u32,
+}
+
+impl FileStamp {
+    /// The stamp of `bytes`, the contents of `binlog.<number>`.
+    pub fn of(number: u64, bytes: &[u8]) -> FileStamp {
+        FileStamp { number, len: bytes.len() as u64, crc: crc32c(bytes) }
+    }
+}
 
 /// A job's state as the log stores it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

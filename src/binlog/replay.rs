@@ -17,7 +17,8 @@ use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use super::beanstalkd::FileStamp;
+use super::dir::{read_up_to, rest_is_zero};
+use super::record::FileStamp;
 use super::record::{self, JobState, LoggedState, Record, HEADER_LEN, RECORD_HEADER_LEN};
 use crate::engine::{IdMap, JobId, RestoredJob, RestoredState};
 use crate::protocol::TubeName;
@@ -368,33 +369,6 @@ fn apply(record: Record<'_>, file: u32, state: ReplayState<'_>) {
         Record::NextId(id) => *next_id = (*next_id).max(id),
         Record::Imported(stamp) => {
             imported.push(stamp);
-        }
-    }
-}
-
-/// Reads until `buf` is full or the file ends; returns the bytes read.
-pub(super) fn read_up_to(file: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
-    let mut got = 0;
-    while got < buf.len() {
-        match file.read(&mut buf[got..]) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(got)
-}
-
-pub(super) fn rest_is_zero(file: &mut impl Read) -> io::Result<bool> {
-    let mut chunk = [0; 8192];
-    loop {
-        let n = read_up_to(file, &mut chunk)?;
-        if chunk[..n].iter().any(|&b| b != 0) {
-            return Ok(false);
-        }
-        if n < chunk.len() {
-            return Ok(true);
         }
     }
 }
