@@ -22,7 +22,8 @@ use std::sync::{Arc, Condvar};
 
 use crate::engine::{ClientId, NewJob, Waiter};
 use crate::protocol::{self, Command, Reply, MAX_LINE};
-use crate::server::{Shared, Stream};
+use crate::shared::Shared;
+use crate::stream::Stream;
 use crate::sys;
 
 /// Size of the input buffer, and so the most one read takes: dozens of
@@ -518,7 +519,8 @@ mod tests {
 
     use super::{find_crlf, Conn, Next};
     use crate::protocol::TubeName;
-    use crate::server::{Server, Stream};
+    use crate::server::Server;
+    use crate::stream::Stream;
     use crate::Config;
 
     #[test]

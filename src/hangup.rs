@@ -21,12 +21,10 @@
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
-use std::thread;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 
-use crate::engine::ClientId;
-use crate::server::Shared;
+use crate::engine::{ClientId, Engine};
 use crate::sys::HangupPoller;
 
 /// The token of the watcher's own wake-up socket; client ids start at 1.
@@ -63,27 +61,25 @@ impl HangupWatcher {
     }
 }
 
-/// Starts the watcher thread; it returns when the server stops.
-pub(crate) fn spawn(shared: Arc<Shared>) -> io::Result<thread::JoinHandle<()>> {
-    thread::Builder::new().name("beanstalk-hangup".into()).spawn(move || run(&shared))
-}
-
-fn run(shared: &Shared) {
-    let watcher = &shared.hangups;
+/// The watcher thread's body: reports each hang-up to `engine` until
+/// `stopping` is set and [`HangupWatcher::stop`] wakes it.
+pub(crate) fn run(watcher: &HangupWatcher, engine: &Mutex<Engine>, stopping: &AtomicBool) {
     let mut tokens = Vec::new();
     loop {
         if let Err(e) = watcher.poller.wait(&mut tokens) {
-            shared.log(0, format_args!("epoll_wait: {e}"));
+            eprintln!("beanstalk: epoll_wait: {e}");
             return;
         }
         for &token in &tokens {
             if token == WAKE_TOKEN {
                 let _ = (&watcher.wake_reader).read(&mut [0; 16]);
-                if shared.stopping.load(Ordering::SeqCst) {
+                if stopping.load(Ordering::SeqCst) {
                     return;
                 }
             } else {
-                shared.engine().hang_up(token);
+                // A poisoned lock exists only in tests (release builds
+                // abort on panic); carry on with the engine as it is.
+                engine.lock().unwrap_or_else(|e| e.into_inner()).hang_up(token);
             }
         }
     }

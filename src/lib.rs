@@ -29,15 +29,19 @@
 //!    `list-*`.
 //! 4. [`time`]: the engine takes "now" as an argument and never reads a
 //!    clock, which is what makes it testable.
-//! 5. `conn` (private): one connection's thread. Framing, bodies, blocking
+//! 5. The threads' helpers (private): `stream` (a client's socket), `timer`
+//!    (the thread that runs jobs whose time has come) and `hangup` (the
+//!    thread that notices workers vanishing while blocked in reserve); each
+//!    takes only what it needs. Then `shared`, what every thread of a
+//!    server shares.
+//! 6. `conn` (private): one connection's thread. Framing, bodies, blocking
 //!    reserve.
-//! 6. [`server`]: listening, accepting, one thread per connection, shutdown;
-//!    and the two helper threads, `timer` (jobs whose time has come) and
-//!    `hangup` (workers that vanish while blocked in reserve).
-//! 7. [`binlog`]: persistence (`-b`): the on-disk format, replay at
+//! 7. [`server`]: listening, accepting, one thread per connection, starting
+//!    the helper threads, shutdown.
+//! 8. [`binlog`]: persistence (`-b`): the on-disk format, replay at
 //!    start-up, group commit. The engine reaches it only through the
 //!    [`engine::Journal`] trait.
-//! 8. [`config`]: beanstalkd's command-line flags; [`signals`],
+//! 9. [`config`]: beanstalkd's command-line flags; [`signals`],
 //!    [`privileges`] (`-u`), [`activation`] (systemd sockets) and [`host`]
 //!    (the connection limit the host allows): what it takes to run as a
 //!    service.
@@ -74,8 +78,10 @@ pub mod privileges;
 pub mod protocol;
 pub mod reference;
 pub mod server;
+mod shared;
 pub mod signals;
 pub mod stats;
+mod stream;
 #[allow(unsafe_code)]
 mod sys;
 pub mod time;

@@ -14,26 +14,27 @@
 //! address, cannot keep the server from exiting.
 
 use std::collections::HashMap;
-use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::io::{self, Write};
+use std::net::{SocketAddr, TcpListener};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::binlog::sync::Durability;
 use crate::binlog::{Binlog, BinlogError};
 use crate::config::{Config, Listen};
 use crate::engine::{ClientId, Engine};
 use crate::hangup::HangupWatcher;
 use crate::host::{ConnectionLimit, HostLimits};
-use crate::stats::{BinlogStats, ProcessStats};
+pub use crate::shared::VERSION;
+use crate::shared::{AcceptWake, ProcessInfo, Shared};
+pub use crate::stream::Stream;
 use crate::time::Clock;
-use crate::{conn, sys, timer};
+use crate::{conn, hangup, sys, timer};
 
 /// Stack size of a connection thread. A connection's deepest path (formatting
 /// `stats`) needs well under this; an idle connection touches two pages.
@@ -45,56 +46,6 @@ const LISTEN_BACKLOG: i32 = 1024;
 
 /// Longest UNIX socket path (`sun_path` is 108 bytes with its NUL).
 const MAX_UNIX_PATH: usize = 107;
-
-/// A client's socket, TCP or UNIX. Reads and writes go through `&Stream`, so
-/// one `Arc<Stream>` serves the connection thread and the shutdown path
-/// without a second file descriptor.
-#[derive(Debug)]
-pub enum Stream {
-    Tcp(TcpStream),
-    Unix(UnixStream),
-}
-
-impl Stream {
-    /// Closes the receiving side: a thread blocked reading wakes with EOF,
-    /// while a reply still being written can go out.
-    pub fn shutdown_read(&self) {
-        let _ = match self {
-            Stream::Tcp(s) => s.shutdown(Shutdown::Read),
-            Stream::Unix(s) => s.shutdown(Shutdown::Read),
-        };
-    }
-}
-
-impl AsRawFd for Stream {
-    fn as_raw_fd(&self) -> RawFd {
-        match self {
-            Stream::Tcp(s) => s.as_raw_fd(),
-            Stream::Unix(s) => s.as_raw_fd(),
-        }
-    }
-}
-
-impl Read for &Stream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(s) => (&*s).read(buf),
-            Stream::Unix(s) => (&*s).read(buf),
-        }
-    }
-}
-
-impl Write for &Stream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(s) => (&*s).write(buf),
-            Stream::Unix(s) => (&*s).write(buf),
-        }
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
 
 /// The listening socket. It is non-blocking: the accept loop waits in
 /// `poll`, and a connection that vanished between `poll` and `accept` must
@@ -163,139 +114,6 @@ impl AsRawFd for Listener {
             Listener::Unix(l, _) => l.as_raw_fd(),
         }
     }
-}
-
-/// The socket pair that wakes the accept loop for shutdown.
-struct AcceptWake {
-    reader: UnixStream,
-    writer: UnixStream,
-}
-
-/// State shared by every thread of one server.
-pub(crate) struct Shared {
-    pub engine: Mutex<Engine>,
-    pub clock: Clock,
-    /// The timer thread sleeps on this; the engine notifies it.
-    pub timer: Arc<Condvar>,
-    pub hangups: HangupWatcher,
-    pub config: Config,
-    /// Most connections served at once: `--max-connections`, or what the
-    /// host allows.
-    pub connection_limit: ConnectionLimit,
-    pub process: ProcessInfo,
-    pub stopping: AtomicBool,
-    /// Written to by [`Handle::shutdown`]; the accept loop polls it.
-    accept_wake: AcceptWake,
-    /// Open connections by client id.
-    pub connections: Mutex<HashMap<ClientId, Arc<Stream>>>,
-    /// Signalled when the last connection closes (for shutdown).
-    pub all_closed: Condvar,
-    /// The binlog's fsync policy and group commit, once it is open.
-    pub durability: OnceLock<Arc<Durability>>,
-}
-
-impl Shared {
-    /// Locks the engine, ignoring poisoning: release builds abort on panic,
-    /// so a poisoned lock exists only in debug builds and tests, where going
-    /// on with the engine as it was left beats a cascade of panics.
-    pub fn engine(&self) -> MutexGuard<'_, Engine> {
-        self.engine.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    fn connections(&self) -> MutexGuard<'_, HashMap<ClientId, Arc<Stream>>> {
-        self.connections.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// Prints a log line on stderr if the server runs with at least `level`
-    /// `-V` flags.
-    pub fn log(&self, level: u8, message: std::fmt::Arguments<'_>) {
-        if self.config.verbosity >= level {
-            eprintln!("beanstalk: {message}");
-        }
-    }
-
-    /// How many binlog records have been written (0 without a binlog).
-    pub fn journal_seq(&self) -> u64 {
-        self.durability.get().map_or(0, |d| d.written())
-    }
-
-    /// Called by a connection whose command wrote binlog records up to `seq`,
-    /// before its reply leaves: waits for fsync if the policy says so.
-    /// False if the records cannot be made durable (an fsync failed): the
-    /// caller must then not report success.
-    pub fn after_write(&self, seq: u64) -> bool {
-        self.durability.get().is_none_or(|durability| durability.after_write(seq))
-    }
-
-    /// The process's own figures for `stats`; `binlog` from the engine.
-    pub fn process_stats(&self, binlog: Option<BinlogStats>) -> ProcessStats {
-        let (user_cpu, system_cpu) = sys::cpu_times();
-        let p = &self.process;
-        ProcessStats {
-            pid: std::process::id(),
-            version: VERSION,
-            user_cpu,
-            system_cpu,
-            uptime_secs: p.started.elapsed().as_secs(),
-            binlog: binlog.unwrap_or(BinlogStats {
-                max_size: u64::from(self.config.binlog_file_size),
-                ..BinlogStats::default()
-            }),
-            instance_id: p.instance_id.clone(),
-            hostname: p.hostname.clone(),
-            os: p.os.clone(),
-            platform: p.platform.clone(),
-        }
-    }
-
-    /// Called by a connection thread as it ends.
-    pub fn connection_closed(&self, client: ClientId) {
-        let mut connections = self.connections();
-        connections.remove(&client);
-        if connections.is_empty() {
-            self.all_closed.notify_all();
-        }
-    }
-}
-
-/// The protocol version `stats` reports: the beanstalkd release whose
-/// behaviour this server reproduces.
-pub const VERSION: &str = "1.13";
-
-/// Facts about the process fixed at start-up.
-pub(crate) struct ProcessInfo {
-    started: Instant,
-    instance_id: String,
-    hostname: String,
-    os: String,
-    platform: String,
-}
-
-impl ProcessInfo {
-    fn new() -> ProcessInfo {
-        let uname = sys::uname_fields();
-        ProcessInfo {
-            started: Instant::now(),
-            instance_id: instance_id(),
-            hostname: uname.hostname,
-            os: uname.version,
-            platform: uname.machine,
-        }
-    }
-}
-
-/// 8 random bytes as 16 hex digits, from /dev/urandom (or the clock and pid
-/// where there is none, e.g. in a bare chroot).
-fn instance_id() -> String {
-    let mut bytes = [0u8; 8];
-    let random = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
-    if random.is_err() {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
-        bytes = (nanos ^ u64::from(std::process::id()).rotate_left(32)).to_le_bytes();
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A bound server, ready to [`run`](Server::run).
@@ -431,8 +249,16 @@ impl Server {
             eprintln!("beanstalk: {warning}");
         }
         let shared = &self.shared;
-        let timer_thread = timer::spawn(Arc::clone(shared))?;
-        let hangup_thread = crate::hangup::spawn(Arc::clone(shared))?;
+        let timer_thread = {
+            let s = Arc::clone(shared);
+            let run = move || timer::run(&s.engine, &s.clock, &s.timer, &s.stopping);
+            thread::Builder::new().name("beanstalk-timer".into()).spawn(run)?
+        };
+        let hangup_thread = {
+            let s = Arc::clone(shared);
+            let run = move || hangup::run(&s.hangups, &s.engine, &s.stopping);
+            thread::Builder::new().name("beanstalk-hangup".into()).spawn(run)?
+        };
         while !shared.stopping.load(Ordering::SeqCst) {
             match sys::wait_readable(&self.listener, &shared.accept_wake.reader) {
                 // Woken for shutdown (or by a signal): the loop condition decides.
@@ -693,6 +519,7 @@ fn bind_unix(path: &std::path::Path) -> io::Result<UnixListener> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::TcpStream;
 
     #[test]
     fn accepted_tcp_connections_have_keepalive_on() {

@@ -9,31 +9,28 @@
 //! sleeps towards. Blocked reserves time themselves out on their own
 //! threads; this thread only moves jobs.
 
-use std::io;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
-use std::thread;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex};
 
-use crate::server::Shared;
-use crate::time::LONGEST_SLEEP;
+use crate::engine::Engine;
+use crate::time::{Clock, LONGEST_SLEEP};
 
-/// Starts the timer thread; it returns when the server stops.
-pub(crate) fn spawn(shared: Arc<Shared>) -> io::Result<thread::JoinHandle<()>> {
-    thread::Builder::new().name("beanstalk-timer".into()).spawn(move || run(&shared))
-}
-
-fn run(shared: &Shared) {
-    let mut engine = shared.engine();
-    while !shared.stopping.load(Ordering::SeqCst) {
-        let now = shared.clock.now();
+/// The timer thread's body: runs `engine`'s time-driven work as it falls
+/// due, sleeping on `timer` in between, until `stopping` is set and `timer`
+/// notified.
+pub(crate) fn run(engine: &Mutex<Engine>, clock: &Clock, timer: &Condvar, stopping: &AtomicBool) {
+    // A poisoned lock exists only in tests (release builds abort on panic).
+    let mut engine = engine.lock().unwrap_or_else(|e| e.into_inner());
+    while !stopping.load(Ordering::SeqCst) {
+        let now = clock.now();
         engine = match engine.tick(now) {
             Some(due) => {
                 // Bounded, so that a suspend cannot make a due time late by
                 // more than LONGEST_SLEEP (see `time.rs`).
                 let sleep = due.duration_since(now).min(LONGEST_SLEEP);
-                shared.timer.wait_timeout(engine, sleep).map_or_else(|e| e.into_inner().0, |r| r.0)
+                timer.wait_timeout(engine, sleep).map_or_else(|e| e.into_inner().0, |r| r.0)
             }
-            None => shared.timer.wait(engine).unwrap_or_else(|e| e.into_inner()),
+            None => timer.wait(engine).unwrap_or_else(|e| e.into_inner()),
         };
     }
 }

@@ -1,0 +1,155 @@
+//! What every thread of one server shares: the engine behind its `Mutex`,
+//! the clock, the timer's `Condvar`, the hang-up watcher, the table of open
+//! connections, the binlog's durability handle, and the process's fixed
+//! facts for `stats`. It sits below the server and the connection threads
+//! that use it, and starts no thread and accepts no socket itself.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::time::Instant;
+
+use crate::binlog::sync::Durability;
+use crate::config::Config;
+use crate::engine::{ClientId, Engine};
+use crate::hangup::HangupWatcher;
+use crate::host::ConnectionLimit;
+use crate::stats::{BinlogStats, ProcessStats};
+use crate::stream::Stream;
+use crate::sys;
+use crate::time::Clock;
+
+/// The socket pair that wakes the accept loop for shutdown.
+pub(crate) struct AcceptWake {
+    pub reader: UnixStream,
+    pub writer: UnixStream,
+}
+
+/// State shared by every thread of one server.
+pub(crate) struct Shared {
+    pub engine: Mutex<Engine>,
+    pub clock: Clock,
+    /// The timer thread sleeps on this; the engine notifies it.
+    pub timer: Arc<Condvar>,
+    pub hangups: HangupWatcher,
+    pub config: Config,
+    /// Most connections served at once: `--max-connections`, or what the
+    /// host allows.
+    pub connection_limit: ConnectionLimit,
+    pub process: ProcessInfo,
+    pub stopping: AtomicBool,
+    /// Written to by `Handle::shutdown`; the accept loop polls it.
+    pub accept_wake: AcceptWake,
+    /// Open connections by client id.
+    pub connections: Mutex<HashMap<ClientId, Arc<Stream>>>,
+    /// Signalled when the last connection closes (for shutdown).
+    pub all_closed: Condvar,
+    /// The binlog's fsync policy and group commit, once it is open.
+    pub durability: OnceLock<Arc<Durability>>,
+}
+
+impl Shared {
+    /// Locks the engine, ignoring poisoning: release builds abort on panic,
+    /// so a poisoned lock exists only in debug builds and tests, where going
+    /// on with the engine as it was left beats a cascade of panics.
+    pub fn engine(&self) -> MutexGuard<'_, Engine> {
+        self.engine.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn connections(&self) -> MutexGuard<'_, HashMap<ClientId, Arc<Stream>>> {
+        self.connections.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Prints a log line on stderr if the server runs with at least `level`
+    /// `-V` flags.
+    pub fn log(&self, level: u8, message: std::fmt::Arguments<'_>) {
+        if self.config.verbosity >= level {
+            eprintln!("beanstalk: {message}");
+        }
+    }
+
+    /// How many binlog records have been written (0 without a binlog).
+    pub fn journal_seq(&self) -> u64 {
+        self.durability.get().map_or(0, |d| d.written())
+    }
+
+    /// Called by a connection whose command wrote binlog records up to `seq`,
+    /// before its reply leaves: waits for fsync if the policy says so.
+    /// False if the records cannot be made durable (an fsync failed): the
+    /// caller must then not report success.
+    pub fn after_write(&self, seq: u64) -> bool {
+        self.durability.get().is_none_or(|durability| durability.after_write(seq))
+    }
+
+    /// The process's own figures for `stats`; `binlog` from the engine.
+    pub fn process_stats(&self, binlog: Option<BinlogStats>) -> ProcessStats {
+        let (user_cpu, system_cpu) = sys::cpu_times();
+        let p = &self.process;
+        ProcessStats {
+            pid: std::process::id(),
+            version: VERSION,
+            user_cpu,
+            system_cpu,
+            uptime_secs: p.started.elapsed().as_secs(),
+            binlog: binlog.unwrap_or(BinlogStats {
+                max_size: u64::from(self.config.binlog_file_size),
+                ..BinlogStats::default()
+            }),
+            instance_id: p.instance_id.clone(),
+            hostname: p.hostname.clone(),
+            os: p.os.clone(),
+            platform: p.platform.clone(),
+        }
+    }
+
+    /// Called by a connection thread as it ends.
+    pub fn connection_closed(&self, client: ClientId) {
+        let mut connections = self.connections();
+        connections.remove(&client);
+        if connections.is_empty() {
+            self.all_closed.notify_all();
+        }
+    }
+}
+
+/// The protocol version `stats` reports: the beanstalkd release whose
+/// behaviour this server reproduces.
+pub const VERSION: &str = "1.13";
+
+/// Facts about the process fixed at start-up.
+pub(crate) struct ProcessInfo {
+    started: Instant,
+    instance_id: String,
+    hostname: String,
+    os: String,
+    platform: String,
+}
+
+impl ProcessInfo {
+    pub fn new() -> ProcessInfo {
+        let uname = sys::uname_fields();
+        ProcessInfo {
+            started: Instant::now(),
+            instance_id: instance_id(),
+            hostname: uname.hostname,
+            os: uname.version,
+            platform: uname.machine,
+        }
+    }
+}
+
+/// 8 random bytes as 16 hex digits, from /dev/urandom (or the clock and pid
+/// where there is none, e.g. in a bare chroot).
+fn instance_id() -> String {
+    let mut bytes = [0u8; 8];
+    let random = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+    if random.is_err() {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        bytes = (nanos ^ u64::from(std::process::id()).rotate_left(32)).to_le_bytes();
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
