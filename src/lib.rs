@@ -45,7 +45,7 @@
 //!    [`privileges`] (`-u`), [`activation`] (systemd sockets) and [`host`]
 //!    (the connection limit the host allows): what it takes to run as a
 //!    service.
-//! 9. `sys` (private): the only module allowed to call C directly: a few
+//! 10. `sys` (private): the only module allowed to call C directly: a few
 //!    libc functions std lacks, each behind a safe wrapper.
 //!
 //! ## Running a server in-process
