@@ -20,11 +20,12 @@ use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
 use std::sync::{Arc, Condvar};
 
-use crate::engine::{ClientId, NewJob, Waiter};
+use crate::engine::{ClientId, Engine, NewJob, Waiter};
 use crate::protocol::{self, Command, Reply, MAX_LINE};
 use crate::shared::Shared;
 use crate::stream::Stream;
 use crate::sys;
+use crate::time::Time;
 
 /// Size of the input buffer, and so the most one read takes: dozens of
 /// pipelined commands fit in it.
@@ -321,11 +322,9 @@ impl<'a> Conn<'a> {
         Ok(next)
     }
 
+    /// One command, one arm: most are a single engine call.
     fn execute(&mut self, command: Command) -> io::Result<Next> {
         let c = self.client;
-        let shared = self.shared;
-        let now = shared.clock.now();
-        let out = &mut self.output;
         match command {
             Command::Put { pri, delay, ttr, bytes, junk_after_size } => {
                 return self.put(pri, delay, ttr, bytes, junk_after_size)
@@ -333,56 +332,65 @@ impl<'a> Conn<'a> {
             Command::Reserve => return self.reserve(None),
             Command::ReserveWithTimeout(secs) => return self.reserve(Some(secs)),
             Command::Quit => return Ok(Next::Close),
-            Command::Stats => {
-                let (stats, binlog) = {
-                    let mut engine = shared.engine();
-                    (engine.server_stats(), engine.journal_stats())
-                };
-                Reply::Ok(stats.to_yaml(&shared.process_stats(binlog))).encode(out);
+            Command::Stats => self.stats(),
+            Command::Use(name) => self.ask_engine(|e, _| e.use_tube(c, &name)),
+            Command::ReserveJob(id) => self.ask_engine(|e, now| e.reserve_job(c, id, now)),
+            Command::Delete(id) => self.ask_engine(|e, _| e.delete(c, id)),
+            Command::Release { id, pri, delay } => {
+                self.ask_engine(|e, now| e.release(c, id, pri, delay, now))
             }
-            other => {
-                let mut engine = shared.engine();
-                let logged_before = shared.journal_seq();
-                let reply_start = out.len();
-                let reply = match &other {
-                    Command::Use(name) => engine.use_tube(c, name),
-                    Command::ReserveJob(id) => engine.reserve_job(c, *id, now),
-                    Command::Delete(id) => engine.delete(c, *id),
-                    Command::Release { id, pri, delay } => engine.release(c, *id, *pri, *delay, now),
-                    Command::Bury { id, pri } => engine.bury(c, *id, *pri, now),
-                    Command::Touch(id) => engine.touch(c, *id, now),
-                    Command::Watch(name) => engine.watch(c, name),
-                    Command::Ignore(name) => engine.ignore(c, name),
-                    Command::Peek(id) => engine.peek(*id),
-                    Command::PeekReady => engine.peek_ready(c),
-                    Command::PeekDelayed => engine.peek_delayed(c),
-                    Command::PeekBuried => engine.peek_buried(c),
-                    Command::Kick(bound) => engine.kick(c, *bound, now),
-                    Command::KickJob(id) => engine.kick_job(*id, now),
-                    Command::StatsJob(id) => engine.stats_job(*id, now),
-                    Command::StatsTube(name) => engine.stats_tube(name, now),
-                    Command::ListTubes => engine.list_tubes(),
-                    Command::ListTubeUsed => engine.list_tube_used(c),
-                    Command::ListTubesWatched => engine.list_tubes_watched(c),
-                    Command::PauseTube { tube, delay } => engine.pause_tube(tube.as_ref(), *delay, now),
-                    Command::Put { .. }
-                    | Command::Reserve
-                    | Command::ReserveWithTimeout(_)
-                    | Command::Stats
-                    | Command::Quit => Reply::InternalError,
-                };
-                reply.encode(out);
-                let logged = shared.journal_seq();
-                drop(engine);
-                // The reply waits in the output buffer until its records are as
-                // durable as promised; if they cannot be, it must not say so.
-                if logged > logged_before && !shared.after_write(logged) {
-                    out.truncate(reply_start);
-                    Reply::InternalError.encode(out);
-                }
+            Command::Bury { id, pri } => self.ask_engine(|e, now| e.bury(c, id, pri, now)),
+            Command::Touch(id) => self.ask_engine(|e, now| e.touch(c, id, now)),
+            Command::Watch(name) => self.ask_engine(|e, _| e.watch(c, &name)),
+            Command::Ignore(name) => self.ask_engine(|e, _| e.ignore(c, &name)),
+            Command::Peek(id) => self.ask_engine(|e, _| e.peek(id)),
+            Command::PeekReady => self.ask_engine(|e, _| e.peek_ready(c)),
+            Command::PeekDelayed => self.ask_engine(|e, _| e.peek_delayed(c)),
+            Command::PeekBuried => self.ask_engine(|e, _| e.peek_buried(c)),
+            Command::Kick(bound) => self.ask_engine(|e, now| e.kick(c, bound, now)),
+            Command::KickJob(id) => self.ask_engine(|e, now| e.kick_job(id, now)),
+            Command::StatsJob(id) => self.ask_engine(|e, now| e.stats_job(id, now)),
+            Command::StatsTube(name) => self.ask_engine(|e, now| e.stats_tube(&name, now)),
+            Command::ListTubes => self.ask_engine(|e, _| e.list_tubes()),
+            Command::ListTubeUsed => self.ask_engine(|e, _| e.list_tube_used(c)),
+            Command::ListTubesWatched => self.ask_engine(|e, _| e.list_tubes_watched(c)),
+            Command::PauseTube { tube, delay } => {
+                self.ask_engine(|e, now| e.pause_tube(tube.as_ref(), delay, now))
             }
         }
         Ok(Next::Continue)
+    }
+
+    /// Runs one engine call under the lock and encodes its reply; then, with
+    /// the lock released, holds the reply back until the binlog records the
+    /// call wrote are as durable as `-f` promises. If they cannot be, the
+    /// reply must not claim success: it becomes `INTERNAL_ERROR`.
+    fn ask_engine<F>(&mut self, call: F)
+    where
+        F: for<'e> FnOnce(&'e mut Engine, Time) -> Reply<'e>,
+    {
+        let shared = self.shared;
+        let mut engine = shared.engine();
+        let logged_before = shared.journal_seq();
+        let reply_start = self.output.len();
+        call(&mut engine, shared.clock.now()).encode(&mut self.output);
+        let logged = shared.journal_seq();
+        drop(engine);
+        if logged > logged_before && !shared.after_write(logged) {
+            self.output.truncate(reply_start);
+            Reply::InternalError.encode(&mut self.output);
+        }
+    }
+
+    /// `stats`: the engine's figures, then the process's, formatted outside
+    /// the lock.
+    fn stats(&mut self) {
+        let shared = self.shared;
+        let (stats, binlog) = {
+            let mut engine = shared.engine();
+            (engine.server_stats(), engine.journal_stats())
+        };
+        Reply::Ok(stats.to_yaml(&shared.process_stats(binlog))).encode(&mut self.output);
     }
 
     /// `put`: the checks before the body, the body, then the engine
@@ -427,17 +435,8 @@ impl<'a> Conn<'a> {
             return Ok(Next::Close);
         }
         let job = NewJob { id, pri, delay, ttr, created, body: body.into_boxed_slice() };
-        let now = shared.clock.now();
-        let mut engine = shared.engine();
-        let logged_before = shared.journal_seq();
-        let reply_start = self.output.len();
-        engine.put(self.client, job, now).encode(&mut self.output);
-        let logged = shared.journal_seq();
-        drop(engine);
-        if logged > logged_before && !shared.after_write(logged) {
-            self.output.truncate(reply_start);
-            Reply::InternalError.encode(&mut self.output);
-        }
+        let c = self.client;
+        self.ask_engine(|e, now| e.put(c, job, now));
         Ok(Next::Continue)
     }
 

@@ -46,7 +46,7 @@
 //!    (the connection limit the host allows): what it takes to run as a
 //!    service.
 //! 10. `sys` (private): the only module allowed to call C directly: a few
-//!    libc functions std lacks, each behind a safe wrapper.
+//!     libc functions std lacks, each behind a safe wrapper.
 //!
 //! ## Running a server in-process
 //!
