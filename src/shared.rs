@@ -84,7 +84,7 @@ impl Shared {
     }
 
     /// The process's own figures for `stats`; `binlog` from the engine.
-    pub fn process_stats(&self, binlog: Option<BinlogStats>) -> ProcessStats {
+    pub fn process_stats(&self, binlog: Option<BinlogStats>) -> ProcessStats<'_> {
         let (user_cpu, system_cpu) = sys::cpu_times();
         let p = &self.process;
         ProcessStats {
@@ -97,10 +97,10 @@ impl Shared {
                 max_size: u64::from(self.config.binlog_file_size),
                 ..BinlogStats::default()
             }),
-            instance_id: p.instance_id.clone(),
-            hostname: p.hostname.clone(),
-            os: p.os.clone(),
-            platform: p.platform.clone(),
+            instance_id: &p.instance_id,
+            hostname: &p.hostname,
+            os: &p.os,
+            platform: &p.platform,
         }
     }
 

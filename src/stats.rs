@@ -70,7 +70,7 @@ pub struct JobStats<'a> {
 impl JobStats<'_> {
     /// The YAML document.
     pub fn to_yaml(&self) -> String {
-        let mut y = String::with_capacity(160);
+        let mut y = String::with_capacity(REPLY_BUFFER_MIN);
         let c = &self.counters;
         // Writing into a String cannot fail.
         let _ = write!(
@@ -115,7 +115,7 @@ pub struct TubeStats<'a> {
 impl TubeStats<'_> {
     /// The YAML document.
     pub fn to_yaml(&self) -> String {
-        let mut y = String::with_capacity(320);
+        let mut y = String::with_capacity(REPLY_BUFFER_MIN);
         let j = &self.jobs;
         let _ = write!(
             y,
@@ -171,7 +171,7 @@ pub struct BinlogStats {
 
 /// The process's part of `stats`.
 #[derive(Debug, Clone)]
-pub struct ProcessStats {
+pub struct ProcessStats<'a> {
     pub pid: u32,
     pub version: &'static str,
     pub user_cpu: Duration,
@@ -179,17 +179,25 @@ pub struct ProcessStats {
     pub uptime_secs: u64,
     pub binlog: BinlogStats,
     /// 16 lowercase hex digits, new for every process.
-    pub instance_id: String,
-    pub hostname: String,
+    pub instance_id: &'a str,
+    pub hostname: &'a str,
     /// The kernel version string (uname's `version`, not `release`).
-    pub os: String,
-    pub platform: String,
+    pub os: &'a str,
+    pub platform: &'a str,
 }
+
+/// The least a reply body is built in. glibc keeps freed chunks of up to
+/// about 1 KiB in a per-thread cache for as long as the thread lives, and a
+/// connection thread may then sit idle for hours: a reply buffer above that
+/// size goes back to the shared heap when freed, so a connection that ran
+/// `stats-job` or `list-tubes` once costs no more at rest than one that
+/// never did.
+const REPLY_BUFFER_MIN: usize = 1100;
 
 impl ServerStats {
     /// The YAML document of `stats`.
-    pub fn to_yaml(&self, p: &ProcessStats) -> String {
-        let mut y = String::with_capacity(1200);
+    pub fn to_yaml(&self, p: &ProcessStats<'_>) -> String {
+        let mut y = String::with_capacity(REPLY_BUFFER_MIN.max(1200));
         let (j, c, b) = (&self.jobs, &self.cmds, &p.binlog);
         let _ = write!(
             y,
@@ -267,7 +275,8 @@ impl ServerStats {
 
 /// A YAML list of names, as `list-tubes` and `list-tubes-watched` send it.
 pub fn list_yaml<'a>(names: impl Iterator<Item = &'a str>) -> String {
-    let mut y = String::from("---\n");
+    let mut y = String::with_capacity(REPLY_BUFFER_MIN);
+    y.push_str("---\n");
     for name in names {
         y.push_str("- ");
         y.push_str(name);

@@ -113,7 +113,7 @@ fn name(s: &str) -> TubeName {
 }
 
 /// Fixed process figures, so that whole `stats` documents can be compared.
-fn process_stats() -> ProcessStats {
+fn process_stats() -> ProcessStats<'static> {
     ProcessStats {
         pid: 1,
         version: "test",
@@ -121,10 +121,10 @@ fn process_stats() -> ProcessStats {
         system_cpu: Default::default(),
         uptime_secs: 0,
         binlog: BinlogStats::default(),
-        instance_id: "0".into(),
-        hostname: "h".into(),
-        os: "o".into(),
-        platform: "p".into(),
+        instance_id: "0",
+        hostname: "h",
+        os: "o",
+        platform: "p",
     }
 }
 
