@@ -1,11 +1,9 @@
 //! One client connection: read a line (and a body), ask the engine, write
 //! the reply. Runs on the connection's own thread.
 //!
-//! Framing lives here (reference §1.2, 1.5): a line ends at the first CRLF; a
-//! line longer than 224 bytes gets one `BAD_FORMAT` once its CRLF arrives
-//! and is otherwise discarded without being stored, so a client cannot make
-//! the server buffer more than a few kilobytes of command text; a put's body
-//! is read by exact length, bounded by `-z`. Replies are collected in an
+//! `framing` turns the bytes into lines; here each line becomes a command,
+//! a put's body is read by exact length (bounded by `-z`, reference §1.5),
+//! and the reply is encoded. Replies are collected in an
 //! output buffer and written when there is no complete command left to
 //! answer, so a pipelining client gets many replies per write. The engine
 //! lock is held only around engine calls, never across socket I/O.
@@ -21,21 +19,12 @@ use std::os::fd::AsRawFd;
 use std::sync::{Arc, Condvar};
 
 use crate::engine::{ClientId, Engine, NewJob, Waiter};
-use crate::protocol::{self, Command, Reply, MAX_LINE};
+use crate::framing::{Input, Line};
+use crate::protocol::{self, Command, Reply};
 use crate::shared::Shared;
 use crate::stream::Stream;
 use crate::sys;
 use crate::time::Time;
-
-/// Size of the input buffer, and so the most one read takes: dozens of
-/// pipelined commands fit in it.
-const INPUT_BUFFER: usize = 4 * 1024;
-
-/// The most a read into an empty input buffer takes. It is read on the
-/// stack of a thread that may then wait for hours: 2 KiB keeps that thread
-/// within the two stack pages every thread touches (measured: 4 KiB adds a
-/// third), and still takes dozens of pipelined commands at once.
-const FIRST_READ: usize = 2048;
 
 /// The output buffer's first allocation. Growing it from a few bytes would
 /// leave a chunk of every size on the way in the thread's malloc cache,
@@ -79,14 +68,6 @@ pub(crate) fn serve(shared: Arc<Shared>, stream: Arc<Stream>, client: ClientId, 
     shared.connection_closed(client);
 }
 
-/// A line found in the input buffer.
-enum Line {
-    /// A complete line: `input[start..end]`, CRLF excluded.
-    Complete(usize, usize),
-    /// A line longer than the protocol allows has ended.
-    TooLong,
-}
-
 /// What to do after a command.
 #[derive(PartialEq, Eq)]
 enum Next {
@@ -99,13 +80,8 @@ struct Conn<'a> {
     stream: &'a Stream,
     client: ClientId,
     waker: &'a Condvar,
-    /// Bytes received and not yet consumed: `input[start..end]`. Empty (not
-    /// allocated) while the connection waits with nothing buffered.
-    input: Vec<u8>,
-    start: usize,
-    end: usize,
-    /// Inside a line that is already too long: drop bytes until its CRLF.
-    discarding: bool,
+    /// Bytes received and not yet answered.
+    input: Input,
     /// The client has shut down its sending side.
     eof: bool,
     /// Replies not yet written. Freed, like `input`, before a wait.
@@ -121,10 +97,7 @@ impl<'a> Conn<'a> {
             stream,
             client,
             waker,
-            input: Vec::new(),
-            start: 0,
-            end: 0,
-            discarding: false,
+            input: Input::default(),
             eof: false,
             output: Vec::new(),
             hangup_registered: false,
@@ -147,7 +120,7 @@ impl<'a> Conn<'a> {
     /// replies in the output buffer (flushed early only past the high-water
     /// mark).
     fn answer_buffered(&mut self) -> io::Result<Next> {
-        while let Some(line) = self.next_line() {
+        while let Some(line) = self.input.next_line() {
             match line {
                 Line::Complete(start, end) => {
                     if self.execute_line(start, end)? == Next::Close {
@@ -167,10 +140,7 @@ impl<'a> Conn<'a> {
     /// that may be long. On the hot path this is one free now and one
     /// allocation when bytes arrive, next to a system call either way.
     fn release_idle_buffers(&mut self) {
-        if self.start == self.end {
-            self.input = Vec::new();
-            (self.start, self.end) = (0, 0);
-        }
+        self.input.release_if_drained();
         if self.output.is_empty() {
             self.output = Vec::new();
         }
@@ -180,63 +150,21 @@ impl<'a> Conn<'a> {
     // Framing
     // ---------------------------------------------------------------
 
-    /// Finds the next line in the buffer; `None` when more input is needed.
-    fn next_line(&mut self) -> Option<Line> {
-        let pending = &self.input[self.start..self.end];
-        let Some(at) = find_crlf(pending) else {
-            if self.discarding || pending.len() >= MAX_LINE {
-                // Too long already. Keep only a trailing CR, which may be the
-                // first half of the CRLF that ends this line.
-                self.discarding = true;
-                let keep = usize::from(pending.last() == Some(&b'\r'));
-                self.start = self.end - keep;
-            }
-            return None;
-        };
-        let (line_start, line_end) = (self.start, self.start + at);
-        self.start = line_end + 2;
-        if std::mem::take(&mut self.discarding) || at > MAX_LINE - 2 {
-            return Some(Line::TooLong);
-        }
-        Some(Line::Complete(line_start, line_end))
-    }
-
     /// Reads more input. Returns false at EOF (the client half-closed).
+    /// Before a read that may wait long (nothing left to answer), both
+    /// buffers are let go.
     fn fill(&mut self) -> io::Result<bool> {
-        if self.start == self.end {
-            return self.fill_drained();
+        let drained = self.input.is_drained();
+        if drained {
+            self.release_idle_buffers();
         }
-        if self.end == self.input.len() {
-            self.input.copy_within(self.start..self.end, 0);
-            (self.start, self.end) = (0, self.end - self.start);
-        }
-        let n = read_some(self.stream, &mut self.input[self.end..])?;
-        if n == 0 {
+        if self.input.fill(self.stream)? == 0 {
             self.hang_up();
             return Ok(false);
         }
-        self.end += n;
-        Ok(true)
-    }
-
-    /// Reads when everything received has been consumed: the connection may
-    /// now wait a long time, so it frees its buffers and reads into a small
-    /// buffer on the stack (small, so that an idle thread touches no more
-    /// stack pages than it must), allocating the input buffer again only
-    /// once bytes arrive.
-    fn fill_drained(&mut self) -> io::Result<bool> {
-        self.release_idle_buffers();
-        let mut first = [0; FIRST_READ];
-        let n = read_some(self.stream, &mut first)?;
-        if n == 0 {
-            self.hang_up();
-            return Ok(false);
+        if drained {
+            self.output.reserve(OUTPUT_START);
         }
-        self.input = Vec::with_capacity(INPUT_BUFFER);
-        self.input.extend_from_slice(&first[..n]);
-        self.input.resize(INPUT_BUFFER, 0);
-        self.output.reserve(OUTPUT_START);
-        (self.start, self.end) = (0, n);
         Ok(true)
     }
 
@@ -249,9 +177,7 @@ impl<'a> Conn<'a> {
     /// Fills `dst` from buffered input, then from the socket. Returns false
     /// if the connection ends first.
     fn read_exact(&mut self, dst: &mut [u8]) -> io::Result<bool> {
-        let buffered = (self.end - self.start).min(dst.len());
-        dst[..buffered].copy_from_slice(&self.input[self.start..self.start + buffered]);
-        self.start += buffered;
+        let buffered = self.input.take(dst);
         if buffered == dst.len() {
             return Ok(true);
         }
@@ -272,10 +198,7 @@ impl<'a> Conn<'a> {
     /// first.
     fn discard(&mut self, mut count: u64) -> io::Result<bool> {
         loop {
-            let buffered = (self.end - self.start) as u64;
-            let take = buffered.min(count);
-            self.start += take as usize;
-            count -= take;
+            count -= self.input.skip(count);
             if count == 0 {
                 return Ok(true);
             }
@@ -299,10 +222,10 @@ impl<'a> Conn<'a> {
     // ---------------------------------------------------------------
 
     fn execute_line(&mut self, start: usize, end: usize) -> io::Result<Next> {
-        let command = protocol::parse(&self.input[start..end]);
+        let command = protocol::parse(self.input.line(start, end));
         let verbose = self.shared.config.verbosity >= 2;
         if verbose {
-            let line = String::from_utf8_lossy(&self.input[start..end]).into_owned();
+            let line = String::from_utf8_lossy(self.input.line(start, end)).into_owned();
             self.shared.log(2, format_args!("<{} command {line}", self.stream.as_raw_fd()));
         }
         let reply_from = self.output.len();
@@ -486,29 +409,6 @@ impl<'a> Conn<'a> {
     }
 }
 
-/// One `read`, retried if a signal interrupts it; 0 means EOF.
-fn read_some(mut stream: &Stream, buf: &mut [u8]) -> io::Result<usize> {
-    loop {
-        match stream.read(buf) {
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            result => return result,
-        }
-    }
-}
-
-/// Position of the first CRLF in `bytes`.
-fn find_crlf(bytes: &[u8]) -> Option<usize> {
-    let mut from = 0;
-    while let Some(lf) = bytes[from..].iter().position(|&b| b == b'\n') {
-        let at = from + lf;
-        if at > 0 && bytes[at - 1] == b'\r' {
-            return Some(at - 1);
-        }
-        from = at + 1;
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use std::io::{Read, Write};
@@ -516,21 +416,11 @@ mod tests {
     use std::os::unix::net::UnixStream;
     use std::sync::{Arc, Condvar};
 
-    use super::{find_crlf, Conn, Next};
+    use super::{Conn, Next};
     use crate::protocol::TubeName;
     use crate::server::Server;
     use crate::stream::Stream;
     use crate::Config;
-
-    #[test]
-    fn a_line_ends_at_the_first_crlf_only() {
-        assert_eq!(find_crlf(b"stats\r\n"), Some(5));
-        assert_eq!(find_crlf(b"a\nb\r\n"), Some(3));
-        assert_eq!(find_crlf(b"a\rb\r\n"), Some(3));
-        assert_eq!(find_crlf(b"\r\n"), Some(0));
-        assert_eq!(find_crlf(b"abc\r"), None);
-        assert_eq!(find_crlf(b"\n"), None);
-    }
 
     #[test]
     fn buffers_are_freed_once_large_replies_have_gone_out() {

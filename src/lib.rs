@@ -34,7 +34,8 @@
 //!    thread that notices workers vanishing while blocked in reserve); each
 //!    takes only what it needs. Then `shared`, what every thread of a
 //!    server shares.
-//! 6. `conn` (private): one connection's thread. Framing, bodies, blocking
+//! 6. `framing` (private): bytes into command lines and bodies. Then `conn`
+//!    (private): one connection's thread: commands, replies, blocking
 //!    reserve.
 //! 7. [`server`]: listening, accepting, one thread per connection, starting
 //!    the helper threads, shutdown.
@@ -72,6 +73,7 @@ pub mod binlog;
 pub mod config;
 mod conn;
 pub mod engine;
+mod framing;
 mod hangup;
 pub mod host;
 pub mod privileges;

@@ -1,0 +1,175 @@
+//! Framing: how a byte stream becomes command lines and exact-length
+//! bodies (reference §1.2, 1.5). It owns a connection's input buffer and
+//! reads from its socket, but knows no command: `conn` asks it for the next
+//! line, or for `n` bytes of body.
+//!
+//! A line ends at the first CRLF. A line longer than 224 bytes is dropped
+//! as it arrives, keeping at most a trailing CR (the possible first half of
+//! its CRLF), and reported once as [`Line::TooLong`] when its CRLF comes;
+//! so a client cannot make the server buffer more than a few kilobytes of
+//! command text.
+//!
+//! While nothing is buffered the buffer is freed, and the next read goes to
+//! a small buffer on the stack: a connection that waits for its next
+//! command holds no heap, whatever it did before.
+
+use std::io::{self, Read};
+
+use crate::protocol::MAX_LINE;
+use crate::stream::Stream;
+
+/// Size of the input buffer, and so the most one read takes: dozens of
+/// pipelined commands fit in it.
+const INPUT_BUFFER: usize = 4 * 1024;
+
+/// The most a read into an empty input buffer takes. It is read on the
+/// stack of a thread that may then wait for hours: 2 KiB keeps that thread
+/// within the two stack pages every thread touches (measured: 4 KiB adds a
+/// third), and still takes dozens of pipelined commands at once.
+const FIRST_READ: usize = 2048;
+
+/// A line found in the input buffer.
+pub(crate) enum Line {
+    /// A complete line: `[start..end]` of the buffer, CRLF excluded (see
+    /// [`Input::line`]).
+    Complete(usize, usize),
+    /// A line longer than the protocol allows has ended.
+    TooLong,
+}
+
+/// Bytes received and not yet consumed: `buf[start..end]`.
+#[derive(Default)]
+pub(crate) struct Input {
+    /// Empty (not allocated) while nothing is buffered and the connection
+    /// waits.
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    /// Inside a line that is already too long: drop bytes until its CRLF.
+    discarding: bool,
+}
+
+impl Input {
+    /// Whether every byte received has been consumed.
+    pub fn is_drained(&self) -> bool {
+        self.start == self.end
+    }
+
+    /// The bytes of a line [`Input::next_line`] found.
+    pub fn line(&self, start: usize, end: usize) -> &[u8] {
+        &self.buf[start..end]
+    }
+
+    /// The buffer's allocation, in bytes (0 while freed).
+    #[cfg(test)]
+    pub fn capacity(&self) -> usize {
+        self.buf.capacity()
+    }
+
+    /// Frees the buffer if nothing is left in it.
+    pub fn release_if_drained(&mut self) {
+        if self.is_drained() {
+            self.buf = Vec::new();
+            (self.start, self.end) = (0, 0);
+        }
+    }
+
+    /// Finds the next line in the buffer; `None` when more input is needed.
+    pub fn next_line(&mut self) -> Option<Line> {
+        let pending = &self.buf[self.start..self.end];
+        let Some(at) = find_crlf(pending) else {
+            if self.discarding || pending.len() >= MAX_LINE {
+                // Too long already. Keep only a trailing CR, which may be the
+                // first half of the CRLF that ends this line.
+                self.discarding = true;
+                let keep = usize::from(pending.last() == Some(&b'\r'));
+                self.start = self.end - keep;
+            }
+            return None;
+        };
+        let (line_start, line_end) = (self.start, self.start + at);
+        self.start = line_end + 2;
+        if std::mem::take(&mut self.discarding) || at > MAX_LINE - 2 {
+            return Some(Line::TooLong);
+        }
+        Some(Line::Complete(line_start, line_end))
+    }
+
+    /// Reads more from `stream`; returns the bytes read, 0 at end of file.
+    /// Into the buffer if something is left in it; otherwise into a small
+    /// stack buffer first (see the module docs).
+    pub fn fill(&mut self, stream: &Stream) -> io::Result<usize> {
+        if self.is_drained() {
+            self.release_if_drained();
+            let mut first = [0; FIRST_READ];
+            let n = read_some(stream, &mut first)?;
+            if n > 0 {
+                self.buf = Vec::with_capacity(INPUT_BUFFER);
+                self.buf.extend_from_slice(&first[..n]);
+                self.buf.resize(INPUT_BUFFER, 0);
+                (self.start, self.end) = (0, n);
+            }
+            return Ok(n);
+        }
+        if self.end == self.buf.len() {
+            self.buf.copy_within(self.start..self.end, 0);
+            (self.start, self.end) = (0, self.end - self.start);
+        }
+        let n = read_some(stream, &mut self.buf[self.end..])?;
+        self.end += n;
+        Ok(n)
+    }
+
+    /// Moves as much of `dst` as is buffered into it; returns how much.
+    pub fn take(&mut self, dst: &mut [u8]) -> usize {
+        let n = (self.end - self.start).min(dst.len());
+        dst[..n].copy_from_slice(&self.buf[self.start..self.start + n]);
+        self.start += n;
+        n
+    }
+
+    /// Drops up to `count` buffered bytes; returns how many.
+    pub fn skip(&mut self, count: u64) -> u64 {
+        let n = ((self.end - self.start) as u64).min(count);
+        self.start += n as usize;
+        n
+    }
+}
+
+/// One `read`, retried if a signal interrupts it; 0 means EOF.
+fn read_some(mut stream: &Stream, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        match stream.read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            result => return result,
+        }
+    }
+}
+
+/// Position of the first CRLF in `bytes`.
+fn find_crlf(bytes: &[u8]) -> Option<usize> {
+    let mut from = 0;
+    while let Some(lf) = bytes[from..].iter().position(|&b| b == b'\n') {
+        let at = from + lf;
+        if at > 0 && bytes[at - 1] == b'\r' {
+            return Some(at - 1);
+        }
+        from = at + 1;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::find_crlf;
+
+    #[test]
+    fn a_line_ends_at_the_first_crlf_only() {
+        assert_eq!(find_crlf(b"stats\r\n"), Some(5));
+        assert_eq!(find_crlf(b"a\nb\r\n"), Some(3));
+        assert_eq!(find_crlf(b"a\rb\r\n"), Some(3));
+        assert_eq!(find_crlf(b"\r\n"), Some(0));
+        assert_eq!(find_crlf(b"abc\r"), None);
+        assert_eq!(find_crlf(b"\n"), None);
+    }
+}
