@@ -201,6 +201,12 @@ pub struct Engine {
     /// When the last job was buried. Burial times are kept strictly
     /// increasing, so the log can restore the buried lists' order from them.
     last_buried_at: Time,
+    /// Jobs in each state over all tubes, kept as they move, so that `stats`
+    /// costs the same with one tube or a million.
+    job_counts: JobCounts,
+    /// Tubes that [`Engine::tick`] has looked at, ever: a test's window on
+    /// the rule that idle tubes cost the timer nothing.
+    tubes_visited_by_tick: u64,
 }
 
 impl Engine {
@@ -232,6 +238,8 @@ impl Engine {
             job_memory: 0,
             memory_limit: None,
             last_buried_at: Time::ZERO,
+            job_counts: JobCounts::default(),
+            tubes_visited_by_tick: 0,
         }
     }
 
@@ -311,6 +319,7 @@ impl Engine {
                         job.state = State::Buried;
                         job.deadline = at;
                     }
+                    tally(&mut self.job_counts, State::Buried, r.pri, true);
                     self.tubes.get_mut(tube).buried.push_back(&mut self.jobs, r.id);
                 }
                 RestoredState::Delayed { until } if until > now => self.make_delayed(r.id, until),
@@ -755,6 +764,7 @@ impl Engine {
         self.last_buried_at = now.max(Time(self.last_buried_at.0.saturating_add(1)));
         job.deadline = self.last_buried_at;
         let tube = job.tube;
+        tally(&mut self.job_counts, State::Buried, pri, true);
         self.tubes.get_mut(tube).buried.push_back(&mut self.jobs, id);
         if !self.log_update(id) {
             return Reply::InternalError;
@@ -920,17 +930,8 @@ impl Engine {
     /// process's own figures).
     pub fn server_stats(&mut self) -> ServerStats {
         self.cmds.stats += 1;
-        let mut jobs = JobCounts::default();
-        for &t in self.tubes.ids() {
-            let tube = self.tubes.get(t);
-            jobs.urgent += tube.urgent;
-            jobs.ready += tube.ready.len();
-            jobs.delayed += tube.delayed.len();
-            jobs.buried += tube.buried.len();
-            jobs.reserved += tube.reserved;
-        }
         ServerStats {
-            jobs,
+            jobs: self.job_counts,
             cmds: self.cmds,
             job_timeouts: self.job_timeouts,
             total_jobs: self.total_jobs,
@@ -986,10 +987,12 @@ impl Engine {
         if delay == 0 {
             // beanstalkd stores 0 as a 1 ns pause: it ends at once.
             tube.pause = None;
+            self.tubes.reschedule(t);
             self.serve_waiters(t, now);
         } else {
             let until = now.plus_secs(delay);
             tube.pause = Some(Pause { secs: delay, until });
+            self.tubes.reschedule(t);
             self.schedule(until);
         }
         Reply::Paused
@@ -1015,8 +1018,10 @@ impl Engine {
             self.recall_handoff(holder, id, now);
             self.make_ready(id, now);
         }
-        let tube_ids = self.tubes.ids().to_vec();
-        for t in tube_ids {
+        // Only tubes with something due are visited: a tube waiting on
+        // nothing, or on something later, costs nothing here.
+        for t in self.tubes.due_at(now) {
+            self.tubes_visited_by_tick += 1;
             while let Some((due, id)) = self.tubes.get(t).delayed.peek() {
                 if due > now {
                     break;
@@ -1027,6 +1032,7 @@ impl Engine {
             let tube = self.tubes.get_mut(t);
             if tube.pause.is_some_and(|p| p.until <= now) {
                 tube.pause = None;
+                self.tubes.reschedule(t);
                 self.serve_waiters(t, now);
             }
         }
@@ -1036,15 +1042,8 @@ impl Engine {
 
     /// The earliest time at which [`Engine::tick`] has work to do.
     pub fn next_due(&self) -> Option<Time> {
-        let mut due = self.reserved.peek().map(|(at, _)| at);
-        for &t in self.tubes.ids() {
-            let tube = self.tubes.get(t);
-            let candidates = [tube.delayed.peek().map(|(at, _)| at), tube.pause.map(|p| p.until)];
-            for at in candidates.into_iter().flatten() {
-                due = Some(due.map_or(at, |d| d.min(at)));
-            }
-        }
-        due
+        let reservation_ends = self.reserved.peek().map(|(at, _)| at);
+        reservation_ends.into_iter().chain(self.tubes.next_event()).min()
     }
 
     // ---------------------------------------------------------------
@@ -1059,6 +1058,7 @@ impl Engine {
         };
         let (t, slot, state) = (job.tube, job.heap_index as usize, job.state);
         let (pri, owner) = (job.pri, job.reserved_by);
+        tally(&mut self.job_counts, state, pri, false);
         let tube = self.tubes.get_mut(t);
         match state {
             State::Ready => {
@@ -1067,6 +1067,7 @@ impl Engine {
             }
             State::Delayed => {
                 tube.delayed.remove(slot, &mut positions(&mut self.jobs));
+                self.tubes.reschedule(t);
             }
             State::Buried => tube.buried.remove(&mut self.jobs, id),
             State::Reserved => {
@@ -1086,6 +1087,7 @@ impl Engine {
         };
         job.state = State::Ready;
         let (t, key) = (job.tube, job.ready_key());
+        tally(&mut self.job_counts, State::Ready, key.0, true);
         let tube = self.tubes.get_mut(t);
         tube.ready.push(key, id, &mut positions(&mut self.jobs));
         tube.urgent += usize::from(key.0 < URGENT_PRIORITY);
@@ -1100,7 +1102,9 @@ impl Engine {
         job.state = State::Delayed;
         job.deadline = until;
         let t = job.tube;
+        tally(&mut self.job_counts, State::Delayed, job.pri, true);
         self.tubes.get_mut(t).delayed.push(until, id, &mut positions(&mut self.jobs));
+        self.tubes.reschedule(t);
         self.schedule(until);
     }
 
@@ -1117,6 +1121,7 @@ impl Engine {
         job.deadline = deadline;
         job.counters.reserves = job.counters.reserves.wrapping_add(1);
         let t = job.tube;
+        tally(&mut self.job_counts, State::Reserved, job.pri, true);
         self.tubes.get_mut(t).reserved += 1;
         self.reserved.push(deadline, id, &mut positions(&mut self.jobs));
         if let Some(client) = self.clients.get_mut(&c) {
@@ -1396,6 +1401,25 @@ impl Engine {
     }
 }
 
+/// Counts a job filed into (`filed`) or taken out of the queue of `state`
+/// in the engine-wide totals that `stats` shows.
+fn tally(counts: &mut JobCounts, state: State, pri: u32, filed: bool) {
+    let count = match state {
+        State::Ready => &mut counts.ready,
+        State::Delayed => &mut counts.delayed,
+        State::Reserved => &mut counts.reserved,
+        State::Buried => &mut counts.buried,
+    };
+    let urgent = state == State::Ready && pri < URGENT_PRIORITY;
+    if filed {
+        *count += 1;
+        counts.urgent += usize::from(urgent);
+    } else {
+        *count -= 1;
+        counts.urgent -= usize::from(urgent);
+    }
+}
+
 /// The callback through which a heap reports where each job now sits.
 fn positions(jobs: &mut IdMap<Job>) -> impl FnMut(JobId, usize) + '_ {
     |id, slot| {
@@ -1475,6 +1499,29 @@ mod tests {
         assert_eq!(e.next_due(), Some(Time::from_secs(3)));
         e.tick(Time::from_secs(3));
         assert_eq!(reserved_id(e.reserve(c, None, Time::from_secs(3))), id);
+    }
+
+    #[test]
+    fn the_timer_never_visits_idle_tubes() {
+        let mut e = engine();
+        let c = client(&mut e);
+        // A thousand tubes each hold one job due in a day: idle for now.
+        for i in 0..1000 {
+            e.use_tube(c, &name(&format!("idle{i}")));
+            put(&mut e, c, 0, 86_400, 10, Time::ZERO);
+        }
+        e.use_tube(c, &name("busy"));
+        let mut now = Time::ZERO;
+        for _ in 0..50 {
+            put(&mut e, c, 0, 1, 10, now);
+            now = now.plus_secs(1);
+            assert_eq!(e.next_due(), Some(now));
+            e.tick(now);
+        }
+        // Fifty ticks, each with one tube's job due: fifty visits, not 50,050.
+        assert_eq!(e.tubes_visited_by_tick, 50);
+        assert_eq!(e.server_stats().jobs.ready, 50);
+        assert_eq!(e.server_stats().jobs.delayed, 1000);
     }
 
     #[test]
