@@ -14,6 +14,9 @@
 
 use super::job::JobId;
 
+/// Below this many entries of storage a heap keeps what it has.
+const MIN_CAPACITY: usize = 64;
+
 /// A binary min-heap of `(key, id)` entries ordered by key, then id.
 #[derive(Debug)]
 pub struct Heap<K> {
@@ -72,6 +75,7 @@ impl<K: Ord + Copy> Heap<K> {
     /// broken, which no client input can cause.
     pub fn remove(&mut self, slot: usize, set_pos: &mut impl FnMut(JobId, usize)) -> (K, JobId) {
         let removed = self.entries.swap_remove(slot);
+        self.give_back_room();
         if slot < self.entries.len() {
             // The old last entry now sits in the hole: it may belong higher
             // or lower than where it landed.
@@ -85,6 +89,17 @@ impl<K: Ord + Copy> Heap<K> {
     /// Iterates over the entries in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = &(K, JobId)> {
         self.entries.iter()
+    }
+
+    /// Halves the entries' storage once three quarters of it is unused, so
+    /// that a heap that held a million jobs does not keep their room after
+    /// they are gone. Amortized O(1): a halving follows at least as many
+    /// removals as it copies entries.
+    fn give_back_room(&mut self) {
+        let (len, capacity) = (self.entries.len(), self.entries.capacity());
+        if capacity > MIN_CAPACITY && len < capacity / 4 {
+            self.entries.shrink_to(capacity / 2);
+        }
     }
 
     fn sift_up(&mut self, mut slot: usize, set_pos: &mut impl FnMut(JobId, usize)) -> usize {

@@ -89,10 +89,3 @@ pub struct Job {
     /// The opaque body, without the trailing CRLF.
     pub body: Box<[u8]>,
 }
-
-impl Job {
-    /// The key of this job in its tube's ready heap.
-    pub fn ready_key(&self) -> (u32, JobId) {
-        (self.pri, self.id)
-    }
-}

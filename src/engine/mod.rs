@@ -31,6 +31,7 @@ pub mod heap;
 pub mod job;
 pub mod journal;
 pub mod list;
+pub mod table;
 pub mod tube;
 
 use std::collections::HashMap;
@@ -45,6 +46,7 @@ use heap::Heap;
 pub use job::{ClientId, Counters, Job, JobId, State, URGENT_PRIORITY};
 pub use journal::{Journal, RestoredJob, RestoredState};
 use list::List;
+use table::JobTable;
 use tube::{Pause, TubeId, Tubes};
 
 /// A `HashMap` keyed by job or client id. Ids are sequential integers, so a
@@ -170,7 +172,7 @@ pub struct NewJob {
 #[derive(Debug)]
 pub struct Engine {
     /// The one owner of every job; queues hold ids into it.
-    jobs: IdMap<Job>,
+    jobs: JobTable,
     tubes: Tubes,
     /// Every reserved job, by `(TTR deadline, id)`, for the timer.
     reserved: Heap<Time>,
@@ -216,7 +218,7 @@ impl Engine {
         let mut tubes = Tubes::default();
         tubes.find_or_create(&TubeName::default_tube());
         Engine {
-            jobs: IdMap::default(),
+            jobs: JobTable::default(),
             tubes,
             reserved: Heap::new(),
             clients: IdMap::default(),
@@ -1086,11 +1088,11 @@ impl Engine {
             return;
         };
         job.state = State::Ready;
-        let (t, key) = (job.tube, job.ready_key());
-        tally(&mut self.job_counts, State::Ready, key.0, true);
+        let (t, pri) = (job.tube, job.pri);
+        tally(&mut self.job_counts, State::Ready, pri, true);
         let tube = self.tubes.get_mut(t);
-        tube.ready.push(key, id, &mut positions(&mut self.jobs));
-        tube.urgent += usize::from(key.0 < URGENT_PRIORITY);
+        tube.ready.push(pri, id, &mut positions(&mut self.jobs));
+        tube.urgent += usize::from(pri < URGENT_PRIORITY);
         self.serve_waiters(t, now);
     }
 
@@ -1363,11 +1365,7 @@ impl Engine {
     fn best_ready_job(&self, c: ClientId) -> Option<JobId> {
         let client = self.clients.get(&c)?;
         let tubes = client.watched.iter().map(|&t| self.tubes.get(t));
-        tubes
-            .filter(|tube| !tube.is_paused())
-            .filter_map(|tube| tube.ready.peek())
-            .min()
-            .map(|(key, _)| key.1)
+        tubes.filter(|tube| !tube.is_paused()).filter_map(|tube| tube.ready.peek()).min().map(|(_, id)| id)
     }
 
     fn has_ready_job(&self, c: ClientId, include_paused: bool) -> bool {
@@ -1421,7 +1419,7 @@ fn tally(counts: &mut JobCounts, state: State, pri: u32, filed: bool) {
 }
 
 /// The callback through which a heap reports where each job now sits.
-fn positions(jobs: &mut IdMap<Job>) -> impl FnMut(JobId, usize) + '_ {
+fn positions(jobs: &mut JobTable) -> impl FnMut(JobId, usize) + '_ {
     |id, slot| {
         if let Some(job) = jobs.get_mut(&id) {
             job.heap_index = slot as u32;

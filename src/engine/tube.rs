@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::heap::Heap;
-use super::job::{ClientId, JobId};
+use super::job::ClientId;
 use super::list::List;
 use crate::protocol::TubeName;
 use crate::time::Time;
@@ -31,8 +31,8 @@ pub struct Pause {
 #[derive(Debug)]
 pub struct Tube {
     pub name: TubeName,
-    /// Ready jobs by `(pri, id)`.
-    pub ready: Heap<(u32, JobId)>,
+    /// Ready jobs by `(pri, id)` (the heap breaks ties on the key by id).
+    pub ready: Heap<u32>,
     /// Delayed jobs by `(ready time, id)`.
     pub delayed: Heap<Time>,
     /// Buried jobs, oldest burial first.
