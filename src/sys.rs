@@ -258,6 +258,26 @@ impl HangupPoller {
     }
 }
 
+#[cfg(target_env = "gnu")]
+extern "C" {
+    fn malloc_trim(pad: usize) -> c_int;
+}
+
+/// Hands the allocator's free memory back to the system: whole free pages
+/// inside the heap and in every thread's arena, not only the heap's top
+/// (glibc's `malloc_trim(0)`; static glibc builds have it too). It walks
+/// every arena under its locks, so it is for after a big drain, never for
+/// the hot path. A no-op with other C libraries.
+pub fn release_free_memory() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim takes no pointers and only works on the
+    // allocator's own free lists, under the allocator's own locks; it is
+    // safe to call from any thread at any time.
+    unsafe {
+        malloc_trim(0);
+    }
+}
+
 /// User and system CPU time used by this process so far.
 pub fn cpu_times() -> (Duration, Duration) {
     let mut usage = std::mem::MaybeUninit::<Rusage>::zeroed();

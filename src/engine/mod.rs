@@ -76,6 +76,10 @@ impl Hasher for IdHasher {
 /// 195 bytes on x86-64).
 pub const JOB_MEMORY_OVERHEAD: u64 = 200;
 
+/// The least memory worth handing back to the system after deletes: below
+/// this the allocator's free lists are left to serve the next puts.
+const GIVE_BACK_AT_LEAST: u64 = 16 << 20;
+
 /// The last second of a reservation, when the holder is warned with
 /// `DEADLINE_SOON` (SPEC.md 4.2).
 const SAFETY_MARGIN_SECS: u32 = 1;
@@ -209,6 +213,11 @@ pub struct Engine {
     /// Tubes that [`Engine::tick`] has looked at, ever: a test's window on
     /// the rule that idle tubes cost the timer nothing.
     tubes_visited_by_tick: u64,
+    /// The most `job_memory` since memory was last given back: when jobs
+    /// now hold far less, the timer thread gives the difference back.
+    job_memory_high_water: u64,
+    /// The timer thread was told that memory can be given back.
+    give_back_asked: bool,
 }
 
 impl Engine {
@@ -242,6 +251,8 @@ impl Engine {
             last_buried_at: Time::ZERO,
             job_counts: JobCounts::default(),
             tubes_visited_by_tick: 0,
+            job_memory_high_water: 0,
+            give_back_asked: false,
         }
     }
 
@@ -297,7 +308,6 @@ impl Engine {
             };
             let tube = *slot.get_or_insert_with(|| self.tubes.find_or_create(name));
             let job = Job {
-                id: r.id,
                 tube,
                 pri: r.pri,
                 delay: r.delay,
@@ -435,6 +445,7 @@ impl Engine {
             return None;
         }
         self.job_memory += cost;
+        self.job_memory_high_water = self.job_memory_high_water.max(self.job_memory);
         let id = self.next_job_id;
         self.next_job_id += 1;
         Some(id)
@@ -465,7 +476,6 @@ impl Engine {
             return Reply::OutOfMemory;
         }
         let job = Job {
-            id,
             tube,
             pri: new.pri,
             delay: new.delay,
@@ -703,7 +713,7 @@ impl Engine {
         // The delete record's room was claimed by the put: this cannot run
         // out of disk. If the write fails anyway the job is gone all the same.
         let logged = match &mut self.journal {
-            Some(journal) => journal.write_delete(job, &self.tubes.get(tube).name).is_ok(),
+            Some(journal) => journal.write_delete(id, job, &self.tubes.get(tube).name).is_ok(),
             None => true,
         };
         self.unlink(id);
@@ -712,6 +722,7 @@ impl Engine {
         }
         self.tubes.get_mut(tube).cmd_delete += 1;
         self.tubes.remove_if_unreferenced(tube);
+        self.ask_for_give_back();
         if !logged {
             return Reply::InternalError;
         }
@@ -1049,6 +1060,42 @@ impl Engine {
     }
 
     // ---------------------------------------------------------------
+    // Memory
+    // ---------------------------------------------------------------
+
+    /// True when jobs have been deleted in such numbers that giving their
+    /// memory back pays: jobs hold less than half of what they held at the
+    /// busiest moment since the last give-back, and the difference is at
+    /// least [`GIVE_BACK_AT_LEAST`]; or the job table is mostly vacant.
+    pub fn wants_give_back(&self) -> bool {
+        let freed = self.job_memory_high_water.saturating_sub(self.job_memory);
+        (freed >= GIVE_BACK_AT_LEAST && self.job_memory < self.job_memory_high_water / 2)
+            || self.jobs.wants_shrink()
+    }
+
+    /// Shrinks the job table to the jobs alive now. O(jobs): the timer
+    /// thread calls it, a moment after [`Engine::wants_give_back`] turned
+    /// true, and then hands the freed pages back to the system outside the
+    /// lock.
+    pub fn give_back_memory(&mut self) {
+        self.jobs.shrink();
+        self.job_memory_high_water = self.job_memory;
+        self.give_back_asked = false;
+    }
+
+    /// Wakes the timer thread, once, when memory could be given back. O(1):
+    /// the delete path calls it.
+    fn ask_for_give_back(&mut self) {
+        if self.give_back_asked || !self.wants_give_back() {
+            return;
+        }
+        self.give_back_asked = true;
+        if let Some(timer) = &self.timer {
+            timer.notify_one();
+        }
+    }
+
+    // ---------------------------------------------------------------
     // Internals: moving jobs between queues
     // ---------------------------------------------------------------
 
@@ -1286,7 +1333,7 @@ impl Engine {
     /// False if the write failed.
     fn log_full(&mut self, id: JobId) -> bool {
         let (Some(journal), Some(job)) = (&mut self.journal, self.jobs.get(&id)) else { return true };
-        match journal.write_full(job, &self.tubes.get(job.tube).name) {
+        match journal.write_full(id, job, &self.tubes.get(job.tube).name) {
             Ok(file) => {
                 if let Some(job) = self.jobs.get_mut(&id) {
                     job.file = file;
@@ -1300,7 +1347,7 @@ impl Engine {
     /// Logs job `id`'s new state. False if the write failed.
     fn log_update(&mut self, id: JobId) -> bool {
         match (&mut self.journal, self.jobs.get(&id)) {
-            (Some(journal), Some(job)) => journal.write_update(job).is_ok(),
+            (Some(journal), Some(job)) => journal.write_update(id, job).is_ok(),
             _ => true,
         }
     }
@@ -1392,8 +1439,8 @@ impl Engine {
     }
 
     fn found(&self, id: Option<JobId>) -> Reply<'_> {
-        match id.and_then(|id| self.jobs.get(&id)) {
-            Some(job) => Reply::Found(job.id, &job.body),
+        match id.and_then(|id| Some((id, self.jobs.get(&id)?))) {
+            Some((id, job)) => Reply::Found(id, &job.body),
             None => Reply::NotFound,
         }
     }

@@ -130,21 +130,39 @@ impl JobTable {
         let keep = self.len.div_ceil(SLAB_CHUNK);
         if keep < self.slab.len() {
             // Every chunk below `keep` is full-length, so its vacant slots
-            // number at least the records living above it.
+            // number at least the records living above it. A record does
+            // not know its own id: the index says which id each slot holds.
             let limit = (keep * SLAB_CHUNK) as u32;
-            self.vacant.retain(|&slot| slot < limit);
-            let moving: Vec<Job> =
-                self.slab.drain(keep..).flat_map(|chunk| chunk.into_iter().flatten()).collect();
-            for job in moving {
-                let id = job.id;
-                let slot = self.place(job);
-                self.repoint(id, slot);
+            let mut holes: Vec<u32> = self.vacant.iter().copied().filter(|&slot| slot < limit).collect();
+            let moves: Vec<(JobId, u32)> = self.ids_and_slots().filter(|&(_, slot)| slot >= limit).collect();
+            if moves.len() > holes.len() {
+                return; // Cannot happen (see above); never lose a job.
             }
+            for (id, from) in moves {
+                let (from, to) = (from as usize, holes.pop().unwrap_or(NO_SLOT));
+                let job = self.slab[from / SLAB_CHUNK][from % SLAB_CHUNK].take();
+                self.slab[to as usize / SLAB_CHUNK][to as usize % SLAB_CHUNK] = job;
+                self.repoint(id, to);
+            }
+            self.slab.truncate(keep);
+            self.vacant = holes;
         }
         self.slab.shrink_to_fit();
         self.vacant.shrink_to_fit();
         self.index.shrink_to_fit();
         self.overflow.shrink_to_fit();
+    }
+
+    /// Every live id with its slot, in no particular order. O(ids in the
+    /// index's window).
+    fn ids_and_slots(&self) -> impl Iterator<Item = (JobId, u32)> + '_ {
+        let blocks = self.index.iter().zip(self.first_block..);
+        let dense = blocks.flat_map(|(block, number)| {
+            let slots = block.as_ref().map_or(&[][..], |b| &b.slots[..]);
+            let ids = (number * INDEX_BLOCK as u64)..;
+            ids.zip(slots.iter().copied()).filter(|&(_, slot)| slot != NO_SLOT)
+        });
+        dense.chain(self.overflow.iter().map(|(&id, &slot)| (id, slot)))
     }
 
     /// Slots in the slab, vacant or not (for tests and the memory figures).
@@ -294,7 +312,6 @@ mod tests {
 
     fn job(id: JobId) -> Job {
         Job {
-            id,
             tube: 0,
             pri: 0,
             delay: 0,
@@ -314,7 +331,7 @@ mod tests {
     fn check(table: &JobTable, live: impl Iterator<Item = JobId>) {
         let mut count = 0;
         for id in live {
-            assert_eq!(table.get(&id).map(|j| j.id), Some(id));
+            assert_eq!(table.get(&id).map(|j| &j.body[..]), Some(&id.to_le_bytes()[..]));
             assert_eq!(&table[&id].body[..], &id.to_le_bytes()[..]);
             count += 1;
         }
@@ -329,7 +346,7 @@ mod tests {
         }
         check(&table, 1..=10_000);
         for id in (1..=10_000).filter(|id| id % 3 != 0) {
-            assert_eq!(table.remove(&id).map(|j| j.id), Some(id));
+            assert_eq!(table.remove(&id).map(|j| j.body), Some(Box::from(&id.to_le_bytes()[..])));
         }
         assert!(table.remove(&1).is_none());
         assert!(table.get(&1).is_none() && table.get(&0).is_none() && table.get(&10_001).is_none());
