@@ -16,7 +16,8 @@
 //!
 //! Set BEANSTALKD to another beanstalkd binary or "" to skip it; SCALE_ONLY
 //! to `memory`, `tubes` or `fanout` to run one scenario; SCALE_ROUNDS (default
-//! 3) for the rounds of the timed scenarios. Every server it starts is
+//! 3) for the rounds of the timed scenarios; SCALE_OURS to measure another
+//! build of ours (an older commit, for before-and-after figures). Every server it starts is
 //! killed when its scenario ends.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -28,7 +29,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 fn main() {
-    let ours = env!("CARGO_BIN_EXE_beanstalk").to_owned();
+    let ours = std::env::var("SCALE_OURS").unwrap_or_else(|_| env!("CARGO_BIN_EXE_beanstalk").to_owned());
     let theirs = std::env::var("BEANSTALKD").unwrap_or_else(|_| "/usr/bin/beanstalkd".to_owned());
     let theirs = (!theirs.is_empty() && std::path::Path::new(&theirs).exists()).then_some(theirs);
     let only = std::env::var("SCALE_ONLY").unwrap_or_default();
