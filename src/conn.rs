@@ -14,7 +14,7 @@ use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
 use std::sync::{Arc, Condvar};
 
-use crate::engine::{ClientId, NewJob, Waiter};
+use crate::engine::{ClientId, Delivery, NewJob, Waiter};
 use crate::protocol::{self, Command, Reply, MAX_LINE};
 use crate::server::{Shared, Stream};
 use crate::sys;
@@ -48,6 +48,13 @@ impl Waiter for ConnWaiter {
 
     fn has_hung_up(&self) -> bool {
         sys::peer_hung_up(&*self.stream)
+    }
+
+    /// Never blocks: a client that does not read its replies must not stall
+    /// the thread that handed it a job. What the socket does not take now,
+    /// the client's own thread writes.
+    fn deliver(&self, reply: &[u8]) -> usize {
+        sys::send_without_blocking(&*self.stream, reply)
     }
 }
 
@@ -385,9 +392,12 @@ impl Conn<'_> {
         let mut engine = shared.engine();
         let logged_before = shared.journal_seq();
         let reply_start = self.output.len();
+        engine.start_deliveries();
         engine.put(self.client, job, now).encode(&mut self.output);
+        let deliveries = engine.take_deliveries();
         let logged = shared.journal_seq();
         drop(engine);
+        deliver(shared, deliveries);
         if logged > logged_before && !shared.after_write(logged) {
             self.output.truncate(reply_start);
             Reply::InternalError.encode(&mut self.output);
@@ -419,6 +429,11 @@ impl Conn<'_> {
         }
         let mut engine = shared.engine();
         loop {
+            if let Some(rest) = engine.check_delivered(self.client) {
+                // The thread that handed us the job wrote its reply.
+                self.output.extend_from_slice(&rest);
+                break;
+            }
             let now = shared.clock.now();
             if let Some(reply) = engine.check_wait(self.client, now) {
                 reply.encode(&mut self.output);
@@ -436,6 +451,21 @@ impl Conn<'_> {
         drop(engine);
         flushed?;
         Ok(Next::Continue)
+    }
+}
+
+/// Writes the replies of jobs just handed to blocked workers straight to
+/// their sockets, outside the lock, then lets their threads go on. The reply
+/// leaves now rather than after a sleeping thread wakes: with many blocked
+/// workers, that wake-up was most of a put's tail latency.
+fn deliver(shared: &Shared, deliveries: Vec<Delivery>) {
+    if deliveries.is_empty() {
+        return;
+    }
+    let written: Vec<usize> = deliveries.iter().map(|d| d.waiter.deliver(&d.reply)).collect();
+    let mut engine = shared.engine();
+    for (delivery, written) in deliveries.into_iter().zip(written) {
+        engine.delivered(delivery, written);
     }
 }
 

@@ -96,6 +96,12 @@ pub trait Waiter: Debug + Send + Sync {
     /// Asked just before a job is handed over, so that a job never goes to a
     /// connection whose hang-up has arrived but not yet been reported.
     fn has_hung_up(&self) -> bool;
+
+    /// Writes as much of `reply` to the client as its socket takes without
+    /// blocking, and returns how much that was. Called by the thread that
+    /// handed the client a job, outside the engine's lock (see
+    /// [`Engine::take_deliveries`]); 0 when there is no socket.
+    fn deliver(&self, reply: &[u8]) -> usize;
 }
 
 /// A bare `Condvar` is the waiter of a client with no socket (tests,
@@ -108,6 +114,10 @@ impl Waiter for Condvar {
     fn has_hung_up(&self) -> bool {
         false
     }
+
+    fn deliver(&self, _reply: &[u8]) -> usize {
+        0
+    }
 }
 
 /// How a blocked reserve ended, kept until the waiting client collects it.
@@ -119,6 +129,23 @@ enum Outcome {
     Reserved(JobId, Wait),
     DeadlineSoon,
     TimedOut,
+    /// The job's `RESERVED` reply is being written to the client's socket
+    /// by the thread that handed it over: the client's thread must not go
+    /// on (its next reply would overtake this one) until it is written.
+    Delivering(JobId, Wait),
+    /// The reply was written by the handing thread; what it could not
+    /// write without blocking is in the client's `undelivered`.
+    Delivered,
+}
+
+/// A `RESERVED` reply for a blocked client, to be written to its socket by
+/// the thread that handed it the job, outside the lock; then given back to
+/// [`Engine::delivered`].
+#[derive(Debug)]
+pub struct Delivery {
+    pub client: ClientId,
+    pub waiter: Arc<dyn Waiter>,
+    pub reply: Vec<u8>,
 }
 
 /// A reserve that is blocked.
@@ -159,6 +186,9 @@ struct Client {
     blocked: bool,
     /// The client has closed its sending side; it must never block.
     hung_up: bool,
+    /// The tail of a delivered `RESERVED` reply that its socket did not take
+    /// at once; the client's own thread writes it.
+    undelivered: Vec<u8>,
     /// Woken when a blocked reserve ends; knows whether the peer is gone.
     waker: Arc<dyn Waiter>,
 }
@@ -250,6 +280,11 @@ pub struct Engine {
     job_memory_high_water: u64,
     /// The timer thread was told that memory can be given back.
     give_back_asked: bool,
+    /// While set (by [`Engine::start_deliveries`]), hand-offs are not
+    /// announced to the waiter's thread but listed in `deliveries`, for the
+    /// calling thread to write out itself.
+    collect_deliveries: bool,
+    deliveries: Vec<ClientId>,
 }
 
 impl Engine {
@@ -285,6 +320,8 @@ impl Engine {
             tubes_visited_by_tick: 0,
             job_memory_high_water: 0,
             give_back_asked: false,
+            collect_deliveries: false,
+            deliveries: Vec::new(),
         }
     }
 
@@ -410,6 +447,7 @@ impl Engine {
                 outcome: None,
                 blocked: false,
                 hung_up: false,
+                undelivered: Vec::new(),
                 waker,
             },
         );
@@ -664,7 +702,7 @@ impl Engine {
     /// rather than a sleep nothing would end.
     pub fn check_wait(&mut self, c: ClientId, now: Time) -> Option<Reply<'_>> {
         let client = self.clients.get_mut(&c)?;
-        if !client.blocked {
+        if !client.blocked || matches!(client.outcome, Some(Outcome::Delivering(..) | Outcome::Delivered)) {
             return None;
         }
         let outcome = match (client.outcome.take(), client.wait) {
@@ -697,7 +735,75 @@ impl Engine {
             Outcome::Reserved(id, _) => Some(self.reserved_reply(id).unwrap_or(Reply::InternalError)),
             Outcome::DeadlineSoon => Some(Reply::DeadlineSoon),
             Outcome::TimedOut => Some(Reply::TimedOut),
+            // Excluded above.
+            Outcome::Delivering(..) | Outcome::Delivered => None,
         }
+    }
+
+    /// Ends a blocked reserve whose reply another thread already wrote:
+    /// `Some(rest)` with what is left of the reply for the client's own
+    /// thread to write (usually nothing). `None`: not delivered (yet).
+    pub fn check_delivered(&mut self, c: ClientId) -> Option<Vec<u8>> {
+        let client = self.clients.get_mut(&c)?;
+        if !client.blocked || client.outcome != Some(Outcome::Delivered) {
+            return None;
+        }
+        client.outcome = None;
+        client.blocked = false;
+        Some(std::mem::take(&mut client.undelivered))
+    }
+
+    /// From now until [`Engine::take_deliveries`], jobs handed to blocked
+    /// clients are written out by the calling thread rather than by each
+    /// client's own thread: the reply then leaves without waiting for a
+    /// sleeping thread to wake (the fan-out's tail latency).
+    pub fn start_deliveries(&mut self) {
+        self.collect_deliveries = true;
+    }
+
+    /// The replies of the jobs handed over since
+    /// [`Engine::start_deliveries`]. The caller writes each through its
+    /// [`Waiter::deliver`] after releasing the lock, then reports with
+    /// [`Engine::delivered`]; until then the client's thread waits.
+    pub fn take_deliveries(&mut self) -> Vec<Delivery> {
+        self.collect_deliveries = false;
+        let mut deliveries = Vec::new();
+        for c in std::mem::take(&mut self.deliveries) {
+            let Some(Outcome::Reserved(id, wait)) = self.clients.get(&c).and_then(|client| client.outcome)
+            else {
+                continue;
+            };
+            let mut reply = Vec::new();
+            match self.reserved_reply(id) {
+                Some(r) if self.is_reserved_by(id, c) => r.encode(&mut reply),
+                // Not this client's any more: its own thread sorts it out.
+                _ => {
+                    self.wake(c);
+                    continue;
+                }
+            }
+            if let Some(client) = self.clients.get_mut(&c) {
+                client.outcome = Some(Outcome::Delivering(id, wait));
+                deliveries.push(Delivery { client: c, waiter: Arc::clone(&client.waker), reply });
+            }
+        }
+        deliveries
+    }
+
+    /// Reports that `written` bytes of `delivery`'s reply reached the
+    /// client's socket, and wakes the client's thread to write the rest (if
+    /// any) and go on.
+    pub fn delivered(&mut self, delivery: Delivery, written: usize) {
+        let Some(client) = self.clients.get_mut(&delivery.client) else {
+            return;
+        };
+        if !matches!(client.outcome, Some(Outcome::Delivering(..))) {
+            return;
+        }
+        client.outcome = Some(Outcome::Delivered);
+        client.undelivered = delivery.reply;
+        client.undelivered.drain(..written.min(client.undelivered.len()));
+        client.waker.wake();
     }
 
     /// `reserve-job <id>`: reserves a ready, delayed or buried job in any tube.
@@ -1263,6 +1369,13 @@ impl Engine {
             return;
         };
         self.reserve_for(c, id, now);
+        if self.collect_deliveries {
+            if let Some(client) = self.clients.get_mut(&c) {
+                client.outcome = Some(Outcome::Reserved(id, wait));
+                self.deliveries.push(c);
+                return;
+            }
+        }
         self.set_outcome(c, Outcome::Reserved(id, wait));
     }
 
@@ -1311,6 +1424,13 @@ impl Engine {
     fn finish_wait(&mut self, c: ClientId, outcome: Outcome) {
         self.stop_waiting(c);
         self.set_outcome(c, outcome);
+    }
+
+    /// Wakes client `c`'s thread.
+    fn wake(&self, c: ClientId) {
+        if let Some(client) = self.clients.get(&c) {
+            client.waker.wake();
+        }
     }
 
     /// Leaves `outcome` for client `c`'s thread and wakes it.
@@ -1656,6 +1776,9 @@ mod tests {
         fn wake(&self) {}
         fn has_hung_up(&self) -> bool {
             self.hung_up.load(std::sync::atomic::Ordering::SeqCst)
+        }
+        fn deliver(&self, _reply: &[u8]) -> usize {
+            0
         }
     }
 
