@@ -1739,6 +1739,29 @@ mod tests {
     }
 
     #[test]
+    fn a_reply_written_by_the_handing_thread_ends_the_reserve_once_delivered() {
+        let mut e = engine();
+        let (producer, w) = (client(&mut e), client(&mut e));
+        assert_eq!(e.reserve(w, None, Time::ZERO), None);
+        e.start_deliveries();
+        let id = put(&mut e, producer, 0, 0, 10, Time::ZERO);
+        let mut deliveries = e.take_deliveries();
+        assert_eq!(deliveries.len(), 1);
+        let delivery = deliveries.remove(0);
+        assert_eq!(delivery.reply, format!("RESERVED {id} 4\r\nbody\r\n").into_bytes());
+        // While the reply is being written, the worker's thread must wait.
+        assert_eq!(e.check_wait(w, Time::ZERO), None);
+        assert_eq!(e.check_delivered(w), None);
+        // The socket took all but the body: the worker's thread writes that.
+        let written = delivery.reply.len() - 6;
+        e.delivered(delivery, written);
+        assert_eq!(e.check_delivered(w), Some(b"body\r\n".to_vec()));
+        assert_eq!(e.check_delivered(w), None);
+        assert_eq!(e.jobs[&id].reserved_by, w);
+        assert_eq!(e.waiting_clients, 0);
+    }
+
+    #[test]
     fn blocked_waiters_are_served_oldest_first() {
         let mut e = engine();
         let producer = client(&mut e);
