@@ -392,15 +392,29 @@ impl Conn<'_> {
         let mut engine = shared.engine();
         let logged_before = shared.journal_seq();
         let reply_start = self.output.len();
-        engine.start_deliveries();
+        // A producer with more commands already waiting is better served if
+        // the workers' own threads write their replies, in parallel with its
+        // next put; a lone put's job reaches its worker soonest if this
+        // thread writes the reply itself.
+        if self.start == self.end {
+            engine.start_deliveries();
+        }
         engine.put(self.client, job, now).encode(&mut self.output);
         let deliveries = engine.take_deliveries();
         let logged = shared.journal_seq();
         drop(engine);
-        deliver(shared, deliveries);
         if logged > logged_before && !shared.after_write(logged) {
             self.output.truncate(reply_start);
             Reply::InternalError.encode(&mut self.output);
+        }
+        if !deliveries.is_empty() {
+            // The producer's own reply first: it is waiting for it, and its
+            // next put should not wait for the workers' replies to be written.
+            // The deliveries must happen even if that write fails: their
+            // workers wait for them.
+            let flushed = self.flush();
+            deliver(shared, deliveries);
+            flushed?;
         }
         Ok(Next::Continue)
     }
