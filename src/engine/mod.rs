@@ -18,6 +18,18 @@
 //! to waiting in its old place in line, so a job is never delivered after
 //! its reservation lapsed, nor to two workers.
 //!
+//! A put may ask for the shorter path ([`Engine::start_deliveries`]): the
+//! engine then encodes the handed job's `RESERVED` reply under the lock and
+//! gives it, with the waiter, to the putting thread, which writes it to the
+//! socket after releasing the lock and reports back
+//! ([`Engine::delivered`]); only then does the waiter's thread go on. The
+//! reply no longer waits for a sleeping thread to wake.
+//!
+//! Nothing the timer runs, and nothing a command runs, visits every tube or
+//! every job: tubes waiting on time sit in a timetable, `stats` reads
+//! running totals, and memory is given back by the timer thread (see
+//! [`Engine::give_back_memory`]).
+//!
 //! Where each job lives follows from its state (see [`job::State`]):
 //!
 //! ```text
@@ -1210,7 +1222,7 @@ impl Engine {
     /// True when jobs have been deleted in such numbers that giving their
     /// memory back pays: jobs hold less than half of what they held at the
     /// busiest moment since the last give-back, and the difference is at
-    /// least [`GIVE_BACK_AT_LEAST`]; or the job table is mostly vacant.
+    /// least 16 MiB; or the job table is mostly vacant.
     pub fn wants_give_back(&self) -> bool {
         let freed = self.job_memory_high_water.saturating_sub(self.job_memory);
         (freed >= GIVE_BACK_AT_LEAST && self.job_memory < self.job_memory_high_water / 2)
