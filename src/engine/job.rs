@@ -83,8 +83,10 @@ pub struct Counters {
 ///
 /// Around the record, a job with a 100-byte body costs: the body's own
 /// allocation (glibc rounds 100 bytes plus its 8-byte header up to 112), 4
-/// bytes of the table's index, and a 16-byte `(key, id)` entry in the heap of
-/// its state: about 236 bytes in all (beanstalkd 1.12: about 299).
+/// bytes of the table's index, and a `(key, id)` entry in the heap of its
+/// state (12 bytes in a ready heap, 16 in the delayed and reserved heaps,
+/// whose keys are times): about 232 bytes in all for a ready job
+/// (beanstalkd 1.12: about 299).
 #[derive(Debug)]
 pub struct Job {
     /// The tube it was put into; never changes.
