@@ -18,7 +18,7 @@ use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
 use std::sync::{Arc, Condvar};
 
-use crate::engine::{ClientId, Engine, NewJob, Waiter};
+use crate::engine::{ClientId, Delivery, Engine, NewJob, Waiter};
 use crate::framing::{Input, Line};
 use crate::protocol::{self, Command, Reply};
 use crate::shared::Shared;
@@ -57,6 +57,13 @@ impl Waiter for ConnWaiter {
 
     fn has_hung_up(&self) -> bool {
         sys::peer_hung_up(&*self.stream)
+    }
+
+    /// Never blocks: a client that does not read its replies must not stall
+    /// the thread that handed it a job. What the socket does not take now,
+    /// the client's own thread writes.
+    fn deliver(&self, reply: &[u8]) -> usize {
+        sys::send_without_blocking(&*self.stream, reply)
     }
 }
 
@@ -299,7 +306,15 @@ impl<'a> Conn<'a> {
         call(&mut engine, shared.clock.now()).encode(&mut self.output);
         let logged = shared.journal_seq();
         drop(engine);
-        if logged > logged_before && !shared.after_write(logged) {
+        self.hold_until_durable(logged_before, logged, reply_start);
+    }
+
+    /// The reply from `reply_start` on waits in the output buffer until the
+    /// binlog records written while it was made (`logged_before` to
+    /// `logged`, counted under the lock) are as durable as `-f` promises;
+    /// if they cannot be, it must not claim success.
+    fn hold_until_durable(&mut self, logged_before: u64, logged: u64, reply_start: usize) {
+        if logged > logged_before && !self.shared.after_write(logged) {
             self.output.truncate(reply_start);
             Reply::InternalError.encode(&mut self.output);
         }
@@ -359,7 +374,30 @@ impl<'a> Conn<'a> {
         }
         let job = NewJob { id, pri, delay, ttr, created, body: body.into_boxed_slice() };
         let c = self.client;
-        self.ask_engine(|e, now| e.put(c, job, now));
+        let mut engine = shared.engine();
+        let logged_before = shared.journal_seq();
+        let reply_start = self.output.len();
+        // A producer with more commands already waiting is better served if
+        // the workers' own threads write their replies, in parallel with its
+        // next put; a lone put's job reaches its worker soonest if this
+        // thread writes the reply itself.
+        if self.input.is_drained() {
+            engine.start_deliveries();
+        }
+        engine.put(c, job, shared.clock.now()).encode(&mut self.output);
+        let deliveries = engine.take_deliveries();
+        let logged = shared.journal_seq();
+        drop(engine);
+        self.hold_until_durable(logged_before, logged, reply_start);
+        if !deliveries.is_empty() {
+            // The producer's own reply first: it is waiting for it, and its
+            // next put should not wait for the workers' replies to be written.
+            // The deliveries must happen even if that write fails: their
+            // workers wait for them.
+            let flushed = self.flush();
+            deliver(shared, deliveries);
+            flushed?;
+        }
         Ok(Next::Continue)
     }
 
@@ -389,6 +427,11 @@ impl<'a> Conn<'a> {
         }
         let mut engine = shared.engine();
         loop {
+            if let Some(rest) = engine.check_delivered(self.client) {
+                // The thread that handed us the job wrote its reply.
+                self.output.extend_from_slice(&rest);
+                break;
+            }
             let now = shared.clock.now();
             if let Some(reply) = engine.check_wait(self.client, now) {
                 reply.encode(&mut self.output);
@@ -406,6 +449,21 @@ impl<'a> Conn<'a> {
         drop(engine);
         flushed?;
         Ok(Next::Continue)
+    }
+}
+
+/// Writes the replies of jobs just handed to blocked workers straight to
+/// their sockets, outside the lock, then lets their threads go on. The reply
+/// leaves now rather than after a sleeping thread wakes: with many blocked
+/// workers, that wake-up was most of a put's tail latency.
+fn deliver(shared: &Shared, deliveries: Vec<Delivery>) {
+    if deliveries.is_empty() {
+        return;
+    }
+    let written: Vec<usize> = deliveries.iter().map(|d| d.waiter.deliver(&d.reply)).collect();
+    let mut engine = shared.engine();
+    for (delivery, written) in deliveries.into_iter().zip(written) {
+        engine.delivered(delivery, written);
     }
 }
 

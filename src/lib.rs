@@ -24,7 +24,8 @@
 //!    that changes it, one method per command. Read its submodules in this
 //!    order: [`engine::job`] (a job and its states), [`engine::heap`] (the
 //!    intrusive heap behind ready, delayed and reserved jobs), [`engine::list`]
-//!    (the buried FIFO), [`engine::tube`].
+//!    (the buried FIFO), [`engine::tube`], [`engine::table`] (the job table:
+//!    records in a slab, found by id).
 //! 3. [`stats`]: the YAML bodies of `stats`, `stats-job`, `stats-tube` and
 //!    `list-*`.
 //! 4. [`time`]: the engine takes "now" as an argument and never reads a

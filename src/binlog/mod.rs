@@ -512,7 +512,7 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
 
 /// The logged view of a job's changing fields; a delayed job's due time as
 /// wall-clock time by `clock`.
-fn job_state(job: &Job, clock: &Clock) -> JobState {
+fn job_state(id: JobId, job: &Job, clock: &Clock) -> JobState {
     let (state, deadline) = match job.state {
         State::Delayed => (LoggedState::Delayed, clock.to_unix(job.deadline)),
         // A buried job's deadline is when it was buried: it orders the
@@ -523,7 +523,7 @@ fn job_state(job: &Job, clock: &Clock) -> JobState {
         // Reserved comes back ready after a restart.
         State::Ready | State::Reserved => (LoggedState::Ready, 0),
     };
-    JobState { id: job.id, pri: job.pri, delay: job.delay, state, deadline, counters: job.counters }
+    JobState { id, pri: job.pri, delay: job.delay, state, deadline, counters: job.counters }
 }
 
 impl Journal for Binlog {
@@ -544,47 +544,47 @@ impl Journal for Binlog {
         self.make_room(record::full_len(tube_len, body_len) as u64)
     }
 
-    fn write_full(&mut self, job: &Job, tube: &TubeName) -> io::Result<u32> {
+    fn write_full(&mut self, id: JobId, job: &Job, tube: &TubeName) -> io::Result<u32> {
         self.scratch.clear();
         record::encode_full(
             &mut self.scratch,
-            &job_state(job, &self.clock),
+            &job_state(id, job, &self.clock),
             job.ttr,
             self.clock.to_unix(job.created),
             tube.as_str().as_bytes(),
             &job.body,
         );
         let len = self.append()?;
-        self.next_id = self.next_id.max(job.id.saturating_add(1));
+        self.next_id = self.next_id.max(id.saturating_add(1));
         if job.file == 0 {
             self.live_bytes += live_len(tube.as_str().len(), job.body.len());
             self.earn_rewrites(len);
         } else {
             self.records_migrated += 1;
             self.rewrite_credit -= len as i64;
-            self.forget_written(job.file, job.id);
+            self.forget_written(job.file, id);
             self.refer_to(job.file);
             self.forget_in(job.file);
         }
         if let Some(info) = self.files.get_mut(&self.current) {
             info.live += 1;
-            info.written.push(job.id);
+            info.written.push(id);
         }
         Ok(self.current)
     }
 
-    fn write_update(&mut self, job: &Job) -> io::Result<()> {
+    fn write_update(&mut self, id: JobId, job: &Job) -> io::Result<()> {
         self.scratch.clear();
-        record::encode_update(&mut self.scratch, &job_state(job, &self.clock));
+        record::encode_update(&mut self.scratch, &job_state(id, job, &self.clock));
         let len = self.append()?;
         self.earn_rewrites(len);
         self.refer_to(job.file);
         Ok(())
     }
 
-    fn write_delete(&mut self, job: &Job, tube: &TubeName) -> io::Result<()> {
+    fn write_delete(&mut self, id: JobId, job: &Job, tube: &TubeName) -> io::Result<()> {
         self.scratch.clear();
-        record::encode_delete(&mut self.scratch, job.id);
+        record::encode_delete(&mut self.scratch, id);
         // The put claimed this room.
         self.claimed = self.claimed.saturating_sub(DELETE_LEN as u64);
         let result = self.append();

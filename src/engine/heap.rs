@@ -14,10 +14,30 @@
 
 use super::job::JobId;
 
+/// Below this many entries of storage a heap keeps what it has.
+const MIN_CAPACITY: usize = 64;
+
 /// A binary min-heap of `(key, id)` entries ordered by key, then id.
 #[derive(Debug)]
 pub struct Heap<K> {
-    entries: Vec<(K, JobId)>,
+    entries: Vec<(K, PackedId)>,
+}
+
+/// A job id kept as two 32-bit halves, high half first. It orders exactly as
+/// the id does, but asks only 4-byte alignment: an entry with a 32-bit key
+/// (the ready heap's priority) is 12 bytes instead of 16, 4 bytes saved per
+/// ready job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct PackedId([u32; 2]);
+
+impl PackedId {
+    fn new(id: JobId) -> PackedId {
+        PackedId([(id >> 32) as u32, id as u32])
+    }
+
+    fn get(self) -> JobId {
+        (u64::from(self.0[0]) << 32) | u64::from(self.0[1])
+    }
 }
 
 impl<K: Ord + Copy> Default for Heap<K> {
@@ -44,13 +64,13 @@ impl<K: Ord + Copy> Heap<K> {
 
     /// The smallest entry, without removing it.
     pub fn peek(&self) -> Option<(K, JobId)> {
-        self.entries.first().copied()
+        self.entries.first().map(|&(key, id)| (key, id.get()))
     }
 
     /// Adds an entry. `set_pos` is told the final slot of every entry that moved,
     /// the new one included.
     pub fn push(&mut self, key: K, id: JobId, set_pos: &mut impl FnMut(JobId, usize)) {
-        self.entries.push((key, id));
+        self.entries.push((key, PackedId::new(id)));
         let last = self.entries.len() - 1;
         set_pos(id, last);
         self.sift_up(last, set_pos);
@@ -72,19 +92,31 @@ impl<K: Ord + Copy> Heap<K> {
     /// broken, which no client input can cause.
     pub fn remove(&mut self, slot: usize, set_pos: &mut impl FnMut(JobId, usize)) -> (K, JobId) {
         let removed = self.entries.swap_remove(slot);
+        self.give_back_room();
         if slot < self.entries.len() {
             // The old last entry now sits in the hole: it may belong higher
             // or lower than where it landed.
-            set_pos(self.entries[slot].1, slot);
+            set_pos(self.entries[slot].1.get(), slot);
             let slot = self.sift_up(slot, set_pos);
             self.sift_down(slot, set_pos);
         }
-        removed
+        (removed.0, removed.1.get())
     }
 
     /// Iterates over the entries in no particular order.
-    pub fn iter(&self) -> impl Iterator<Item = &(K, JobId)> {
-        self.entries.iter()
+    pub fn iter(&self) -> impl Iterator<Item = (K, JobId)> + '_ {
+        self.entries.iter().map(|&(key, id)| (key, id.get()))
+    }
+
+    /// Halves the entries' storage once three quarters of it is unused, so
+    /// that a heap that held a million jobs does not keep their room after
+    /// they are gone. Amortized O(1): a halving follows at least as many
+    /// removals as it copies entries.
+    fn give_back_room(&mut self) {
+        let (len, capacity) = (self.entries.len(), self.entries.capacity());
+        if capacity > MIN_CAPACITY && len < capacity / 4 {
+            self.entries.shrink_to(capacity / 2);
+        }
     }
 
     fn sift_up(&mut self, mut slot: usize, set_pos: &mut impl FnMut(JobId, usize)) -> usize {
@@ -120,8 +152,8 @@ impl<K: Ord + Copy> Heap<K> {
 
     fn swap(&mut self, a: usize, b: usize, set_pos: &mut impl FnMut(JobId, usize)) {
         self.entries.swap(a, b);
-        set_pos(self.entries[a].1, a);
-        set_pos(self.entries[b].1, b);
+        set_pos(self.entries[a].1.get(), a);
+        set_pos(self.entries[b].1.get(), b);
     }
 }
 
@@ -164,8 +196,11 @@ mod tests {
             })
         }
         fn check_positions(&self) {
+            // The ready heap's entries are 12 bytes: see `PackedId`.
+            assert_eq!(std::mem::size_of::<(u32, PackedId)>(), 12);
+            assert!(PackedId::new(1 << 32) > PackedId::new(u32::MAX.into()));
             for (slot, (_, id)) in self.heap.iter().enumerate() {
-                assert_eq!(self.pos[id], slot, "position of job {id}");
+                assert_eq!(self.pos[&id], slot, "position of job {id}");
             }
         }
     }

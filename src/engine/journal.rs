@@ -30,15 +30,16 @@ pub trait Journal: Send + fmt::Debug {
 
     /// Writes a job's full record, put or rewritten, and returns the number
     /// of the file it went to. `job.file` is the file of its previous full
-    /// record (0 for a new job).
-    fn write_full(&mut self, job: &Job, tube: &TubeName) -> io::Result<u32>;
+    /// record (0 for a new job). (A job record does not hold its own id:
+    /// the job table's index does, so every call names it.)
+    fn write_full(&mut self, id: JobId, job: &Job, tube: &TubeName) -> io::Result<u32>;
 
     /// Writes a job's new state after bury, release, kick or reserve-job.
-    fn write_update(&mut self, job: &Job) -> io::Result<()>;
+    fn write_update(&mut self, id: JobId, job: &Job) -> io::Result<()>;
 
     /// Writes that a job was deleted. Never needs a reservation: its room
     /// was claimed by the put.
-    fn write_delete(&mut self, job: &Job, tube: &TubeName) -> io::Result<()>;
+    fn write_delete(&mut self, id: JobId, job: &Job, tube: &TubeName) -> io::Result<()>;
 
     /// The next job that compaction should rewrite into the current file,
     /// as `(file, id)`: job `id`'s full record was written into old file

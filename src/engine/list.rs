@@ -7,8 +7,8 @@
 //! back to ready when the client disconnects). A job is never buried and
 //! reserved at once, so one pair of links per job serves both.
 
-use super::job::{Job, JobId};
-use super::IdMap;
+use super::job::JobId;
+use super::table::JobTable;
 
 /// A job's neighbours in whichever list it is in. Id 0 means "none": job ids
 /// start at 1.
@@ -43,7 +43,7 @@ impl List {
     }
 
     /// Appends `id`, whose links must not be in use.
-    pub fn push_back(&mut self, jobs: &mut IdMap<Job>, id: JobId) {
+    pub fn push_back(&mut self, jobs: &mut JobTable, id: JobId) {
         let old_tail = self.tail;
         if let Some(job) = jobs.get_mut(&id) {
             job.links = Links { prev: old_tail, next: 0 };
@@ -57,7 +57,7 @@ impl List {
     }
 
     /// Unlinks `id`, which must be in this list.
-    pub fn remove(&mut self, jobs: &mut IdMap<Job>, id: JobId) {
+    pub fn remove(&mut self, jobs: &mut JobTable, id: JobId) {
         let Some(job) = jobs.get_mut(&id) else { return };
         let Links { prev, next } = std::mem::take(&mut job.links);
         match jobs.get_mut(&prev) {
@@ -72,7 +72,7 @@ impl List {
     }
 
     /// The ids from oldest to newest.
-    pub fn ids<'a>(&self, jobs: &'a IdMap<Job>) -> impl Iterator<Item = JobId> + 'a {
+    pub fn ids<'a>(&self, jobs: &'a JobTable) -> impl Iterator<Item = JobId> + 'a {
         let mut cursor = self.head;
         std::iter::from_fn(move || {
             let id = cursor;

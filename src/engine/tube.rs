@@ -7,10 +7,10 @@
 //! (reference §5.2): no client uses or watches it, it holds no job in any state,
 //! and it is not `default`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::heap::Heap;
-use super::job::{ClientId, JobId};
+use super::job::ClientId;
 use super::list::List;
 use crate::protocol::TubeName;
 use crate::time::Time;
@@ -31,8 +31,8 @@ pub struct Pause {
 #[derive(Debug)]
 pub struct Tube {
     pub name: TubeName,
-    /// Ready jobs by `(pri, id)`.
-    pub ready: Heap<(u32, JobId)>,
+    /// Ready jobs by `(pri, id)` (the heap breaks ties on the key by id).
+    pub ready: Heap<u32>,
     /// Delayed jobs by `(ready time, id)`.
     pub delayed: Heap<Time>,
     /// Buried jobs, oldest burial first.
@@ -57,6 +57,10 @@ pub struct Tube {
     pub cmd_pause_tube: u64,
     /// Position in the engine's list of tubes (the `list-tubes` order).
     pub list_index: usize,
+    /// This tube's entry in [`Tubes`]' timetable: the sooner of its first
+    /// delayed job's due time and its pause's end, as last filed by
+    /// [`Tubes::reschedule`]. `None`: nothing in this tube waits on time.
+    timed_at: Option<Time>,
 }
 
 impl Tube {
@@ -77,6 +81,7 @@ impl Tube {
             cmd_delete: 0,
             cmd_pause_tube: 0,
             list_index,
+            timed_at: None,
         }
     }
 
@@ -94,18 +99,32 @@ impl Tube {
     pub fn is_paused(&self) -> bool {
         self.pause.is_some()
     }
+
+    /// When time next changes something in this tube: its soonest delayed
+    /// job matures or its pause ends.
+    fn next_event(&self) -> Option<Time> {
+        let delayed = self.delayed.peek().map(|(due, _)| due);
+        let pause_end = self.pause.map(|p| p.until);
+        delayed.into_iter().chain(pause_end).min()
+    }
 }
 
 /// Every tube, by id and by name, plus the `list-tubes` order.
 ///
 /// `list-tubes` shows tubes in an array order where a destroyed tube's slot
 /// is filled by the last tube (reference §5.3); `order` reproduces that.
+///
+/// The timetable `timed` lists only the tubes that wait on time (a delayed
+/// job or a pause), by when: the timer finds what is due in O(log tubes)
+/// and never visits an idle tube, however many there are.
 #[derive(Debug, Default)]
 pub struct Tubes {
     slots: Vec<Option<Tube>>,
     free: Vec<TubeId>,
     by_name: std::collections::HashMap<TubeName, TubeId>,
     order: Vec<TubeId>,
+    /// `(tube.timed_at, id)` of every tube whose `timed_at` is set.
+    timed: BTreeSet<(Time, TubeId)>,
 }
 
 impl Tubes {
@@ -157,6 +176,9 @@ impl Tubes {
         let Some(tube) = self.slots[id as usize].take() else {
             return;
         };
+        if let Some(at) = tube.timed_at {
+            self.timed.remove(&(at, id));
+        }
         self.by_name.remove(&tube.name);
         self.order.swap_remove(tube.list_index);
         if let Some(&moved) = self.order.get(tube.list_index) {
@@ -178,5 +200,42 @@ impl Tubes {
     /// Live tube ids in `list-tubes` order.
     pub fn ids(&self) -> &[TubeId] {
         &self.order
+    }
+
+    /// Refiles tube `id` in the timetable. Called after every change to its
+    /// delayed heap or its pause; costs O(log tubes) only when the tube's
+    /// next event moved.
+    pub fn reschedule(&mut self, id: TubeId) {
+        let tube = self.get_mut(id);
+        let next = tube.next_event();
+        let old = std::mem::replace(&mut tube.timed_at, next);
+        if old == next {
+            return;
+        }
+        if let Some(old) = old {
+            self.timed.remove(&(old, id));
+        }
+        if let Some(next) = next {
+            self.timed.insert((next, id));
+        }
+    }
+
+    /// The soonest time at which some tube has something due.
+    pub fn next_event(&self) -> Option<Time> {
+        self.timed.first().map(|&(at, _)| at)
+    }
+
+    /// The tubes with something due at `now`, in `list-tubes` order (the
+    /// order in which the engine handles events falling at one instant).
+    pub fn due_at(&self, now: Time) -> Vec<TubeId> {
+        let due = self.timed.iter().take_while(|&&(at, _)| at <= now);
+        let mut ids: Vec<TubeId> = due.map(|&(_, id)| id).collect();
+        ids.sort_unstable_by_key(|&id| self.get(id).list_index);
+        ids
+    }
+
+    /// Number of tubes in the timetable (for tests: idle tubes are not).
+    pub fn timed_len(&self) -> usize {
+        self.timed.len()
     }
 }

@@ -1,0 +1,410 @@
+//! Scale benchmark: what happens as the work grows, side by side with the
+//! real `beanstalkd` when it is installed, on loopback.
+//!
+//!     cargo bench --bench scale
+//!
+//! Three scenarios, each printing ours, theirs and the ratio:
+//! - memory: fill 250k, 500k, 1M and 2M jobs with 100-byte bodies, each in
+//!   a fresh server; RSS and peak RSS (VmHWM) per job. After the 500k fill,
+//!   every job is deleted and RSS is read again a few seconds later.
+//! - many tubes: put/reserve/delete over 4 connections, with a trickle of
+//!   delayed jobs falling due, with and without 200,000 idle tubes each
+//!   holding one far-delayed job (ours only: beanstalkd scans every tube on
+//!   every event and collapses well before 200,000).
+//! - fan-out tail: 1000 workers blocked in reserve, one producer putting
+//!   one job at a time; put -> RESERVED latency (p50, p99) and throughput.
+//!
+//! Set BEANSTALKD to another beanstalkd binary or "" to skip it; SCALE_ONLY
+//! to `memory`, `tubes` or `fanout` to run one scenario; SCALE_ROUNDS (default
+//! 3) for the rounds of the timed scenarios; SCALE_OURS to measure another
+//! build of ours (an older commit, for before-and-after figures). Every server it starts is
+//! killed when its scenario ends.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+fn main() {
+    let ours = std::env::var("SCALE_OURS").unwrap_or_else(|_| env!("CARGO_BIN_EXE_beanstalk").to_owned());
+    let theirs = std::env::var("BEANSTALKD").unwrap_or_else(|_| "/usr/bin/beanstalkd".to_owned());
+    let theirs = (!theirs.is_empty() && std::path::Path::new(&theirs).exists()).then_some(theirs);
+    let only = std::env::var("SCALE_ONLY").unwrap_or_default();
+    let rounds: usize = std::env::var("SCALE_ROUNDS").ok().and_then(|s| s.parse().ok()).unwrap_or(3);
+    let run = |name: &str| only.is_empty() || only == name;
+    println!("{:<52} {:>12} {:>12} {:>7}", "scenario", "beanstalk", "beanstalkd", "ratio");
+    if run("memory") {
+        memory(&ours, theirs.as_deref());
+    }
+    if run("tubes") {
+        many_tubes(&ours, rounds);
+    }
+    if run("fanout") {
+        fan_out_tail(&ours, theirs.as_deref(), rounds);
+    }
+}
+
+fn row(name: &str, ours: f64, theirs: Option<f64>) {
+    let ratio = theirs.filter(|&t| t > 0.0).map_or("-".to_owned(), |t| format!("{:.2}", ours / t));
+    let theirs = theirs.map_or("-".to_owned(), |t| format!("{t:.2}"));
+    println!("{name:<52} {ours:>12.2} {theirs:>12} {ratio:>7}");
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+// -------------------------------------------------------------------------
+// Memory
+// -------------------------------------------------------------------------
+
+struct Fill {
+    rss_per_job: f64,
+    peak_per_job: f64,
+    /// After deleting everything: (RSS - start) / (peak RSS - start).
+    after_drain: Option<f64>,
+}
+
+fn memory(ours: &str, theirs: Option<&str>) {
+    for jobs in [250_000, 500_000, 1_000_000, 2_000_000] {
+        let drain = jobs == 500_000;
+        let a = fill(ours, jobs, drain);
+        let b = theirs.map(|t| fill(t, jobs, drain));
+        row(&format!("RSS per job at {jobs} jobs (B)"), a.rss_per_job, b.as_ref().map(|b| b.rss_per_job));
+        row(
+            &format!("peak RSS per job at {jobs} jobs (B)"),
+            a.peak_per_job,
+            b.as_ref().map(|b| b.peak_per_job),
+        );
+        if let Some(after) = a.after_drain {
+            let theirs = b.and_then(|b| b.after_drain).map(|v| v * 100.0);
+            row(&format!("RSS 5 s after deleting all {jobs}, % of peak growth"), after * 100.0, theirs);
+        }
+    }
+}
+
+fn fill(binary: &str, jobs: usize, drain: bool) -> Fill {
+    let server = Server::start(binary);
+    let mut c = Client::connect(server.port);
+    let pid = server.pid();
+    let start = status_kib(pid, "VmRSS:");
+    let mut put = b"put 0 0 60 100\r\n".to_vec();
+    put.extend_from_slice(&[b'x'; 100]);
+    put.extend_from_slice(b"\r\n");
+    let first = pipeline(&mut c, jobs, |_| put.clone());
+    let rss = status_kib(pid, "VmRSS:");
+    let peak = status_kib(pid, "VmHWM:");
+    let per_job = |kib: u64| (kib.saturating_sub(start) * 1024) as f64 / jobs as f64;
+    let mut after_drain = None;
+    if drain {
+        pipeline(&mut c, jobs, |i| format!("delete {}\r\n", first + i as u64).into_bytes());
+        thread::sleep(Duration::from_secs(5));
+        let after = status_kib(pid, "VmRSS:");
+        after_drain = Some(after.saturating_sub(start) as f64 / rss.saturating_sub(start).max(1) as f64);
+    }
+    Fill { rss_per_job: per_job(rss), peak_per_job: per_job(peak), after_drain }
+}
+
+/// Sends `count` commands made by `command(i)` in batches of 1000, reading
+/// the replies; returns the id in the first reply.
+fn pipeline(c: &mut Client, count: usize, command: impl Fn(usize) -> Vec<u8>) -> u64 {
+    pipeline_replies(c, count, 1, command)
+}
+
+/// As [`pipeline`], for commands that each stand for `replies_each` replies.
+fn pipeline_replies(
+    c: &mut Client,
+    count: usize,
+    replies_each: usize,
+    command: impl Fn(usize) -> Vec<u8>,
+) -> u64 {
+    let mut first = 0;
+    let mut sent = 0;
+    while sent < count {
+        let n = (count - sent).min(1000);
+        let bytes: Vec<u8> = (sent..sent + n).flat_map(&command).collect();
+        let mut w = c.writer.try_clone().unwrap();
+        // Written from another thread so that neither side's buffers fill.
+        let t = thread::spawn(move || w.write_all(&bytes).unwrap());
+        for i in 0..n * replies_each {
+            let id = c.reply();
+            if sent == 0 && i == 0 {
+                first = id;
+            }
+        }
+        t.join().unwrap();
+        sent += n;
+    }
+    first
+}
+
+// -------------------------------------------------------------------------
+// Many tubes
+// -------------------------------------------------------------------------
+
+fn many_tubes(ours: &str, rounds: usize) {
+    const IDLE_TUBES: usize = 200_000;
+    let (mut plain, mut crowded) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        // Alternating which goes first: the second run of a pair tends to be
+        // faster on a busy machine.
+        if round % 2 == 0 {
+            plain.push(cycle_beside_tubes(ours, 0));
+            crowded.push(cycle_beside_tubes(ours, IDLE_TUBES));
+        } else {
+            crowded.push(cycle_beside_tubes(ours, IDLE_TUBES));
+            plain.push(cycle_beside_tubes(ours, 0));
+        }
+    }
+    let rate = |runs: &[Cycle]| median(runs.iter().map(|r| r.rate).collect());
+    let p99 = |runs: &[Cycle]| median(runs.iter().map(|r| r.p99_ms).collect());
+    println!("(ours with {IDLE_TUBES} idle tubes, against ours without; target >= 0.90 and <= 1.50)");
+    row("cycle with idle tubes / without (jobs/s)", rate(&crowded), Some(rate(&plain)));
+    row("cycle p99 with idle tubes / without (ms)", p99(&crowded), Some(p99(&plain)));
+}
+
+struct Cycle {
+    rate: f64,
+    p99_ms: f64,
+}
+
+/// put/reserve/delete on 4 connections for a fixed count, while a trickle of
+/// 1-second-delayed jobs falls due every few milliseconds, beside
+/// `idle_tubes` tubes each holding one job delayed by a day.
+fn cycle_beside_tubes(binary: &str, idle_tubes: usize) -> Cycle {
+    const CONNECTIONS: usize = 4;
+    const CYCLES_EACH: usize = 5_000;
+    let server = Server::start(binary);
+    let port = server.port;
+    let mut setup = Client::connect(port);
+    let idle = |i| format!("use idle{i}\r\nput 0 86400 60 1\r\nx\r\n").into_bytes();
+    pipeline_replies(&mut setup, idle_tubes, 2, idle);
+    let stop = Arc::new(AtomicBool::new(false));
+    let trickle = {
+        let stop = Arc::clone(&stop);
+        thread::spawn(move || {
+            let mut c = Client::connect(port);
+            c.send(b"use trickle\r\n");
+            c.reply();
+            while !stop.load(Ordering::Relaxed) {
+                c.send(b"put 0 1 60 1\r\nx\r\n");
+                c.reply();
+                thread::sleep(Duration::from_millis(3));
+            }
+        })
+    };
+    thread::sleep(Duration::from_millis(1100)); // the trickle is falling due
+    let start = Arc::new(Barrier::new(CONNECTIONS + 1));
+    let workers: Vec<_> = (0..CONNECTIONS)
+        .map(|i| {
+            let start = Arc::clone(&start);
+            thread::spawn(move || {
+                let mut c = Client::connect(port);
+                c.send(format!("use c{i}\r\nwatch c{i}\r\nignore default\r\n").as_bytes());
+                (0..3).for_each(|_| {
+                    c.reply();
+                });
+                let mut latencies = Vec::with_capacity(CYCLES_EACH * 3);
+                start.wait();
+                for _ in 0..CYCLES_EACH {
+                    let t = Instant::now();
+                    c.send(b"put 0 0 60 10\r\n0123456789\r\n");
+                    c.reply();
+                    let t2 = Instant::now();
+                    c.send(b"reserve\r\n");
+                    let id = c.reply();
+                    let t3 = Instant::now();
+                    c.send(format!("delete {id}\r\n").as_bytes());
+                    c.reply();
+                    latencies.extend([t2 - t, t3 - t2, t3.elapsed()]);
+                }
+                latencies
+            })
+        })
+        .collect();
+    start.wait();
+    let began = Instant::now();
+    let mut latencies: Vec<Duration> = workers.into_iter().flat_map(|w| w.join().unwrap()).collect();
+    let elapsed = began.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    trickle.join().unwrap();
+    latencies.sort();
+    let p99 = latencies[latencies.len() * 99 / 100];
+    Cycle {
+        rate: (CONNECTIONS * CYCLES_EACH) as f64 / elapsed.as_secs_f64(),
+        p99_ms: p99.as_secs_f64() * 1000.0,
+    }
+}
+
+// -------------------------------------------------------------------------
+// Fan-out tail
+// -------------------------------------------------------------------------
+
+struct FanOut {
+    rate: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+}
+
+fn fan_out_tail(ours: &str, theirs: Option<&str>, rounds: usize) {
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        if round % 2 == 1 {
+            if let Some(theirs) = theirs {
+                b.push(fan_out(theirs, 1000, 20_000));
+            }
+        }
+        a.push(fan_out(ours, 1000, 20_000));
+        if round % 2 == 0 {
+            if let Some(theirs) = theirs {
+                b.push(fan_out(theirs, 1000, 20_000));
+            }
+        }
+    }
+    let pick = |runs: &[FanOut], f: fn(&FanOut) -> f64| {
+        (!runs.is_empty()).then(|| median(runs.iter().map(f).collect()))
+    };
+    let ours = |f: fn(&FanOut) -> f64| pick(&a, f).unwrap_or(0.0);
+    row("fan-out 1000 workers: jobs/s", ours(|r| r.rate), pick(&b, |r| r.rate));
+    row("fan-out 1000 workers: p50 put->RESERVED (ms)", ours(|r| r.p50_ms), pick(&b, |r| r.p50_ms));
+    row("fan-out 1000 workers: p99 put->RESERVED (ms)", ours(|r| r.p99_ms), pick(&b, |r| r.p99_ms));
+}
+
+/// `workers` clients block in reserve; one producer puts `jobs` jobs, each
+/// after the previous one's INSERTED, whose bodies carry the moment the put
+/// was sent; each worker notes when the job reached it, deletes it and
+/// reserves again.
+fn fan_out(binary: &str, workers: usize, jobs: usize) -> FanOut {
+    let server = Server::start(binary);
+    let port = server.port;
+    let origin = Instant::now();
+    let ready = Arc::new(Barrier::new(workers + 1));
+    let handles: Vec<_> = (0..workers)
+        .map(|_| {
+            let ready = Arc::clone(&ready);
+            thread::Builder::new()
+                .stack_size(64 * 1024)
+                .spawn(move || {
+                    let mut c = Client::connect(port);
+                    c.send(b"reserve\r\n");
+                    ready.wait();
+                    let mut latencies = Vec::new();
+                    loop {
+                        let id = c.reply();
+                        let arrived = origin.elapsed().as_nanos() as u64;
+                        if id == 0 {
+                            return latencies; // TIMED_OUT: the run is over
+                        }
+                        let sent: u64 = std::str::from_utf8(&c.body).unwrap().trim().parse().unwrap();
+                        latencies.push(arrived.saturating_sub(sent));
+                        c.send(format!("delete {id}\r\nreserve-with-timeout 2\r\n").as_bytes());
+                        c.reply(); // DELETED
+                    }
+                })
+                .unwrap()
+        })
+        .collect();
+    ready.wait();
+    thread::sleep(Duration::from_millis(500)); // let every reserve block
+    let mut producer = Client::connect(port);
+    let began = Instant::now();
+    for _ in 0..jobs {
+        let sent = format!("{:020}", origin.elapsed().as_nanos() as u64);
+        producer.send(format!("put 0 0 60 20\r\n{sent}\r\n").as_bytes());
+        producer.reply();
+    }
+    let elapsed = began.elapsed();
+    let mut latencies: Vec<u64> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
+    assert_eq!(latencies.len(), jobs);
+    latencies.sort_unstable();
+    let ms = |q: usize| latencies[(latencies.len() * q / 100).min(latencies.len() - 1)] as f64 / 1e6;
+    FanOut { rate: jobs as f64 / elapsed.as_secs_f64(), p50_ms: ms(50), p99_ms: ms(99) }
+}
+
+// -------------------------------------------------------------------------
+// Plumbing
+// -------------------------------------------------------------------------
+
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Server {
+    fn start(binary: &str) -> Server {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = Command::new(binary)
+            .args(["-l", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start server");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "{binary} did not start");
+            thread::sleep(Duration::from_millis(10));
+        }
+        Server { child, port }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A `/proc/<pid>/status` figure in KiB (`VmRSS:`, `VmHWM:`).
+fn status_kib(pid: u32, key: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let line = status.lines().find(|l| l.starts_with(key)).unwrap_or("x 0 kB");
+    line.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+/// A blocking client reading whole replies.
+struct Client {
+    writer: TcpStream,
+    reader: BufReader<TcpStream>,
+    line: String,
+    /// The body of the last RESERVED or FOUND, without its CRLF.
+    body: Vec<u8>,
+}
+
+impl Client {
+    fn connect(port: u16) -> Client {
+        let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream.set_nodelay(true).unwrap();
+        let writer = stream.try_clone().unwrap();
+        Client { writer, reader: BufReader::new(stream), line: String::new(), body: Vec::new() }
+    }
+
+    fn send(&mut self, bytes: &[u8]) {
+        self.writer.write_all(bytes).unwrap();
+    }
+
+    /// Reads one reply (and its body); returns its second word as a number
+    /// (the id of INSERTED and RESERVED), or 0.
+    fn reply(&mut self) -> u64 {
+        self.line.clear();
+        self.reader.read_line(&mut self.line).unwrap();
+        let mut words = self.line.split_whitespace();
+        let first = words.next().unwrap_or("");
+        let id = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
+        if first == "RESERVED" || first == "FOUND" {
+            let len: usize = words.next().and_then(|w| w.parse().ok()).unwrap();
+            self.body.resize(len + 2, 0);
+            self.reader.read_exact(&mut self.body).unwrap();
+            self.body.truncate(len);
+        }
+        id
+    }
+}
