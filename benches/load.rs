@@ -7,12 +7,15 @@
 //! LOAD_SCALE to scale every workload (default 1.0). Each workload is bounded
 //! in count; every server it starts is killed when it ends.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
+
+use common::{status_kib, Server};
 
 fn main() {
     // `cargo bench` passes --bench; a filter argument could follow.
@@ -77,48 +80,8 @@ impl Measure {
     }
 }
 
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Server {
-    fn start(binary: &str) -> Server {
-        let port = free_port();
-        let child = Command::new(binary)
-            .args(["-l", "127.0.0.1", "-p", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start server");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "{binary} did not start");
-            thread::sleep(Duration::from_millis(10));
-        }
-        Server { child, port }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap_or("VmRSS: 0 kB");
-    line.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0)
+    status_kib(pid, "VmRSS:")
 }
 
 /// A blocking client reading whole reply lines.

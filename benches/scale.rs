@@ -20,13 +20,16 @@
 //! build of ours (an older commit, for before-and-after figures). Every server it starts is
 //! killed when its scenario ends.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
+
+use common::{status_kib, Server};
 
 fn main() {
     let ours = std::env::var("SCALE_OURS").unwrap_or_else(|_| env!("CARGO_BIN_EXE_beanstalk").to_owned());
@@ -328,47 +331,6 @@ fn fan_out(binary: &str, workers: usize, jobs: usize) -> FanOut {
 // -------------------------------------------------------------------------
 // Plumbing
 // -------------------------------------------------------------------------
-
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Server {
-    fn start(binary: &str) -> Server {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let child = Command::new(binary)
-            .args(["-l", "127.0.0.1", "-p", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start server");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "{binary} did not start");
-            thread::sleep(Duration::from_millis(10));
-        }
-        Server { child, port }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A `/proc/<pid>/status` figure in KiB (`VmRSS:`, `VmHWM:`).
-fn status_kib(pid: u32, key: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let line = status.lines().find(|l| l.starts_with(key)).unwrap_or("x 0 kB");
-    line.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0)
-}
 
 /// A blocking client reading whole replies.
 struct Client {
