@@ -1382,3 +1382,24 @@ fn buried_order_survives_restarts_and_compaction() {
     assert_eq!(peek_order(&mut server.client()), order);
     server.kill();
 }
+
+/// Every live job keeps room claimed for its delete. Once those claims
+/// outgrow `-s`, a file sized to the claims alone took one record before
+/// the next file was needed: a million live jobs made a hundred thousand
+/// files, and start-up slowed to a crawl opening them. Files now hold a
+/// file's worth of records however many jobs are live.
+#[test]
+fn files_hold_a_file_size_of_records_however_many_jobs_are_live() {
+    let dir = TempDir::new("claims");
+    let server = spawn(&dir.path, &["-F", "-s", "4096"]);
+    let mut c = server.client();
+    // 3,000 live jobs claim 51 KB of deletes, a dozen times -s.
+    for _ in 0..6 {
+        put_batch(&mut c, 500, b"0123456789");
+    }
+    let written = log_bytes(&dir.path);
+    let files = binlog_files(&dir.path).len() as u64;
+    assert!(files <= 4 + 2 * written / 4096, "{files} files for {written} bytes of log");
+    drop(c);
+    server.kill();
+}

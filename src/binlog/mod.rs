@@ -8,7 +8,8 @@
 //!   ([`dir`]).
 //! - `DIR/beanstalk.N`: the log, N counting up from 1. Every start begins a
 //!   new file after the highest existing one. A file is preallocated to `-s`
-//!   bytes (rounded up to 4096) when it is created, so running out of disk
+//!   bytes (rounded up to 4096), plus the room claimed for the deletes of
+//!   the live jobs, when it is created, so running out of disk
 //!   shows up as a refused command, never as a failed write in the middle of
 //!   one; it is cut to its used length when the next file starts, or at the
 //!   next start-up after a crash. beanstalkd's files are called
@@ -321,7 +322,16 @@ impl Binlog {
             self.writer.sync_data()?;
         }
         let opening = HEADER_LEN as u64 + DELETE_LEN as u64;
-        let size = self.file_size.max((self.claimed + need + opening).div_ceil(BLOCK) * BLOCK);
+        // `-s` bytes, unless the claimed deletes would leave less than half
+        // of that for records: then room for the claims and a whole file's
+        // worth beyond them. Sized to the claims alone, a file would take one
+        // record before the next was needed, and with many live jobs (whose
+        // claims outgrow `-s`) every write would start a file.
+        let fitted = (self.claimed + need + opening).div_ceil(BLOCK) * BLOCK;
+        let mut size = self.file_size.max(fitted);
+        if size - self.claimed - opening < self.file_size / 2 {
+            size = (self.claimed + need.max(self.file_size) + opening).div_ceil(BLOCK) * BLOCK;
+        }
         let path = replay::file_path(&self.dir, n);
         // `create_new` never follows a symbolic link out of the directory.
         let file = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path)?;
