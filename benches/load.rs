@@ -9,13 +9,12 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, Read, Write};
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{status_kib, Server};
+use common::{status_kib, Client, Server};
 
 fn main() {
     // `cargo bench` passes --bench; a filter argument could follow.
@@ -82,41 +81,6 @@ impl Measure {
 
 fn rss_kib(pid: u32) -> u64 {
     status_kib(pid, "VmRSS:")
-}
-
-/// A blocking client reading whole reply lines.
-struct Client {
-    writer: TcpStream,
-    reader: BufReader<TcpStream>,
-    line: String,
-}
-
-impl Client {
-    fn connect(port: u16) -> Client {
-        let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        stream.set_nodelay(true).unwrap();
-        Client { writer: stream.try_clone().unwrap(), reader: BufReader::new(stream), line: String::new() }
-    }
-
-    fn send(&mut self, bytes: &[u8]) {
-        self.writer.write_all(bytes).unwrap();
-    }
-
-    /// Reads one reply line (and the body after RESERVED/FOUND); returns the
-    /// line's second word (the id, for INSERTED and RESERVED).
-    fn reply(&mut self) -> u64 {
-        self.line.clear();
-        self.reader.read_line(&mut self.line).unwrap();
-        let mut words = self.line.split_whitespace();
-        let first = words.next().unwrap_or("");
-        let id = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
-        if first == "RESERVED" || first == "FOUND" {
-            let len: usize = words.next().and_then(|w| w.parse().ok()).unwrap();
-            let mut body = vec![0; len + 2];
-            self.reader.read_exact(&mut body).unwrap();
-        }
-        id
-    }
 }
 
 /// Each connection loops put, reserve, delete.

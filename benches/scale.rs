@@ -22,14 +22,13 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{status_kib, Server};
+use common::{status_kib, Client, Server};
 
 fn main() {
     let ours = std::env::var("SCALE_OURS").unwrap_or_else(|_| env!("CARGO_BIN_EXE_beanstalk").to_owned());
@@ -331,42 +330,3 @@ fn fan_out(binary: &str, workers: usize, jobs: usize) -> FanOut {
 // -------------------------------------------------------------------------
 // Plumbing
 // -------------------------------------------------------------------------
-
-/// A blocking client reading whole replies.
-struct Client {
-    writer: TcpStream,
-    reader: BufReader<TcpStream>,
-    line: String,
-    /// The body of the last RESERVED or FOUND, without its CRLF.
-    body: Vec<u8>,
-}
-
-impl Client {
-    fn connect(port: u16) -> Client {
-        let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        stream.set_nodelay(true).unwrap();
-        let writer = stream.try_clone().unwrap();
-        Client { writer, reader: BufReader::new(stream), line: String::new(), body: Vec::new() }
-    }
-
-    fn send(&mut self, bytes: &[u8]) {
-        self.writer.write_all(bytes).unwrap();
-    }
-
-    /// Reads one reply (and its body); returns its second word as a number
-    /// (the id of INSERTED and RESERVED), or 0.
-    fn reply(&mut self) -> u64 {
-        self.line.clear();
-        self.reader.read_line(&mut self.line).unwrap();
-        let mut words = self.line.split_whitespace();
-        let first = words.next().unwrap_or("");
-        let id = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
-        if first == "RESERVED" || first == "FOUND" {
-            let len: usize = words.next().and_then(|w| w.parse().ok()).unwrap();
-            self.body.resize(len + 2, 0);
-            self.reader.read_exact(&mut self.body).unwrap();
-            self.body.truncate(len);
-        }
-        id
-    }
-}

@@ -1,8 +1,9 @@
 //! What the load benchmarks share: starting a server binary on a free
-//! loopback port (killed when dropped), and reading its memory from
-//! `/proc`.
+//! loopback port (killed when dropped), a blocking client, and reading the
+//! server's memory from `/proc`.
 #![allow(dead_code)]
 
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::thread;
@@ -49,4 +50,43 @@ pub fn status_kib(pid: u32, key: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let line = status.lines().find(|l| l.starts_with(key)).unwrap_or("x 0 kB");
     line.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+/// A blocking client reading whole replies.
+pub struct Client {
+    pub writer: TcpStream,
+    pub reader: BufReader<TcpStream>,
+    pub line: String,
+    /// The body of the last RESERVED or FOUND, without its CRLF.
+    pub body: Vec<u8>,
+}
+
+impl Client {
+    pub fn connect(port: u16) -> Client {
+        let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream.set_nodelay(true).unwrap();
+        let writer = stream.try_clone().unwrap();
+        Client { writer, reader: BufReader::new(stream), line: String::new(), body: Vec::new() }
+    }
+
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.writer.write_all(bytes).unwrap();
+    }
+
+    /// Reads one reply (and its body); returns its second word as a number
+    /// (the id of INSERTED and RESERVED), or 0.
+    pub fn reply(&mut self) -> u64 {
+        self.line.clear();
+        self.reader.read_line(&mut self.line).unwrap();
+        let mut words = self.line.split_whitespace();
+        let first = words.next().unwrap_or("");
+        let id = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
+        if first == "RESERVED" || first == "FOUND" {
+            let len: usize = words.next().and_then(|w| w.parse().ok()).unwrap();
+            self.body.resize(len + 2, 0);
+            self.reader.read_exact(&mut self.body).unwrap();
+            self.body.truncate(len);
+        }
+        id
+    }
 }
