@@ -25,7 +25,14 @@
 //!    order: [`engine::job`] (a job and its states), [`engine::heap`] (the
 //!    intrusive heap behind ready, delayed and reserved jobs), [`engine::list`]
 //!    (the buried FIFO), [`engine::tube`], [`engine::table`] (the job table:
-//!    records in a slab, found by id).
+//!    records in a slab, found by id), `client` (what the engine knows of a
+//!    connection). Then the commands, one concept a file: `moves` (jobs
+//!    between queues), `session` (connect, close, use, watch, ignore),
+//!    `put`, `reserve` (and the hand-off to waiting clients), `worker`
+//!    (delete, release, bury, touch, kick), `inspect` (peek, stats, lists),
+//!    `schedule` (time-driven work, pause), `logging` (the binlog's side,
+//!    compaction), and [`engine::journal`] (the trait the binlog
+//!    implements).
 //! 3. [`stats`]: the YAML bodies of `stats`, `stats-job`, `stats-tube` and
 //!    `list-*`.
 //! 4. [`time`]: the engine takes "now" as an argument and never reads a

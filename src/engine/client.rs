@@ -1,0 +1,150 @@
+//! What the engine knows of a connected client: the tube it uses, the
+//! tubes it watches, the jobs it holds, and, while it is blocked in
+//! reserve, its wait and how that wait ended. Also the [`Waiter`] through
+//! which the engine wakes a blocked client's thread without ever touching
+//! its socket.
+
+use std::fmt::Debug;
+use std::sync::{Arc, Condvar};
+
+use super::job::{ClientId, JobId};
+use super::list::List;
+use super::tube::TubeId;
+use crate::time::Time;
+
+/// How the engine reaches the thread of a client blocked in reserve. The
+/// server implements it over the client's `Condvar` and socket; the engine
+/// sees neither, and asks only these two questions.
+pub trait Waiter: Debug + Send + Sync {
+    /// Wakes the client's thread: its blocked reserve has an outcome.
+    fn wake(&self);
+
+    /// True if the client's peer has already hung up (closed, reset, or shut
+    /// down its sending side), as far as can be told without blocking.
+    /// Asked just before a job is handed over, so that a job never goes to a
+    /// connection whose hang-up has arrived but not yet been reported.
+    fn has_hung_up(&self) -> bool;
+
+    /// Writes as much of `reply` to the client as its socket takes without
+    /// blocking, and returns how much that was. Called by the thread that
+    /// handed the client a job, outside the engine's lock (see
+    /// [`Engine::take_deliveries`](super::Engine::take_deliveries)); 0 when there is no socket.
+    fn deliver(&self, reply: &[u8]) -> usize;
+}
+
+/// A bare `Condvar` is the waiter of a client with no socket (tests,
+/// benchmarks): it never hangs up by itself.
+impl Waiter for Condvar {
+    fn wake(&self) {
+        self.notify_one();
+    }
+
+    fn has_hung_up(&self) -> bool {
+        false
+    }
+
+    fn deliver(&self, _reply: &[u8]) -> usize {
+        0
+    }
+}
+
+/// How a blocked reserve ended, kept until the waiting client collects it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Outcome {
+    /// A job was reserved for the client. The wait it ended is kept: if the
+    /// reservation lapses before the client collects it, the client resumes
+    /// that same wait, in the same place in line.
+    Reserved(JobId, Wait),
+    DeadlineSoon,
+    TimedOut,
+    /// The job's `RESERVED` reply is being written to the client's socket
+    /// by the thread that handed it over: the client's thread must not go
+    /// on (its next reply would overtake this one) until it is written.
+    Delivering(JobId, Wait),
+    /// The reply was written by the handing thread; what it could not
+    /// write without blocking is in the client's `undelivered`.
+    Delivered,
+}
+
+/// A `RESERVED` reply for a blocked client, to be written to its socket by
+/// the thread that handed it the job, outside the lock; then given back to
+/// [`Engine::delivered`](super::Engine::delivered).
+#[derive(Debug)]
+pub struct Delivery {
+    pub client: ClientId,
+    pub waiter: Arc<dyn Waiter>,
+    pub reply: Vec<u8>,
+}
+
+/// A reserve that is blocked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Wait {
+    /// Position in every watched tube's waiting queue: smaller waited longer.
+    pub(super) seq: u64,
+    /// When `reserve-with-timeout` gives up.
+    pub(super) timeout_at: Option<Time>,
+    /// When the soonest of the client's reservations enters its safety margin.
+    pub(super) margin_at: Option<Time>,
+}
+
+/// What the engine knows of one connected client.
+#[derive(Debug)]
+pub(super) struct Client {
+    /// The tube `put`, `peek-*` and `kick` act on.
+    pub(super) used: TubeId,
+    /// The tubes `reserve` takes jobs from: never empty, no duplicates.
+    pub(super) watched: Vec<TubeId>,
+    /// Jobs this client holds, in the order it reserved them.
+    pub(super) reserved: List,
+    /// The soonest TTR deadline among `reserved`, kept so that a reserve
+    /// does not walk every job the client holds (a worker holding 20,000
+    /// jobs made each of its reserves walk 20,000).
+    pub(super) soonest_deadline: Soonest,
+    /// Has put a job (counted in `current-producers`).
+    pub(super) producer: bool,
+    /// Has reserved (counted in `current-workers`).
+    pub(super) worker: bool,
+    /// Set while the client is in its tubes' waiting queues.
+    pub(super) wait: Option<Wait>,
+    /// How its blocked reserve ended, until its thread collects it.
+    pub(super) outcome: Option<Outcome>,
+    /// Its thread is in a blocked reserve: from the reserve that blocked
+    /// until [`Engine::check_wait`] gives the reply. A blocked client always
+    /// has a `wait` or an `outcome`, never both.
+    pub(super) blocked: bool,
+    /// The client has closed its sending side; it must never block.
+    pub(super) hung_up: bool,
+    /// The tail of a delivered `RESERVED` reply that its socket did not take
+    /// at once; the client's own thread writes it.
+    pub(super) undelivered: Vec<u8>,
+    /// Woken when a blocked reserve ends; knows whether the peer is gone.
+    pub(super) waker: Arc<dyn Waiter>,
+}
+
+/// A cached minimum that is recomputed only after its holder leaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Soonest {
+    /// The minimum (`None`: the client holds no job).
+    Known(Option<Time>),
+    /// The job that held the minimum is gone or was touched: walk the list.
+    Stale,
+}
+
+impl Client {
+    /// A job with TTR deadline `deadline` joined its reservations.
+    pub(super) fn note_deadline(&mut self, deadline: Time) {
+        if let Soonest::Known(soonest) = self.soonest_deadline {
+            self.soonest_deadline = Soonest::Known(Some(soonest.map_or(deadline, |s| s.min(deadline))));
+        }
+    }
+
+    /// A job with TTR deadline `deadline` left its reservations (or its
+    /// deadline moved): if it may have been the soonest, look again later.
+    pub(super) fn forget_deadline(&mut self, deadline: Time) {
+        if self.reserved.is_empty() {
+            self.soonest_deadline = Soonest::Known(None);
+        } else if self.soonest_deadline == Soonest::Known(Some(deadline)) {
+            self.soonest_deadline = Soonest::Stale;
+        }
+    }
+}

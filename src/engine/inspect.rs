@@ -1,0 +1,195 @@
+//! Questions that change no job: `peek*`, `stats-job`, `stats-tube`,
+//! `stats`, the `list-*` commands, and the small queries the other commands
+//! ask (which tube a client uses, whether a job is reserved by it, its best
+//! ready job). Only the `cmd-*` counters move.
+
+use super::*;
+
+impl Engine {
+    /// `peek <id>`: any job, any state.
+    pub fn peek(&mut self, id: JobId) -> Reply<'_> {
+        self.cmds.peek += 1;
+        self.found(Some(id))
+    }
+
+    /// `peek-ready`: the next job a reserve on the used tube would get
+    /// (pause ignored).
+    pub fn peek_ready(&mut self, c: ClientId) -> Reply<'_> {
+        self.cmds.peek_ready += 1;
+        let id = self.used_tube(c).and_then(|t| self.tubes.get(t).ready.peek()).map(|(_, id)| id);
+        self.found(id)
+    }
+
+    /// `peek-delayed`: the used tube's delayed job that is due soonest.
+    pub fn peek_delayed(&mut self, c: ClientId) -> Reply<'_> {
+        self.cmds.peek_delayed += 1;
+        let id = self.used_tube(c).and_then(|t| self.tubes.get(t).delayed.peek()).map(|(_, id)| id);
+        self.found(id)
+    }
+
+    /// `peek-buried`: the used tube's oldest buried job.
+    pub fn peek_buried(&mut self, c: ClientId) -> Reply<'_> {
+        self.cmds.peek_buried += 1;
+        let id = self.used_tube(c).and_then(|t| self.tubes.get(t).buried.front());
+        self.found(id)
+    }
+
+    /// `stats-job <id>`.
+    pub fn stats_job(&mut self, id: JobId, now: Time) -> Reply<'_> {
+        self.cmds.stats_job += 1;
+        let Some(job) = self.jobs.get(&id) else {
+            return Reply::NotFound;
+        };
+        let time_left = match job.state {
+            State::Reserved | State::Delayed => job.deadline.secs_since(now),
+            State::Ready | State::Buried => 0,
+        };
+        let stats = JobStats {
+            id,
+            tube: &self.tubes.get(job.tube).name,
+            state: job.state.name(),
+            pri: job.pri,
+            age: now.secs_since(job.created),
+            delay: job.delay,
+            ttr: job.ttr,
+            time_left,
+            file: u64::from(job.file),
+            counters: job.counters,
+        };
+        Reply::Ok(stats.to_yaml())
+    }
+
+    /// `stats-tube <tube>`.
+    pub fn stats_tube(&mut self, name: &TubeName, now: Time) -> Reply<'_> {
+        self.cmds.stats_tube += 1;
+        let Some(t) = self.tubes.find(name) else {
+            return Reply::NotFound;
+        };
+        let tube = self.tubes.get(t);
+        let stats = TubeStats {
+            name: &tube.name,
+            jobs: JobCounts {
+                urgent: tube.urgent,
+                ready: tube.ready.len(),
+                reserved: tube.reserved,
+                delayed: tube.delayed.len(),
+                buried: tube.buried.len(),
+            },
+            total_jobs: tube.total_jobs,
+            using: tube.using,
+            watching: tube.watching,
+            waiting: tube.waiting.len(),
+            cmd_delete: tube.cmd_delete,
+            cmd_pause_tube: tube.cmd_pause_tube,
+            pause: tube.pause.map_or(0, |p| p.secs),
+            pause_time_left: tube.pause.map_or(0, |p| p.until.secs_since(now)),
+        };
+        Reply::Ok(stats.to_yaml())
+    }
+
+    /// `stats`: the engine's part of the server stats (the caller adds the
+    /// process's own figures).
+    pub fn server_stats(&mut self) -> ServerStats {
+        self.cmds.stats += 1;
+        ServerStats {
+            jobs: self.job_counts,
+            cmds: self.cmds,
+            job_timeouts: self.job_timeouts,
+            total_jobs: self.total_jobs,
+            max_job_size: self.max_job_size,
+            current_tubes: self.tubes.len(),
+            current_connections: self.clients.len(),
+            producers: self.producers,
+            workers: self.workers,
+            waiting: self.waiting_clients,
+            total_connections: self.total_connections,
+            draining: self.draining,
+        }
+    }
+
+    /// `list-tubes`.
+    pub fn list_tubes(&mut self) -> Reply<'_> {
+        self.cmds.list_tubes += 1;
+        let names = self.tubes.ids().iter().map(|&t| self.tubes.get(t).name.as_str());
+        Reply::Ok(crate::stats::list_yaml(names))
+    }
+
+    /// `list-tube-used`.
+    pub fn list_tube_used(&mut self, c: ClientId) -> Reply<'_> {
+        self.cmds.list_tube_used += 1;
+        match self.used_tube(c) {
+            Some(t) => Reply::Using(&self.tubes.get(t).name),
+            None => Reply::InternalError,
+        }
+    }
+
+    /// `list-tubes-watched`.
+    pub fn list_tubes_watched(&mut self, c: ClientId) -> Reply<'_> {
+        self.cmds.list_tubes_watched += 1;
+        let Some(client) = self.clients.get(&c) else {
+            return Reply::InternalError;
+        };
+        let names = client.watched.iter().map(|&t| self.tubes.get(t).name.as_str());
+        Reply::Ok(crate::stats::list_yaml(names))
+    }
+
+    pub(super) fn used_tube(&self, c: ClientId) -> Option<TubeId> {
+        self.clients.get(&c).map(|client| client.used)
+    }
+
+    /// Whether client `c`'s connection is known to be gone, asking its socket.
+    pub(super) fn has_hung_up(&self, c: ClientId) -> bool {
+        self.clients.get(&c).is_some_and(|client| client.hung_up || client.waker.has_hung_up())
+    }
+
+    pub(super) fn is_reserved_by(&self, id: JobId, c: ClientId) -> bool {
+        self.jobs.get(&id).is_some_and(|job| job.state == State::Reserved && job.reserved_by == c)
+    }
+
+    /// The best `(pri, id)` ready job in `c`'s unpaused watched tubes.
+    pub(super) fn best_ready_job(&self, c: ClientId) -> Option<JobId> {
+        let client = self.clients.get(&c)?;
+        let tubes = client.watched.iter().map(|&t| self.tubes.get(t));
+        tubes.filter(|tube| !tube.is_paused()).filter_map(|tube| tube.ready.peek()).min().map(|(_, id)| id)
+    }
+
+    pub(super) fn has_ready_job(&self, c: ClientId, include_paused: bool) -> bool {
+        self.clients.get(&c).is_some_and(|client| {
+            client
+                .watched
+                .iter()
+                .map(|&t| self.tubes.get(t))
+                .any(|tube| !tube.ready.is_empty() && (include_paused || !tube.is_paused()))
+        })
+    }
+
+    /// When the soonest-expiring reservation of `c` enters its safety
+    /// margin. O(reservations held), as in beanstalkd; most workers hold none
+    /// when they reserve.
+    pub(super) fn soonest_margin(&mut self, c: ClientId) -> Option<Time> {
+        let client = self.clients.get(&c)?;
+        let soonest = match client.soonest_deadline {
+            Soonest::Known(soonest) => soonest,
+            Soonest::Stale => {
+                let deadlines = client.reserved.ids(&self.jobs).filter_map(|id| self.jobs.get(&id));
+                let soonest = deadlines.map(|job| job.deadline).min();
+                if let Some(client) = self.clients.get_mut(&c) {
+                    client.soonest_deadline = Soonest::Known(soonest);
+                }
+                soonest
+            }
+        };
+        soonest.map(|d| d.minus_secs(SAFETY_MARGIN_SECS))
+    }
+
+    pub(super) fn reserved_reply(&self, id: JobId) -> Option<Reply<'_>> {
+        self.jobs.get(&id).map(|job| Reply::Reserved(id, &job.body))
+    }
+
+    pub(super) fn found(&self, id: Option<JobId>) -> Reply<'_> {
+        match id.and_then(|id| Some((id, self.jobs.get(&id)?))) {
+            Some((id, job)) => Reply::Found(id, &job.body),
+            None => Reply::NotFound,
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! Moving a job between queues: out of whichever its state puts it in
+//! ([`Engine::unlink`]), into ready, delayed or reserved, and serving the
+//! waiting clients whenever a job becomes ready. Every command that moves a
+//! job goes through here, so the queues, the per-state counts and the heap
+//! positions stay in step.
+
+use super::*;
+
+impl Engine {
+    /// Takes a job out of whichever queue its state puts it in. Its state is
+    /// stale until the caller files it somewhere else (or drops it).
+    pub(super) fn unlink(&mut self, id: JobId) {
+        let Some(job) = self.jobs.get(&id) else {
+            return;
+        };
+        let (t, slot, state) = (job.tube, job.heap_index as usize, job.state);
+        let (pri, owner, deadline) = (job.pri, job.reserved_by, job.deadline);
+        tally(&mut self.job_counts, state, pri, false);
+        let tube = self.tubes.get_mut(t);
+        match state {
+            State::Ready => {
+                tube.ready.remove(slot, &mut positions(&mut self.jobs));
+                tube.urgent -= usize::from(pri < URGENT_PRIORITY);
+            }
+            State::Delayed => {
+                tube.delayed.remove(slot, &mut positions(&mut self.jobs));
+                self.tubes.reschedule(t);
+            }
+            State::Buried => tube.buried.remove(&mut self.jobs, id),
+            State::Reserved => {
+                tube.reserved -= 1;
+                self.reserved.remove(slot, &mut positions(&mut self.jobs));
+                if let Some(client) = self.clients.get_mut(&owner) {
+                    client.reserved.remove(&mut self.jobs, id);
+                    client.forget_deadline(deadline);
+                }
+            }
+        }
+    }
+
+    /// Files an unlinked job as ready, then serves its tube's waiters.
+    pub(super) fn make_ready(&mut self, id: JobId, now: Time) {
+        let Some(job) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        job.state = State::Ready;
+        let (t, pri) = (job.tube, job.pri);
+        tally(&mut self.job_counts, State::Ready, pri, true);
+        let tube = self.tubes.get_mut(t);
+        tube.ready.push(pri, id, &mut positions(&mut self.jobs));
+        tube.urgent += usize::from(pri < URGENT_PRIORITY);
+        self.serve_waiters(t, now);
+    }
+
+    /// Files an unlinked job as delayed until `until`.
+    pub(super) fn make_delayed(&mut self, id: JobId, until: Time) {
+        let Some(job) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        job.state = State::Delayed;
+        job.deadline = until;
+        let t = job.tube;
+        tally(&mut self.job_counts, State::Delayed, job.pri, true);
+        self.tubes.get_mut(t).delayed.push(until, id, &mut positions(&mut self.jobs));
+        self.tubes.reschedule(t);
+        self.schedule(until);
+    }
+
+    /// Takes a ready, delayed or buried job out of its queue and reserves it
+    /// for client `c`.
+    pub(super) fn reserve_for(&mut self, c: ClientId, id: JobId, now: Time) {
+        self.unlink(id);
+        let Some(job) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        let deadline = now.plus_secs(job.ttr);
+        job.state = State::Reserved;
+        job.reserved_by = c;
+        job.deadline = deadline;
+        job.counters.reserves = job.counters.reserves.wrapping_add(1);
+        let t = job.tube;
+        tally(&mut self.job_counts, State::Reserved, job.pri, true);
+        self.tubes.get_mut(t).reserved += 1;
+        self.reserved.push(deadline, id, &mut positions(&mut self.jobs));
+        if let Some(client) = self.clients.get_mut(&c) {
+            client.reserved.push_back(&mut self.jobs, id);
+            client.note_deadline(deadline);
+        }
+        self.schedule(deadline);
+    }
+
+    /// Makes a buried or delayed job ready, counting the kick.
+    pub(super) fn kick_one(&mut self, id: JobId, now: Time) {
+        self.unlink(id);
+        if let Some(job) = self.jobs.get_mut(&id) {
+            job.counters.kicks = job.counters.kicks.wrapping_add(1);
+        }
+        self.make_ready(id, now);
+    }
+
+    /// Hands ready jobs of tube `t` to its longest waiters while both last.
+    ///
+    /// A waiter blocks only when none of its watched tubes has a job for it,
+    /// so whenever a job becomes ready in `t`, `t`'s waiters are the only
+    /// ones that can newly be served, and `t`'s best job is their best job.
+    /// A waiter whose connection is already gone is passed over (its reserve
+    /// ends with `TIMED_OUT`, as the hang-up watcher would have ended it), so
+    /// the job goes to the longest waiter still connected.
+    pub(super) fn serve_waiters(&mut self, t: TubeId, now: Time) {
+        loop {
+            let tube = self.tubes.get(t);
+            if tube.is_paused() {
+                return;
+            }
+            let (Some((_, id)), Some((&seq, &c))) = (tube.ready.peek(), tube.waiting.first_key_value())
+            else {
+                return;
+            };
+            if self.has_hung_up(c) {
+                self.hang_up(c);
+            } else {
+                self.hand_over(c, id, now);
+            }
+            // Both paths took `c` out of line; this only guards the loop's
+            // progress should the queue and the client ever disagree.
+            self.tubes.get_mut(t).waiting.remove(&seq);
+        }
+    }
+}

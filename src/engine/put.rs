@@ -1,0 +1,98 @@
+//! `put`, in its three steps: [`Engine::start_put`] allocates the id and
+//! claims memory before the body is read, then exactly one of
+//! [`Engine::put`] (the body arrived) or [`Engine::cancel_put`] (it did
+//! not) follows. The connection keeps to that rule; nothing else creates a
+//! job.
+
+use super::*;
+
+impl Engine {
+    /// Counts a put whose line parsed (reference §3.1 step 3).
+    pub fn count_put(&mut self) {
+        self.cmds.put += 1;
+    }
+
+    /// Marks the client a producer and allocates the job's id, before its
+    /// body of `bytes` bytes is read; the id is used up even if the put then
+    /// fails. `None` when the memory limit leaves no room for the body: the
+    /// put is refused with `OUT_OF_MEMORY` before anything is allocated.
+    /// Every `Some` must be followed by [`Engine::put`] or
+    /// [`Engine::cancel_put`].
+    pub fn start_put(&mut self, c: ClientId, bytes: u32) -> Option<JobId> {
+        if let Some(client) = self.clients.get_mut(&c) {
+            if !client.producer {
+                client.producer = true;
+                self.producers += 1;
+            }
+        }
+        let cost = u64::from(bytes) + JOB_MEMORY_OVERHEAD;
+        if self.memory_limit.is_some_and(|limit| self.job_memory + cost > limit) {
+            return None;
+        }
+        self.job_memory += cost;
+        self.job_memory_high_water = self.job_memory_high_water.max(self.job_memory);
+        let id = self.next_job_id;
+        self.next_job_id += 1;
+        Some(id)
+    }
+
+    /// Gives back the memory claimed by [`Engine::start_put`] for a body that
+    /// never arrived intact.
+    pub fn cancel_put(&mut self, bytes: u32) {
+        self.job_memory = self.job_memory.saturating_sub(u64::from(bytes) + JOB_MEMORY_OVERHEAD);
+    }
+
+    /// Inserts a job whose body arrived intact into the client's used tube.
+    pub fn put(&mut self, c: ClientId, new: NewJob, now: Time) -> Reply<'_> {
+        if self.draining {
+            self.cancel_put(new.body.len() as u32);
+            return Reply::Draining;
+        }
+        let Some(client) = self.clients.get(&c) else {
+            return Reply::InternalError;
+        };
+        let tube = client.used;
+        let id = new.id;
+        let tube_len = self.tubes.get(tube).name.as_str().len();
+        let body_len = new.body.len();
+        if !self.journal_has_room(|journal| journal.reserve_put(tube_len, body_len)) {
+            // No disk space: the id stays used up, the job is forgotten.
+            self.cancel_put(body_len as u32);
+            return Reply::OutOfMemory;
+        }
+        let job = Job {
+            tube,
+            pri: new.pri,
+            delay: new.delay,
+            ttr: new.ttr.max(1),
+            // What it is about to become, so that its log record says so.
+            state: if new.delay > 0 { State::Delayed } else { State::Ready },
+            counters: Counters::default(),
+            created: new.created,
+            deadline: now.plus_secs(new.delay),
+            reserved_by: 0,
+            heap_index: 0,
+            links: Default::default(),
+            file: 0,
+            body: new.body,
+        };
+        self.jobs.insert(id, job);
+        // Logged before it is queued: if the write fails, no client can have
+        // seen the job, and it is forgotten as if never put.
+        if !self.log_full(id) {
+            if let Some(job) = self.jobs.remove(&id) {
+                self.cancel_put(job.body.len() as u32);
+            }
+            return Reply::InternalError;
+        }
+        self.total_jobs += 1;
+        self.tubes.get_mut(tube).total_jobs += 1;
+        if new.delay > 0 {
+            self.make_delayed(id, now.plus_secs(new.delay));
+        } else {
+            self.make_ready(id, now);
+        }
+        self.compact();
+        Reply::Inserted(id)
+    }
+}

@@ -1,0 +1,297 @@
+//! `reserve`, `reserve-with-timeout` and `reserve-job`, and the waiting in
+//! between: a blocked client registers in its watched tubes' waiting
+//! queues, is handed a job (or times out, or reaches its safety margin),
+//! and collects the outcome on its own thread; or the putting thread
+//! delivers the reply for it. This file owns the hand-off's rules; it never
+//! touches a socket (a [`Waiter`] does that for it).
+
+use super::*;
+
+impl Engine {
+    /// `reserve` (`timeout` is `None`) or `reserve-with-timeout`.
+    ///
+    /// Returns the reply when the reserve ends at once. Otherwise the client
+    /// is now waiting and `None` is returned: the caller sleeps on the client's
+    /// `Condvar` until [`Engine::wake_time`], then asks [`Engine::check_wait`].
+    pub fn reserve(&mut self, c: ClientId, timeout: Option<u32>, now: Time) -> Option<Reply<'_>> {
+        match timeout {
+            None => self.cmds.reserve += 1,
+            Some(_) => self.cmds.reserve_with_timeout += 1,
+        }
+        let client = self.clients.get_mut(&c)?;
+        if !client.worker {
+            client.worker = true;
+            self.workers += 1;
+        }
+        let margin_at = self.soonest_margin(c);
+        let in_margin = margin_at.is_some_and(|m| now >= m);
+        // In the margin, a job that is ready counts even in a paused tube.
+        if in_margin && !self.has_ready_job(c, true) {
+            return Some(Reply::DeadlineSoon);
+        }
+        if let Some(id) = self.best_ready_job(c) {
+            self.reserve_for(c, id, now);
+            return self.reserved_reply(id);
+        }
+        let client = self.clients.get_mut(&c)?;
+        if in_margin {
+            return Some(Reply::DeadlineSoon);
+        }
+        if client.hung_up || timeout == Some(0) {
+            return Some(Reply::TimedOut);
+        }
+        let seq = self.next_wait_seq;
+        self.next_wait_seq += 1;
+        client.wait = Some(Wait { seq, timeout_at: timeout.map(|secs| now.plus_secs(secs)), margin_at });
+        client.outcome = None;
+        client.blocked = true;
+        for &t in &client.watched {
+            self.tubes.get_mut(t).waiting.insert(seq, c);
+        }
+        self.waiting_clients += 1;
+        None
+    }
+
+    /// When a blocked reserve of `c` must be checked again even if nobody
+    /// wakes it: its timeout or the start of its safety margin. `None` means
+    /// it may sleep until woken.
+    pub fn wake_time(&self, c: ClientId) -> Option<Time> {
+        let wait = self.clients.get(&c)?.wait?;
+        match (wait.timeout_at, wait.margin_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Ends a blocked reserve if it is over: a job was handed to the client,
+    /// its safety margin began, its timeout passed, or it hung up. `None`
+    /// means it is still waiting (or never blocked), and then
+    /// [`Engine::wake_time`] or a wake-up is sure to come: a blocked client
+    /// that is neither waiting nor has an outcome to collect gets `TIMED_OUT`
+    /// rather than a sleep nothing would end.
+    pub fn check_wait(&mut self, c: ClientId, now: Time) -> Option<Reply<'_>> {
+        let client = self.clients.get_mut(&c)?;
+        if !client.blocked || matches!(client.outcome, Some(Outcome::Delivering(..) | Outcome::Delivered)) {
+            return None;
+        }
+        let outcome = match (client.outcome.take(), client.wait) {
+            (Some(outcome), _) => outcome,
+            (None, Some(wait)) if wait.margin_at.is_some_and(|m| now >= m) => {
+                self.stop_waiting(c);
+                Outcome::DeadlineSoon
+            }
+            (None, Some(wait)) if wait.timeout_at.is_some_and(|t| now >= t) => {
+                self.stop_waiting(c);
+                Outcome::TimedOut
+            }
+            (None, Some(_)) => return None,
+            (None, None) => Outcome::TimedOut,
+        };
+        if let Outcome::Reserved(id, wait) = outcome {
+            if !self.is_reserved_by(id, c) {
+                // The TTR path recalls a lapsed hand-off (`recall_handoff`),
+                // so this cannot happen; checked all the same, because
+                // sending a job to a client that does not hold it is the one
+                // thing that must never happen.
+                self.resume_wait(c, wait, now);
+                return self.check_wait(c, now);
+            }
+        }
+        if let Some(client) = self.clients.get_mut(&c) {
+            client.blocked = false;
+        }
+        match outcome {
+            Outcome::Reserved(id, _) => Some(self.reserved_reply(id).unwrap_or(Reply::InternalError)),
+            Outcome::DeadlineSoon => Some(Reply::DeadlineSoon),
+            Outcome::TimedOut => Some(Reply::TimedOut),
+            // Excluded above.
+            Outcome::Delivering(..) | Outcome::Delivered => None,
+        }
+    }
+
+    /// Ends a blocked reserve whose reply another thread already wrote:
+    /// `Some(rest)` with what is left of the reply for the client's own
+    /// thread to write (usually nothing). `None`: not delivered (yet).
+    pub fn check_delivered(&mut self, c: ClientId) -> Option<Vec<u8>> {
+        let client = self.clients.get_mut(&c)?;
+        if !client.blocked || client.outcome != Some(Outcome::Delivered) {
+            return None;
+        }
+        client.outcome = None;
+        client.blocked = false;
+        Some(std::mem::take(&mut client.undelivered))
+    }
+
+    /// From now until [`Engine::take_deliveries`], jobs handed to blocked
+    /// clients are written out by the calling thread rather than by each
+    /// client's own thread: the reply then leaves without waiting for a
+    /// sleeping thread to wake (the fan-out's tail latency).
+    pub fn start_deliveries(&mut self) {
+        self.collect_deliveries = true;
+    }
+
+    /// The replies of the jobs handed over since
+    /// [`Engine::start_deliveries`]. The caller writes each through its
+    /// [`Waiter::deliver`] after releasing the lock, then reports with
+    /// [`Engine::delivered`]; until then the client's thread waits.
+    pub fn take_deliveries(&mut self) -> Vec<Delivery> {
+        self.collect_deliveries = false;
+        let mut deliveries = Vec::new();
+        for c in std::mem::take(&mut self.deliveries) {
+            let Some(Outcome::Reserved(id, wait)) = self.clients.get(&c).and_then(|client| client.outcome)
+            else {
+                continue;
+            };
+            let mut reply = Vec::new();
+            match self.reserved_reply(id) {
+                Some(r) if self.is_reserved_by(id, c) => r.encode(&mut reply),
+                // Not this client's any more: its own thread sorts it out.
+                _ => {
+                    self.wake(c);
+                    continue;
+                }
+            }
+            if let Some(client) = self.clients.get_mut(&c) {
+                client.outcome = Some(Outcome::Delivering(id, wait));
+                deliveries.push(Delivery { client: c, waiter: Arc::clone(&client.waker), reply });
+            }
+        }
+        deliveries
+    }
+
+    /// Reports that `written` bytes of `delivery`'s reply reached the
+    /// client's socket, and wakes the client's thread to write the rest (if
+    /// any) and go on.
+    pub fn delivered(&mut self, delivery: Delivery, written: usize) {
+        let Some(client) = self.clients.get_mut(&delivery.client) else {
+            return;
+        };
+        if !matches!(client.outcome, Some(Outcome::Delivering(..))) {
+            return;
+        }
+        client.outcome = Some(Outcome::Delivered);
+        client.undelivered = delivery.reply;
+        client.undelivered.drain(..written.min(client.undelivered.len()));
+        client.waker.wake();
+    }
+
+    /// `reserve-job <id>`: reserves a ready, delayed or buried job in any tube.
+    pub fn reserve_job(&mut self, c: ClientId, id: JobId, now: Time) -> Reply<'_> {
+        let Some(job) = self.jobs.get(&id) else {
+            return Reply::NotFound;
+        };
+        if job.state == State::Reserved {
+            return Reply::NotFound;
+        }
+        // Taken from buried or delayed, it comes back ready after a restart:
+        // that is a change the log must hear of.
+        let needs_log = job.state != State::Ready;
+        if needs_log && !self.has_room_for_update() {
+            return Reply::OutOfMemory;
+        }
+        let Some(client) = self.clients.get_mut(&c) else {
+            return Reply::InternalError;
+        };
+        if !client.worker {
+            client.worker = true;
+            self.workers += 1;
+        }
+        self.reserve_for(c, id, now);
+        if needs_log && !self.log_update(id) {
+            return Reply::InternalError;
+        }
+        self.compact();
+        self.reserved_reply(id).unwrap_or(Reply::InternalError)
+    }
+
+    /// Reserves job `id` for blocked client `c` and wakes its thread to
+    /// collect it.
+    pub(super) fn hand_over(&mut self, c: ClientId, id: JobId, now: Time) {
+        let Some(wait) = self.stop_waiting(c) else {
+            return;
+        };
+        self.reserve_for(c, id, now);
+        if self.collect_deliveries {
+            if let Some(client) = self.clients.get_mut(&c) {
+                client.outcome = Some(Outcome::Reserved(id, wait));
+                self.deliveries.push(c);
+                return;
+            }
+        }
+        self.set_outcome(c, Outcome::Reserved(id, wait));
+    }
+
+    /// Job `id`, reserved by `holder`, has just run out of TTR. If it was
+    /// handed to `holder` while blocked and its thread has not collected it
+    /// yet (another command held the lock for longer than the TTR), the
+    /// client never heard of the job: its reserve goes on, in the place in
+    /// line it had, rather than receive a job that may by now be someone
+    /// else's. The job's counters keep the reservation and its timeout:
+    /// both happened, as far as the queue is concerned.
+    pub(super) fn recall_handoff(&mut self, holder: ClientId, id: JobId, now: Time) {
+        let Some(client) = self.clients.get_mut(&holder) else {
+            return;
+        };
+        let Some(Outcome::Reserved(handed, wait)) = client.outcome else {
+            return;
+        };
+        if handed != id {
+            return;
+        }
+        client.outcome = None;
+        self.resume_wait(holder, wait, now);
+    }
+
+    /// Puts client `c` back into the waiting queues with `wait`'s place in
+    /// line and timeout, or hands it a job at once if one of its tubes has
+    /// one (one may have become ready while it was out of line).
+    pub(super) fn resume_wait(&mut self, c: ClientId, wait: Wait, now: Time) {
+        let margin_at = self.soonest_margin(c);
+        let Some(client) = self.clients.get_mut(&c) else {
+            return;
+        };
+        client.wait = Some(Wait { margin_at, ..wait });
+        for &t in &client.watched {
+            self.tubes.get_mut(t).waiting.insert(wait.seq, c);
+        }
+        self.waiting_clients += 1;
+        if client.hung_up || self.has_hung_up(c) {
+            self.hang_up(c);
+        } else if let Some(id) = self.best_ready_job(c) {
+            self.hand_over(c, id, now);
+        }
+    }
+
+    /// Ends client `c`'s wait with `outcome` and wakes its thread.
+    pub(super) fn finish_wait(&mut self, c: ClientId, outcome: Outcome) {
+        self.stop_waiting(c);
+        self.set_outcome(c, outcome);
+    }
+
+    /// Wakes client `c`'s thread.
+    pub(super) fn wake(&self, c: ClientId) {
+        if let Some(client) = self.clients.get(&c) {
+            client.waker.wake();
+        }
+    }
+
+    /// Leaves `outcome` for client `c`'s thread and wakes it.
+    pub(super) fn set_outcome(&mut self, c: ClientId, outcome: Outcome) {
+        if let Some(client) = self.clients.get_mut(&c) {
+            client.outcome = Some(outcome);
+            client.waker.wake();
+        }
+    }
+
+    /// Takes client `c` out of every waiting queue; returns the wait it
+    /// ended, if it was waiting.
+    pub(super) fn stop_waiting(&mut self, c: ClientId) -> Option<Wait> {
+        let client = self.clients.get_mut(&c)?;
+        let wait = client.wait.take()?;
+        for &t in &client.watched {
+            self.tubes.get_mut(t).waiting.remove(&wait.seq);
+        }
+        self.waiting_clients -= 1;
+        Some(wait)
+    }
+}

@@ -1,0 +1,120 @@
+//! Time-driven work: TTRs running out, delayed jobs maturing, pauses
+//! ending ([`Engine::tick`], run by the timer thread), `pause-tube`, and
+//! giving memory back after a drain. Only tubes that wait on time are
+//! visited, through the tubes' timetable.
+
+use super::*;
+
+impl Engine {
+    /// `pause-tube <tube> <delay>`. `tube` is `None` for a name the parser
+    /// found illegal after the command was already counted.
+    pub fn pause_tube(&mut self, tube: Option<&TubeName>, delay: u32, now: Time) -> Reply<'_> {
+        self.cmds.pause_tube += 1;
+        let Some(name) = tube else {
+            return Reply::BadFormat;
+        };
+        let Some(t) = self.tubes.find(name) else {
+            return Reply::NotFound;
+        };
+        let tube = self.tubes.get_mut(t);
+        tube.cmd_pause_tube += 1;
+        if delay == 0 {
+            // beanstalkd stores 0 as a 1 ns pause: it ends at once.
+            tube.pause = None;
+            self.tubes.reschedule(t);
+            self.serve_waiters(t, now);
+        } else {
+            let until = now.plus_secs(delay);
+            tube.pause = Some(Pause { secs: delay, until });
+            self.tubes.reschedule(t);
+            self.schedule(until);
+        }
+        Reply::Paused
+    }
+
+    /// Runs everything due at `now`: TTRs that ran out, delayed jobs that
+    /// matured, pauses that ended. Returns when something is next due.
+    pub fn tick(&mut self, now: Time) -> Option<Time> {
+        while let Some((deadline, id)) = self.reserved.peek() {
+            if deadline > now {
+                break;
+            }
+            let holder = self.jobs.get(&id).map_or(0, |job| job.reserved_by);
+            self.unlink(id);
+            if let Some(job) = self.jobs.get_mut(&id) {
+                job.counters.timeouts = job.counters.timeouts.wrapping_add(1);
+            }
+            self.job_timeouts += 1;
+            self.recall_handoff(holder, id, now);
+            self.make_ready(id, now);
+        }
+        // Only tubes with something due are visited: a tube waiting on
+        // nothing, or on something later, costs nothing here.
+        for t in self.tubes.due_at(now) {
+            self.tubes_visited_by_tick += 1;
+            while let Some((due, id)) = self.tubes.get(t).delayed.peek() {
+                if due > now {
+                    break;
+                }
+                self.unlink(id);
+                self.make_ready(id, now);
+            }
+            let tube = self.tubes.get_mut(t);
+            if tube.pause.is_some_and(|p| p.until <= now) {
+                tube.pause = None;
+                self.tubes.reschedule(t);
+                self.serve_waiters(t, now);
+            }
+        }
+        self.timer_due = self.next_due();
+        self.timer_due
+    }
+
+    /// The earliest time at which [`Engine::tick`] has work to do.
+    pub fn next_due(&self) -> Option<Time> {
+        let reservation_ends = self.reserved.peek().map(|(at, _)| at);
+        reservation_ends.into_iter().chain(self.tubes.next_event()).min()
+    }
+
+    /// True when jobs have been deleted in such numbers that giving their
+    /// memory back pays: jobs hold less than half of what they held at the
+    /// busiest moment since the last give-back, and the difference is at
+    /// least 16 MiB; or the job table is mostly vacant.
+    pub fn wants_give_back(&self) -> bool {
+        let freed = self.job_memory_high_water.saturating_sub(self.job_memory);
+        (freed >= GIVE_BACK_AT_LEAST && self.job_memory < self.job_memory_high_water / 2)
+            || self.jobs.wants_shrink()
+    }
+
+    /// Shrinks the job table to the jobs alive now. O(jobs): the timer
+    /// thread calls it, a moment after [`Engine::wants_give_back`] turned
+    /// true, and then hands the freed pages back to the system outside the
+    /// lock.
+    pub fn give_back_memory(&mut self) {
+        self.jobs.shrink();
+        self.job_memory_high_water = self.job_memory;
+        self.give_back_asked = false;
+    }
+
+    /// Wakes the timer thread, once, when memory could be given back. O(1):
+    /// the delete path calls it.
+    pub(super) fn ask_for_give_back(&mut self) {
+        if self.give_back_asked || !self.wants_give_back() {
+            return;
+        }
+        self.give_back_asked = true;
+        if let Some(timer) = &self.timer {
+            timer.notify_one();
+        }
+    }
+
+    /// Asks the timer thread to wake by `at` if it planned to sleep longer.
+    pub(super) fn schedule(&mut self, at: Time) {
+        if self.timer_due.is_none_or(|due| at < due) {
+            self.timer_due = Some(at);
+            if let Some(timer) = &self.timer {
+                timer.notify_one();
+            }
+        }
+    }
+}

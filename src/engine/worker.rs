@@ -1,0 +1,162 @@
+//! What a worker does with a job it holds, and kicking: `delete`,
+//! `release`, `bury`, `touch`, `kick`, `kick-job`. Each checks the job's
+//! state (reference §3.20), claims log room if the change will be logged,
+//! moves the job, logs it, and lets compaction run.
+
+use super::*;
+
+impl Engine {
+    /// `delete <id>`: any job except one reserved by another client.
+    pub fn delete(&mut self, c: ClientId, id: JobId) -> Reply<'_> {
+        self.cmds.delete += 1;
+        let Some(job) = self.jobs.get(&id) else {
+            return Reply::NotFound;
+        };
+        if job.state == State::Reserved && job.reserved_by != c {
+            return Reply::NotFound;
+        }
+        let tube = job.tube;
+        // The delete record's room was claimed by the put: this cannot run
+        // out of disk. If the write fails anyway the job is gone all the same.
+        let logged = match &mut self.journal {
+            Some(journal) => journal.write_delete(id, job, &self.tubes.get(tube).name).is_ok(),
+            None => true,
+        };
+        self.unlink(id);
+        if let Some(job) = self.jobs.remove(&id) {
+            self.cancel_put(job.body.len() as u32);
+        }
+        self.tubes.get_mut(tube).cmd_delete += 1;
+        self.tubes.remove_if_unreferenced(tube);
+        self.ask_for_give_back();
+        if !logged {
+            return Reply::InternalError;
+        }
+        self.compact();
+        Reply::Deleted
+    }
+
+    /// `release <id> <pri> <delay>`.
+    pub fn release(&mut self, c: ClientId, id: JobId, pri: u32, delay: u32, now: Time) -> Reply<'_> {
+        self.cmds.release += 1;
+        if !self.is_reserved_by(id, c) {
+            return Reply::NotFound;
+        }
+        if !self.has_room_for_update() {
+            return Reply::OutOfMemory;
+        }
+        self.unlink(id);
+        if let Some(job) = self.jobs.get_mut(&id) {
+            job.pri = pri;
+            job.delay = delay;
+            job.counters.releases = job.counters.releases.wrapping_add(1);
+        }
+        if delay > 0 {
+            self.make_delayed(id, now.plus_secs(delay));
+        } else {
+            self.make_ready(id, now);
+        }
+        if !self.log_update(id) {
+            return Reply::InternalError;
+        }
+        self.compact();
+        Reply::Released
+    }
+
+    /// `bury <id> <pri>`.
+    pub fn bury(&mut self, c: ClientId, id: JobId, pri: u32, now: Time) -> Reply<'_> {
+        self.cmds.bury += 1;
+        if !self.is_reserved_by(id, c) {
+            return Reply::NotFound;
+        }
+        if !self.has_room_for_update() {
+            return Reply::OutOfMemory;
+        }
+        self.unlink(id);
+        let Some(job) = self.jobs.get_mut(&id) else {
+            return Reply::InternalError;
+        };
+        job.pri = pri;
+        job.counters.buries = job.counters.buries.wrapping_add(1);
+        job.state = State::Buried;
+        // Strictly after the previous burial, even within one clock tick.
+        self.last_buried_at = now.max(Time(self.last_buried_at.0.saturating_add(1)));
+        job.deadline = self.last_buried_at;
+        let tube = job.tube;
+        tally(&mut self.job_counts, State::Buried, pri, true);
+        self.tubes.get_mut(tube).buried.push_back(&mut self.jobs, id);
+        if !self.log_update(id) {
+            return Reply::InternalError;
+        }
+        self.compact();
+        Reply::Buried
+    }
+
+    /// `touch <id>`: a fresh full TTR from now.
+    pub fn touch(&mut self, c: ClientId, id: JobId, now: Time) -> Reply<'_> {
+        self.cmds.touch += 1;
+        if !self.is_reserved_by(id, c) {
+            return Reply::NotFound;
+        }
+        let Some(job) = self.jobs.get_mut(&id) else {
+            return Reply::InternalError;
+        };
+        let (slot, deadline) = (job.heap_index as usize, now.plus_secs(job.ttr));
+        let old_deadline = std::mem::replace(&mut job.deadline, deadline);
+        if let Some(client) = self.clients.get_mut(&c) {
+            client.forget_deadline(old_deadline);
+            client.note_deadline(deadline);
+        }
+        self.reserved.remove(slot, &mut positions(&mut self.jobs));
+        self.reserved.push(deadline, id, &mut positions(&mut self.jobs));
+        Reply::Touched
+    }
+
+    /// `kick <bound>`: up to `bound` buried jobs of the used tube, oldest
+    /// first; only if it has none, up to `bound` delayed jobs, soonest first.
+    pub fn kick(&mut self, c: ClientId, bound: u32, now: Time) -> Reply<'_> {
+        self.cmds.kick += 1;
+        let Some(t) = self.used_tube(c) else {
+            return Reply::InternalError;
+        };
+        let from_buried = !self.tubes.get(t).buried.is_empty();
+        let mut kicked = 0;
+        while kicked < bound {
+            let tube = self.tubes.get(t);
+            let next = if from_buried { tube.buried.front() } else { tube.delayed.peek().map(|(_, id)| id) };
+            let Some(id) = next else { break };
+            if !self.has_room_for_update() {
+                // Out of disk: stop here; the jobs not kicked stay as they were.
+                if kicked == 0 {
+                    return Reply::OutOfMemory;
+                }
+                break;
+            }
+            self.kick_one(id, now);
+            if !self.log_update(id) {
+                return Reply::InternalError;
+            }
+            kicked += 1;
+        }
+        self.compact();
+        Reply::KickedCount(kicked)
+    }
+
+    /// `kick-job <id>`: a buried or delayed job in any tube.
+    pub fn kick_job(&mut self, id: JobId, now: Time) -> Reply<'_> {
+        match self.jobs.get(&id).map(|job| job.state) {
+            Some(State::Buried | State::Delayed) => {
+                if !self.has_room_for_update() {
+                    return Reply::OutOfMemory;
+                }
+                self.kick_one(id, now);
+                if !self.log_update(id) {
+                    return Reply::InternalError;
+                }
+                self.compact();
+                Reply::Kicked
+            }
+            _ => Reply::NotFound,
+        }
+    }
+}
