@@ -17,7 +17,8 @@
 //! 0. [`reference`](mod@reference): the protocol in prose, every command and reply, the
 //!    job states, scheduling, and where this server differs from beanstalkd.
 //!    The code cites it as "reference §N".
-//! 1. [`protocol`]: the wire format. A command line becomes a
+//! 1. [`ids`]: the job and client ids every module names. Then
+//!    [`protocol`]: the wire format. A command line becomes a
 //!    [`protocol::Command`]; a [`protocol::Reply`] becomes bytes. Start here
 //!    to learn what clients can say.
 //! 2. [`engine`]: every job, tube and client's queue state, and the only code
@@ -84,6 +85,7 @@ pub mod engine;
 mod framing;
 mod hangup;
 pub mod host;
+pub mod ids;
 pub mod privileges;
 pub mod protocol;
 pub mod reference;

@@ -16,7 +16,7 @@
 
 use std::fmt;
 
-use crate::engine::JobId;
+use crate::ids::JobId;
 
 /// Longest command line, CRLF included (reference §1.2).
 pub const MAX_LINE: usize = 224;

@@ -10,8 +10,19 @@
 use std::fmt::Write;
 use std::time::Duration;
 
-use crate::engine::Counters;
 use crate::protocol::TubeName;
+
+/// How many times each thing has happened to a job (shown by `stats-job`).
+/// Like beanstalkd's, they are 32-bit and wrap. They live here, beside the
+/// YAML that prints them; the engine's job record holds one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub reserves: u32,
+    pub timeouts: u32,
+    pub releases: u32,
+    pub buries: u32,
+    pub kicks: u32,
+}
 
 /// How many times each counted command ran (the `cmd-*` keys).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

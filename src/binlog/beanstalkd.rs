@@ -42,8 +42,9 @@ use std::path::Path;
 
 use super::dir::{TheirFile, Theirs};
 use super::record::FileStamp;
-use crate::engine::{Counters, JobId};
+use crate::ids::JobId;
 use crate::protocol::TubeName;
+use crate::stats::Counters;
 
 /// A job as beanstalkd's records left it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -27,7 +27,8 @@
 //! refuses versions it does not know rather than guess. Version 1 had no
 //! `Imported` record; it is read as it is.
 
-use crate::engine::{Counters, JobId};
+use crate::ids::JobId;
+use crate::stats::Counters;
 
 /// First bytes of every binlog file.
 pub const MAGIC: &[u8; 8] = b"BSTKLOG\0";

@@ -376,7 +376,7 @@ fn apply(record: Record<'_>, file: u32, state: ReplayState<'_>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::Counters;
+    use crate::stats::Counters;
 
     fn state(id: JobId) -> JobState {
         JobState {

@@ -12,7 +12,7 @@
 //! are broken by the id: `(pri, id)` for ready jobs, `(due time, id)` for
 //! delayed and reserved ones.
 
-use super::job::JobId;
+use crate::ids::JobId;
 
 /// Below this many entries of storage a heap keeps what it has.
 const MIN_CAPACITY: usize = 64;

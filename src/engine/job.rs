@@ -10,11 +10,8 @@ use super::list::Links;
 use super::tube::TubeId;
 use crate::time::Time;
 
-/// A job's id: unique within the process, starting at 1, never reused.
-pub type JobId = u64;
-
-/// The identity of a client connection inside the engine.
-pub type ClientId = u64;
+pub use crate::ids::{ClientId, JobId};
+pub use crate::stats::Counters;
 
 /// Priorities below this count as "urgent" in the stats.
 pub const URGENT_PRIORITY: u32 = 1024;
@@ -43,17 +40,6 @@ impl State {
             State::Buried => "buried",
         }
     }
-}
-
-/// How many times each thing has happened to a job (shown by `stats-job`).
-/// Like beanstalkd's, they are 32-bit and wrap.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Counters {
-    pub reserves: u32,
-    pub timeouts: u32,
-    pub releases: u32,
-    pub buries: u32,
-    pub kicks: u32,
 }
 
 /// One job's record.

@@ -7,8 +7,8 @@
 //! back to ready when the client disconnects). A job is never buried and
 //! reserved at once, so one pair of links per job serves both.
 
-use super::job::JobId;
 use super::table::JobTable;
+use crate::ids::JobId;
 
 /// A job's neighbours in whichever list it is in. Id 0 means "none": job ids
 /// start at 1.

@@ -29,8 +29,9 @@
 use std::collections::VecDeque;
 use std::ops::Index;
 
-use super::job::{Job, JobId};
+use super::job::Job;
 use super::IdMap;
+use crate::ids::JobId;
 
 /// Records per slab chunk: 4096 × 112 bytes is under half a megabyte, so the
 /// last, partly used chunk is a small share of a big table, and a chunk is

@@ -10,8 +10,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::heap::Heap;
-use super::job::ClientId;
 use super::list::List;
+use crate::ids::ClientId;
 use crate::protocol::TubeName;
 use crate::time::Time;
 
