@@ -6,6 +6,28 @@
 use super::*;
 
 impl Engine {
+    /// The one way a logged change is made to job `id` (bury, release, kick,
+    /// `reserve-job` of a buried or delayed job): claim room for its update
+    /// record first, and if there is none refuse with `OUT_OF_MEMORY`,
+    /// leaving the job exactly as it was; then `change` it, log its new
+    /// state, and let compaction run. `Err` is the reply to send instead of
+    /// the command's own.
+    pub(super) fn logged_change(
+        &mut self,
+        id: JobId,
+        change: impl FnOnce(&mut Engine),
+    ) -> Result<(), Reply<'static>> {
+        if !self.has_room_for_update() {
+            return Err(Reply::OutOfMemory);
+        }
+        change(self);
+        if !self.log_update(id) {
+            return Err(Reply::InternalError);
+        }
+        self.compact();
+        Ok(())
+    }
+
     /// True when an update record can be written (always, without a log).
     pub(super) fn has_room_for_update(&mut self) -> bool {
         self.journal_has_room(|journal| journal.reserve_update())

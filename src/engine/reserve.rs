@@ -183,24 +183,25 @@ impl Engine {
         if job.state == State::Reserved {
             return Reply::NotFound;
         }
-        // Taken from buried or delayed, it comes back ready after a restart:
-        // that is a change the log must hear of.
-        let needs_log = job.state != State::Ready;
-        if needs_log && !self.has_room_for_update() {
-            return Reply::OutOfMemory;
-        }
-        let Some(client) = self.clients.get_mut(&c) else {
+        if !self.clients.contains_key(&c) {
             return Reply::InternalError;
+        }
+        let reserve = |e: &mut Engine| {
+            if let Some(client) = e.clients.get_mut(&c) {
+                if !client.worker {
+                    client.worker = true;
+                    e.workers += 1;
+                }
+            }
+            e.reserve_for(c, id, now);
         };
-        if !client.worker {
-            client.worker = true;
-            self.workers += 1;
+        // Taken from buried or delayed, it comes back ready after a restart:
+        // that is a change the log must hear of. Taken from ready, it is not.
+        if job.state == State::Ready {
+            reserve(self);
+        } else if let Err(refusal) = self.logged_change(id, reserve) {
+            return refusal;
         }
-        self.reserve_for(c, id, now);
-        if needs_log && !self.log_update(id) {
-            return Reply::InternalError;
-        }
-        self.compact();
         self.reserved_reply(id).unwrap_or(Reply::InternalError)
     }
 

@@ -1,7 +1,8 @@
 //! What a worker does with a job it holds, and kicking: `delete`,
 //! `release`, `bury`, `touch`, `kick`, `kick-job`. Each checks the job's
-//! state (reference §3.20), claims log room if the change will be logged,
-//! moves the job, logs it, and lets compaction run.
+//! state (reference §3.20), then makes its change through
+//! [`Engine::logged_change`], which claims log room first, logs the change
+//! after, and lets compaction run.
 
 use super::*;
 
@@ -42,25 +43,20 @@ impl Engine {
         if !self.is_reserved_by(id, c) {
             return Reply::NotFound;
         }
-        if !self.has_room_for_update() {
-            return Reply::OutOfMemory;
-        }
-        self.unlink(id);
-        if let Some(job) = self.jobs.get_mut(&id) {
-            job.pri = pri;
-            job.delay = delay;
-            job.counters.releases = job.counters.releases.wrapping_add(1);
-        }
-        if delay > 0 {
-            self.make_delayed(id, now.plus_secs(delay));
-        } else {
-            self.make_ready(id, now);
-        }
-        if !self.log_update(id) {
-            return Reply::InternalError;
-        }
-        self.compact();
-        Reply::Released
+        let released = self.logged_change(id, |e| {
+            e.unlink(id);
+            if let Some(job) = e.jobs.get_mut(&id) {
+                job.pri = pri;
+                job.delay = delay;
+                job.counters.releases = job.counters.releases.wrapping_add(1);
+            }
+            if delay > 0 {
+                e.make_delayed(id, now.plus_secs(delay));
+            } else {
+                e.make_ready(id, now);
+            }
+        });
+        released.map_or_else(|refusal| refusal, |()| Reply::Released)
     }
 
     /// `bury <id> <pri>`.
@@ -69,27 +65,20 @@ impl Engine {
         if !self.is_reserved_by(id, c) {
             return Reply::NotFound;
         }
-        if !self.has_room_for_update() {
-            return Reply::OutOfMemory;
-        }
-        self.unlink(id);
-        let Some(job) = self.jobs.get_mut(&id) else {
-            return Reply::InternalError;
-        };
-        job.pri = pri;
-        job.counters.buries = job.counters.buries.wrapping_add(1);
-        job.state = State::Buried;
-        // Strictly after the previous burial, even within one clock tick.
-        self.last_buried_at = now.max(Time(self.last_buried_at.0.saturating_add(1)));
-        job.deadline = self.last_buried_at;
-        let tube = job.tube;
-        tally(&mut self.job_counts, State::Buried, pri, true);
-        self.tubes.get_mut(tube).buried.push_back(&mut self.jobs, id);
-        if !self.log_update(id) {
-            return Reply::InternalError;
-        }
-        self.compact();
-        Reply::Buried
+        let buried = self.logged_change(id, |e| {
+            e.unlink(id);
+            // Strictly after the previous burial, even within one clock tick.
+            e.last_buried_at = now.max(Time(e.last_buried_at.0.saturating_add(1)));
+            let Some(job) = e.jobs.get_mut(&id) else { return };
+            job.pri = pri;
+            job.counters.buries = job.counters.buries.wrapping_add(1);
+            job.state = State::Buried;
+            job.deadline = e.last_buried_at;
+            let tube = job.tube;
+            tally(&mut e.job_counts, State::Buried, pri, true);
+            e.tubes.get_mut(tube).buried.push_back(&mut e.jobs, id);
+        });
+        buried.map_or_else(|refusal| refusal, |()| Reply::Buried)
     }
 
     /// `touch <id>`: a fresh full TTR from now.
@@ -125,20 +114,13 @@ impl Engine {
             let tube = self.tubes.get(t);
             let next = if from_buried { tube.buried.front() } else { tube.delayed.peek().map(|(_, id)| id) };
             let Some(id) = next else { break };
-            if !self.has_room_for_update() {
+            match self.logged_change(id, |e| e.kick_one(id, now)) {
+                Ok(()) => kicked += 1,
                 // Out of disk: stop here; the jobs not kicked stay as they were.
-                if kicked == 0 {
-                    return Reply::OutOfMemory;
-                }
-                break;
+                Err(Reply::OutOfMemory) if kicked > 0 => break,
+                Err(refusal) => return refusal,
             }
-            self.kick_one(id, now);
-            if !self.log_update(id) {
-                return Reply::InternalError;
-            }
-            kicked += 1;
         }
-        self.compact();
         Reply::KickedCount(kicked)
     }
 
@@ -146,15 +128,8 @@ impl Engine {
     pub fn kick_job(&mut self, id: JobId, now: Time) -> Reply<'_> {
         match self.jobs.get(&id).map(|job| job.state) {
             Some(State::Buried | State::Delayed) => {
-                if !self.has_room_for_update() {
-                    return Reply::OutOfMemory;
-                }
-                self.kick_one(id, now);
-                if !self.log_update(id) {
-                    return Reply::InternalError;
-                }
-                self.compact();
-                Reply::Kicked
+                let kicked = self.logged_change(id, |e| e.kick_one(id, now));
+                kicked.map_or_else(|refusal| refusal, |()| Reply::Kicked)
             }
             _ => Reply::NotFound,
         }
