@@ -10,7 +10,7 @@ use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion
 
 fn job(engine: &mut Engine, client: u64, pri: u32) -> NewJob {
     NewJob {
-        id: engine.start_put(client, 100).expect("no memory limit"),
+        ticket: engine.start_put(client, 100).expect("no memory limit"),
         pri,
         delay: 0,
         ttr: 60,

@@ -350,8 +350,8 @@ impl<'a> Conn<'a> {
                 engine.start_put(self.client, bytes).ok_or(Reply::OutOfMemory)
             }
         };
-        let id = match started {
-            Ok(id) => id,
+        let ticket = match started {
+            Ok(ticket) => ticket,
             Err(refusal) => {
                 // Swallow the body unseen, then say why.
                 if !self.discard(u64::from(bytes) + 2)? {
@@ -365,14 +365,14 @@ impl<'a> Conn<'a> {
         let mut crlf = [0; 2];
         let arrived = self.read_exact(&mut body).and_then(|ok| Ok(ok && self.read_exact(&mut crlf)?));
         if !matches!(arrived, Ok(true)) || &crlf != b"\r\n" {
-            shared.engine().cancel_put(bytes);
+            shared.engine().cancel_put(ticket);
             if arrived? {
                 Reply::ExpectedCrlf.encode(&mut self.output);
                 return Ok(Next::Continue);
             }
             return Ok(Next::Close);
         }
-        let job = NewJob { id, pri, delay, ttr, created, body: body.into_boxed_slice() };
+        let job = NewJob { ticket, pri, delay, ttr, created, body: body.into_boxed_slice() };
         let c = self.client;
         let mut engine = shared.engine();
         let logged_before = shared.journal_seq();

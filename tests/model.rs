@@ -527,19 +527,20 @@ impl Harness {
                     self.note(format!("put {kind:?}"));
                     return;
                 }
-                let e_id = self.engine.start_put(c, body.len() as u32).expect("no memory limit is set");
+                let ticket = self.engine.start_put(c, body.len() as u32).expect("no memory limit is set");
+                let e_id = ticket.id();
                 let m_id = self.model.start_put(c);
                 if e_id != m_id {
                     self.fail("start_put", format!("engine id {e_id}, model {m_id}"));
                 }
                 if kind == PutKind::ExpectedCrlf {
-                    self.engine.cancel_put(body.len() as u32);
+                    self.engine.cancel_put(ticket);
                     self.note("put ExpectedCrlf".into());
                     return;
                 }
                 let created = now.saturating_sub(created_ago);
                 let job = NewJob {
-                    id: e_id,
+                    ticket,
                     pri,
                     delay,
                     ttr,

@@ -119,14 +119,32 @@ const SAFETY_MARGIN_SECS: u32 = 1;
 /// A job ready to be inserted by [`Engine::put`].
 #[derive(Debug)]
 pub struct NewJob {
-    /// From [`Engine::start_put`].
-    pub id: JobId,
+    /// From [`Engine::start_put`]: the job's id and its claimed memory.
+    pub ticket: PutTicket,
     pub pri: u32,
     pub delay: u32,
     pub ttr: u32,
     /// When the put line was parsed.
     pub created: Time,
     pub body: Box<[u8]>,
+}
+
+/// The right to insert one job, from [`Engine::start_put`]: the id it was
+/// given and the memory claimed for its body. It is spent by exactly one
+/// [`Engine::put`] (inside the [`NewJob`]) or [`Engine::cancel_put`], and
+/// cannot be copied, so the compiler keeps that rule.
+#[must_use = "a put ticket holds claimed memory: spend it on put or cancel_put"]
+#[derive(Debug, PartialEq, Eq)]
+pub struct PutTicket {
+    id: JobId,
+    bytes: u32,
+}
+
+impl PutTicket {
+    /// The id the job was given (used up even if the put then fails).
+    pub fn id(&self) -> JobId {
+        self.id
+    }
 }
 
 /// All queue state of one server.

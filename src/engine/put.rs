@@ -16,9 +16,8 @@ impl Engine {
     /// body of `bytes` bytes is read; the id is used up even if the put then
     /// fails. `None` when the memory limit leaves no room for the body: the
     /// put is refused with `OUT_OF_MEMORY` before anything is allocated.
-    /// Every `Some` must be followed by [`Engine::put`] or
-    /// [`Engine::cancel_put`].
-    pub fn start_put(&mut self, c: ClientId, bytes: u32) -> Option<JobId> {
+    /// The ticket is spent by [`Engine::put`] or [`Engine::cancel_put`].
+    pub fn start_put(&mut self, c: ClientId, bytes: u32) -> Option<PutTicket> {
         if let Some(client) = self.clients.get_mut(&c) {
             if !client.producer {
                 client.producer = true;
@@ -33,31 +32,38 @@ impl Engine {
         self.job_memory_high_water = self.job_memory_high_water.max(self.job_memory);
         let id = self.next_job_id;
         self.next_job_id += 1;
-        Some(id)
+        Some(PutTicket { id, bytes })
     }
 
     /// Gives back the memory claimed by [`Engine::start_put`] for a body that
-    /// never arrived intact.
-    pub fn cancel_put(&mut self, bytes: u32) {
-        self.job_memory = self.job_memory.saturating_sub(u64::from(bytes) + JOB_MEMORY_OVERHEAD);
+    /// never arrived intact. The id stays used up.
+    pub fn cancel_put(&mut self, ticket: PutTicket) {
+        self.release_job_memory(ticket.bytes as usize);
+    }
+
+    /// Gives back the memory a job of `body_len` bytes was counted for: its
+    /// put failed, or it was deleted.
+    pub(super) fn release_job_memory(&mut self, body_len: usize) {
+        let cost = body_len as u64 + JOB_MEMORY_OVERHEAD;
+        self.job_memory = self.job_memory.saturating_sub(cost);
     }
 
     /// Inserts a job whose body arrived intact into the client's used tube.
     pub fn put(&mut self, c: ClientId, new: NewJob, now: Time) -> Reply<'_> {
         if self.draining {
-            self.cancel_put(new.body.len() as u32);
+            self.cancel_put(new.ticket);
             return Reply::Draining;
         }
         let Some(client) = self.clients.get(&c) else {
             return Reply::InternalError;
         };
         let tube = client.used;
-        let id = new.id;
+        let id = new.ticket.id;
         let tube_len = self.tubes.get(tube).name.as_str().len();
         let body_len = new.body.len();
         if !self.journal_has_room(|journal| journal.reserve_put(tube_len, body_len)) {
             // No disk space: the id stays used up, the job is forgotten.
-            self.cancel_put(body_len as u32);
+            self.release_job_memory(body_len);
             return Reply::OutOfMemory;
         }
         let job = Job {
@@ -81,7 +87,7 @@ impl Engine {
         // seen the job, and it is forgotten as if never put.
         if !self.log_full(id) {
             if let Some(job) = self.jobs.remove(&id) {
-                self.cancel_put(job.body.len() as u32);
+                self.release_job_memory(job.body.len());
             }
             return Reply::InternalError;
         }

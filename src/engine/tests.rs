@@ -18,8 +18,9 @@ fn name(s: &str) -> TubeName {
 
 fn put(e: &mut Engine, c: ClientId, pri: u32, delay: u32, ttr: u32, now: Time) -> JobId {
     e.count_put();
-    let id = e.start_put(c, 4).unwrap();
-    let job = NewJob { id, pri, delay, ttr, created: now, body: Box::from(&b"body"[..]) };
+    let ticket = e.start_put(c, 4).unwrap();
+    let id = ticket.id();
+    let job = NewJob { ticket, pri, delay, ttr, created: now, body: Box::from(&b"body"[..]) };
     assert_eq!(e.put(c, job, now), Reply::Inserted(id));
     id
 }
@@ -316,8 +317,8 @@ fn the_memory_limit_refuses_puts_until_jobs_are_deleted() {
     put(&mut e, c, 0, 0, 10, Time::ZERO);
     assert_eq!(e.start_put(c, 4), None);
     assert_eq!(e.delete(c, first), Reply::Deleted);
-    assert!(e.start_put(c, 4).is_some());
-    e.cancel_put(4);
+    let ticket = e.start_put(c, 4).unwrap();
+    e.cancel_put(ticket);
     assert_eq!(e.job_memory(), 4 + JOB_MEMORY_OVERHEAD);
 }
 

@@ -25,7 +25,7 @@ impl Engine {
         };
         self.unlink(id);
         if let Some(job) = self.jobs.remove(&id) {
-            self.cancel_put(job.body.len() as u32);
+            self.release_job_memory(job.body.len());
         }
         self.tubes.get_mut(tube).cmd_delete += 1;
         self.tubes.remove_if_unreferenced(tube);
