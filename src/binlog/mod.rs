@@ -69,7 +69,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::config::Fsync;
-use crate::engine::{Job, JobId, Journal, RestoredJob, State};
+use crate::engine::{JobId, Journal, LoggedJob, RestoredJob, State};
 use crate::protocol::TubeName;
 use crate::stats::BinlogStats;
 use crate::time::Clock;
@@ -522,7 +522,7 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
 
 /// The logged view of a job's changing fields; a delayed job's due time as
 /// wall-clock time by `clock`.
-fn job_state(id: JobId, job: &Job, clock: &Clock) -> JobState {
+fn job_state(id: JobId, job: &LoggedJob<'_>, clock: &Clock) -> JobState {
     let (state, deadline) = match job.state {
         State::Delayed => (LoggedState::Delayed, clock.to_unix(job.deadline)),
         // A buried job's deadline is when it was buried: it orders the
@@ -554,7 +554,8 @@ impl Journal for Binlog {
         self.make_room(record::full_len(tube_len, body_len) as u64)
     }
 
-    fn write_full(&mut self, id: JobId, job: &Job, tube: &TubeName) -> io::Result<u32> {
+    fn write_full(&mut self, job: &LoggedJob<'_>) -> io::Result<u32> {
+        let (id, tube) = (job.id, job.tube);
         self.scratch.clear();
         record::encode_full(
             &mut self.scratch,
@@ -562,7 +563,7 @@ impl Journal for Binlog {
             job.ttr,
             self.clock.to_unix(job.created),
             tube.as_str().as_bytes(),
-            &job.body,
+            job.body,
         );
         let len = self.append()?;
         self.next_id = self.next_id.max(id.saturating_add(1));
@@ -583,7 +584,8 @@ impl Journal for Binlog {
         Ok(self.current)
     }
 
-    fn write_update(&mut self, id: JobId, job: &Job) -> io::Result<()> {
+    fn write_update(&mut self, job: &LoggedJob<'_>) -> io::Result<()> {
+        let id = job.id;
         self.scratch.clear();
         record::encode_update(&mut self.scratch, &job_state(id, job, &self.clock));
         let len = self.append()?;
@@ -592,7 +594,8 @@ impl Journal for Binlog {
         Ok(())
     }
 
-    fn write_delete(&mut self, id: JobId, job: &Job, tube: &TubeName) -> io::Result<()> {
+    fn write_delete(&mut self, job: &LoggedJob<'_>) -> io::Result<()> {
+        let (id, tube) = (job.id, job.tube);
         self.scratch.clear();
         record::encode_delete(&mut self.scratch, id);
         // The put claimed this room.

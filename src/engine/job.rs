@@ -76,33 +76,33 @@ impl State {
 #[derive(Debug)]
 pub struct Job {
     /// The tube it was put into; never changes.
-    pub tube: TubeId,
-    pub pri: u32,
+    pub(super) tube: TubeId,
+    pub(super) pri: u32,
     /// Seconds of the last delay given by put or release.
-    pub delay: u32,
+    pub(super) delay: u32,
     /// Time to run, in seconds; at least 1.
-    pub ttr: u32,
-    pub state: State,
-    pub counters: Counters,
+    pub(super) ttr: u32,
+    pub(super) state: State,
+    pub(super) counters: Counters,
     /// When the put command line was parsed (`age` counts from here).
-    pub created: Time,
+    pub(super) created: Time,
     /// Delayed: when it becomes ready. Reserved: when its TTR runs out.
     /// Otherwise stale.
-    pub deadline: Time,
+    pub(super) deadline: Time,
     /// The client holding it. Valid only while `state == Reserved`.
-    pub reserved_by: ClientId,
+    pub(super) reserved_by: ClientId,
     /// Slot in the heap of its state. Valid only while ready, delayed or
     /// reserved.
     /// (A `u32`: no heap holds four billion jobs, and every byte of a job
     /// record is paid a million times over.)
-    pub heap_index: u32,
+    pub(super) heap_index: u32,
     /// Neighbours in its tube's buried list (while buried) or in its
     /// client's reservation list (while reserved).
-    pub links: Links,
+    pub(super) links: Links,
     /// The binlog file holding its latest full record; 0 without a binlog.
-    pub file: u32,
+    pub(super) file: u32,
     /// The opaque body, without the trailing CRLF.
-    pub body: Box<[u8]>,
+    pub(super) body: Box<[u8]>,
 }
 
 #[cfg(test)]

@@ -11,7 +11,9 @@
 use std::fmt;
 use std::io;
 
-use super::job::{Job, JobId};
+use super::job::{JobId, State};
+use super::table::JobTable;
+use super::tube::Tubes;
 use crate::protocol::TubeName;
 use crate::stats::BinlogStats;
 use crate::time::Time;
@@ -32,14 +34,14 @@ pub trait Journal: Send + fmt::Debug {
     /// of the file it went to. `job.file` is the file of its previous full
     /// record (0 for a new job). (A job record does not hold its own id:
     /// the job table's index does, so every call names it.)
-    fn write_full(&mut self, id: JobId, job: &Job, tube: &TubeName) -> io::Result<u32>;
+    fn write_full(&mut self, job: &LoggedJob<'_>) -> io::Result<u32>;
 
     /// Writes a job's new state after bury, release, kick or reserve-job.
-    fn write_update(&mut self, id: JobId, job: &Job) -> io::Result<()>;
+    fn write_update(&mut self, job: &LoggedJob<'_>) -> io::Result<()>;
 
     /// Writes that a job was deleted. Never needs a reservation: its room
     /// was claimed by the put.
-    fn write_delete(&mut self, id: JobId, job: &Job, tube: &TubeName) -> io::Result<()>;
+    fn write_delete(&mut self, job: &LoggedJob<'_>) -> io::Result<()>;
 
     /// The next job that compaction should rewrite into the current file,
     /// as `(file, id)`: job `id`'s full record was written into old file
@@ -95,4 +97,42 @@ pub enum RestoredState {
     Buried {
         at: Time,
     },
+}
+
+/// What the log sees of a job: the fields a record stores, and nothing of
+/// where the job sits in the engine's queues. The engine hands one to each
+/// write (see `logged_job`); the job record itself stays the engine's.
+#[derive(Debug, Clone, Copy)]
+pub struct LoggedJob<'a> {
+    pub id: JobId,
+    pub tube: &'a TubeName,
+    pub pri: u32,
+    pub delay: u32,
+    pub ttr: u32,
+    pub state: State,
+    pub created: Time,
+    /// Delayed: when it becomes ready. Buried: when it was buried.
+    pub deadline: Time,
+    pub counters: super::Counters,
+    pub body: &'a [u8],
+    /// The log file holding its latest full record; 0 for a new job.
+    pub file: u32,
+}
+
+/// The log's view of job `id`, if it exists.
+pub(super) fn logged_job<'a>(jobs: &'a JobTable, tubes: &'a Tubes, id: JobId) -> Option<LoggedJob<'a>> {
+    let job = jobs.get(&id)?;
+    Some(LoggedJob {
+        id,
+        tube: &tubes.get(job.tube).name,
+        pri: job.pri,
+        delay: job.delay,
+        ttr: job.ttr,
+        state: job.state,
+        created: job.created,
+        deadline: job.deadline,
+        counters: job.counters,
+        body: &job.body,
+        file: job.file,
+    })
 }

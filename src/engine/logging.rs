@@ -52,8 +52,9 @@ impl Engine {
     /// Logs job `id`'s full record and remembers which file it is in.
     /// False if the write failed.
     pub(super) fn log_full(&mut self, id: JobId) -> bool {
-        let (Some(journal), Some(job)) = (&mut self.journal, self.jobs.get(&id)) else { return true };
-        match journal.write_full(id, job, &self.tubes.get(job.tube).name) {
+        let Some(journal) = self.journal.as_mut() else { return true };
+        let Some(job) = journal::logged_job(&self.jobs, &self.tubes, id) else { return true };
+        match journal.write_full(&job) {
             Ok(file) => {
                 if let Some(job) = self.jobs.get_mut(&id) {
                     job.file = file;
@@ -66,10 +67,8 @@ impl Engine {
 
     /// Logs job `id`'s new state. False if the write failed.
     pub(super) fn log_update(&mut self, id: JobId) -> bool {
-        match (&mut self.journal, self.jobs.get(&id)) {
-            (Some(journal), Some(job)) => journal.write_update(id, job).is_ok(),
-            _ => true,
-        }
+        let Some(journal) = self.journal.as_mut() else { return true };
+        journal::logged_job(&self.jobs, &self.tubes, id).is_none_or(|job| journal.write_update(&job).is_ok())
     }
 
     /// Keeps the log's size in proportion to its live data: rewrites the

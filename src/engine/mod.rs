@@ -75,7 +75,7 @@ use client::{Client, Outcome, Soonest, Wait};
 pub use client::{Delivery, Waiter};
 use heap::Heap;
 pub use job::{ClientId, Counters, Job, JobId, State, URGENT_PRIORITY};
-pub use journal::{Journal, RestoredJob, RestoredState};
+pub use journal::{Journal, LoggedJob, RestoredJob, RestoredState};
 use list::List;
 use table::JobTable;
 use tube::{Pause, TubeId, Tubes};

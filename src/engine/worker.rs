@@ -20,7 +20,8 @@ impl Engine {
         // The delete record's room was claimed by the put: this cannot run
         // out of disk. If the write fails anyway the job is gone all the same.
         let logged = match &mut self.journal {
-            Some(journal) => journal.write_delete(id, job, &self.tubes.get(tube).name).is_ok(),
+            Some(journal) => journal::logged_job(&self.jobs, &self.tubes, id)
+                .is_none_or(|job| journal.write_delete(&job).is_ok()),
             None => true,
         };
         self.unlink(id);
