@@ -4,11 +4,11 @@
 //!     cargo bench --bench engine
 use std::sync::{Arc, Condvar};
 
-use beanstalk::engine::{Engine, NewJob};
+use beanstalk::engine::{ClientId, Engine, NewJob};
 use beanstalk::time::Time;
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion};
 
-fn job(engine: &mut Engine, client: u64, pri: u32) -> NewJob {
+fn job(engine: &mut Engine, client: ClientId, pri: u32) -> NewJob {
     NewJob {
         ticket: engine.start_put(client, 100).expect("no memory limit"),
         pri,

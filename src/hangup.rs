@@ -49,9 +49,9 @@ impl HangupWatcher {
     /// `registered` says whether this connection did so before.
     pub fn watch(&self, fd: RawFd, client: ClientId, registered: bool) -> io::Result<()> {
         if registered {
-            self.poller.rearm_hangup(fd, client)
+            self.poller.rearm_hangup(fd, client.0)
         } else {
-            self.poller.watch_hangup(fd, client)
+            self.poller.watch_hangup(fd, client.0)
         }
     }
 
@@ -79,7 +79,7 @@ pub(crate) fn run(watcher: &HangupWatcher, engine: &Mutex<Engine>, stopping: &At
             } else {
                 // A poisoned lock exists only in tests (release builds
                 // abort on panic); carry on with the engine as it is.
-                engine.lock().unwrap_or_else(|e| e.into_inner()).hang_up(token);
+                engine.lock().unwrap_or_else(|e| e.into_inner()).hang_up(ClientId(token));
             }
         }
     }

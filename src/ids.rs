@@ -6,5 +6,14 @@
 /// twice (ids continue across restarts through the binlog).
 pub type JobId = u64;
 
-/// The identity of a client connection inside the engine.
-pub type ClientId = u64;
+/// The identity of a client connection inside the engine. A type of its
+/// own, so that a client and a job can never be passed in each other's
+/// place (`delete(client, job)` would compile with two `u64`s).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ClientId(pub u64);
+
+impl std::fmt::Display for ClientId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}

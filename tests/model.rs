@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 use std::sync::{Arc, Condvar};
 
-use beanstalk::engine::{Engine, NewJob};
+use beanstalk::engine::{ClientId, Engine, NewJob};
 use beanstalk::protocol::{Reply, TubeName};
 use beanstalk::stats::{BinlogStats, ProcessStats};
 use beanstalk::time::Time;
@@ -488,7 +488,7 @@ impl Harness {
         let now = self.now;
         match *op {
             Op::Connect { slot } => {
-                let e = self.engine.connect(Arc::new(Condvar::new()));
+                let e = self.engine.connect(Arc::new(Condvar::new())).0;
                 let m = self.model.connect();
                 if e != m {
                     self.fail("connect", format!("engine client id {e}, model {m}"));
@@ -503,7 +503,7 @@ impl Harness {
                 if held >= 2 && others_wait {
                     self.note("disconnect: 2+ jobs back while others wait".into());
                 }
-                self.engine.disconnect(c, self.t());
+                self.engine.disconnect(ClientId(c), self.t());
                 self.model.disconnect(c, now);
                 if tubes_before >= self.model.tubes.len() + 2 {
                     self.note("disconnect: 2+ tubes destroyed".into());
@@ -516,7 +516,7 @@ impl Harness {
                 self.note("disconnect".into());
             }
             Op::HangUp(c) => {
-                self.engine.hang_up(c);
+                self.engine.hang_up(ClientId(c));
                 self.model.hang_up(c);
                 self.note("hang_up".into());
             }
@@ -527,7 +527,8 @@ impl Harness {
                     self.note(format!("put {kind:?}"));
                     return;
                 }
-                let ticket = self.engine.start_put(c, body.len() as u32).expect("no memory limit is set");
+                let ticket =
+                    self.engine.start_put(ClientId(c), body.len() as u32).expect("no memory limit is set");
                 let e_id = ticket.id();
                 let m_id = self.model.start_put(c);
                 if e_id != m_id {
@@ -547,27 +548,27 @@ impl Harness {
                     created: Time(created),
                     body: body.clone().into_boxed_slice(),
                 };
-                let e = enc(&self.engine.put(c, job, self.t()));
+                let e = enc(&self.engine.put(ClientId(c), job, self.t()));
                 let m = self.model.put(c, m_id, pri, delay, ttr, created, body, now);
                 self.cmp("put", &e, &m);
             }
             Op::Use(c, t) => {
-                let e = enc(&self.engine.use_tube(c, &name(t)));
+                let e = enc(&self.engine.use_tube(ClientId(c), &name(t)));
                 let m = self.model.use_tube(c, t);
                 self.cmp("use", &e, &m);
             }
             Op::Watch(c, t) => {
-                let e = enc(&self.engine.watch(c, &name(t)));
+                let e = enc(&self.engine.watch(ClientId(c), &name(t)));
                 let m = self.model.watch(c, t);
                 self.cmp("watch", &e, &m);
             }
             Op::Ignore(c, t) => {
-                let e = enc(&self.engine.ignore(c, &name(t)));
+                let e = enc(&self.engine.ignore(ClientId(c), &name(t)));
                 let m = self.model.ignore(c, t);
                 self.cmp("ignore", &e, &m);
             }
             Op::Reserve(c, timeout) => {
-                let e = self.engine.reserve(c, timeout, self.t()).map(|r| enc(&r));
+                let e = self.engine.reserve(ClientId(c), timeout, self.t()).map(|r| enc(&r));
                 let m = self.model.reserve(c, timeout, now);
                 let what = match timeout {
                     None => "reserve",
@@ -580,27 +581,27 @@ impl Harness {
                 self.cmp_opt(what, e, m);
             }
             Op::ReserveJob(c, id) => {
-                let e = enc(&self.engine.reserve_job(c, id, self.t()));
+                let e = enc(&self.engine.reserve_job(ClientId(c), id, self.t()));
                 let m = self.model.reserve_job(c, id, now);
                 self.cmp("reserve-job", &e, &m);
             }
             Op::Delete(c, id) => {
-                let e = enc(&self.engine.delete(c, id));
+                let e = enc(&self.engine.delete(ClientId(c), id));
                 let m = self.model.delete(c, id);
                 self.cmp("delete", &e, &m);
             }
             Op::Release(c, id, pri, delay) => {
-                let e = enc(&self.engine.release(c, id, pri, delay, self.t()));
+                let e = enc(&self.engine.release(ClientId(c), id, pri, delay, self.t()));
                 let m = self.model.release(c, id, pri, delay, now);
                 self.cmp("release", &e, &m);
             }
             Op::Bury(c, id, pri) => {
-                let e = enc(&self.engine.bury(c, id, pri, self.t()));
+                let e = enc(&self.engine.bury(ClientId(c), id, pri, self.t()));
                 let m = self.model.bury(c, id, pri);
                 self.cmp("bury", &e, &m);
             }
             Op::Touch(c, id) => {
-                let e = enc(&self.engine.touch(c, id, self.t()));
+                let e = enc(&self.engine.touch(ClientId(c), id, self.t()));
                 let m = self.model.touch(c, id, now);
                 self.cmp("touch", &e, &m);
             }
@@ -610,22 +611,22 @@ impl Harness {
                 self.cmp("peek", &e, &m);
             }
             Op::PeekReady(c) => {
-                let e = enc(&self.engine.peek_ready(c));
+                let e = enc(&self.engine.peek_ready(ClientId(c)));
                 let m = self.model.peek_ready(c);
                 self.cmp("peek-ready", &e, &m);
             }
             Op::PeekDelayed(c) => {
-                let e = enc(&self.engine.peek_delayed(c));
+                let e = enc(&self.engine.peek_delayed(ClientId(c)));
                 let m = self.model.peek_delayed(c);
                 self.cmp("peek-delayed", &e, &m);
             }
             Op::PeekBuried(c) => {
-                let e = enc(&self.engine.peek_buried(c));
+                let e = enc(&self.engine.peek_buried(ClientId(c)));
                 let m = self.model.peek_buried(c);
                 self.cmp("peek-buried", &e, &m);
             }
             Op::Kick(c, bound) => {
-                let e = enc(&self.engine.kick(c, bound, self.t()));
+                let e = enc(&self.engine.kick(ClientId(c), bound, self.t()));
                 let m = self.model.kick(c, bound, now);
                 let what = if m == line("KICKED 0") { "kick" } else { "kick>0" };
                 self.cmp(what, &e, &m);
@@ -652,12 +653,12 @@ impl Harness {
                 self.cmp("list-tubes", &e, &m);
             }
             Op::ListTubeUsed(c) => {
-                let e = enc(&self.engine.list_tube_used(c));
+                let e = enc(&self.engine.list_tube_used(ClientId(c)));
                 let m = self.model.list_tube_used(c);
                 self.cmp("list-tube-used", &e, &m);
             }
             Op::ListTubesWatched(c) => {
-                let e = enc(&self.engine.list_tubes_watched(c));
+                let e = enc(&self.engine.list_tubes_watched(ClientId(c)));
                 let m = self.model.list_tubes_watched(c);
                 self.cmp("list-tubes-watched", &e, &m);
             }
@@ -719,7 +720,7 @@ impl Harness {
     fn settle(&mut self) {
         let clients: Vec<u64> = self.slots.iter().flatten().copied().collect();
         for c in clients {
-            let e = self.engine.check_wait(c, self.t()).map(|r| enc(&r));
+            let e = self.engine.check_wait(ClientId(c), self.t()).map(|r| enc(&r));
             let m = self.model.check_wait(c, self.now);
             if let Some(e) = &e {
                 self.woke.push((c, String::from_utf8_lossy(e).into_owned()));
@@ -748,7 +749,7 @@ impl Harness {
 
     fn check(&mut self, all_jobs: bool) {
         for c in self.blocked_clients() {
-            let e = self.engine.wake_time(c).map(|t| t.0);
+            let e = self.engine.wake_time(ClientId(c)).map(|t| t.0);
             let m = self.model.wake_time(c);
             if e != m {
                 self.fail("wake_time", format!("client {c}: engine {e:?}, model {m:?}"));

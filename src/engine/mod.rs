@@ -84,6 +84,9 @@ use tube::{Pause, TubeId, Tubes};
 /// multiplicative hash spreads them well at a fraction of SipHash's cost.
 pub type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
 
+/// A `HashMap` keyed by client id, with the same cheap hash.
+pub type ClientMap<V> = HashMap<ClientId, V, BuildHasherDefault<IdHasher>>;
+
 /// Fibonacci hashing for `u64` keys.
 #[derive(Default)]
 pub struct IdHasher(u64);
@@ -155,7 +158,7 @@ pub struct Engine {
     tubes: Tubes,
     /// Every reserved job, by `(TTR deadline, id)`, for the timer.
     reserved: Heap<Time>,
-    clients: IdMap<Client>,
+    clients: ClientMap<Client>,
     next_job_id: JobId,
     next_client_id: ClientId,
     next_wait_seq: u64,
@@ -210,9 +213,9 @@ impl Engine {
             jobs: JobTable::default(),
             tubes,
             reserved: Heap::new(),
-            clients: IdMap::default(),
+            clients: ClientMap::default(),
             next_job_id: 1,
-            next_client_id: 1,
+            next_client_id: ClientId(1),
             next_wait_seq: 0,
             waiting_clients: 0,
             producers: 0,
@@ -298,7 +301,7 @@ impl Engine {
                 counters: r.counters,
                 created: r.created,
                 deadline: now,
-                reserved_by: 0,
+                reserved_by: ClientId::default(),
                 heap_index: 0,
                 links: Default::default(),
                 file: r.file,

@@ -76,7 +76,7 @@ impl Engine {
             counters: Counters::default(),
             created: new.created,
             deadline: now.plus_secs(new.delay),
-            reserved_by: 0,
+            reserved_by: ClientId::default(),
             heap_index: 0,
             links: Default::default(),
             file: 0,

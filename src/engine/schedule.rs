@@ -39,7 +39,7 @@ impl Engine {
             if deadline > now {
                 break;
             }
-            let holder = self.jobs.get(&id).map_or(0, |job| job.reserved_by);
+            let holder = self.jobs.get(&id).map_or(ClientId::default(), |job| job.reserved_by);
             self.unlink(id);
             if let Some(job) = self.jobs.get_mut(&id) {
                 job.counters.timeouts = job.counters.timeouts.wrapping_add(1);

@@ -10,7 +10,7 @@ impl Engine {
     /// its thread while blocked in reserve.
     pub fn connect(&mut self, waker: Arc<dyn Waiter>) -> ClientId {
         let id = self.next_client_id;
-        self.next_client_id += 1;
+        self.next_client_id.0 += 1;
         self.total_connections += 1;
         let default = self.tubes.find_or_create(&TubeName::default_tube());
         let tube = self.tubes.get_mut(default);

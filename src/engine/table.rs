@@ -321,7 +321,7 @@ mod tests {
             counters: Counters::default(),
             created: Time::ZERO,
             deadline: Time::ZERO,
-            reserved_by: 0,
+            reserved_by: crate::ids::ClientId::default(),
             heap_index: 0,
             links: Default::default(),
             file: 0,
