@@ -46,8 +46,9 @@
 //! 6. `framing` (private): bytes into command lines and bodies. Then `conn`
 //!    (private): one connection's thread: commands, replies, blocking
 //!    reserve.
-//! 7. [`server`]: listening, accepting, one thread per connection, starting
-//!    the helper threads, shutdown.
+//! 7. `listen` (private): binding the listening socket. Then [`server`]:
+//!    accepting, one thread per connection, starting the helper threads,
+//!    shutdown.
 //! 8. [`binlog`]: persistence (`-b`): the on-disk format, replay at
 //!    start-up, group commit. The engine reaches it only through the
 //!    [`engine::Journal`] trait.
@@ -86,6 +87,7 @@ mod framing;
 mod hangup;
 pub mod host;
 pub mod ids;
+mod listen;
 pub mod privileges;
 pub mod protocol;
 pub mod reference;

@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,7 +34,7 @@ pub use crate::shared::VERSION;
 use crate::shared::{AcceptWake, ProcessInfo, Shared};
 pub use crate::stream::Stream;
 use crate::time::Clock;
-use crate::{conn, hangup, sys, timer};
+use crate::{conn, hangup, listen, sys, timer};
 
 /// Stack size of a connection thread. A connection's deepest path (formatting
 /// `stats`) needs well under this; an idle connection touches two pages.
@@ -43,9 +43,6 @@ const CONNECTION_STACK: usize = 128 * 1024;
 /// beanstalkd's listen backlog; std's default of 128 drops SYNs under a burst
 /// of connects, and each drop costs the client a 1 s retransmit.
 const LISTEN_BACKLOG: i32 = 1024;
-
-/// Longest UNIX socket path (`sun_path` is 108 bytes with its NUL).
-const MAX_UNIX_PATH: usize = 107;
 
 /// The listening socket. It is non-blocking: the accept loop waits in
 /// `poll`, and a connection that vanished between `poll` and `accept` must
@@ -144,9 +141,9 @@ impl Server {
     /// Nothing is served until [`Server::run`] or [`Server::spawn`].
     pub fn bind(config: Config) -> io::Result<Server> {
         let listener = match &config.listen {
-            Listen::Tcp { host, port } => Listener::Tcp(bind_tcp(host, *port)?),
+            Listen::Tcp { host, port } => Listener::Tcp(listen::bind_tcp(host, *port)?),
             Listen::Unix(path) => {
-                let listener = bind_unix(path)?;
+                let listener = listen::bind_unix(path)?;
                 Listener::Unix(listener, Some(SocketFile::bound_at(path)?))
             }
         };
@@ -432,90 +429,6 @@ impl Drop for Running {
     }
 }
 
-/// Binds the first address `host:port` resolves to that accepts the bind,
-/// as beanstalkd does with getaddrinfo's results.
-fn bind_tcp(host: &str, port: u16) -> io::Result<TcpListener> {
-    let mut last_error = io::Error::new(io::ErrorKind::NotFound, format!("{host}: no address found"));
-    for addr in resolve(host, port)? {
-        match TcpListener::bind(addr) {
-            Ok(listener) => return Ok(listener),
-            Err(e) => last_error = io::Error::new(e.kind(), format!("bind {addr}: {e}")),
-        }
-    }
-    Err(last_error)
-}
-
-/// The addresses of `host`, through the C library's resolver (files, DNS,
-/// whatever nsswitch.conf says).
-#[cfg(not(target_feature = "crt-static"))]
-fn resolve(host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
-    use std::net::ToSocketAddrs;
-    let addresses = (host, port)
-        .to_socket_addrs()
-        .map_err(|e| io::Error::new(e.kind(), format!("getaddrinfo({host}): {e}")))?;
-    Ok(addresses.collect())
-}
-
-/// The addresses of `host` in a static build: an IP literal, or a name in
-/// `/etc/hosts`. Static glibc's getaddrinfo would add 130 KB to the binary
-/// (NSS, a dynamic loader, iconv tables) only to `dlopen` NSS modules that
-/// a minimal host may not have; a listen address is almost always a literal.
-#[cfg(target_feature = "crt-static")]
-fn resolve(host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
-    if let Ok(ip) = host.parse::<std::net::IpAddr>() {
-        return Ok(vec![SocketAddr::new(ip, port)]);
-    }
-    let hosts = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
-    let mut found = hosts_lookup(&hosts, host);
-    if found.is_empty() && host.eq_ignore_ascii_case("localhost") {
-        found.push(std::net::Ipv4Addr::LOCALHOST.into());
-    }
-    if found.is_empty() {
-        let why = "not an IP address nor a name in /etc/hosts (a static build does not use DNS)";
-        return Err(io::Error::new(io::ErrorKind::NotFound, format!("{host}: {why}")));
-    }
-    Ok(found.into_iter().map(|ip| SocketAddr::new(ip, port)).collect())
-}
-
-/// The addresses given to `name` in the text of an `/etc/hosts` file
-/// (`ADDRESS NAME [ALIAS...]` lines, `#` starting a comment), in file order.
-#[cfg_attr(not(target_feature = "crt-static"), allow(dead_code))]
-fn hosts_lookup(hosts: &str, name: &str) -> Vec<std::net::IpAddr> {
-    hosts
-        .lines()
-        .filter_map(|line| {
-            let mut words = line.split('#').next().unwrap_or_default().split_whitespace();
-            let ip = words.next()?.parse().ok()?;
-            words.any(|word| word.eq_ignore_ascii_case(name)).then_some(ip)
-        })
-        .collect()
-}
-
-/// Binds a UNIX socket, replacing a stale socket file but nothing else.
-fn bind_unix(path: &std::path::Path) -> io::Result<UnixListener> {
-    let len = path.as_os_str().len();
-    if len > MAX_UNIX_PATH {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "socket path {} is too long ({len} characters), where maximum allowed is {MAX_UNIX_PATH}",
-                path.display()
-            ),
-        ));
-    }
-    if let Ok(meta) = std::fs::symlink_metadata(path) {
-        if !meta.file_type().is_socket() {
-            return Err(io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                format!("another file already exists in the given path: {}", path.display()),
-            ));
-        }
-        eprintln!("beanstalk: removing existing local socket to replace it");
-        std::fs::remove_file(path)?;
-    }
-    UnixListener::bind(path).map_err(|e| io::Error::new(e.kind(), format!("bind {}: {e}", path.display())))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -531,16 +444,5 @@ mod tests {
         assert!(sys::keepalive(&accepted).unwrap());
         // And it is our doing: a socket starts without it.
         assert!(!sys::keepalive(&client).unwrap());
-    }
-
-    #[test]
-    fn hosts_file_names_and_aliases_resolve_in_file_order() {
-        let hosts = "# comment localhost\n127.0.0.1 localhost\n::1 localhost ip6-localhost\n\
-                     10.0.0.7\tqueue.example queue # the queue host\nnot-an-ip queue\n";
-        let ips = |name| hosts_lookup(hosts, name).iter().map(|ip| ip.to_string()).collect::<Vec<_>>();
-        assert_eq!(ips("localhost"), ["127.0.0.1", "::1"]);
-        assert_eq!(ips("QUEUE"), ["10.0.0.7"]);
-        assert_eq!(ips("the"), Vec::<String>::new());
-        assert_eq!(ips("comment"), Vec::<String>::new());
     }
 }
