@@ -104,21 +104,29 @@ pub(super) struct Client {
     pub(super) producer: bool,
     /// Has reserved (counted in `current-workers`).
     pub(super) worker: bool,
-    /// Set while the client is in its tubes' waiting queues.
-    pub(super) wait: Option<Wait>,
-    /// How its blocked reserve ended, until its thread collects it.
-    pub(super) outcome: Option<Outcome>,
-    /// Its thread is in a blocked reserve: from the reserve that blocked
-    /// until [`Engine::check_wait`] gives the reply. A blocked client always
-    /// has a `wait` or an `outcome`, never both.
-    pub(super) blocked: bool,
     /// The client has closed its sending side; it must never block.
     pub(super) hung_up: bool,
-    /// The tail of a delivered `RESERVED` reply that its socket did not take
-    /// at once; the client's own thread writes it.
-    pub(super) undelivered: Vec<u8>,
+    /// Its blocked reserve, while its thread is in one: from the reserve
+    /// that blocked until [`Engine::check_wait`](super::Engine::check_wait)
+    /// or [`Engine::check_delivered`](super::Engine::check_delivered) gives
+    /// the reply. Boxed, so that the many clients not in a blocked reserve
+    /// carry one pointer for it rather than 120 bytes.
+    pub(super) blocked: Option<Box<Blocked>>,
     /// Woken when a blocked reserve ends; knows whether the peer is gone.
     pub(super) waker: Arc<dyn Waiter>,
+}
+
+/// A client's blocked reserve. It always has a `wait` or an `outcome`,
+/// never both.
+#[derive(Debug, Default)]
+pub(super) struct Blocked {
+    /// Set while the client is in its tubes' waiting queues.
+    pub(super) wait: Option<Wait>,
+    /// How the reserve ended, until the client's thread collects it.
+    pub(super) outcome: Option<Outcome>,
+    /// The tail of a delivered `RESERVED` reply that the client's socket
+    /// did not take at once; the client's own thread writes it.
+    pub(super) undelivered: Vec<u8>,
 }
 
 /// A cached minimum that is recomputed only after its holder leaves.

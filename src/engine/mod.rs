@@ -71,7 +71,7 @@ use std::sync::{Arc, Condvar};
 use crate::protocol::{Reply, TubeName};
 use crate::stats::{CommandCounts, JobCounts, JobStats, ServerStats, TubeStats};
 use crate::time::Time;
-use client::{Client, Outcome, Soonest, Wait};
+use client::{Blocked, Client, Outcome, Soonest, Wait};
 pub use client::{Delivery, Waiter};
 use heap::Heap;
 pub use job::{ClientId, Counters, Job, JobId, State, URGENT_PRIORITY};
@@ -158,7 +158,10 @@ pub struct Engine {
     tubes: Tubes,
     /// Every reserved job, by `(TTR deadline, id)`, for the timer.
     reserved: Heap<Time>,
-    clients: ClientMap<Client>,
+    /// Boxed so that the map's slot is 16 bytes: the map doubles as clients
+    /// come, and a doubling of 200-byte slots cost every connection more
+    /// than the record itself.
+    clients: ClientMap<Box<Client>>,
     next_job_id: JobId,
     next_client_id: ClientId,
     next_wait_seq: u64,

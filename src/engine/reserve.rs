@@ -42,9 +42,8 @@ impl Engine {
         }
         let seq = self.next_wait_seq;
         self.next_wait_seq += 1;
-        client.wait = Some(Wait { seq, timeout_at: timeout.map(|secs| now.plus_secs(secs)), margin_at });
-        client.outcome = None;
-        client.blocked = true;
+        let wait = Wait { seq, timeout_at: timeout.map(|secs| now.plus_secs(secs)), margin_at };
+        client.blocked = Some(Box::new(Blocked { wait: Some(wait), ..Blocked::default() }));
         for &t in &client.watched {
             self.tubes.get_mut(t).waiting.insert(seq, c);
         }
@@ -56,7 +55,7 @@ impl Engine {
     /// wakes it: its timeout or the start of its safety margin. `None` means
     /// it may sleep until woken.
     pub fn wake_time(&self, c: ClientId) -> Option<Time> {
-        let wait = self.clients.get(&c)?.wait?;
+        let wait = self.clients.get(&c)?.blocked.as_ref()?.wait?;
         match (wait.timeout_at, wait.margin_at) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -70,11 +69,11 @@ impl Engine {
     /// that is neither waiting nor has an outcome to collect gets `TIMED_OUT`
     /// rather than a sleep nothing would end.
     pub fn check_wait(&mut self, c: ClientId, now: Time) -> Option<Reply<'_>> {
-        let client = self.clients.get_mut(&c)?;
-        if !client.blocked || matches!(client.outcome, Some(Outcome::Delivering(..) | Outcome::Delivered)) {
+        let blocked = self.clients.get_mut(&c)?.blocked.as_mut()?;
+        if matches!(blocked.outcome, Some(Outcome::Delivering(..) | Outcome::Delivered)) {
             return None;
         }
-        let outcome = match (client.outcome.take(), client.wait) {
+        let outcome = match (blocked.outcome.take(), blocked.wait) {
             (Some(outcome), _) => outcome,
             (None, Some(wait)) if wait.margin_at.is_some_and(|m| now >= m) => {
                 self.stop_waiting(c);
@@ -98,7 +97,7 @@ impl Engine {
             }
         }
         if let Some(client) = self.clients.get_mut(&c) {
-            client.blocked = false;
+            client.blocked = None;
         }
         match outcome {
             Outcome::Reserved(id, _) => Some(self.reserved_reply(id).unwrap_or(Reply::InternalError)),
@@ -114,12 +113,10 @@ impl Engine {
     /// thread to write (usually nothing). `None`: not delivered (yet).
     pub fn check_delivered(&mut self, c: ClientId) -> Option<Vec<u8>> {
         let client = self.clients.get_mut(&c)?;
-        if !client.blocked || client.outcome != Some(Outcome::Delivered) {
+        if client.blocked.as_ref()?.outcome != Some(Outcome::Delivered) {
             return None;
         }
-        client.outcome = None;
-        client.blocked = false;
-        Some(std::mem::take(&mut client.undelivered))
+        client.blocked.take().map(|blocked| blocked.undelivered)
     }
 
     /// From now until [`Engine::take_deliveries`], jobs handed to blocked
@@ -138,7 +135,8 @@ impl Engine {
         self.collect_deliveries = false;
         let mut deliveries = Vec::new();
         for c in std::mem::take(&mut self.deliveries) {
-            let Some(Outcome::Reserved(id, wait)) = self.clients.get(&c).and_then(|client| client.outcome)
+            let Some(Outcome::Reserved(id, wait)) =
+                self.clients.get(&c).and_then(|client| client.blocked.as_ref()?.outcome)
             else {
                 continue;
             };
@@ -152,8 +150,10 @@ impl Engine {
                 }
             }
             if let Some(client) = self.clients.get_mut(&c) {
-                client.outcome = Some(Outcome::Delivering(id, wait));
-                deliveries.push(Delivery { client: c, waiter: Arc::clone(&client.waker), reply });
+                if let Some(blocked) = &mut client.blocked {
+                    blocked.outcome = Some(Outcome::Delivering(id, wait));
+                    deliveries.push(Delivery { client: c, waiter: Arc::clone(&client.waker), reply });
+                }
             }
         }
         deliveries
@@ -166,12 +166,15 @@ impl Engine {
         let Some(client) = self.clients.get_mut(&delivery.client) else {
             return;
         };
-        if !matches!(client.outcome, Some(Outcome::Delivering(..))) {
+        let Some(blocked) = &mut client.blocked else {
+            return;
+        };
+        if !matches!(blocked.outcome, Some(Outcome::Delivering(..))) {
             return;
         }
-        client.outcome = Some(Outcome::Delivered);
-        client.undelivered = delivery.reply;
-        client.undelivered.drain(..written.min(client.undelivered.len()));
+        blocked.outcome = Some(Outcome::Delivered);
+        blocked.undelivered = delivery.reply;
+        blocked.undelivered.drain(..written.min(blocked.undelivered.len()));
         client.waker.wake();
     }
 
@@ -213,8 +216,8 @@ impl Engine {
         };
         self.reserve_for(c, id, now);
         if self.collect_deliveries {
-            if let Some(client) = self.clients.get_mut(&c) {
-                client.outcome = Some(Outcome::Reserved(id, wait));
+            if let Some(blocked) = self.clients.get_mut(&c).and_then(|client| client.blocked.as_mut()) {
+                blocked.outcome = Some(Outcome::Reserved(id, wait));
                 self.deliveries.push(c);
                 return;
             }
@@ -230,16 +233,16 @@ impl Engine {
     /// else's. The job's counters keep the reservation and its timeout:
     /// both happened, as far as the queue is concerned.
     pub(super) fn recall_handoff(&mut self, holder: ClientId, id: JobId, now: Time) {
-        let Some(client) = self.clients.get_mut(&holder) else {
+        let Some(blocked) = self.clients.get_mut(&holder).and_then(|client| client.blocked.as_mut()) else {
             return;
         };
-        let Some(Outcome::Reserved(handed, wait)) = client.outcome else {
+        let Some(Outcome::Reserved(handed, wait)) = blocked.outcome else {
             return;
         };
         if handed != id {
             return;
         }
-        client.outcome = None;
+        blocked.outcome = None;
         self.resume_wait(holder, wait, now);
     }
 
@@ -251,7 +254,7 @@ impl Engine {
         let Some(client) = self.clients.get_mut(&c) else {
             return;
         };
-        client.wait = Some(Wait { margin_at, ..wait });
+        client.blocked.get_or_insert_with(Box::default).wait = Some(Wait { margin_at, ..wait });
         for &t in &client.watched {
             self.tubes.get_mut(t).waiting.insert(wait.seq, c);
         }
@@ -279,7 +282,9 @@ impl Engine {
     /// Leaves `outcome` for client `c`'s thread and wakes it.
     pub(super) fn set_outcome(&mut self, c: ClientId, outcome: Outcome) {
         if let Some(client) = self.clients.get_mut(&c) {
-            client.outcome = Some(outcome);
+            if let Some(blocked) = &mut client.blocked {
+                blocked.outcome = Some(outcome);
+            }
             client.waker.wake();
         }
     }
@@ -288,7 +293,7 @@ impl Engine {
     /// ended, if it was waiting.
     pub(super) fn stop_waiting(&mut self, c: ClientId) -> Option<Wait> {
         let client = self.clients.get_mut(&c)?;
-        let wait = client.wait.take()?;
+        let wait = client.blocked.as_mut()?.wait.take()?;
         for &t in &client.watched {
             self.tubes.get_mut(t).waiting.remove(&wait.seq);
         }

@@ -18,20 +18,17 @@ impl Engine {
         tube.watching += 1;
         self.clients.insert(
             id,
-            Client {
+            Box::new(Client {
                 used: default,
                 watched: vec![default],
                 reserved: List::default(),
                 soonest_deadline: Soonest::Known(None),
                 producer: false,
                 worker: false,
-                wait: None,
-                outcome: None,
-                blocked: false,
                 hung_up: false,
-                undelivered: Vec::new(),
+                blocked: None,
                 waker,
-            },
+            }),
         );
         id
     }
@@ -66,7 +63,7 @@ impl Engine {
             return;
         };
         client.hung_up = true;
-        if client.wait.is_some() {
+        if client.blocked.as_ref().is_some_and(|b| b.wait.is_some()) {
             self.finish_wait(c, Outcome::TimedOut);
         }
     }
