@@ -8,70 +8,53 @@
 //! answer, so a pipelining client gets many replies per write. The engine
 //! lock is held only around engine calls, never across socket I/O.
 //!
-//! A connection that waits (for its next command, or in a blocked reserve)
-//! with nothing left to answer holds no buffers: they are freed before the
-//! wait and allocated again when bytes arrive, so an idle connection costs
-//! its thread and nothing more, whatever it did before (a `stats` or
-//! `list-tubes` reply can take many kilobytes).
+//! A busy connection keeps its buffers from one command to the next, so the
+//! hot path allocates nothing. Once its client has been quiet for
+//! [`IDLE_AFTER`] (waiting for its next command, or in a blocked reserve)
+//! the connection is idle: it lets go of both buffers, which come back when
+//! bytes arrive, so an idle connection costs its thread and nothing more,
+//! whatever it did before (a `stats` or `list-tubes` reply can take many
+//! kilobytes). It then sleeps in `poll`, which has no timeout, until its
+//! client sends again.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 use std::sync::{Arc, Condvar};
+use std::time::Duration;
 
-use crate::engine::{ClientId, Delivery, Engine, NewJob, Waiter};
+use crate::engine::{ClientId, Delivery, Engine, NewJob};
 use crate::framing::{Input, Line};
 use crate::protocol::{self, Command, Reply};
 use crate::shared::Shared;
-use crate::stream::Stream;
+use crate::stream::{ConnWaiter, Stream};
 use crate::sys;
 use crate::time::Time;
 
-/// The output buffer's first allocation. Growing it from a few bytes would
-/// leave a chunk of every size on the way in the thread's malloc cache,
-/// which keeps them for as long as the thread lives; a 4 KiB chunk goes
-/// back to the shared heap when freed.
-const OUTPUT_START: usize = 4 * 1024;
+/// The output buffer's first allocation. At this size it is a mapping of
+/// its own (see `sys::Allocator`): only the pages written take memory,
+/// and freeing it, as the connection goes idle, gives them back at once.
+/// (Grown from a few bytes, it would also leave a chunk of every size on
+/// the way in the thread's malloc cache, kept as long as the thread lives.)
+const OUTPUT_START: usize = sys::OWN_MAPPING_AT;
+
+/// How long a client may be quiet before its connection counts as idle and
+/// lets go of its buffers. Long enough that a busy client (commands less
+/// than this apart) never pays for freeing and allocating them again, and
+/// for the contention on the allocator that this costs with many threads;
+/// short enough that a burst of short-lived clients does not leave every
+/// one holding its buffers for long.
+pub(crate) const IDLE_AFTER: Duration = Duration::from_millis(100);
 
 /// Output is flushed early once this much is pending.
 const OUTPUT_HIGH_WATER: usize = 64 * 1024;
 
-/// A connection's [`Waiter`]: the `Condvar` its thread sleeps on while
-/// blocked in reserve, and its socket, which the engine may ask (through
-/// this, never directly) whether the client is still there.
-#[derive(Debug)]
-pub(crate) struct ConnWaiter {
-    condvar: Condvar,
-    stream: Arc<Stream>,
-}
-
-impl ConnWaiter {
-    pub fn new(stream: Arc<Stream>) -> ConnWaiter {
-        ConnWaiter { condvar: Condvar::new(), stream }
-    }
-}
-
-impl Waiter for ConnWaiter {
-    fn wake(&self) {
-        self.condvar.notify_one();
-    }
-
-    fn has_hung_up(&self) -> bool {
-        sys::peer_hung_up(&*self.stream)
-    }
-
-    /// Never blocks: a client that does not read its replies must not stall
-    /// the thread that handed it a job. What the socket does not take now,
-    /// the client's own thread writes.
-    fn deliver(&self, reply: &[u8]) -> usize {
-        sys::send_without_blocking(&*self.stream, reply)
-    }
-}
-
 /// Serves one client until it quits or disconnects, then tells the engine.
-pub(crate) fn serve(shared: Arc<Shared>, stream: Arc<Stream>, client: ClientId, waker: Arc<ConnWaiter>) {
-    let _ = Conn::new(&shared, &stream, client, &waker.condvar).run();
+pub(crate) fn serve(shared: Arc<Shared>, waker: Arc<ConnWaiter>, client: ClientId) {
+    // Without it the connection works the same, but never goes idle.
+    let _ = waker.stream.set_idle_timeout(IDLE_AFTER);
+    let _ = Conn::new(&shared, &waker.stream, client, &waker.condvar).run();
     shared.engine().disconnect(client, shared.clock.now());
-    shared.log(1, format_args!("close {}", stream.as_raw_fd()));
+    shared.log(1, format_args!("close {}", waker.stream.as_raw_fd()));
     shared.connection_closed(client);
 }
 
@@ -143,13 +126,19 @@ impl<'a> Conn<'a> {
         Ok(Next::Continue)
     }
 
-    /// Frees both buffers if nothing is left in them: called before a wait
-    /// that may be long. On the hot path this is one free now and one
-    /// allocation when bytes arrive, next to a system call either way.
-    fn release_idle_buffers(&mut self) {
+    /// The client has been quiet for [`IDLE_AFTER`]: frees both buffers if
+    /// nothing is left in them, and tells the timer, which gives the
+    /// allocator's free pages back once every connection is quiet (see
+    /// `timer::Quiet`).
+    fn go_idle(&mut self) {
         self.input.release_if_drained();
         if self.output.is_empty() {
             self.output = Vec::new();
+        }
+        let shared = self.shared;
+        if shared.quiet.went_idle(shared.clock.now()) {
+            let _engine = shared.engine();
+            shared.timer.notify_one();
         }
     }
 
@@ -157,22 +146,29 @@ impl<'a> Conn<'a> {
     // Framing
     // ---------------------------------------------------------------
 
-    /// Reads more input. Returns false at EOF (the client half-closed).
-    /// Before a read that may wait long (nothing left to answer), both
-    /// buffers are let go.
+    /// Reads more input. Returns false at EOF (the client half-closed). A
+    /// client quiet for [`IDLE_AFTER`] with nothing left to answer makes the
+    /// connection idle: it lets go of its buffers, then sleeps until the
+    /// client sends again.
     fn fill(&mut self) -> io::Result<bool> {
-        let drained = self.input.is_drained();
-        if drained {
-            self.release_idle_buffers();
+        loop {
+            match self.input.fill(self.stream)? {
+                Some(0) => {
+                    self.hang_up();
+                    return Ok(false);
+                }
+                Some(_) => {
+                    if self.output.capacity() == 0 {
+                        self.output.reserve(OUTPUT_START);
+                    }
+                    return Ok(true);
+                }
+                None => {
+                    self.go_idle();
+                    self.stream.wait_readable()?;
+                }
+            }
         }
-        if self.input.fill(self.stream)? == 0 {
-            self.hang_up();
-            return Ok(false);
-        }
-        if drained {
-            self.output.reserve(OUTPUT_START);
-        }
-        Ok(true)
     }
 
     /// Notes EOF: the client will send nothing more, so it must not block.
@@ -184,21 +180,17 @@ impl<'a> Conn<'a> {
     /// Fills `dst` from buffered input, then from the socket. Returns false
     /// if the connection ends first.
     fn read_exact(&mut self, dst: &mut [u8]) -> io::Result<bool> {
-        let buffered = self.input.take(dst);
-        if buffered == dst.len() {
-            return Ok(true);
-        }
-        if self.eof {
-            return Ok(false);
-        }
-        match self.stream.read_exact(&mut dst[buffered..]) {
-            Ok(()) => Ok(true),
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                self.hang_up();
-                Ok(false)
+        let mut filled = self.input.take(dst);
+        while filled < dst.len() {
+            if self.eof {
+                return Ok(false);
             }
-            Err(e) => Err(e),
+            match self.stream.read_waiting(&mut dst[filled..])? {
+                0 => self.hang_up(),
+                n => filled += n,
+            }
         }
+        Ok(true)
     }
 
     /// Reads and drops `count` bytes. Returns false if the connection ends
@@ -415,9 +407,10 @@ impl<'a> Conn<'a> {
         }
         // Blocked. Earlier replies must reach the client before we sleep, and
         // the hang-up watcher must learn to look at this socket. A wait may
-        // last hours: hold no buffers through it.
+        // last hours: past IDLE_AFTER, hold no buffers through it.
         let flushed = self.flush();
-        self.release_idle_buffers();
+        let idle_at = shared.clock.now().plus(IDLE_AFTER);
+        let mut idle = false;
         let fd = self.stream.as_raw_fd();
         let watching = shared.hangups.watch(fd, self.client, self.hangup_registered);
         self.hangup_registered |= watching.is_ok();
@@ -437,7 +430,16 @@ impl<'a> Conn<'a> {
                 reply.encode(&mut self.output);
                 break;
             }
-            engine = match engine.wake_time(self.client) {
+            if !idle && now >= idle_at {
+                drop(engine);
+                self.go_idle();
+                idle = true;
+                engine = shared.engine();
+                continue;
+            }
+            let wake_at = engine.wake_time(self.client);
+            let wake_at = if idle { wake_at } else { Some(wake_at.map_or(idle_at, |at| at.min(idle_at))) };
+            engine = match wake_at {
                 Some(at) => {
                     // Bounded: a sleep does not count time suspended.
                     let wait = at.duration_since(now).min(crate::time::LONGEST_SLEEP);
@@ -470,9 +472,9 @@ fn deliver(shared: &Shared, deliveries: Vec<Delivery>) {
 #[cfg(test)]
 mod tests {
     use std::io::{Read, Write};
-    use std::net::Shutdown;
     use std::os::unix::net::UnixStream;
     use std::sync::{Arc, Condvar};
+    use std::time::Duration;
 
     use super::{Conn, Next};
     use crate::protocol::TubeName;
@@ -505,10 +507,57 @@ mod tests {
         let n = theirs.read(&mut replies).unwrap();
         assert!(replies[..n].starts_with(b"OK "));
 
-        // The client goes quiet (here: it half-closes, so the read returns).
-        // Before reading, the connection let go of both buffers.
-        theirs.shutdown(Shutdown::Write).unwrap();
-        assert!(!conn.fill().unwrap());
+        // The client goes quiet: buffers are kept for IDLE_AFTER (here cut
+        // to 10 ms), then let go of.
+        stream.set_idle_timeout(Duration::from_millis(10)).unwrap();
+        assert_eq!(conn.input.fill(&stream).unwrap(), None, "nothing came: idle");
+        conn.go_idle();
         assert_eq!((conn.input.capacity(), conn.output.capacity()), (0, 0));
+    }
+
+    #[test]
+    fn an_idle_connection_sleeps_until_its_client_sends_again() {
+        let server = Server::bind(Config::loopback()).unwrap();
+        let shared = server.shared();
+        let (ours, mut theirs) = UnixStream::pair().unwrap();
+        let stream = Stream::Unix(ours);
+        stream.set_idle_timeout(Duration::from_millis(10)).unwrap();
+        let waker = Arc::new(Condvar::new());
+        let waiter: Arc<dyn crate::engine::Waiter> = waker.clone();
+        let client = shared.engine().connect(waiter);
+        let mut conn = Conn::new(shared, &stream, client, &waker);
+        assert_eq!(shared.quiet.give_back_at(), None);
+
+        // The client sends its command 20 idle timeouts late. The
+        // connection went idle on the way (and told the timer), and no
+        // timeout ended the wait.
+        let late = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            theirs.write_all(b"stats\r\n").unwrap();
+            theirs
+        });
+        assert!(conn.fill().unwrap());
+        assert!(shared.quiet.give_back_at().is_some());
+        assert!(conn.answer_buffered().unwrap() == Next::Continue);
+        assert!(conn.output.starts_with(b"OK "));
+        drop(late.join().unwrap());
+
+        // A body that stalls past the idle timeout is waited for.
+        let (ours, mut theirs) = UnixStream::pair().unwrap();
+        let stream = Stream::Unix(ours);
+        stream.set_idle_timeout(Duration::from_millis(10)).unwrap();
+        let mut conn = Conn::new(shared, &stream, client, &waker);
+        let slow = std::thread::spawn(move || {
+            theirs.write_all(b"put 0 0 60 5\r\nhe").unwrap();
+            std::thread::sleep(Duration::from_millis(100));
+            theirs.write_all(b"llo\r\n").unwrap();
+            let mut reply = [0; 12];
+            theirs.read_exact(&mut reply).unwrap();
+            reply
+        });
+        assert!(conn.fill().unwrap());
+        assert!(conn.answer_buffered().unwrap() == Next::Continue);
+        conn.flush().unwrap();
+        assert_eq!(&slow.join().unwrap(), b"INSERTED 1\r\n");
     }
 }

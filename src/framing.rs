@@ -9,24 +9,24 @@
 //! so a client cannot make the server buffer more than a few kilobytes of
 //! command text.
 //!
-//! While nothing is buffered the buffer is freed, and the next read goes to
-//! a small buffer on the stack: a connection that waits for its next
-//! command holds no heap, whatever it did before.
+//! The buffer is allocated by the first read and kept while the client is
+//! busy; `conn` lets go of it once the client has been quiet for a moment
+//! ([`Input::fill`] says when), so an idle connection holds no heap.
 
-use std::io::{self, Read};
+use std::io;
 
 use crate::protocol::MAX_LINE;
 use crate::stream::Stream;
+use crate::sys;
 
 /// Size of the input buffer, and so the most one read takes: dozens of
 /// pipelined commands fit in it.
 const INPUT_BUFFER: usize = 4 * 1024;
 
-/// The most a read into an empty input buffer takes. It is read on the
-/// stack of a thread that may then wait for hours: 2 KiB keeps that thread
-/// within the two stack pages every thread touches (measured: 4 KiB adds a
-/// third), and still takes dozens of pipelined commands at once.
-const FIRST_READ: usize = 2048;
+/// The input buffer's reservation: more than it uses, so that it is a
+/// mapping of its own (see `sys::Allocator`), of which only the first page
+/// is ever written. Freed, it leaves no hole in the heap.
+const INPUT_RESERVED: usize = sys::OWN_MAPPING_AT;
 
 /// A line found in the input buffer.
 pub(crate) enum Line {
@@ -40,8 +40,7 @@ pub(crate) enum Line {
 /// Bytes received and not yet consumed: `buf[start..end]`.
 #[derive(Default)]
 pub(crate) struct Input {
-    /// Empty (not allocated) while nothing is buffered and the connection
-    /// waits.
+    /// Empty (not allocated) while the connection is idle.
     buf: Vec<u8>,
     start: usize,
     end: usize,
@@ -95,29 +94,30 @@ impl Input {
         Some(Line::Complete(line_start, line_end))
     }
 
-    /// Reads more from `stream`; returns the bytes read, 0 at end of file.
-    /// Into the buffer if something is left in it; otherwise into a small
-    /// stack buffer first (see the module docs).
-    pub fn fill(&mut self, stream: &Stream) -> io::Result<usize> {
+    /// Reads more from `stream` into the buffer, allocating it if it was
+    /// let go. Returns the bytes read, 0 at end of file, or `None` if
+    /// nothing is buffered and nothing came within the socket's idle
+    /// timeout: the connection is idle. With part of a line buffered, a
+    /// quiet client is waited for, however long.
+    pub fn fill(&mut self, stream: &Stream) -> io::Result<Option<usize>> {
         if self.is_drained() {
-            self.release_if_drained();
-            let mut first = [0; FIRST_READ];
-            let n = read_some(stream, &mut first)?;
-            if n > 0 {
-                self.buf = Vec::with_capacity(INPUT_BUFFER);
-                self.buf.extend_from_slice(&first[..n]);
-                self.buf.resize(INPUT_BUFFER, 0);
-                (self.start, self.end) = (0, n);
-            }
-            return Ok(n);
+            (self.start, self.end) = (0, 0);
         }
-        if self.end == self.buf.len() {
+        if self.buf.is_empty() {
+            self.buf = Vec::with_capacity(INPUT_RESERVED);
+            self.buf.resize(INPUT_BUFFER, 0);
+        } else if self.end == self.buf.len() {
             self.buf.copy_within(self.start..self.end, 0);
             (self.start, self.end) = (0, self.end - self.start);
         }
-        let n = read_some(stream, &mut self.buf[self.end..])?;
-        self.end += n;
-        Ok(n)
+        let free = &mut self.buf[self.end..];
+        let read = if self.start == self.end {
+            stream.read_or_idle(free)?
+        } else {
+            Some(stream.read_waiting(free)?)
+        };
+        self.end += read.unwrap_or(0);
+        Ok(read)
     }
 
     /// Moves as much of `dst` as is buffered into it; returns how much.
@@ -133,16 +133,6 @@ impl Input {
         let n = ((self.end - self.start) as u64).min(count);
         self.start += n as usize;
         n
-    }
-}
-
-/// One `read`, retried if a signal interrupts it; 0 means EOF.
-fn read_some(mut stream: &Stream, buf: &mut [u8]) -> io::Result<usize> {
-    loop {
-        match stream.read(buf) {
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            result => return result,
-        }
     }
 }
 

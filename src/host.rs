@@ -13,9 +13,24 @@
 //! caps, less what the server itself uses.
 //!
 //! This module reads limits and computes; it changes no limit and logs
-//! nothing. The numbers come through `sys` (rlimits) and `/proc`.
+//! nothing. The numbers come through `sys` (rlimits) and `/proc`. The one
+//! setting it makes is the allocator's, for the memory a connection costs:
+//! [`use_one_malloc_arena`]; and the binary's [`Allocator`] is here.
 
 use crate::sys;
+
+/// The binary's global allocator: `malloc`, but big blocks (a busy
+/// connection's buffers among them) are mappings of their own, so that an
+/// idle connection, having freed its buffers, costs its thread and nothing
+/// more. See `sys::Allocator`.
+pub use crate::sys::Allocator;
+
+/// Makes every thread allocate from one malloc arena. Call it first in
+/// `main`, before any thread exists; see `sys::use_one_malloc_arena` for
+/// the why.
+pub fn use_one_malloc_arena() {
+    sys::use_one_malloc_arena();
+}
 
 /// Descriptors the server uses besides its connections: stdin, stdout and
 /// stderr (3), the listener (1), the hang-up watcher's epoll set and its

@@ -16,10 +16,16 @@ const EXIT_USAGE: u8 = 5;
 /// be set up.
 const EXIT_LISTEN: u8 = 111;
 
+/// `malloc`, with big blocks as mappings of their own (see `host.rs`).
+#[global_allocator]
+static ALLOCATOR: beanstalk::host::Allocator = beanstalk::host::Allocator;
+
 fn main() -> ExitCode {
     let mut args = std::env::args_os();
     let argv0 = args.next().map_or_else(|| "beanstalk".to_owned(), |a| a.to_string_lossy().into_owned());
-    // Before any thread exists, so that every thread inherits the mask.
+    // Before any thread exists: the arena limit and the signal mask are
+    // for every thread.
+    beanstalk::host::use_one_malloc_arena();
     let signals = match Signals::block() {
         Ok(signals) => signals,
         Err(e) => return fail(&argv0, EXIT_LISTEN, format_args!("cannot set up signals: {e}")),

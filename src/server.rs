@@ -32,8 +32,10 @@ use crate::hangup::HangupWatcher;
 use crate::host::{ConnectionLimit, HostLimits};
 pub use crate::shared::VERSION;
 use crate::shared::{AcceptWake, ProcessInfo, Shared};
+use crate::stream::ConnWaiter;
 pub use crate::stream::Stream;
 use crate::time::Clock;
+use crate::timer::Quiet;
 use crate::{conn, hangup, listen, sys, timer};
 
 /// Stack size of a connection thread. A connection's deepest path (formatting
@@ -179,6 +181,7 @@ impl Server {
             engine: Mutex::new(engine),
             clock: Clock::start(),
             timer,
+            quiet: Quiet::default(),
             hangups: HangupWatcher::new()?,
             config,
             connection_limit,
@@ -248,7 +251,7 @@ impl Server {
         let shared = &self.shared;
         let timer_thread = {
             let s = Arc::clone(shared);
-            let run = move || timer::run(&s.engine, &s.clock, &s.timer, &s.stopping);
+            let run = move || timer::run(&s.engine, &s.clock, &s.timer, &s.quiet, &s.stopping);
             thread::Builder::new().name("beanstalk-timer".into()).spawn(run)?
         };
         let hangup_thread = {
@@ -304,17 +307,15 @@ impl Server {
             shared.log(1, format_args!("refuse {fd}: at the connection limit"));
             return; // dropping the stream closes it
         }
-        let stream = Arc::new(stream);
-        let waker = Arc::new(conn::ConnWaiter::new(Arc::clone(&stream)));
+        let waker = Arc::new(ConnWaiter::new(stream));
         let client = shared.engine().connect(waker.clone());
-        connections.insert(client, Arc::clone(&stream));
+        connections.insert(client, Arc::clone(&waker));
         drop(connections);
         shared.log(1, format_args!("accept {fd}"));
         let thread_shared = Arc::clone(shared);
         let spawned = thread::Builder::new()
-            .name("beanstalk-conn".into())
             .stack_size(CONNECTION_STACK)
-            .spawn(move || conn::serve(thread_shared, stream, client, waker));
+            .spawn(move || conn::serve(thread_shared, waker, client));
         if let Err(e) = spawned {
             // The closure (and so the stream) was dropped: the socket is closed.
             shared.log(0, format_args!("cannot start a thread for connection {fd}: {e}"));
@@ -327,7 +328,7 @@ impl Server {
         let shared = &self.shared;
         // Wake every connection: a blocked read sees EOF, a blocked reserve
         // times out.
-        let open: Vec<(ClientId, Arc<Stream>)> =
+        let open: Vec<(ClientId, Arc<ConnWaiter>)> =
             shared.connections().iter().map(|(&c, s)| (c, Arc::clone(s))).collect();
         {
             let mut engine = shared.engine();
@@ -335,8 +336,8 @@ impl Server {
                 engine.hang_up(*client);
             }
         }
-        for (_, stream) in &open {
-            stream.shutdown_read();
+        for (_, connection) in &open {
+            connection.stream.shutdown_read();
         }
         // A client that never reads its replies could hold its thread in a
         // write forever; give up on it after a moment.

@@ -17,9 +17,10 @@ use crate::engine::{ClientId, Engine};
 use crate::hangup::HangupWatcher;
 use crate::host::ConnectionLimit;
 use crate::stats::{BinlogStats, ProcessStats};
-use crate::stream::Stream;
+use crate::stream::ConnWaiter;
 use crate::sys;
 use crate::time::Clock;
+use crate::timer::Quiet;
 
 /// The socket pair that wakes the accept loop for shutdown.
 pub(crate) struct AcceptWake {
@@ -33,6 +34,8 @@ pub(crate) struct Shared {
     pub clock: Clock,
     /// The timer thread sleeps on this; the engine notifies it.
     pub timer: Arc<Condvar>,
+    /// When connections last went idle, for the timer's give-back.
+    pub quiet: Quiet,
     pub hangups: HangupWatcher,
     pub config: Config,
     /// Most connections served at once: `--max-connections`, or what the
@@ -43,7 +46,7 @@ pub(crate) struct Shared {
     /// Written to by `Handle::shutdown`; the accept loop polls it.
     pub accept_wake: AcceptWake,
     /// Open connections by client id.
-    pub connections: Mutex<HashMap<ClientId, Arc<Stream>>>,
+    pub connections: Mutex<HashMap<ClientId, Arc<ConnWaiter>>>,
     /// Signalled when the last connection closes (for shutdown).
     pub all_closed: Condvar,
     /// The binlog's fsync policy and group commit, once it is open.
@@ -58,7 +61,7 @@ impl Shared {
         self.engine.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    pub fn connections(&self) -> MutexGuard<'_, HashMap<ClientId, Arc<Stream>>> {
+    pub fn connections(&self) -> MutexGuard<'_, HashMap<ClientId, Arc<ConnWaiter>>> {
         self.connections.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 

@@ -1,13 +1,21 @@
 //! A client's socket, TCP or UNIX, as the rest of the server sees it: read,
-//! write, shut down the receiving side. It knows nothing of the protocol.
+//! write, shut down the receiving side. And [`ConnWaiter`], the socket with
+//! the `Condvar` its thread sleeps on: what the engine, the connection's
+//! thread and the server's list of connections share. It knows nothing of
+//! the protocol.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
+use std::sync::Condvar;
+use std::time::Duration;
+
+use crate::engine::Waiter;
+use crate::sys;
 
 /// A client's socket, TCP or UNIX. Reads and writes go through `&Stream`, so
-/// one `Arc<Stream>` serves the connection thread and the shutdown path
+/// one shared socket serves the connection thread and the shutdown path
 /// without a second file descriptor.
 #[derive(Debug)]
 pub enum Stream {
@@ -16,6 +24,48 @@ pub enum Stream {
 }
 
 impl Stream {
+    /// Sets how long a read waits for bytes before it gives up and reports
+    /// the connection idle (the socket's receive timeout, `SO_RCVTIMEO`).
+    pub fn set_idle_timeout(&self, after: Duration) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.set_read_timeout(Some(after)),
+            Stream::Unix(s) => s.set_read_timeout(Some(after)),
+        }
+    }
+
+    /// One read, retried if a signal interrupts it: the bytes read, 0 at
+    /// end of file, or `None` if nothing came within the idle timeout.
+    pub fn read_or_idle(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        let mut stream = self;
+        loop {
+            match stream.read(buf) {
+                Ok(n) => return Ok(Some(n)),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                    return Ok(None)
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// One read, however long it waits: the bytes read, 0 at end of file.
+    pub fn read_waiting(&self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            if let Some(n) = self.read_or_idle(buf)? {
+                return Ok(n);
+            }
+            self.wait_readable()?;
+        }
+    }
+
+    /// Sleeps until a read would not wait (bytes, end of file or an error
+    /// have arrived), however long that takes: unlike a read, this wait has
+    /// no timeout.
+    pub fn wait_readable(&self) -> io::Result<()> {
+        sys::wait_until_readable(self)
+    }
+
     /// Closes the receiving side: a thread blocked reading wakes with EOF,
     /// while a reply still being written can go out.
     pub fn shutdown_read(&self) {
@@ -53,5 +103,39 @@ impl Write for &Stream {
     }
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
+    }
+}
+
+/// A connection's [`Waiter`]: the `Condvar` its thread sleeps on while
+/// blocked in reserve, and its socket, which the engine may ask (through
+/// this, never directly) whether the client is still there. Shared by the
+/// connection's thread, the engine and the server's list of connections:
+/// one allocation a connection.
+#[derive(Debug)]
+pub(crate) struct ConnWaiter {
+    pub condvar: Condvar,
+    pub stream: Stream,
+}
+
+impl ConnWaiter {
+    pub fn new(stream: Stream) -> ConnWaiter {
+        ConnWaiter { condvar: Condvar::new(), stream }
+    }
+}
+
+impl Waiter for ConnWaiter {
+    fn wake(&self) {
+        self.condvar.notify_one();
+    }
+
+    fn has_hung_up(&self) -> bool {
+        sys::peer_hung_up(&self.stream)
+    }
+
+    /// Never blocks: a client that does not read its replies must not stall
+    /// the thread that handed it a job. What the socket does not take now,
+    /// the client's own thread writes.
+    fn deliver(&self, reply: &[u8]) -> usize {
+        sys::send_without_blocking(&self.stream, reply)
     }
 }

@@ -50,6 +50,11 @@ impl Time {
         Time(self.0.saturating_add(secs as u64 * NANOS_PER_SEC))
     }
 
+    /// `self` plus `span`; saturates instead of overflowing.
+    pub fn plus(self, span: Duration) -> Time {
+        Time(self.0.saturating_add(u64::try_from(span.as_nanos()).unwrap_or(u64::MAX)))
+    }
+
     /// `self` minus `secs` seconds, or the origin if that would be earlier.
     pub const fn minus_secs(self, secs: u32) -> Time {
         Time(self.0.saturating_sub(secs as u64 * NANOS_PER_SEC))

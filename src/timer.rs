@@ -8,9 +8,10 @@
 //! the `Condvar` when a new deadline comes earlier than the one the thread
 //! sleeps towards. Blocked reserves time themselves out on their own
 //! threads; this thread only moves jobs, and gives memory back to the
-//! system after many jobs were deleted.
+//! system: after many jobs were deleted, and once the server has gone
+//! quiet (see [`Quiet`]).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 
 use crate::engine::Engine;
@@ -21,10 +22,60 @@ use crate::time::{Clock, Time, LONGEST_SLEEP};
 /// timer doing it.
 const GIVE_BACK_DELAY_SECS: u32 = 1;
 
+/// Seconds without a connection going idle after which the allocator's
+/// free pages are given back.
+const QUIET_SECS: u32 = 1;
+
+/// When a connection last answered everything it had been sent: the
+/// server is quiet once none has for [`QUIET_SECS`]. Then the timer gives
+/// the allocator's free pages back to the system: the buffers and replies
+/// of the burst that just ended, which the allocator would otherwise keep
+/// resident for the next burst. On a small host this is what keeps a
+/// server that has served a few hundred clients as small as one that has
+/// not. Connections record this without a lock and without a system call;
+/// only the first one after a give-back wakes the timer.
+#[derive(Debug, Default)]
+pub(crate) struct Quiet {
+    /// The time of the last connection to go idle, in `Time`'s nanoseconds.
+    since: AtomicU64,
+    /// A connection went idle since the last give-back.
+    pending: AtomicBool,
+}
+
+impl Quiet {
+    /// Notes that a connection has answered everything and is about to
+    /// wait. True if the timer must be woken to plan a give-back; the
+    /// caller notifies it while holding the engine's lock, so that the
+    /// wake-up cannot fall between the timer's check and its wait.
+    pub fn went_idle(&self, now: Time) -> bool {
+        self.since.store(now.0, Ordering::Relaxed);
+        !self.pending.load(Ordering::Relaxed) && !self.pending.swap(true, Ordering::AcqRel)
+    }
+
+    /// The timer has given the free pages back.
+    fn gave_back(&self) {
+        self.pending.store(false, Ordering::Release);
+    }
+
+    /// When the free pages should be given back, if a give-back is pending.
+    pub(crate) fn give_back_at(&self) -> Option<Time> {
+        self.pending
+            .load(Ordering::Acquire)
+            .then(|| Time(self.since.load(Ordering::Relaxed)).plus_secs(QUIET_SECS))
+    }
+}
+
 /// The timer thread's body: runs `engine`'s time-driven work as it falls
-/// due, and gives memory back after a drain, sleeping on `timer` in
-/// between, until `stopping` is set and `timer` notified.
-pub(crate) fn run(engine_lock: &Mutex<Engine>, clock: &Clock, timer: &Condvar, stopping: &AtomicBool) {
+/// due, and gives memory back after a drain and once `quiet` says the
+/// server has gone quiet, sleeping on `timer` in between, until `stopping`
+/// is set and `timer` notified.
+pub(crate) fn run(
+    engine_lock: &Mutex<Engine>,
+    clock: &Clock,
+    timer: &Condvar,
+    quiet: &Quiet,
+    stopping: &AtomicBool,
+) {
     // A poisoned lock exists only in tests (release builds abort on panic).
     let lock = || engine_lock.lock().unwrap_or_else(|e| e.into_inner());
     let mut engine = lock();
@@ -51,6 +102,16 @@ pub(crate) fn run(engine_lock: &Mutex<Engine>, clock: &Clock, timer: &Condvar, s
         } else {
             give_back_at = None;
         }
+        if let Some(at) = quiet.give_back_at() {
+            if now >= at {
+                quiet.gave_back();
+                drop(engine);
+                sys::release_free_memory();
+                engine = lock();
+                continue;
+            }
+            due = Some(due.map_or(at, |d| d.min(at)));
+        }
         engine = match due {
             Some(due) => {
                 // Bounded, so that a suspend cannot make a due time late by
@@ -60,5 +121,25 @@ pub(crate) fn run(engine_lock: &Mutex<Engine>, clock: &Clock, timer: &Condvar, s
             }
             None => timer.wait(engine).unwrap_or_else(|e| e.into_inner()),
         };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_first_idle_connection_after_a_give_back_wakes_the_timer() {
+        let quiet = Quiet::default();
+        assert_eq!(quiet.give_back_at(), None, "nothing has happened yet");
+        assert!(quiet.went_idle(Time::from_secs(10)));
+        assert!(!quiet.went_idle(Time::from_secs(11)));
+        // The give-back waits for a quiet second after the last idle.
+        assert_eq!(quiet.give_back_at(), Some(Time::from_secs(12)));
+        // The timer gives back; the next connection to go idle wakes it.
+        quiet.gave_back();
+        assert_eq!(quiet.give_back_at(), None);
+        assert!(quiet.went_idle(Time::from_secs(20)));
+        assert_eq!(quiet.give_back_at(), Some(Time::from_secs(21)));
     }
 }
