@@ -423,6 +423,10 @@ unsafe fn realloc_mapped(block: *mut u8, layout: Layout, new_layout: Layout) -> 
     }
 }
 
+// The methods are kept out of line: allocation and release happen in
+// thousands of places, and each would otherwise carry the test of the size
+// (10 KB of the static binary).
+//
 // SAFETY: every method returns either null or a block of at least the
 // layout's size and alignment that nothing else uses (a fresh private
 // mapping, page-aligned, which covers any alignment up to 4096, or the C
@@ -430,6 +434,7 @@ unsafe fn realloc_mapped(block: *mut u8, layout: Layout, new_layout: Layout) -> 
 // returned: `is_mapped` of the layout, which the caller passes back
 // unchanged, says whether that was a mapping.
 unsafe impl GlobalAlloc for Allocator {
+    #[inline(never)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if is_mapped(layout) {
             map_block(layout.size())
@@ -439,6 +444,7 @@ unsafe impl GlobalAlloc for Allocator {
         }
     }
 
+    #[inline(never)]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         if is_mapped(layout) {
             // A fresh anonymous mapping reads as zeros.
@@ -449,6 +455,7 @@ unsafe impl GlobalAlloc for Allocator {
         }
     }
 
+    #[inline(never)]
     unsafe fn dealloc(&self, block: *mut u8, layout: Layout) {
         if is_mapped(layout) {
             // SAFETY: `block` is a mapping of `layout.size()` bytes that
@@ -460,6 +467,7 @@ unsafe impl GlobalAlloc for Allocator {
         }
     }
 
+    #[inline(never)]
     unsafe fn realloc(&self, block: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: the caller guarantees a valid size for this alignment, as
         // it must for `realloc`.

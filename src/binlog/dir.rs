@@ -247,9 +247,9 @@ fn classify(path: &Path) -> io::Result<Format> {
             Format::Ours
         } else {
             Format::Unknown(format!(
-                "beanstalk log format version {version}, which this build cannot read (it reads {:?}); \
+                "beanstalk log format version {version}, which this build cannot read (it reads {}); \
                  run the newer beanstalk that wrote it",
-                record::READABLE_VERSIONS
+                record::READABLE_VERSIONS_TEXT
             ))
         });
     }

@@ -36,6 +36,9 @@ pub const MAGIC: &[u8; 8] = b"BSTKLOG\0";
 pub const VERSION: u32 = 2;
 /// The format versions read.
 pub const READABLE_VERSIONS: [u32; 2] = [1, 2];
+
+/// [`READABLE_VERSIONS`] as messages name them.
+pub const READABLE_VERSIONS_TEXT: &str = "versions 1 and 2";
 /// Bytes of the file header.
 pub const HEADER_LEN: usize = 12;
 /// Bytes of a record's length and checksum.

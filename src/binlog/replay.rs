@@ -243,9 +243,9 @@ fn replay_file(path: &Path, n: u32, state: ReplayState<'_>) -> io::Result<FileEn
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
             format!(
-                "{}: binlog format version {version} is not supported (this build reads {:?})",
+                "{}: binlog format version {version} is not supported (this build reads {})",
                 path.display(),
-                record::READABLE_VERSIONS
+                record::READABLE_VERSIONS_TEXT
             ),
         ));
     }
