@@ -38,14 +38,15 @@
 //!    `list-*`.
 //! 4. [`time`]: the engine takes "now" as an argument and never reads a
 //!    clock, which is what makes it testable.
-//! 5. The threads' helpers (private): `stream` (a client's socket), `timer`
-//!    (the thread that runs jobs whose time has come) and `hangup` (the
+//! 5. The threads' helpers (private): `stream` (a client's socket, and
+//!    how the engine wakes its thread), `timer` (the thread that runs jobs
+//!    whose time has come, and gives memory back) and `hangup` (the
 //!    thread that notices workers vanishing while blocked in reserve); each
 //!    takes only what it needs. Then `shared`, what every thread of a
 //!    server shares.
 //! 6. `framing` (private): bytes into command lines and bodies. Then `conn`
 //!    (private): one connection's thread: commands, replies, blocking
-//!    reserve.
+//!    reserve, and going idle.
 //! 7. `listen` (private): binding the listening socket. Then [`server`]:
 //!    accepting, one thread per connection, starting the helper threads,
 //!    shutdown.
@@ -54,10 +55,11 @@
 //!    [`engine::Journal`] trait.
 //! 9. [`config`]: beanstalkd's command-line flags; [`signals`],
 //!    [`privileges`] (`-u`), [`activation`] (systemd sockets) and [`host`]
-//!    (the connection limit the host allows): what it takes to run as a
-//!    service.
+//!    (the connection limit the host allows, and the allocator that keeps
+//!    idle connections small): what it takes to run as a service.
 //! 10. `sys` (private): the only module allowed to call C directly: a few
-//!     libc functions std lacks, each behind a safe wrapper.
+//!     libc functions std lacks, each behind a safe wrapper, and the
+//!     binary's allocator.
 //!
 //! ## Running a server in-process
 //!

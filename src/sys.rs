@@ -336,7 +336,7 @@ pub fn use_one_malloc_arena() {
 pub const OWN_MAPPING_AT: usize = 128 * 1024;
 
 /// The server binary's allocator: the C library's `malloc`, except that
-/// every block of [`OWN_MAPPING_AT`] bytes or more is a mapping of its own
+/// every block of 128 KiB (`OWN_MAPPING_AT`) or more is a mapping of its own
 /// (`mmap`), always. Only the pages written take memory, and freeing the
 /// block gives them back to the system at once, whatever the heap around it
 /// looks like. glibc maps big blocks too, but not always: it serves them
