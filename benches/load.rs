@@ -3,7 +3,8 @@
 //!
 //!     cargo bench --bench load
 //!
-//! Set BEANSTALKD to another beanstalkd binary, or to "" to skip it, and
+//! Set BEANSTALKD to another beanstalkd binary, or to "" to skip it,
+//! BEANSTALK to another build of ours (the static `minimal` one, say), and
 //! LOAD_SCALE to scale every workload (default 1.0). Each workload is bounded
 //! in count; every server it starts is killed when it ends.
 
@@ -20,7 +21,7 @@ fn main() {
     // `cargo bench` passes --bench; a filter argument could follow.
     let scale: f64 = std::env::var("LOAD_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1.0);
     let n = move |count: usize| ((count as f64 * scale) as usize).max(1);
-    let ours = env!("CARGO_BIN_EXE_beanstalk").to_owned();
+    let ours = std::env::var("BEANSTALK").unwrap_or_else(|_| env!("CARGO_BIN_EXE_beanstalk").to_owned());
     let theirs = std::env::var("BEANSTALKD").unwrap_or_else(|_| "/usr/bin/beanstalkd".to_owned());
     let mut servers = vec![("beanstalk", ours)];
     if !theirs.is_empty() && std::path::Path::new(&theirs).exists() {
@@ -35,6 +36,10 @@ fn main() {
         (
             "memory per job, 100-byte bodies (bytes/job, lower is better)",
             Box::new(move |port| memory_per_job(port, n(200_000))),
+        ),
+        (
+            "RSS per idle connection, 1000 used ones (KiB, lower is better)",
+            Box::new(move |port| idle_connections(port, n(1000))),
         ),
     ];
 
@@ -56,8 +61,17 @@ fn main() {
             [a, b] if *b > 0.0 => format!("{:.2}", a / b),
             _ => "-".to_owned(),
         };
-        let theirs = results.get(1).map_or("-".to_owned(), |v| format!("{v:.0}"));
-        println!("{:<62} {:>14.0} {:>14} {:>7}", name, results[0], theirs, ratio);
+        let theirs = results.get(1).map_or("-".to_owned(), |&v| figure(v));
+        println!("{:<62} {:>14} {:>14} {:>7}", name, figure(results[0]), theirs, ratio);
+    }
+}
+
+/// A figure as the table shows it: small ones with two decimals.
+fn figure(v: f64) -> String {
+    if v < 100.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.0}")
     }
 }
 
@@ -65,7 +79,12 @@ fn main() {
 /// server process before it is stopped.
 enum Measure {
     Rate(f64),
-    BytesPerJob { before_kib: u64, jobs: usize },
+    BytesPerJob {
+        before_kib: u64,
+        jobs: usize,
+    },
+    /// Measured by the workload itself.
+    Value(f64),
 }
 
 impl Measure {
@@ -75,6 +94,7 @@ impl Measure {
             Measure::BytesPerJob { before_kib, jobs } => {
                 (rss_kib(pid).saturating_sub(*before_kib) * 1024) as f64 / *jobs as f64
             }
+            Measure::Value(v) => *v,
         }
     }
 }
@@ -208,19 +228,55 @@ fn fan_out(port: u16, workers: usize, jobs: usize) -> Measure {
 
 /// Puts `jobs` jobs with 100-byte bodies; memory is read before the server
 /// stops.
-fn memory_per_job(port: u16, jobs: usize) -> Measure {
-    let mut c = Client::connect(port);
-    c.send(b"stats\r\n");
+/// Reads an `OK <bytes>` reply and its body.
+fn ok_body(c: &mut Client) -> String {
     c.line.clear();
     c.reader.read_line(&mut c.line).unwrap();
     let len: usize = c.line.split_whitespace().nth(1).unwrap().parse().unwrap();
-    let mut stats = vec![0; len + 2];
-    c.reader.read_exact(&mut stats).unwrap();
-    let pid: u32 = String::from_utf8_lossy(&stats)
-        .lines()
-        .find_map(|l| l.strip_prefix("pid: "))
-        .and_then(|v| v.parse().ok())
-        .unwrap();
+    let mut body = vec![0; len + 2];
+    c.reader.read_exact(&mut body).unwrap();
+    String::from_utf8_lossy(&body).into_owned()
+}
+
+/// The server's pid, from `stats`.
+fn server_pid(c: &mut Client) -> u32 {
+    c.send(b"stats\r\n");
+    ok_body(c).lines().find_map(|l| l.strip_prefix("pid: ")).and_then(|v| v.parse().ok()).unwrap()
+}
+
+/// What an idle connection costs: `connections` clients each run `stats`,
+/// `list-tubes` and a put/reserve/delete, then go quiet; RSS is read 3 s
+/// later (our server frees a quiet connection's buffers after a second,
+/// and gives free pages back a second after that).
+fn idle_connections(port: u16, connections: usize) -> Measure {
+    let mut first = Client::connect(port);
+    let pid = server_pid(&mut first);
+    drop(first);
+    thread::sleep(Duration::from_millis(300));
+    let before_kib = rss_kib(pid);
+    let clients: Vec<Client> = (0..connections)
+        .map(|_| {
+            let mut c = Client::connect(port);
+            server_pid(&mut c);
+            c.send(b"list-tubes\r\n");
+            ok_body(&mut c);
+            c.send(b"put 0 0 60 5\r\nhello\r\n");
+            c.reply();
+            c.send(b"reserve\r\n");
+            let id = c.reply();
+            c.send(format!("delete {id}\r\n").as_bytes());
+            c.reply();
+            c
+        })
+        .collect();
+    thread::sleep(Duration::from_secs(4));
+    let per_connection = rss_kib(pid).saturating_sub(before_kib) as f64 / clients.len() as f64;
+    Measure::Value(per_connection)
+}
+
+fn memory_per_job(port: u16, jobs: usize) -> Measure {
+    let mut c = Client::connect(port);
+    let pid = server_pid(&mut c);
     let before_kib = rss_kib(pid);
     let body = [b'x'; 100];
     let mut put = b"put 0 0 60 100\r\n".to_vec();

@@ -38,12 +38,13 @@ use crate::time::Time;
 const OUTPUT_START: usize = sys::OWN_MAPPING_AT;
 
 /// How long a client may be quiet before its connection counts as idle and
-/// lets go of its buffers. Long enough that a busy client (commands less
-/// than this apart) never pays for freeing and allocating them again, and
-/// for the contention on the allocator that this costs with many threads;
-/// short enough that a burst of short-lived clients does not leave every
-/// one holding its buffers for long.
-pub(crate) const IDLE_AFTER: Duration = Duration::from_millis(100);
+/// lets go of its buffers. Going idle and busy again costs about 10 µs
+/// (the buffers' pages are unmapped, then mapped and touched anew), so this
+/// is long enough that a worker of a large fleet, which may wait a good
+/// fraction of a second between jobs, does not pay it for every job; and
+/// short enough that a burst of short-lived clients does not hold its
+/// buffers for long.
+pub(crate) const IDLE_AFTER: Duration = Duration::from_secs(1);
 
 /// Output is flushed early once this much is pending.
 const OUTPUT_HIGH_WATER: usize = 64 * 1024;
@@ -74,7 +75,8 @@ struct Conn<'a> {
     input: Input,
     /// The client has shut down its sending side.
     eof: bool,
-    /// Replies not yet written. Freed, like `input`, before a wait.
+    /// Replies not yet written. Freed, like `input`, when the connection
+    /// goes idle.
     output: Vec<u8>,
     /// The hang-up watcher knows this socket (see `hangup.rs`).
     hangup_registered: bool,
@@ -126,6 +128,14 @@ impl<'a> Conn<'a> {
         Ok(Next::Continue)
     }
 
+    /// Allocates the output buffer if the connection went idle and freed
+    /// it, at its full size at once (see [`OUTPUT_START`]).
+    fn reserve_output(&mut self) {
+        if self.output.capacity() == 0 {
+            self.output.reserve(OUTPUT_START);
+        }
+    }
+
     /// The client has been quiet for [`IDLE_AFTER`]: frees both buffers if
     /// nothing is left in them, and tells the timer, which gives the
     /// allocator's free pages back once every connection is quiet (see
@@ -158,9 +168,7 @@ impl<'a> Conn<'a> {
                     return Ok(false);
                 }
                 Some(_) => {
-                    if self.output.capacity() == 0 {
-                        self.output.reserve(OUTPUT_START);
-                    }
+                    self.reserve_output();
                     return Ok(true);
                 }
                 None => {
@@ -211,6 +219,11 @@ impl<'a> Conn<'a> {
         if !self.output.is_empty() {
             let result = self.stream.write_all(&self.output);
             self.output.clear();
+            // A batch of replies past the buffer's size (a large job, a long
+            // `list-tubes`) is not kept for the rest of a busy spell.
+            if self.output.capacity() > OUTPUT_START {
+                self.output.shrink_to(OUTPUT_START);
+            }
             result?;
         }
         Ok(())
@@ -422,11 +435,13 @@ impl<'a> Conn<'a> {
         loop {
             if let Some(rest) = engine.check_delivered(self.client) {
                 // The thread that handed us the job wrote its reply.
+                self.reserve_output();
                 self.output.extend_from_slice(&rest);
                 break;
             }
             let now = shared.clock.now();
             if let Some(reply) = engine.check_wait(self.client, now) {
+                self.reserve_output();
                 reply.encode(&mut self.output);
                 break;
             }

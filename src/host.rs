@@ -1,8 +1,9 @@
 //! The default connection limit, from what the host lets this process hold.
 //!
 //! Every connection costs one file descriptor and one thread, and every
-//! thread costs a process id and four memory maps (its stack, and the
-//! alternate signal stack std gives every thread, each with a guard page). The kernel caps each of these: the fd limit
+//! thread costs a process id and up to six memory maps (its stack, and the
+//! alternate signal stack std gives every thread, each with a guard page;
+//! and, while it is busy, its two buffers). The kernel caps each of these: the fd limit
 //! (`RLIMIT_NOFILE`), the processes of this user (`RLIMIT_NPROC`, which
 //! counts threads), the threads and pids of the whole system
 //! (`kernel.threads-max`, `kernel.pid_max`), the tasks of the process's
@@ -46,8 +47,11 @@ pub const RESERVED_THREADS: u64 = 8;
 
 /// Memory maps each connection thread adds: its stack and the alternate
 /// signal stack std gives it, each with a guard page (measured: 4.1 a
-/// connection over 200 connections).
-pub const MAPS_PER_THREAD: u64 = 4;
+/// connection over 200 idle connections), and while the connection is
+/// busy its input and output buffers, which are mappings of their own
+/// (see `sys::Allocator`; the kernel often merges them with a neighbour,
+/// but need not).
+pub const MAPS_PER_THREAD: u64 = 6;
 
 /// Memory maps the process uses besides connection threads: the binary,
 /// the heap and one heap per malloc arena, the signal stacks; with room
@@ -202,8 +206,8 @@ mod tests {
         assert_eq!((limit.value, limit.reason.as_str()), (92, "RLIMIT_NPROC 100 less 8 reserved"));
 
         let limit = ConnectionLimit::from_host(&HostLimits { open_files: Some(1 << 20), ..host });
-        assert_eq!(limit.value, (65_530 - 512) / 4);
-        assert_eq!(limit.reason, "vm.max_map_count 65530 less 512 reserved, 4 maps a thread");
+        assert_eq!(limit.value, (65_530 - 512) / 6);
+        assert_eq!(limit.reason, "vm.max_map_count 65530 less 512 reserved, 6 maps a thread");
     }
 
     #[test]

@@ -313,6 +313,8 @@ impl Server {
         drop(connections);
         shared.log(1, format_args!("accept {fd}"));
         let thread_shared = Arc::clone(shared);
+        // Unnamed: a name is one more allocation a connection, and the
+        // thread shows under the process's own name.
         let spawned = thread::Builder::new()
             .stack_size(CONNECTION_STACK)
             .spawn(move || conn::serve(thread_shared, waker, client));

@@ -41,9 +41,8 @@ impl Stream {
             match stream.read(buf) {
                 Ok(n) => return Ok(Some(n)),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
-                    return Ok(None)
-                }
+                // The receive timeout reports EAGAIN.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
                 Err(e) => return Err(e),
             }
         }

@@ -316,8 +316,10 @@ const M_ARENA_MAX: c_int = -8;
 /// glibc gives threads up to eight arenas a core, each starting with a
 /// heap of its own that is never given back: with a thread a connection,
 /// 50 idle connections cost 19 KiB each instead of 10. The engine's lock
-/// serializes the work anyway, and connections allocate nothing from one
-/// command to the next (see `conn.rs`), so one arena costs no throughput.
+/// serializes the work anyway, and a busy connection keeps its buffers
+/// from one command to the next (see `conn.rs`), so what it allocates (a
+/// job's body, a reply) is small and mostly served from the thread's malloc
+/// cache without the arena's lock: one arena costs no throughput.
 /// Left alone if the operator set `MALLOC_ARENA_MAX`; a no-op with other C
 /// libraries.
 pub fn use_one_malloc_arena() {
@@ -347,7 +349,11 @@ pub const OWN_MAPPING_AT: usize = 128 * 1024;
 /// job table's chunks (see `engine/table.rs`) stay after a drain.
 ///
 /// A block that cannot be mapped is an allocation failure, as it would be
-/// for `malloc`: the host limits leave room for the maps (see `host.rs`).
+/// for `malloc`: the default connection limit leaves room for every
+/// connection's buffers among the process's maps (see `host.rs`). A
+/// `munmap` that fails (it can, with `ENOMEM`, when unmapping would split a
+/// mapping past `vm.max_map_count`) leaves the pages mapped: leaked, never
+/// reused.
 pub struct Allocator;
 
 /// Whether blocks of `layout` are mappings. The same answer for a block's

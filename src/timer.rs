@@ -26,14 +26,14 @@ const GIVE_BACK_DELAY_SECS: u32 = 1;
 /// free pages are given back.
 const QUIET_SECS: u32 = 1;
 
-/// When a connection last answered everything it had been sent: the
-/// server is quiet once none has for [`QUIET_SECS`]. Then the timer gives
-/// the allocator's free pages back to the system: the buffers and replies
-/// of the burst that just ended, which the allocator would otherwise keep
-/// resident for the next burst. On a small host this is what keeps a
-/// server that has served a few hundred clients as small as one that has
-/// not. Connections record this without a lock and without a system call;
-/// only the first one after a give-back wakes the timer.
+/// When a connection last went idle: the server is quiet once none has
+/// for [`QUIET_SECS`]. Then the timer gives the allocator's free pages back
+/// to the system: what the burst that just ended freed inside the heap
+/// (replies, bodies, a job table's index block), which the allocator would
+/// otherwise keep resident for the next burst. (Connection buffers need no
+/// help: they are mappings of their own, see `sys::Allocator`.)
+/// Connections record this without a lock and without a system call; only
+/// the first one after a give-back wakes the timer.
 #[derive(Debug, Default)]
 pub(crate) struct Quiet {
     /// The time of the last connection to go idle, in `Time`'s nanoseconds.
@@ -43,8 +43,8 @@ pub(crate) struct Quiet {
 }
 
 impl Quiet {
-    /// Notes that a connection has answered everything and is about to
-    /// wait. True if the timer must be woken to plan a give-back; the
+    /// Notes that a connection has gone idle (its client has been quiet for
+    /// a moment) and freed its buffers. True if the timer must be woken to plan a give-back; the
     /// caller notifies it while holding the engine's lock, so that the
     /// wake-up cannot fall between the timer's check and its wait.
     pub fn went_idle(&self, now: Time) -> bool {
