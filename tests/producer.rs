@@ -467,3 +467,17 @@ fn put_line_with_a_nul_byte_is_bad_format() {
     c.expect("BAD_FORMAT\r\nUNKNOWN_COMMAND\r\n");
     assert_eq!(c.put(0, 0, 1, "x"), "INSERTED 1\r\n");
 }
+
+#[test]
+fn a_client_quiet_past_the_idle_timeout_is_answered_as_before() {
+    // Quiet for over a second, the connection frees its buffers and sleeps
+    // in poll; a body that stalls that long mid-way is still read whole.
+    let server = common::start();
+    let mut c = server.connect();
+    assert_eq!(c.cmd("use quiet"), "USING quiet\r\n");
+    std::thread::sleep(Duration::from_millis(1300));
+    c.send("put 0 0 60 5\r\nhe");
+    std::thread::sleep(Duration::from_millis(1300));
+    c.send("llo\r\nlist-tube-used\r\n");
+    c.expect("INSERTED 1\r\nUSING quiet\r\n");
+}

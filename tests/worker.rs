@@ -710,3 +710,17 @@ fn a_waiter_whose_close_is_already_queued_is_passed_over() {
     let mut observer = server.client();
     assert_eq!(observer.stat("current-waiting"), "0");
 }
+
+#[test]
+fn a_reserve_blocked_past_the_idle_timeout_still_gets_its_job() {
+    // A connection blocked for over a second lets go of its buffers; the
+    // job handed over afterwards must still arrive whole.
+    let server = common::start();
+    let mut worker = server.connect();
+    worker.send("reserve\r\n");
+    std::thread::sleep(Duration::from_millis(1300));
+    let mut producer = server.connect();
+    assert_eq!(producer.put(0, 0, 60, "late job"), "INSERTED 1\r\n");
+    worker.expect("RESERVED 1 8\r\nlate job\r\n");
+    assert_eq!(worker.cmd("delete 1"), "DELETED\r\n");
+}
