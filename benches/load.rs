@@ -118,12 +118,7 @@ fn cycle(port: u16, connections: usize, jobs_each: usize) -> Measure {
                 });
                 start.wait();
                 for _ in 0..jobs_each {
-                    c.send(b"put 0 0 60 10\r\n0123456789\r\n");
-                    c.reply();
-                    c.send(b"reserve\r\n");
-                    let id = c.reply();
-                    c.send(format!("delete {id}\r\n").as_bytes());
-                    c.reply();
+                    put_reserve_delete(&mut c, b"put 0 0 60 10\r\n0123456789\r\n");
                 }
             })
         })
@@ -132,6 +127,17 @@ fn cycle(port: u16, connections: usize, jobs_each: usize) -> Measure {
     let began = Instant::now();
     threads.into_iter().for_each(|t| t.join().unwrap());
     Measure::Rate((connections * jobs_each) as f64 / began.elapsed().as_secs_f64())
+}
+
+/// Sends `put`, then reserves and deletes the job it made (the connection
+/// watches only the tube it uses).
+fn put_reserve_delete(c: &mut Client, put: &[u8]) {
+    c.send(put);
+    c.reply();
+    c.send(b"reserve\r\n");
+    let id = c.reply();
+    c.send(format!("delete {id}\r\n").as_bytes());
+    c.reply();
 }
 
 /// One connection writes puts in batches of 1000 and reads the replies.
@@ -260,12 +266,7 @@ fn idle_connections(port: u16, connections: usize) -> Measure {
             server_pid(&mut c);
             c.send(b"list-tubes\r\n");
             ok_body(&mut c);
-            c.send(b"put 0 0 60 5\r\nhello\r\n");
-            c.reply();
-            c.send(b"reserve\r\n");
-            let id = c.reply();
-            c.send(format!("delete {id}\r\n").as_bytes());
-            c.reply();
+            put_reserve_delete(&mut c, b"put 0 0 60 5\r\nhello\r\n");
             c
         })
         .collect();
