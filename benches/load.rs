@@ -15,7 +15,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{status_kib, Client, Server};
+use common::{blocked_workers, status_kib, Client, Server};
 
 fn main() {
     // `cargo bench` passes --bench; a filter argument could follow.
@@ -166,29 +166,7 @@ fn pipelined_puts(port: u16, puts: usize) -> Measure {
 /// what it gets and reserves again. Measures delivery rate.
 fn fan_out(port: u16, workers: usize, jobs: usize) -> Measure {
     let ready = Arc::new(Barrier::new(workers + 1));
-    let handles: Vec<_> = (0..workers)
-        .map(|_| {
-            let ready = Arc::clone(&ready);
-            thread::Builder::new()
-                .stack_size(64 * 1024)
-                .spawn(move || {
-                    let mut c = Client::connect(port);
-                    c.send(b"reserve\r\n");
-                    ready.wait();
-                    let mut got = 0usize;
-                    loop {
-                        let id = c.reply();
-                        if id == 0 {
-                            return got; // TIMED_OUT: the run is over
-                        }
-                        got += 1;
-                        c.send(format!("delete {id}\r\nreserve-with-timeout 2\r\n").as_bytes());
-                        c.reply(); // DELETED
-                    }
-                })
-                .unwrap()
-        })
-        .collect();
+    let handles = blocked_workers(port, workers, &ready, |_| 1);
     ready.wait();
     thread::sleep(Duration::from_millis(300)); // let every reserve block
     let mut producer = Client::connect(port);
@@ -227,7 +205,7 @@ fn fan_out(port: u16, workers: usize, jobs: usize) -> Measure {
         thread::sleep(Duration::from_millis(1));
     }
     let rate = jobs as f64 / began.elapsed().as_secs_f64();
-    let delivered: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();
+    let delivered: usize = handles.into_iter().map(|h| h.join().unwrap().len()).sum();
     assert_eq!(delivered, jobs);
     Measure::Rate(rate)
 }

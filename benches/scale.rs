@@ -28,7 +28,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{status_kib, Client, Server};
+use common::{blocked_workers, status_kib, Client, Server};
 
 fn main() {
     let ours = std::env::var("SCALE_OURS").unwrap_or_else(|_| env!("CARGO_BIN_EXE_beanstalk").to_owned());
@@ -285,31 +285,11 @@ fn fan_out(binary: &str, workers: usize, jobs: usize) -> FanOut {
     let port = server.port;
     let origin = Instant::now();
     let ready = Arc::new(Barrier::new(workers + 1));
-    let handles: Vec<_> = (0..workers)
-        .map(|_| {
-            let ready = Arc::clone(&ready);
-            thread::Builder::new()
-                .stack_size(64 * 1024)
-                .spawn(move || {
-                    let mut c = Client::connect(port);
-                    c.send(b"reserve\r\n");
-                    ready.wait();
-                    let mut latencies = Vec::new();
-                    loop {
-                        let id = c.reply();
-                        let arrived = origin.elapsed().as_nanos() as u64;
-                        if id == 0 {
-                            return latencies; // TIMED_OUT: the run is over
-                        }
-                        let sent: u64 = std::str::from_utf8(&c.body).unwrap().trim().parse().unwrap();
-                        latencies.push(arrived.saturating_sub(sent));
-                        c.send(format!("delete {id}\r\nreserve-with-timeout 2\r\n").as_bytes());
-                        c.reply(); // DELETED
-                    }
-                })
-                .unwrap()
-        })
-        .collect();
+    let handles = blocked_workers(port, workers, &ready, move |c| {
+        let arrived = origin.elapsed().as_nanos() as u64;
+        let sent: u64 = std::str::from_utf8(&c.body).unwrap().trim().parse().unwrap();
+        arrived.saturating_sub(sent)
+    });
     ready.wait();
     thread::sleep(Duration::from_millis(500)); // let every reserve block
     let mut producer = Client::connect(port);

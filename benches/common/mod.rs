@@ -1,11 +1,12 @@
 //! What the load benchmarks share: starting a server binary on a free
-//! loopback port (killed when dropped), a blocking client, and reading the
-//! server's memory from `/proc`.
+//! loopback port (killed when dropped), a blocking client, a pool of
+//! workers blocked in reserve, and reading the server's memory from `/proc`.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -89,4 +90,42 @@ impl Client {
         }
         id
     }
+}
+
+/// Starts `workers` threads, each blocked in `reserve` on a connection of its
+/// own; they pass `ready` once their reserve is sent. Each job a worker gets
+/// is given to `on_job` as soon as it arrives (its body is in `Client::body`),
+/// and what that returns is kept; then the worker deletes the job and
+/// reserves again, with a 2 s timeout that ends the thread when the run is
+/// over. Joining a handle gives that worker's values, one a job.
+pub fn blocked_workers(
+    port: u16,
+    workers: usize,
+    ready: &Arc<Barrier>,
+    on_job: impl Fn(&Client) -> u64 + Clone + Send + 'static,
+) -> Vec<thread::JoinHandle<Vec<u64>>> {
+    (0..workers)
+        .map(|_| {
+            let ready = Arc::clone(ready);
+            let on_job = on_job.clone();
+            thread::Builder::new()
+                .stack_size(64 * 1024)
+                .spawn(move || {
+                    let mut c = Client::connect(port);
+                    c.send(b"reserve\r\n");
+                    ready.wait();
+                    let mut values = Vec::new();
+                    loop {
+                        let id = c.reply();
+                        if id == 0 {
+                            return values; // TIMED_OUT: the run is over
+                        }
+                        values.push(on_job(&c));
+                        c.send(format!("delete {id}\r\nreserve-with-timeout 2\r\n").as_bytes());
+                        c.reply(); // DELETED
+                    }
+                })
+                .unwrap()
+        })
+        .collect()
 }
