@@ -1,0 +1,248 @@
+//! Memory: the binary's allocator, and the two settings of glibc's that
+//! keep an idle connection small (one arena, free pages given back). Part
+//! of `sys`, the one place allowed `unsafe`; what the rest of the server
+//! decides about memory (when a connection goes idle, when the server is
+//! quiet) lives in `conn.rs` and `timer.rs`.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::ffi::c_int;
+
+#[cfg(target_env = "gnu")]
+extern "C" {
+    fn malloc_trim(pad: usize) -> c_int;
+    fn mallopt(param: c_int, value: c_int) -> c_int;
+}
+
+#[cfg(target_env = "gnu")]
+const M_ARENA_MAX: c_int = -8;
+
+/// Makes every thread allocate from glibc's one main arena. By default
+/// glibc gives threads up to eight arenas a core, each starting with a
+/// heap of its own that is never given back: with a thread a connection,
+/// 50 idle connections cost 19 KiB each instead of 10. The engine's lock
+/// serializes the work anyway, and a busy connection keeps its buffers
+/// from one command to the next (see `conn.rs`), so what it allocates (a
+/// job's body, a reply) is small and mostly served from the thread's malloc
+/// cache without the arena's lock: one arena costs no throughput.
+/// Left alone if the operator set `MALLOC_ARENA_MAX`; a no-op with other C
+/// libraries.
+pub fn use_one_malloc_arena() {
+    #[cfg(target_env = "gnu")]
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+        // SAFETY: mallopt takes no pointers; it sets one of the allocator's
+        // parameters, under the allocator's lock.
+        unsafe {
+            mallopt(M_ARENA_MAX, 1);
+        }
+    }
+}
+
+/// The block size from which [`Allocator`] gives every block a mapping of
+/// its own.
+pub const OWN_MAPPING_AT: usize = 128 * 1024;
+
+/// The server binary's allocator: the C library's `malloc`, except that
+/// every block of 128 KiB (`OWN_MAPPING_AT`) or more is a mapping of its own
+/// (`mmap`), always. Only the pages written take memory, and freeing the
+/// block gives them back to the system at once, whatever the heap around it
+/// looks like. glibc maps big blocks too, but not always: it serves them
+/// from the top of its heap when that has room, and stops mapping them
+/// once one has been freed. Then a connection's buffers, freed as it goes
+/// idle, leave holes among the small records of other connections that
+/// the heap can never give back (measured: 4 KiB a connection), and the
+/// job table's chunks (see `engine/table.rs`) stay after a drain.
+///
+/// A block that cannot be mapped is an allocation failure, as it would be
+/// for `malloc`: the default connection limit leaves room for every
+/// connection's buffers among the process's maps (see `host.rs`). A
+/// `munmap` that fails (it can, with `ENOMEM`, when unmapping would split a
+/// mapping past `vm.max_map_count`) leaves the pages mapped: leaked, never
+/// reused.
+pub struct Allocator;
+
+/// Whether blocks of `layout` are mappings. The same answer for a block's
+/// allocation and its release, which is what tells `dealloc` which of the
+/// two to call.
+fn is_mapped(layout: Layout) -> bool {
+    layout.size() >= OWN_MAPPING_AT && layout.align() <= 4096
+}
+
+const PROT_READ: c_int = 1;
+const PROT_WRITE: c_int = 2;
+const MAP_PRIVATE: c_int = 2;
+const MAP_ANONYMOUS: c_int = 0x20;
+const MREMAP_MAYMOVE: c_int = 1;
+const MAP_FAILED: *mut u8 = !0 as *mut u8;
+
+extern "C" {
+    fn mmap(addr: *mut u8, len: usize, prot: c_int, flags: c_int, fd: c_int, offset: i64) -> *mut u8;
+    fn munmap(addr: *mut u8, len: usize) -> c_int;
+    fn mremap(old: *mut u8, old_len: usize, new_len: usize, flags: c_int, ...) -> *mut u8;
+}
+
+/// A new mapping of `size` bytes, or null. Kept out of line, like the
+/// other two below: allocation calls are everywhere, and only this test of
+/// the size belongs in each of them.
+#[inline(never)]
+fn map_block(size: usize) -> *mut u8 {
+    // SAFETY: a new anonymous private mapping: no pointer is read, and the
+    // kernel picks an address that nothing else uses.
+    let block = unsafe {
+        mmap(std::ptr::null_mut(), size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+    };
+    if block == MAP_FAILED {
+        std::ptr::null_mut()
+    } else {
+        block
+    }
+}
+
+/// Releases a mapping of `size` bytes made by [`map_block`].
+///
+/// # Safety
+/// `block` is such a mapping, and nothing uses it any more.
+#[inline(never)]
+unsafe fn unmap_block(block: *mut u8, size: usize) {
+    // SAFETY: the caller's promise.
+    unsafe { munmap(block, size) };
+}
+
+/// `realloc` for a block that is or becomes a mapping.
+///
+/// # Safety
+/// As `GlobalAlloc::realloc`, with `is_mapped` true for `layout` or for
+/// `new_layout`.
+#[inline(never)]
+unsafe fn realloc_mapped(block: *mut u8, layout: Layout, new_layout: Layout) -> *mut u8 {
+    if is_mapped(layout) && is_mapped(new_layout) {
+        // SAFETY: `block` is a mapping of `layout.size()` bytes; the kernel
+        // moves or grows it, keeping its contents, and the old address is
+        // no longer valid, as `realloc` says.
+        let moved = unsafe { mremap(block, layout.size(), new_layout.size(), MREMAP_MAYMOVE) };
+        return if moved == MAP_FAILED { std::ptr::null_mut() } else { moved };
+    }
+    // SAFETY: a new block from the allocator; the old one is copied up to
+    // the smaller size, then released with the layout it was allocated with.
+    unsafe {
+        let new = Allocator.alloc(new_layout);
+        if !new.is_null() {
+            std::ptr::copy_nonoverlapping(block, new, layout.size().min(new_layout.size()));
+            Allocator.dealloc(block, layout);
+        }
+        new
+    }
+}
+
+// The methods are kept out of line: allocation and release happen in
+// thousands of places, and each would otherwise carry the test of the size
+// (10 KB of the static binary).
+//
+// SAFETY: every method returns either null or a block of at least the
+// layout's size and alignment that nothing else uses (a fresh private
+// mapping, page-aligned, which covers any alignment up to 4096, or the C
+// library's block), and releases exactly what the matching method
+// returned: `is_mapped` of the layout, which the caller passes back
+// unchanged, says whether that was a mapping.
+unsafe impl GlobalAlloc for Allocator {
+    #[inline(never)]
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if is_mapped(layout) {
+            map_block(layout.size())
+        } else {
+            // SAFETY: the caller's contract is System's.
+            unsafe { System.alloc(layout) }
+        }
+    }
+
+    #[inline(never)]
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if is_mapped(layout) {
+            // A fresh anonymous mapping reads as zeros.
+            map_block(layout.size())
+        } else {
+            // SAFETY: the caller's contract is System's.
+            unsafe { System.alloc_zeroed(layout) }
+        }
+    }
+
+    #[inline(never)]
+    unsafe fn dealloc(&self, block: *mut u8, layout: Layout) {
+        if is_mapped(layout) {
+            // SAFETY: `block` is a mapping of `layout.size()` bytes that
+            // `alloc` made (same layout), and the caller gives it up.
+            unsafe { unmap_block(block, layout.size()) }
+        } else {
+            // SAFETY: the caller's contract is System's.
+            unsafe { System.dealloc(block, layout) }
+        }
+    }
+
+    #[inline(never)]
+    unsafe fn realloc(&self, block: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: the caller guarantees a valid size for this alignment, as
+        // it must for `realloc`.
+        let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
+        if is_mapped(layout) || is_mapped(new_layout) {
+            // SAFETY: the caller's contract, and one of the two is mapped.
+            unsafe { realloc_mapped(block, layout, new_layout) }
+        } else {
+            // SAFETY: the caller's contract is System's.
+            unsafe { System.realloc(block, layout, new_size) }
+        }
+    }
+}
+
+/// Hands the allocator's free memory back to the system: whole free pages
+/// inside the heap and in every thread's arena, not only the heap's top
+/// (glibc's `malloc_trim(0)`; static glibc builds have it too). It walks
+/// every arena under its locks, so it is for after a big drain, never for
+/// the hot path. A no-op with other C libraries.
+pub fn release_free_memory() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim takes no pointers and only works on the
+    // allocator's own free lists, under the allocator's own locks; it is
+    // safe to call from any thread at any time.
+    unsafe {
+        malloc_trim(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::alloc::{GlobalAlloc, Layout};
+
+    use super::{Allocator, OWN_MAPPING_AT};
+
+    /// A mapping starts on a page; `malloc` returns blocks 16 bytes past
+    /// a chunk header, which this allocator's big blocks never are.
+    fn is_page_aligned(block: *mut u8) -> bool {
+        (block as usize).is_multiple_of(4096)
+    }
+
+    #[test]
+    fn big_blocks_are_mappings_of_their_own_through_every_resize() {
+        let small = Layout::from_size_align(1000, 8).unwrap();
+        let big = Layout::from_size_align(OWN_MAPPING_AT, 8).unwrap();
+        // SAFETY: each block is used within its size, and released with the
+        // layout it has at that moment.
+        unsafe {
+            let block = Allocator.alloc(small);
+            block.write_bytes(7, 1000);
+            let block = Allocator.realloc(block, small, OWN_MAPPING_AT);
+            assert!(is_page_aligned(block), "grown past the threshold: mapped");
+            assert_eq!(std::slice::from_raw_parts(block, 1000), &[7; 1000][..]);
+            block.add(OWN_MAPPING_AT - 1).write(9);
+            let grown = Layout::from_size_align(4 * OWN_MAPPING_AT, 8).unwrap();
+            let block = Allocator.realloc(block, big, grown.size());
+            assert_eq!((*block, *block.add(OWN_MAPPING_AT - 1)), (7, 9));
+            let block = Allocator.realloc(block, grown, 1000);
+            assert_eq!(std::slice::from_raw_parts(block, 1000), &[7; 1000][..]);
+            Allocator.dealloc(block, small);
+
+            let zeroed = Allocator.alloc_zeroed(big);
+            assert!(is_page_aligned(zeroed));
+            assert!(std::slice::from_raw_parts(zeroed, OWN_MAPPING_AT).iter().all(|&b| b == 0));
+            Allocator.dealloc(zeroed, big);
+        }
+    }
+}
