@@ -22,7 +22,7 @@ use std::os::fd::AsRawFd;
 use std::sync::{Arc, Condvar};
 use std::time::Duration;
 
-use crate::engine::{ClientId, Delivery, Engine, NewJob};
+use crate::engine::{ClientId, Engine, NewJob};
 use crate::framing::{Input, Line};
 use crate::protocol::{self, Command, Reply};
 use crate::shared::Shared;
@@ -305,10 +305,10 @@ impl<'a> Conn<'a> {
         F: for<'e> FnOnce(&'e mut Engine, Time) -> Reply<'e>,
     {
         let shared = self.shared;
-        let mut engine = shared.engine();
+        let (mut engine, now) = shared.engine_now();
         let logged_before = shared.journal_seq();
         let reply_start = self.output.len();
-        call(&mut engine, shared.clock.now()).encode(&mut self.output);
+        call(&mut engine, now).encode(&mut self.output);
         let logged = shared.journal_seq();
         drop(engine);
         self.hold_until_durable(logged_before, logged, reply_start);
@@ -342,7 +342,7 @@ impl<'a> Conn<'a> {
         let shared = self.shared;
         let created = shared.clock.now();
         let started = {
-            let mut engine = shared.engine();
+            let (mut engine, _) = shared.engine_now();
             engine.count_put();
             if bytes > shared.config.max_job_size {
                 Err(Reply::JobTooBig)
@@ -379,71 +379,46 @@ impl<'a> Conn<'a> {
         }
         let job = NewJob { ticket, pri, delay, ttr, created, body: body.into_boxed_slice() };
         let c = self.client;
-        let mut engine = shared.engine();
-        let logged_before = shared.journal_seq();
-        let reply_start = self.output.len();
-        // A producer with more commands already waiting is better served if
-        // the workers' own threads write their replies, in parallel with its
-        // next put; a lone put's job reaches its worker soonest if this
-        // thread writes the reply itself.
-        if self.input.is_drained() {
-            engine.start_deliveries();
-        }
-        engine.put(c, job, shared.clock.now()).encode(&mut self.output);
-        let deliveries = engine.take_deliveries();
-        let logged = shared.journal_seq();
-        drop(engine);
-        self.hold_until_durable(logged_before, logged, reply_start);
-        if !deliveries.is_empty() {
-            // The producer's own reply first: it is waiting for it, and its
-            // next put should not wait for the workers' replies to be written.
-            // The deliveries must happen even if that write fails: their
-            // workers wait for them.
-            let flushed = self.flush();
-            deliver(shared, deliveries);
-            flushed?;
-        }
+        self.ask_engine(|e, now| e.put(c, job, now));
         Ok(Next::Continue)
     }
 
     /// `reserve` / `reserve-with-timeout`: answer now, or block until a job is
     /// handed over, the timeout or safety margin arrives, or the client hangs
     /// up.
+    ///
+    /// Every earlier reply leaves first. A client is put in line only once
+    /// its socket has taken all it was owed, so a job handed to it waits on
+    /// no unread socket (beanstalkd, likewise, reads no command while a
+    /// reply is unsent).
     fn reserve(&mut self, timeout: Option<u32>) -> io::Result<Next> {
+        self.flush()?;
         let shared = self.shared;
         {
-            let mut engine = shared.engine();
-            if let Some(reply) = engine.reserve(self.client, timeout, shared.clock.now()) {
+            let (mut engine, now) = shared.engine_now();
+            if let Some(reply) = engine.reserve(self.client, timeout, now) {
                 reply.encode(&mut self.output);
                 return Ok(Next::Continue);
             }
         }
-        // Blocked. Earlier replies must reach the client before we sleep, and
-        // the hang-up watcher must learn to look at this socket. A wait may
-        // last hours: past IDLE_AFTER, hold no buffers through it.
-        let flushed = self.flush();
-        let idle_at = shared.clock.now().plus(IDLE_AFTER);
-        let mut idle = false;
+        // Blocked. The hang-up watcher must learn to look at this socket.
         let fd = self.stream.as_raw_fd();
         let watching = shared.hangups.watch(fd, self.client, self.hangup_registered);
         self.hangup_registered |= watching.is_ok();
-        if flushed.is_err() || watching.is_err() {
-            // A socket we cannot write to or watch is as good as gone.
+        if watching.is_err() {
+            // A socket we cannot watch is as good as gone.
             shared.engine().hang_up(self.client);
         }
+        // A wait may last hours: past IDLE_AFTER, hold no buffers through it.
+        let idle_at = shared.clock.now().plus(IDLE_AFTER);
+        let mut idle = false;
         let mut engine = shared.engine();
         loop {
-            if let Some(rest) = engine.check_delivered(self.client) {
-                // The thread that handed us the job wrote its reply.
-                self.reserve_output();
-                self.output.extend_from_slice(&rest);
-                break;
-            }
             let now = shared.clock.now();
             if let Some(reply) = engine.check_wait(self.client, now) {
                 self.reserve_output();
                 reply.encode(&mut self.output);
-                break;
+                return Ok(Next::Continue);
             }
             if !idle && now >= idle_at {
                 drop(engine);
@@ -463,24 +438,6 @@ impl<'a> Conn<'a> {
                 None => self.waker.wait(engine).unwrap_or_else(|e| e.into_inner()),
             };
         }
-        drop(engine);
-        flushed?;
-        Ok(Next::Continue)
-    }
-}
-
-/// Writes the replies of jobs just handed to blocked workers straight to
-/// their sockets, outside the lock, then lets their threads go on. The reply
-/// leaves now rather than after a sleeping thread wakes: with many blocked
-/// workers, that wake-up was most of a put's tail latency.
-fn deliver(shared: &Shared, deliveries: Vec<Delivery>) {
-    if deliveries.is_empty() {
-        return;
-    }
-    let written: Vec<usize> = deliveries.iter().map(|d| d.waiter.deliver(&d.reply)).collect();
-    let mut engine = shared.engine();
-    for (delivery, written) in deliveries.into_iter().zip(written) {
-        engine.delivered(delivery, written);
     }
 }
 

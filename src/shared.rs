@@ -19,7 +19,7 @@ use crate::host::ConnectionLimit;
 use crate::stats::{BinlogStats, ProcessStats};
 use crate::stream::ConnWaiter;
 use crate::sys;
-use crate::time::Clock;
+use crate::time::{Clock, Time};
 use crate::timer::Quiet;
 
 /// The socket pair that wakes the accept loop for shutdown.
@@ -59,6 +59,16 @@ impl Shared {
     /// on with the engine as it was left beats a cascade of panics.
     pub fn engine(&self) -> MutexGuard<'_, Engine> {
         self.engine.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Locks the engine to answer a command, and brings it up to the
+    /// present first ([`Engine::catch_up`]): returns the lock and the time
+    /// the command is answered at.
+    pub fn engine_now(&self) -> (MutexGuard<'_, Engine>, Time) {
+        let mut engine = self.engine();
+        let now = self.clock.now();
+        engine.catch_up(now);
+        (engine, now)
     }
 
     pub fn connections(&self) -> MutexGuard<'_, HashMap<ClientId, Arc<ConnWaiter>>> {

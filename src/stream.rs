@@ -130,11 +130,4 @@ impl Waiter for ConnWaiter {
     fn has_hung_up(&self) -> bool {
         sys::peer_hung_up(&self.stream)
     }
-
-    /// Never blocks: a client that does not read its replies must not stall
-    /// the thread that handed it a job. What the socket does not take now,
-    /// the client's own thread writes.
-    fn deliver(&self, reply: &[u8]) -> usize {
-        sys::send_without_blocking(&self.stream, reply)
-    }
 }

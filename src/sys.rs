@@ -307,32 +307,6 @@ impl HangupPoller {
     }
 }
 
-extern "C" {
-    fn send(fd: c_int, buf: *const u8, len: usize, flags: c_int) -> isize;
-}
-
-const MSG_DONTWAIT: c_int = 0x40;
-const MSG_NOSIGNAL: c_int = 0x4000;
-
-/// Writes as much of `bytes` to `socket` as it takes without blocking and
-/// returns how much that was (0 if the socket is full or broken).
-pub fn send_without_blocking(socket: &impl AsRawFd, bytes: &[u8]) -> usize {
-    let mut written = 0;
-    while written < bytes.len() {
-        let rest = &bytes[written..];
-        // SAFETY: `rest` is a live, readable slice of `rest.len()` bytes for
-        // the whole call; send only reads it. MSG_NOSIGNAL: a closed peer
-        // gives EPIPE, not a signal.
-        let n = unsafe { send(socket.as_raw_fd(), rest.as_ptr(), rest.len(), MSG_DONTWAIT | MSG_NOSIGNAL) };
-        match n {
-            n if n > 0 => written += n as usize,
-            _ if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted => continue,
-            _ => break,
-        }
-    }
-    written
-}
-
 /// User and system CPU time used by this process so far.
 pub fn cpu_times() -> (Duration, Duration) {
     let mut usage = std::mem::MaybeUninit::<Rusage>::zeroed();

@@ -7,14 +7,14 @@
 use std::fmt::Debug;
 use std::sync::{Arc, Condvar};
 
-use super::job::{ClientId, JobId};
+use super::job::JobId;
 use super::list::List;
 use super::tube::TubeId;
 use crate::time::Time;
 
 /// How the engine reaches the thread of a client blocked in reserve. The
 /// server implements it over the client's `Condvar` and socket; the engine
-/// sees neither, and asks only these two questions.
+/// sees neither, and asks only these two things.
 pub trait Waiter: Debug + Send + Sync {
     /// Wakes the client's thread: its blocked reserve has an outcome.
     fn wake(&self);
@@ -24,12 +24,6 @@ pub trait Waiter: Debug + Send + Sync {
     /// Asked just before a job is handed over, so that a job never goes to a
     /// connection whose hang-up has arrived but not yet been reported.
     fn has_hung_up(&self) -> bool;
-
-    /// Writes as much of `reply` to the client as its socket takes without
-    /// blocking, and returns how much that was. Called by the thread that
-    /// handed the client a job, outside the engine's lock (see
-    /// [`Engine::take_deliveries`](super::Engine::take_deliveries)); 0 when there is no socket.
-    fn deliver(&self, reply: &[u8]) -> usize;
 }
 
 /// A bare `Condvar` is the waiter of a client with no socket (tests,
@@ -42,13 +36,40 @@ impl Waiter for Condvar {
     fn has_hung_up(&self) -> bool {
         false
     }
-
-    fn deliver(&self, _reply: &[u8]) -> usize {
-        0
-    }
 }
 
-/// How a blocked reserve ended, kept until the waiting client collects it.
+/// A client's blocked reserve, from the `reserve` that blocked until its
+/// own thread collects the outcome ([`Engine::check_wait`](super::Engine::check_wait)):
+///
+/// ```text
+///   reserve, nothing ready
+///          │
+///          ▼
+///     ┌─────────┐  a job for it: reserved ┌─────────────────────┐
+///     │ Waiting │ ───── for it at once ──►│ Ended(Reserved(id)) │
+///     └─────────┘                         └─────────────────────┘
+///       ▲   │  timeout, safety margin,       │           │
+///       │   │  hang-up                       │ its TTR   │ collected by
+///       │   ▼                                │ ran out   │ its own thread:
+///       │ ┌──────────────────────────────┐   │ first     │ RESERVED
+///       │ │ Ended(TimedOut/DeadlineSoon) │   │           ▼
+///       │ └──────────────────────────────┘   │      (not blocked)
+///       └────── same place in line ──────────┘
+/// ```
+///
+/// Two ways in, one way out: only the client's own thread ends a blocked
+/// reserve, and only after the engine has caught up with the time (see
+/// [`Engine::catch_up`](super::Engine::catch_up)), so a hand-off whose TTR
+/// ran out before it was collected has already gone back to waiting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Blocked {
+    /// In every watched tube's waiting queue.
+    Waiting(Wait),
+    /// Out of line; its thread has yet to collect how the reserve ended.
+    Ended(Outcome),
+}
+
+/// How a blocked reserve ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Outcome {
     /// A job was reserved for the client. The wait it ended is kept: if the
@@ -57,23 +78,6 @@ pub(super) enum Outcome {
     Reserved(JobId, Wait),
     DeadlineSoon,
     TimedOut,
-    /// The job's `RESERVED` reply is being written to the client's socket
-    /// by the thread that handed it over: the client's thread must not go
-    /// on (its next reply would overtake this one) until it is written.
-    Delivering(JobId, Wait),
-    /// The reply was written by the handing thread; what it could not
-    /// write without blocking is in the client's `undelivered`.
-    Delivered,
-}
-
-/// A `RESERVED` reply for a blocked client, to be written to its socket by
-/// the thread that handed it the job, outside the lock; then given back to
-/// [`Engine::delivered`](super::Engine::delivered).
-#[derive(Debug)]
-pub struct Delivery {
-    pub client: ClientId,
-    pub waiter: Arc<dyn Waiter>,
-    pub reply: Vec<u8>,
 }
 
 /// A reserve that is blocked.
@@ -106,27 +110,11 @@ pub(super) struct Client {
     pub(super) worker: bool,
     /// The client has closed its sending side; it must never block.
     pub(super) hung_up: bool,
-    /// Its blocked reserve, while its thread is in one: from the reserve
-    /// that blocked until [`Engine::check_wait`](super::Engine::check_wait)
-    /// or [`Engine::check_delivered`](super::Engine::check_delivered) gives
-    /// the reply. Boxed, so that the many clients not in a blocked reserve
-    /// carry one pointer for it rather than 120 bytes.
+    /// Its blocked reserve, while its thread is in one. Boxed, so that the
+    /// many clients not in a blocked reserve carry one pointer for it.
     pub(super) blocked: Option<Box<Blocked>>,
     /// Woken when a blocked reserve ends; knows whether the peer is gone.
     pub(super) waker: Arc<dyn Waiter>,
-}
-
-/// A client's blocked reserve. It always has a `wait` or an `outcome`,
-/// never both.
-#[derive(Debug, Default)]
-pub(super) struct Blocked {
-    /// Set while the client is in its tubes' waiting queues.
-    pub(super) wait: Option<Wait>,
-    /// How the reserve ended, until the client's thread collects it.
-    pub(super) outcome: Option<Outcome>,
-    /// The tail of a delivered `RESERVED` reply that the client's socket
-    /// did not take at once; the client's own thread writes it.
-    pub(super) undelivered: Vec<u8>,
 }
 
 /// A cached minimum that is recomputed only after its holder leaves.

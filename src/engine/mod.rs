@@ -10,20 +10,15 @@
 //! and wakes that client's own [`Waiter`] (and no other).
 //!
 //! A hand-off is two steps apart in time: the engine reserves the job for
-//! the waiter at once, and the waiter's thread collects it when it next gets
-//! the lock. Two rules keep that gap harmless. A waiter whose connection has
-//! already hung up is never handed a job (the engine asks its [`Waiter`],
-//! which the server answers from the socket). And if a handed job's TTR runs
-//! out before it was collected, the waiter never hears of it: it goes back
-//! to waiting in its old place in line, so a job is never delivered after
-//! its reservation lapsed, nor to two workers.
-//!
-//! A put may ask for the shorter path ([`Engine::start_deliveries`]): the
-//! engine then encodes the handed job's `RESERVED` reply under the lock and
-//! gives it, with the waiter, to the putting thread, which writes it to the
-//! socket after releasing the lock and reports back
-//! ([`Engine::delivered`]); only then does the waiter's thread go on. The
-//! reply no longer waits for a sleeping thread to wake.
+//! the waiter at once, and the waiter's own thread collects it when it next
+//! gets the lock, and writes the reply. Two rules keep that gap harmless. A
+//! waiter whose connection has already hung up is never handed a job (the
+//! engine asks its [`Waiter`], which the server answers from the socket).
+//! And the engine is always brought up to the present before it answers
+//! ([`Engine::catch_up`]): if a handed job's TTR ran out before it was
+//! collected, the job went back to the queue and the waiter back to waiting
+//! in its old place in line, so a job is never delivered after its
+//! reservation lapsed, nor to two workers.
 //!
 //! Nothing the timer runs, and nothing a command runs, visits every tube or
 //! every job: tubes waiting on time sit in a timetable, `stats` reads
@@ -71,8 +66,8 @@ use std::sync::{Arc, Condvar};
 use crate::protocol::{Reply, TubeName};
 use crate::stats::{CommandCounts, JobCounts, JobStats, ServerStats, TubeStats};
 use crate::time::Time;
+pub use client::Waiter;
 use client::{Blocked, Client, Outcome, Soonest, Wait};
-pub use client::{Delivery, Waiter};
 use heap::Heap;
 pub use job::{ClientId, Counters, Job, JobId, State, URGENT_PRIORITY};
 pub use journal::{Journal, LoggedJob, RestoredJob, RestoredState};
@@ -199,11 +194,6 @@ pub struct Engine {
     job_memory_high_water: u64,
     /// The timer thread was told that memory can be given back.
     give_back_asked: bool,
-    /// While set (by [`Engine::start_deliveries`]), hand-offs are not
-    /// announced to the waiter's thread but listed in `deliveries`, for the
-    /// calling thread to write out itself.
-    collect_deliveries: bool,
-    deliveries: Vec<ClientId>,
 }
 
 impl Engine {
@@ -239,8 +229,6 @@ impl Engine {
             tubes_visited_by_tick: 0,
             job_memory_high_water: 0,
             give_back_asked: false,
-            collect_deliveries: false,
-            deliveries: Vec::new(),
         }
     }
 

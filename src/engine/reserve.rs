@@ -1,9 +1,11 @@
 //! `reserve`, `reserve-with-timeout` and `reserve-job`, and the waiting in
-//! between: a blocked client registers in its watched tubes' waiting
-//! queues, is handed a job (or times out, or reaches its safety margin),
-//! and collects the outcome on its own thread; or the putting thread
-//! delivers the reply for it. This file owns the hand-off's rules; it never
-//! touches a socket (a [`Waiter`] does that for it).
+//! between. A reserve with nothing ready registers its client in every
+//! watched tube's waiting queue ([`Blocked::Waiting`]); whenever a job
+//! becomes ready, the tube's longest waiter is handed it: the job is
+//! reserved for that client at once and its thread is woken
+//! ([`Blocked::Ended`]). The client's own thread then collects the outcome
+//! with [`Engine::check_wait`] and writes the reply itself. This file owns
+//! the hand-off's rules; it never touches a socket.
 
 use super::*;
 
@@ -43,7 +45,7 @@ impl Engine {
         let seq = self.next_wait_seq;
         self.next_wait_seq += 1;
         let wait = Wait { seq, timeout_at: timeout.map(|secs| now.plus_secs(secs)), margin_at };
-        client.blocked = Some(Box::new(Blocked { wait: Some(wait), ..Blocked::default() }));
+        client.blocked = Some(Box::new(Blocked::Waiting(wait)));
         for &t in &client.watched {
             self.tubes.get_mut(t).waiting.insert(seq, c);
         }
@@ -55,7 +57,9 @@ impl Engine {
     /// wakes it: its timeout or the start of its safety margin. `None` means
     /// it may sleep until woken.
     pub fn wake_time(&self, c: ClientId) -> Option<Time> {
-        let wait = self.clients.get(&c)?.blocked.as_ref()?.wait?;
+        let Blocked::Waiting(wait) = **self.clients.get(&c)?.blocked.as_ref()? else {
+            return None;
+        };
         match (wait.timeout_at, wait.margin_at) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -65,33 +69,28 @@ impl Engine {
     /// Ends a blocked reserve if it is over: a job was handed to the client,
     /// its safety margin began, its timeout passed, or it hung up. `None`
     /// means it is still waiting (or never blocked), and then
-    /// [`Engine::wake_time`] or a wake-up is sure to come: a blocked client
-    /// that is neither waiting nor has an outcome to collect gets `TIMED_OUT`
-    /// rather than a sleep nothing would end.
+    /// [`Engine::wake_time`] or a wake-up is sure to come.
+    ///
+    /// The engine first catches up with `now` ([`Engine::catch_up`]): a job
+    /// handed over whose TTR has run out meanwhile was taken back by that,
+    /// and the client is waiting again in its old place. So a `RESERVED`
+    /// reply this returns is for a job the client holds, with time left.
     pub fn check_wait(&mut self, c: ClientId, now: Time) -> Option<Reply<'_>> {
-        let blocked = self.clients.get_mut(&c)?.blocked.as_mut()?;
-        if matches!(blocked.outcome, Some(Outcome::Delivering(..) | Outcome::Delivered)) {
-            return None;
-        }
-        let outcome = match (blocked.outcome.take(), blocked.wait) {
-            (Some(outcome), _) => outcome,
-            (None, Some(wait)) if wait.margin_at.is_some_and(|m| now >= m) => {
-                self.stop_waiting(c);
-                Outcome::DeadlineSoon
-            }
-            (None, Some(wait)) if wait.timeout_at.is_some_and(|t| now >= t) => {
-                self.stop_waiting(c);
-                Outcome::TimedOut
-            }
-            (None, Some(_)) => return None,
-            (None, None) => Outcome::TimedOut,
+        self.catch_up(now);
+        let blocked = **self.clients.get(&c)?.blocked.as_ref()?;
+        let outcome = match blocked {
+            Blocked::Ended(outcome) => outcome,
+            Blocked::Waiting(wait) if wait.margin_at.is_some_and(|m| now >= m) => Outcome::DeadlineSoon,
+            Blocked::Waiting(wait) if wait.timeout_at.is_some_and(|t| now >= t) => Outcome::TimedOut,
+            Blocked::Waiting(_) => return None,
         };
+        self.stop_waiting(c);
         if let Outcome::Reserved(id, wait) = outcome {
-            if !self.is_reserved_by(id, c) {
-                // The TTR path recalls a lapsed hand-off (`recall_handoff`),
-                // so this cannot happen; checked all the same, because
-                // sending a job to a client that does not hold it is the one
-                // thing that must never happen.
+            if !self.is_reserved_by(id, c) || self.jobs.get(&id).is_some_and(|job| job.deadline <= now) {
+                // Catching up took back every lapsed hand-off, so this
+                // cannot happen; checked all the same, because sending a
+                // job to a client that does not hold it is the one thing
+                // that must never happen.
                 self.resume_wait(c, wait, now);
                 return self.check_wait(c, now);
             }
@@ -103,79 +102,7 @@ impl Engine {
             Outcome::Reserved(id, _) => Some(self.reserved_reply(id).unwrap_or(Reply::InternalError)),
             Outcome::DeadlineSoon => Some(Reply::DeadlineSoon),
             Outcome::TimedOut => Some(Reply::TimedOut),
-            // Excluded above.
-            Outcome::Delivering(..) | Outcome::Delivered => None,
         }
-    }
-
-    /// Ends a blocked reserve whose reply another thread already wrote:
-    /// `Some(rest)` with what is left of the reply for the client's own
-    /// thread to write (usually nothing). `None`: not delivered (yet).
-    pub fn check_delivered(&mut self, c: ClientId) -> Option<Vec<u8>> {
-        let client = self.clients.get_mut(&c)?;
-        if client.blocked.as_ref()?.outcome != Some(Outcome::Delivered) {
-            return None;
-        }
-        client.blocked.take().map(|blocked| blocked.undelivered)
-    }
-
-    /// From now until [`Engine::take_deliveries`], jobs handed to blocked
-    /// clients are written out by the calling thread rather than by each
-    /// client's own thread: the reply then leaves without waiting for a
-    /// sleeping thread to wake (the fan-out's tail latency).
-    pub fn start_deliveries(&mut self) {
-        self.collect_deliveries = true;
-    }
-
-    /// The replies of the jobs handed over since
-    /// [`Engine::start_deliveries`]. The caller writes each through its
-    /// [`Waiter::deliver`] after releasing the lock, then reports with
-    /// [`Engine::delivered`]; until then the client's thread waits.
-    pub fn take_deliveries(&mut self) -> Vec<Delivery> {
-        self.collect_deliveries = false;
-        let mut deliveries = Vec::new();
-        for c in std::mem::take(&mut self.deliveries) {
-            let Some(Outcome::Reserved(id, wait)) =
-                self.clients.get(&c).and_then(|client| client.blocked.as_ref()?.outcome)
-            else {
-                continue;
-            };
-            let mut reply = Vec::new();
-            match self.reserved_reply(id) {
-                Some(r) if self.is_reserved_by(id, c) => r.encode(&mut reply),
-                // Not this client's any more: its own thread sorts it out.
-                _ => {
-                    self.wake(c);
-                    continue;
-                }
-            }
-            if let Some(client) = self.clients.get_mut(&c) {
-                if let Some(blocked) = &mut client.blocked {
-                    blocked.outcome = Some(Outcome::Delivering(id, wait));
-                    deliveries.push(Delivery { client: c, waiter: Arc::clone(&client.waker), reply });
-                }
-            }
-        }
-        deliveries
-    }
-
-    /// Reports that `written` bytes of `delivery`'s reply reached the
-    /// client's socket, and wakes the client's thread to write the rest (if
-    /// any) and go on.
-    pub fn delivered(&mut self, delivery: Delivery, written: usize) {
-        let Some(client) = self.clients.get_mut(&delivery.client) else {
-            return;
-        };
-        let Some(blocked) = &mut client.blocked else {
-            return;
-        };
-        if !matches!(blocked.outcome, Some(Outcome::Delivering(..))) {
-            return;
-        }
-        blocked.outcome = Some(Outcome::Delivered);
-        blocked.undelivered = delivery.reply;
-        blocked.undelivered.drain(..written.min(blocked.undelivered.len()));
-        client.waker.wake();
     }
 
     /// `reserve-job <id>`: reserves a ready, delayed or buried job in any tube.
@@ -215,13 +142,6 @@ impl Engine {
             return;
         };
         self.reserve_for(c, id, now);
-        if self.collect_deliveries {
-            if let Some(blocked) = self.clients.get_mut(&c).and_then(|client| client.blocked.as_mut()) {
-                blocked.outcome = Some(Outcome::Reserved(id, wait));
-                self.deliveries.push(c);
-                return;
-            }
-        }
         self.set_outcome(c, Outcome::Reserved(id, wait));
     }
 
@@ -233,17 +153,13 @@ impl Engine {
     /// else's. The job's counters keep the reservation and its timeout:
     /// both happened, as far as the queue is concerned.
     pub(super) fn recall_handoff(&mut self, holder: ClientId, id: JobId, now: Time) {
-        let Some(blocked) = self.clients.get_mut(&holder).and_then(|client| client.blocked.as_mut()) else {
+        let blocked = self.clients.get(&holder).and_then(|client| client.blocked.as_deref());
+        let Some(&Blocked::Ended(Outcome::Reserved(handed, wait))) = blocked else {
             return;
         };
-        let Some(Outcome::Reserved(handed, wait)) = blocked.outcome else {
-            return;
-        };
-        if handed != id {
-            return;
+        if handed == id {
+            self.resume_wait(holder, wait, now);
         }
-        blocked.outcome = None;
-        self.resume_wait(holder, wait, now);
     }
 
     /// Puts client `c` back into the waiting queues with `wait`'s place in
@@ -254,7 +170,7 @@ impl Engine {
         let Some(client) = self.clients.get_mut(&c) else {
             return;
         };
-        client.blocked.get_or_insert_with(Box::default).wait = Some(Wait { margin_at, ..wait });
+        client.blocked = Some(Box::new(Blocked::Waiting(Wait { margin_at, ..wait })));
         for &t in &client.watched {
             self.tubes.get_mut(t).waiting.insert(wait.seq, c);
         }
@@ -272,28 +188,27 @@ impl Engine {
         self.set_outcome(c, outcome);
     }
 
-    /// Wakes client `c`'s thread.
-    pub(super) fn wake(&self, c: ClientId) {
-        if let Some(client) = self.clients.get(&c) {
-            client.waker.wake();
-        }
-    }
-
     /// Leaves `outcome` for client `c`'s thread and wakes it.
     pub(super) fn set_outcome(&mut self, c: ClientId, outcome: Outcome) {
         if let Some(client) = self.clients.get_mut(&c) {
             if let Some(blocked) = &mut client.blocked {
-                blocked.outcome = Some(outcome);
+                **blocked = Blocked::Ended(outcome);
             }
             client.waker.wake();
         }
     }
 
     /// Takes client `c` out of every waiting queue; returns the wait it
-    /// ended, if it was waiting.
+    /// ended, if it was waiting. The reserve is then over, with `TIMED_OUT`
+    /// unless the caller leaves another outcome: a blocked client is never
+    /// left with neither a wait nor an outcome, which no wake-up would end.
     pub(super) fn stop_waiting(&mut self, c: ClientId) -> Option<Wait> {
         let client = self.clients.get_mut(&c)?;
-        let wait = client.blocked.as_mut()?.wait.take()?;
+        let blocked = client.blocked.as_deref_mut()?;
+        let Blocked::Waiting(wait) = *blocked else {
+            return None;
+        };
+        *blocked = Blocked::Ended(Outcome::TimedOut);
         for &t in &client.watched {
             self.tubes.get_mut(t).waiting.remove(&wait.seq);
         }

@@ -63,7 +63,7 @@ impl Engine {
             return;
         };
         client.hung_up = true;
-        if client.blocked.as_ref().is_some_and(|b| b.wait.is_some()) {
+        if matches!(client.blocked.as_deref(), Some(Blocked::Waiting(_))) {
             self.finish_wait(c, Outcome::TimedOut);
         }
     }

@@ -97,29 +97,6 @@ fn the_timer_never_visits_idle_tubes() {
 }
 
 #[test]
-fn a_reply_written_by_the_handing_thread_ends_the_reserve_once_delivered() {
-    let mut e = engine();
-    let (producer, w) = (client(&mut e), client(&mut e));
-    assert_eq!(e.reserve(w, None, Time::ZERO), None);
-    e.start_deliveries();
-    let id = put(&mut e, producer, 0, 0, 10, Time::ZERO);
-    let mut deliveries = e.take_deliveries();
-    assert_eq!(deliveries.len(), 1);
-    let delivery = deliveries.remove(0);
-    assert_eq!(delivery.reply, format!("RESERVED {id} 4\r\nbody\r\n").into_bytes());
-    // While the reply is being written, the worker's thread must wait.
-    assert_eq!(e.check_wait(w, Time::ZERO), None);
-    assert_eq!(e.check_delivered(w), None);
-    // The socket took all but the body: the worker's thread writes that.
-    let written = delivery.reply.len() - 6;
-    e.delivered(delivery, written);
-    assert_eq!(e.check_delivered(w), Some(b"body\r\n".to_vec()));
-    assert_eq!(e.check_delivered(w), None);
-    assert_eq!(e.jobs[&id].reserved_by, w);
-    assert_eq!(e.waiting_clients, 0);
-}
-
-#[test]
 fn blocked_waiters_are_served_oldest_first() {
     let mut e = engine();
     let producer = client(&mut e);
@@ -158,9 +135,6 @@ impl Waiter for FakeConnection {
     fn has_hung_up(&self) -> bool {
         self.hung_up.load(std::sync::atomic::Ordering::SeqCst)
     }
-    fn deliver(&self, _reply: &[u8]) -> usize {
-        0
-    }
 }
 
 #[test]
@@ -183,6 +157,27 @@ fn a_handed_job_whose_ttr_ran_out_before_collection_goes_back_to_the_same_waiter
     assert_eq!(e.wake_time(w2), None);
     assert_eq!(reserved_id(e.check_wait(w1, Time::from_secs(2))), id);
     assert_eq!(e.waiting_clients, 1);
+}
+
+#[test]
+fn a_hand_off_collected_after_its_ttr_ran_out_reaches_one_worker_only() {
+    // Scenario: the lock was held past the job's TTR (a big kick), and w1's
+    // thread gets it before the timer does. Collecting first catches up:
+    // the lapsed reservation is taken back and w1, first in line, is given
+    // a fresh one. w2 never hears of the job, and nothing is left for the
+    // timer to hand out a second time.
+    let mut e = engine();
+    let (producer, w1, w2) = (client(&mut e), client(&mut e), client(&mut e));
+    assert_eq!(e.reserve(w1, None, Time::ZERO), None);
+    assert_eq!(e.reserve(w2, None, Time::ZERO), None);
+    let id = put(&mut e, producer, 0, 0, 1, Time::ZERO);
+    let late = Time::from_secs(2);
+    assert_eq!(reserved_id(e.check_wait(w1, late)), id);
+    assert_eq!(e.jobs[&id].deadline, Time::from_secs(3), "a fresh reservation");
+    assert_eq!(e.jobs[&id].counters.timeouts, 1);
+    e.tick(late);
+    assert_eq!(e.check_wait(w2, late), None, "w2 still waits");
+    assert_eq!(e.jobs[&id].reserved_by, w1);
 }
 
 #[test]
