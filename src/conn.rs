@@ -132,23 +132,18 @@ impl<'a> Conn<'a> {
     /// it, at its full size at once (see [`OUTPUT_START`]).
     fn reserve_output(&mut self) {
         if self.output.capacity() == 0 {
-            self.output.reserve(OUTPUT_START);
+            // Without it, replies grow the buffer as they need.
+            let _ = self.output.try_reserve(OUTPUT_START);
         }
     }
 
     /// The client has been quiet for [`IDLE_AFTER`]: frees both buffers if
-    /// nothing is left in them, and tells the timer, which gives the
-    /// allocator's free pages back once every connection is quiet (see
-    /// `timer::Quiet`).
+    /// nothing is left in them. Each is a mapping of its own (see
+    /// `sys::Allocator`), so its pages go back to the system at once.
     fn go_idle(&mut self) {
         self.input.release_if_drained();
         if self.output.is_empty() {
             self.output = Vec::new();
-        }
-        let shared = self.shared;
-        if shared.quiet.went_idle(shared.clock.now()) {
-            let _engine = shared.engine();
-            shared.timer.notify_one();
         }
     }
 
@@ -366,7 +361,18 @@ impl<'a> Conn<'a> {
                 return Ok(Next::Continue);
             }
         };
-        let mut body = vec![0; bytes as usize];
+        // The body's size is the client's to choose: memory that cannot be
+        // had is a refusal, never an abort.
+        let mut body = Vec::new();
+        if body.try_reserve_exact(bytes as usize).is_err() {
+            shared.engine().cancel_put(ticket);
+            if !self.discard(u64::from(bytes) + 2)? {
+                return Ok(Next::Close);
+            }
+            Reply::OutOfMemory.encode(&mut self.output);
+            return Ok(Next::Continue);
+        }
+        body.resize(bytes as usize, 0);
         let mut crlf = [0; 2];
         let arrived = self.read_exact(&mut body).and_then(|ok| Ok(ok && self.read_exact(&mut crlf)?));
         if !matches!(arrived, Ok(true)) || &crlf != b"\r\n" {
@@ -498,18 +504,16 @@ mod tests {
         let waiter: Arc<dyn crate::engine::Waiter> = waker.clone();
         let client = shared.engine().connect(waiter);
         let mut conn = Conn::new(shared, &stream, client, &waker);
-        assert_eq!(shared.quiet.give_back_at(), None);
 
         // The client sends its command 20 idle timeouts late. The
-        // connection went idle on the way (and told the timer), and no
-        // timeout ended the wait.
+        // connection went idle on the way, and no timeout ended the wait.
         let late = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(200));
             theirs.write_all(b"stats\r\n").unwrap();
             theirs
         });
         assert!(conn.fill().unwrap());
-        assert!(shared.quiet.give_back_at().is_some());
+        assert_eq!(conn.output.capacity(), super::OUTPUT_START, "buffers back once bytes came");
         assert!(conn.answer_buffered().unwrap() == Next::Continue);
         assert!(conn.output.starts_with(b"OK "));
         drop(late.join().unwrap());

@@ -104,8 +104,11 @@ impl Input {
             (self.start, self.end) = (0, 0);
         }
         if self.buf.is_empty() {
-            self.buf = Vec::with_capacity(INPUT_RESERVED);
-            self.buf.resize(INPUT_BUFFER, 0);
+            // A buffer that cannot be had ends this connection, and only it.
+            let mut buf = Vec::new();
+            buf.try_reserve_exact(INPUT_RESERVED).map_err(|_| io::Error::from(io::ErrorKind::OutOfMemory))?;
+            buf.resize(INPUT_BUFFER, 0);
+            self.buf = buf;
         } else if self.end == self.buf.len() {
             self.buf.copy_within(self.start..self.end, 0);
             (self.start, self.end) = (0, self.end - self.start);

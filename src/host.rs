@@ -16,7 +16,7 @@
 //! This module reads limits and computes; it changes no limit and logs
 //! nothing. The numbers come through `sys` (rlimits) and `/proc`. The one
 //! setting it makes is the allocator's, for the memory a connection costs:
-//! [`use_one_malloc_arena`]; and the binary's [`Allocator`] is here.
+//! [`tune_malloc`]; and the binary's [`Allocator`] is here.
 
 use crate::sys;
 
@@ -26,11 +26,11 @@ use crate::sys;
 /// more. See `sys::Allocator`.
 pub use crate::sys::Allocator;
 
-/// Makes every thread allocate from one malloc arena. Call it first in
-/// `main`, before any thread exists; see `sys::use_one_malloc_arena` for
-/// the why.
-pub fn use_one_malloc_arena() {
-    sys::use_one_malloc_arena();
+/// Makes every thread allocate from one malloc arena, and freed memory
+/// merge and go back at once. Call it first in `main`, before any thread
+/// exists; see `sys::tune_malloc` for the why.
+pub fn tune_malloc() {
+    sys::tune_malloc();
 }
 
 /// Descriptors the server uses besides its connections: stdin, stdout and
@@ -58,6 +58,16 @@ pub const MAPS_PER_THREAD: u64 = 6;
 /// to spare.
 pub const RESERVED_MAPS: u64 = 512;
 
+/// Address space each connection thread adds: its stack (see
+/// `server.rs`), the alternate signal stack std gives it, their guard
+/// pages, and while it is busy its input and output buffers, which are
+/// mappings of at least [`sys::OWN_MAPPING_AT`] bytes each.
+pub const ADDRESS_SPACE_PER_CONNECTION: u64 = 128 * 1024 + 32 * 1024 + 2 * crate::sys::OWN_MAPPING_AT as u64;
+
+/// Address space (and data) kept free for everything that is not a
+/// connection: jobs, the job table, replies being built.
+pub const RESERVED_ADDRESS_SPACE: u64 = 8 << 20;
+
 /// The limit used when none of the caps above can be read (no `/proc`,
 /// every rlimit unlimited), as it was before the limit came from the host.
 pub const FALLBACK: usize = 10_000;
@@ -79,6 +89,11 @@ pub struct HostLimits {
     pub cgroup_tasks: Option<u64>,
     /// `/proc/sys/vm/max_map_count`.
     pub max_map_count: Option<u64>,
+    /// `RLIMIT_AS` and the address space in use when it was read
+    /// (`VmSize`).
+    pub address_space: Option<(u64, u64)>,
+    /// `RLIMIT_DATA` and the data in use when it was read (`VmData`).
+    pub data: Option<(u64, u64)>,
 }
 
 impl HostLimits {
@@ -94,6 +109,9 @@ impl HostLimits {
                 .ok()
                 .and_then(|cgroups| cgroup_pids_max(&cgroups, |path| std::fs::read_to_string(path).ok())),
             max_map_count: proc_number("/proc/sys/vm/max_map_count"),
+            address_space: sys::soft_limit(sys::Resource::AddressSpace)
+                .map(|limit| (limit, in_use("VmSize"))),
+            data: sys::soft_limit(sys::Resource::Data).map(|limit| (limit, in_use("VmData"))),
         }
     }
 }
@@ -135,6 +153,17 @@ impl ConnectionLimit {
             );
             caps.push((value, reason));
         }
+        for (limit, name) in [(limits.address_space, "RLIMIT_AS"), (limits.data, "RLIMIT_DATA")] {
+            if let Some((bytes, used)) = limit {
+                let free = bytes.saturating_sub(used).saturating_sub(RESERVED_ADDRESS_SPACE);
+                let value = free / ADDRESS_SPACE_PER_CONNECTION;
+                let reason = format!(
+                    "{name} {bytes} less {used} in use and {RESERVED_ADDRESS_SPACE} reserved, \
+                     {ADDRESS_SPACE_PER_CONNECTION} bytes a connection"
+                );
+                caps.push((value, reason));
+            }
+        }
         // The first of equal caps wins, so the fd limit is named when it ties.
         match caps.into_iter().min_by_key(|(value, _)| *value) {
             Some((value, reason)) => {
@@ -143,6 +172,15 @@ impl ConnectionLimit {
             None => ConnectionLimit { value: FALLBACK, reason: "no host limit could be read".to_owned() },
         }
     }
+}
+
+/// Bytes of `field` (`VmSize`, `VmData`) in `/proc/self/status`; 0 if it
+/// cannot be read.
+fn in_use(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let line = status.lines().find(|line| line.starts_with(field)).unwrap_or_default();
+    let kib: u64 = line.split_whitespace().nth(1).and_then(|n| n.parse().ok()).unwrap_or(0);
+    kib * 1024
 }
 
 /// The smallest `pids.max` along the cgroup path of this process, given the
@@ -195,6 +233,8 @@ mod tests {
             pid_max: Some(4_194_304),
             cgroup_tasks: None,
             max_map_count: Some(65_530),
+            address_space: None,
+            data: None,
         };
         let limit = ConnectionLimit::from_host(&host);
         assert_eq!(
@@ -208,6 +248,17 @@ mod tests {
         let limit = ConnectionLimit::from_host(&HostLimits { open_files: Some(1 << 20), ..host });
         assert_eq!(limit.value, (65_530 - 512) / 6);
         assert_eq!(limit.reason, "vm.max_map_count 65530 less 512 reserved, 6 maps a thread");
+    }
+
+    #[test]
+    fn the_address_space_counts_what_is_in_use_and_each_connection() {
+        // 128 MiB, 20 MiB of it in use: 100 MiB left for connections.
+        let host = HostLimits { address_space: Some((128 << 20, 20 << 20)), ..HostLimits::default() };
+        let limit = ConnectionLimit::from_host(&host);
+        assert_eq!(limit.value, (100 << 20) / ADDRESS_SPACE_PER_CONNECTION as usize);
+        assert!(limit.reason.starts_with("RLIMIT_AS 134217728 less 20971520 in use"), "{}", limit.reason);
+        let host = HostLimits { data: Some((64 << 20, 4 << 20)), ..host };
+        assert!(ConnectionLimit::from_host(&host).reason.starts_with("RLIMIT_DATA"));
     }
 
     #[test]

@@ -25,7 +25,7 @@ fn main() -> ExitCode {
     let argv0 = args.next().map_or_else(|| "beanstalk".to_owned(), |a| a.to_string_lossy().into_owned());
     // Before any thread exists: the arena limit and the signal mask are
     // for every thread.
-    beanstalk::host::use_one_malloc_arena();
+    beanstalk::host::tune_malloc();
     let signals = match Signals::block() {
         Ok(signals) => signals,
         Err(e) => return fail(&argv0, EXIT_LISTEN, format_args!("cannot set up signals: {e}")),

@@ -444,6 +444,12 @@ impl Reply<'_> {
 
 fn write_data(out: &mut Vec<u8>, word: &str, id: Option<JobId>, data: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
+    // The data's size is a client's doing (a job's body): if room for it
+    // cannot be had, that client is told so, and the server goes on.
+    if out.try_reserve(data.len().saturating_add(64)).is_err() {
+        out.extend_from_slice(b"OUT_OF_MEMORY\r\n");
+        return Ok(());
+    }
     match id {
         Some(id) => write!(out, "{word} {id} {}\r\n", data.len())?,
         None => write!(out, "{word} {}\r\n", data.len())?,

@@ -35,7 +35,6 @@ use crate::shared::{AcceptWake, ProcessInfo, Shared};
 use crate::stream::ConnWaiter;
 pub use crate::stream::Stream;
 use crate::time::Clock;
-use crate::timer::Quiet;
 use crate::{conn, hangup, listen, sys, timer};
 
 /// Stack size of a connection thread. A connection's deepest path (formatting
@@ -181,7 +180,6 @@ impl Server {
             engine: Mutex::new(engine),
             clock: Clock::start(),
             timer,
-            quiet: Quiet::default(),
             hangups: HangupWatcher::new()?,
             config,
             connection_limit,
@@ -251,7 +249,7 @@ impl Server {
         let shared = &self.shared;
         let timer_thread = {
             let s = Arc::clone(shared);
-            let run = move || timer::run(&s.engine, &s.clock, &s.timer, &s.quiet, &s.stopping);
+            let run = move || timer::run(&s.engine, &s.clock, &s.timer, &s.stopping);
             thread::Builder::new().name("beanstalk-timer".into()).spawn(run)?
         };
         let hangup_thread = {

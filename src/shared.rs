@@ -20,7 +20,6 @@ use crate::stats::{BinlogStats, ProcessStats};
 use crate::stream::ConnWaiter;
 use crate::sys;
 use crate::time::{Clock, Time};
-use crate::timer::Quiet;
 
 /// The socket pair that wakes the accept loop for shutdown.
 pub(crate) struct AcceptWake {
@@ -34,8 +33,6 @@ pub(crate) struct Shared {
     pub clock: Clock,
     /// The timer thread sleeps on this; the engine notifies it.
     pub timer: Arc<Condvar>,
-    /// When connections last went idle, for the timer's give-back.
-    pub quiet: Quiet,
     pub hangups: HangupWatcher,
     pub config: Config,
     /// Most connections served at once: `--max-connections`, or what the

@@ -284,16 +284,20 @@ impl ServerStats {
     }
 }
 
-/// A YAML list of names, as `list-tubes` and `list-tubes-watched` send it.
-pub fn list_yaml<'a>(names: impl Iterator<Item = &'a str>) -> String {
-    let mut y = String::with_capacity(REPLY_BUFFER_MIN);
+/// A YAML list of names, as `list-tubes` and `list-tubes-watched` send it;
+/// `None` if the memory for it cannot be had (clients decide how many
+/// tubes there are).
+pub fn list_yaml<'a>(names: impl Iterator<Item = &'a str> + Clone) -> Option<String> {
+    let size = 4 + names.clone().map(|name| name.len() + 3).sum::<usize>();
+    let mut y = String::new();
+    y.try_reserve_exact(size.max(REPLY_BUFFER_MIN)).ok()?;
     y.push_str("---\n");
     for name in names {
         y.push_str("- ");
         y.push_str(name);
         y.push('\n');
     }
-    y
+    Some(y)
 }
 
 #[cfg(test)]
@@ -326,7 +330,7 @@ mod tests {
 
     #[test]
     fn lists_are_yaml_sequences() {
-        assert_eq!(list_yaml(["default"].into_iter()), "---\n- default\n");
-        assert_eq!(list_yaml(["a", "b"].into_iter()), "---\n- a\n- b\n");
+        assert_eq!(list_yaml(["default"].into_iter()).unwrap(), "---\n- default\n");
+        assert_eq!(list_yaml(["a", "b"].into_iter()).unwrap(), "---\n- a\n- b\n");
     }
 }

@@ -16,7 +16,7 @@ use std::os::unix::net::UnixListener;
 use std::time::Duration;
 
 mod memory;
-pub use memory::{release_free_memory, use_one_malloc_arena, Allocator, OWN_MAPPING_AT};
+pub use memory::{tune_malloc, Allocator, OWN_MAPPING_AT};
 
 /// Linux `struct epoll_event`; packed on x86-64 only, as in the kernel ABI.
 #[cfg_attr(target_arch = "x86_64", repr(C, packed))]
@@ -175,8 +175,10 @@ struct Rlimit {
     max: u64,
 }
 
+const RLIMIT_DATA: c_int = 2;
 const RLIMIT_NPROC: c_int = 6;
 const RLIMIT_NOFILE: c_int = 7;
+const RLIMIT_AS: c_int = 9;
 const RLIM_INFINITY: u64 = u64::MAX;
 
 /// A resource limit [`soft_limit`] can read.
@@ -186,6 +188,11 @@ pub enum Resource {
     OpenFiles,
     /// `RLIMIT_NPROC`: processes (and so threads) of the process's real user.
     Processes,
+    /// `RLIMIT_AS`: bytes of address space, every mapping counted.
+    AddressSpace,
+    /// `RLIMIT_DATA`: bytes of the heap and of private writable mappings
+    /// (thread stacks and a connection's buffers among them).
+    Data,
 }
 
 /// The soft limit of `resource` (the one the kernel enforces); `None` if
@@ -194,6 +201,8 @@ pub fn soft_limit(resource: Resource) -> Option<u64> {
     let resource = match resource {
         Resource::OpenFiles => RLIMIT_NOFILE,
         Resource::Processes => RLIMIT_NPROC,
+        Resource::AddressSpace => RLIMIT_AS,
+        Resource::Data => RLIMIT_DATA,
     };
     let mut limit = Rlimit { current: 0, max: 0 };
     // SAFETY: `limit` is a live, writable struct rlimit; the kernel fills it.

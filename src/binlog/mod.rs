@@ -557,6 +557,10 @@ impl Journal for Binlog {
     fn write_full(&mut self, job: &LoggedJob<'_>) -> io::Result<u32> {
         let (id, tube) = (job.id, job.tube);
         self.scratch.clear();
+        // A record is as big as its job's body: memory that cannot be had
+        // fails this write (and the command that asked for it), nothing more.
+        let len = record::full_len(tube.as_str().len(), job.body.len());
+        self.scratch.try_reserve(len).map_err(|_| io::Error::from(io::ErrorKind::OutOfMemory))?;
         record::encode_full(
             &mut self.scratch,
             &job_state(id, job, &self.clock),

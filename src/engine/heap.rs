@@ -67,6 +67,12 @@ impl<K: Ord + Copy> Heap<K> {
         self.entries.first().map(|&(key, id)| (key, id.get()))
     }
 
+    /// Makes room for one more entry now, so that the next push cannot
+    /// fail; false if the memory cannot be had.
+    pub fn try_make_room(&mut self) -> bool {
+        self.entries.try_reserve(1).is_ok()
+    }
+
     /// Adds an entry. `set_pos` is told the final slot of every entry that moved,
     /// the new one included.
     pub fn push(&mut self, key: K, id: JobId, set_pos: &mut impl FnMut(JobId, usize)) {

@@ -111,7 +111,7 @@ impl Engine {
     pub fn list_tubes(&mut self) -> Reply<'_> {
         self.cmds.list_tubes += 1;
         let names = self.tubes.ids().iter().map(|&t| self.tubes.get(t).name.as_str());
-        Reply::Ok(crate::stats::list_yaml(names))
+        crate::stats::list_yaml(names).map_or(Reply::OutOfMemory, Reply::Ok)
     }
 
     /// `list-tube-used`.
@@ -130,7 +130,7 @@ impl Engine {
             return Reply::InternalError;
         };
         let names = client.watched.iter().map(|&t| self.tubes.get(t).name.as_str());
-        Reply::Ok(crate::stats::list_yaml(names))
+        crate::stats::list_yaml(names).map_or(Reply::OutOfMemory, Reply::Ok)
     }
 
     pub(super) fn used_tube(&self, c: ClientId) -> Option<TubeId> {

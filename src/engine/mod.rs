@@ -22,8 +22,8 @@
 //!
 //! Nothing the timer runs, and nothing a command runs, visits every tube or
 //! every job: tubes waiting on time sit in a timetable, `stats` reads
-//! running totals, and memory is given back by the timer thread (see
-//! [`Engine::give_back_memory`]).
+//! running totals, and the job table gives memory back a chunk at a time
+//! as jobs go (see [`table`]).
 //!
 //! This file holds the state; the commands are `impl Engine` blocks in files
 //! of their own, one concept each (listed below, in reading order), so that
@@ -106,10 +106,6 @@ impl Hasher for IdHasher {
 /// `job.rs`; kept at 200 so that the limit errs on the safe side.)
 pub const JOB_MEMORY_OVERHEAD: u64 = 200;
 
-/// The least memory worth handing back to the system after deletes: below
-/// this the allocator's free lists are left to serve the next puts.
-const GIVE_BACK_AT_LEAST: u64 = 16 << 20;
-
 /// The last second of a reservation, when the holder is warned with
 /// `DEADLINE_SOON` (reference §4.2).
 const SAFETY_MARGIN_SECS: u32 = 1;
@@ -189,11 +185,6 @@ pub struct Engine {
     /// Tubes that [`Engine::tick`] has looked at, ever: a test's window on
     /// the rule that idle tubes cost the timer nothing.
     tubes_visited_by_tick: u64,
-    /// The most `job_memory` since memory was last given back: when jobs
-    /// now hold far less, the timer thread gives the difference back.
-    job_memory_high_water: u64,
-    /// The timer thread was told that memory can be given back.
-    give_back_asked: bool,
 }
 
 impl Engine {
@@ -227,8 +218,6 @@ impl Engine {
             last_buried_at: Time::ZERO,
             job_counts: JobCounts::default(),
             tubes_visited_by_tick: 0,
-            job_memory_high_water: 0,
-            give_back_asked: false,
         }
     }
 

@@ -14,8 +14,9 @@ impl Engine {
 
     /// Marks the client a producer and allocates the job's id, before its
     /// body of `bytes` bytes is read; the id is used up even if the put then
-    /// fails. `None` when the memory limit leaves no room for the body: the
-    /// put is refused with `OUT_OF_MEMORY` before anything is allocated.
+    /// fails. `None` when the memory limit, or the memory the system gives,
+    /// leaves no room for the job: the put is refused with `OUT_OF_MEMORY`
+    /// before its body is read.
     /// The ticket is spent by [`Engine::put`] or [`Engine::cancel_put`].
     pub fn start_put(&mut self, c: ClientId, bytes: u32) -> Option<PutTicket> {
         if let Some(client) = self.clients.get_mut(&c) {
@@ -28,8 +29,18 @@ impl Engine {
         if self.memory_limit.is_some_and(|limit| self.job_memory + cost > limit) {
             return None;
         }
+        // Room in every structure the job may enter, claimed now: once the
+        // body is accepted, nothing about the job can fail to allocate.
+        let used = self.clients.get(&c).map(|client| client.used)?;
+        let tube = self.tubes.get_mut(used);
+        let room = tube.ready.try_make_room()
+            && tube.delayed.try_make_room()
+            && self.reserved.try_make_room()
+            && self.jobs.try_make_room(self.next_job_id);
+        if !room {
+            return None;
+        }
         self.job_memory += cost;
-        self.job_memory_high_water = self.job_memory_high_water.max(self.job_memory);
         let id = self.next_job_id;
         self.next_job_id += 1;
         Some(PutTicket { id, bytes })

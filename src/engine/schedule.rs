@@ -1,7 +1,7 @@
 //! Time-driven work: TTRs running out, delayed jobs maturing, pauses
-//! ending ([`Engine::tick`], run by the timer thread), `pause-tube`, and
-//! giving memory back after a drain. Only tubes that wait on time are
-//! visited, through the tubes' timetable.
+//! ending ([`Engine::tick`], run by the timer thread, and
+//! [`Engine::catch_up`], run before every command), and `pause-tube`. Only
+//! tubes that wait on time are visited, through the tubes' timetable.
 
 use super::*;
 
@@ -86,38 +86,6 @@ impl Engine {
     pub fn next_due(&self) -> Option<Time> {
         let reservation_ends = self.reserved.peek().map(|(at, _)| at);
         reservation_ends.into_iter().chain(self.tubes.next_event()).min()
-    }
-
-    /// True when jobs have been deleted in such numbers that giving their
-    /// memory back pays: jobs hold less than half of what they held at the
-    /// busiest moment since the last give-back, and the difference is at
-    /// least 16 MiB; or the job table is mostly vacant.
-    pub fn wants_give_back(&self) -> bool {
-        let freed = self.job_memory_high_water.saturating_sub(self.job_memory);
-        (freed >= GIVE_BACK_AT_LEAST && self.job_memory < self.job_memory_high_water / 2)
-            || self.jobs.wants_shrink()
-    }
-
-    /// Shrinks the job table to the jobs alive now. O(jobs): the timer
-    /// thread calls it, a moment after [`Engine::wants_give_back`] turned
-    /// true, and then hands the freed pages back to the system outside the
-    /// lock.
-    pub fn give_back_memory(&mut self) {
-        self.jobs.shrink();
-        self.job_memory_high_water = self.job_memory;
-        self.give_back_asked = false;
-    }
-
-    /// Wakes the timer thread, once, when memory could be given back. O(1):
-    /// the delete path calls it.
-    pub(super) fn ask_for_give_back(&mut self) {
-        if self.give_back_asked || !self.wants_give_back() {
-            return;
-        }
-        self.give_back_asked = true;
-        if let Some(timer) = &self.timer {
-            timer.notify_one();
-        }
     }
 
     /// Asks the timer thread to wake by `at` if it planned to sleep longer.

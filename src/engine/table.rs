@@ -7,11 +7,13 @@
 //! Two parts, both sized by the jobs alive now rather than by how many there
 //! were at the busiest moment:
 //!
-//! - **The slab** holds the records in chunks of [`SLAB_CHUNK`] slots. It
-//!   grows a chunk at a time, so growing never copies a record, never needs
-//!   the old and the new storage at once, and never leaves half of a doubled
+//! - **The slab** holds the records in chunks of [`SLAB_CHUNK`] slots.
+//!   A chunk is allocated when every other is full, and freed the moment
+//!   its last job goes, so memory follows the jobs alive now with no pass
+//!   over the table, ever: growing never copies a record, never needs the
+//!   old and the new storage at once, and never leaves half of a doubled
 //!   table empty (as a hash table does right after it grows). A deleted
-//!   job's slot goes on a free list and the next put reuses it.
+//!   job's slot goes on its chunk's list of holes and the next put reuses it.
 //! - **The index** maps an id to its slot. Ids are handed out in sequence
 //!   and jobs mostly die in roughly the order they were born, so the live
 //!   ids sit in one window of the id space: the index is a deque of blocks of
@@ -20,11 +22,8 @@
 //!   past [`MAX_INDEX_BLOCKS`] (a job that outlives billions of later ones,
 //!   or a restored log with far-apart ids) go to a small hash map instead.
 //!
-//! [`JobTable::shrink`] gives memory back once most jobs are gone: it moves
-//! the records of the slab's last chunks into free slots lower down (only
-//! the index refers to a slot, so a move is one index update) and drops the
-//! emptied chunks. It is O(jobs) and runs from the timer thread, never from a
-//! command.
+//! Every operation is O(1) (amortised): nothing here walks the table, so
+//! no command and no timer waits on it.
 
 use std::collections::VecDeque;
 use std::ops::Index;
@@ -33,7 +32,7 @@ use super::job::Job;
 use super::IdMap;
 use crate::ids::JobId;
 
-/// Records per slab chunk: 4096 × 112 bytes is under half a megabyte, so the
+/// Records per slab chunk: 4096 × 104 bytes is under half a megabyte, so the
 /// last, partly used chunk is a small share of a big table, and a chunk is
 /// still big enough to be its own mapping that the allocator hands straight
 /// back to the system when it is freed.
@@ -52,11 +51,15 @@ const NO_SLOT: u32 = u32::MAX;
 /// Every job, by id. See the module documentation.
 #[derive(Debug, Default)]
 pub struct JobTable {
-    /// The records. Every chunk but the last holds exactly [`SLAB_CHUNK`]
-    /// slots; a `None` slot is vacant and listed in `vacant`.
-    slab: Vec<Vec<Option<Job>>>,
-    /// Vacant slots, the most recently freed last.
-    vacant: Vec<u32>,
+    /// The records, a chunk per [`SLAB_CHUNK`] slots; a freed chunk is an
+    /// empty one, listed in `freed` for reuse.
+    slab: Vec<Chunk>,
+    /// Chunks that may have room, the one to fill next last. May name a
+    /// chunk that has since filled up or been freed: `chunk_with_room`
+    /// skips those.
+    with_room: Vec<u32>,
+    /// Chunks given back, whose numbers the next new chunk reuses.
+    freed: Vec<u32>,
     /// `index[k]` holds the slots of ids `(first_block + k) * INDEX_BLOCK`
     /// onwards; `None` for a block with no live job. Never starts or ends
     /// with `None`.
@@ -66,6 +69,24 @@ pub struct JobTable {
     overflow: IdMap<u32>,
     /// Live jobs.
     len: usize,
+}
+
+/// [`SLAB_CHUNK`] record slots. Slots are filled in order up to the
+/// records' length; below it, a vacant slot is `None` and listed in
+/// `holes`.
+#[derive(Debug, Default)]
+struct Chunk {
+    records: Vec<Option<Job>>,
+    holes: Vec<u16>,
+    live: u32,
+    /// Listed in `with_room`.
+    listed: bool,
+}
+
+impl Chunk {
+    fn has_room(&self) -> bool {
+        self.records.capacity() > 0 && (!self.holes.is_empty() || self.records.len() < SLAB_CHUNK)
+    }
 }
 
 /// The slot numbers of [`INDEX_BLOCK`] consecutive ids.
@@ -90,19 +111,19 @@ impl JobTable {
     /// The job with id `id`, if it exists.
     pub fn get(&self, id: &JobId) -> Option<&Job> {
         let slot = self.slot_of(*id)?;
-        self.slab[slot / SLAB_CHUNK][slot % SLAB_CHUNK].as_ref()
+        self.slab[slot / SLAB_CHUNK].records[slot % SLAB_CHUNK].as_ref()
     }
 
     /// The job with id `id`, mutably, if it exists.
     pub fn get_mut(&mut self, id: &JobId) -> Option<&mut Job> {
         let slot = self.slot_of(*id)?;
-        self.slab[slot / SLAB_CHUNK][slot % SLAB_CHUNK].as_mut()
+        self.slab[slot / SLAB_CHUNK].records[slot % SLAB_CHUNK].as_mut()
     }
 
     /// Adds job `job` under id `id` (replacing any job with that id).
     pub fn insert(&mut self, id: JobId, job: Job) {
         if let Some(slot) = self.slot_of(id) {
-            self.slab[slot / SLAB_CHUNK][slot % SLAB_CHUNK] = Some(job);
+            self.slab[slot / SLAB_CHUNK].records[slot % SLAB_CHUNK] = Some(job);
             return;
         }
         let slot = self.place(job);
@@ -110,84 +131,105 @@ impl JobTable {
         self.len += 1;
     }
 
-    /// Takes job `id` out of the table.
+    /// Takes job `id` out of the table. Its chunk is freed if it was the
+    /// chunk's last job.
     pub fn remove(&mut self, id: &JobId) -> Option<Job> {
         let slot = self.clear_slot(*id)? as usize;
-        let job = self.slab[slot / SLAB_CHUNK][slot % SLAB_CHUNK].take();
-        self.vacant.push(slot as u32);
+        let (c, at) = (slot / SLAB_CHUNK, slot % SLAB_CHUNK);
+        let chunk = &mut self.slab[c];
+        let job = chunk.records[at].take();
+        chunk.live -= 1;
         self.len -= 1;
+        if chunk.live == 0 {
+            *chunk = Chunk::default();
+            self.freed.push(c as u32);
+        } else {
+            chunk.holes.push(at as u16);
+            if !chunk.listed {
+                chunk.listed = true;
+                self.with_room.push(c as u32);
+            }
+        }
         job
     }
 
-    /// True when most of the slab is vacant, so that [`JobTable::shrink`]
-    /// would give back at least half of it (and at least two chunks).
-    pub fn wants_shrink(&self) -> bool {
-        self.slab.len() >= 2 + 2 * self.len.div_ceil(SLAB_CHUNK)
-    }
-
-    /// Packs the records into as few chunks as they need and frees the rest,
-    /// with the free list and the index trimmed to fit. O(jobs).
-    pub fn shrink(&mut self) {
-        let keep = self.len.div_ceil(SLAB_CHUNK);
-        if keep < self.slab.len() {
-            // Every chunk below `keep` is full-length, so its vacant slots
-            // number at least the records living above it. A record does
-            // not know its own id: the index says which id each slot holds.
-            let limit = (keep * SLAB_CHUNK) as u32;
-            let mut holes: Vec<u32> = self.vacant.iter().copied().filter(|&slot| slot < limit).collect();
-            let moves: Vec<(JobId, u32)> = self.ids_and_slots().filter(|&(_, slot)| slot >= limit).collect();
-            if moves.len() > holes.len() {
-                return; // Cannot happen (see above); never lose a job.
-            }
-            for (id, from) in moves {
-                let (from, to) = (from as usize, holes.pop().unwrap_or(NO_SLOT));
-                let job = self.slab[from / SLAB_CHUNK][from % SLAB_CHUNK].take();
-                self.slab[to as usize / SLAB_CHUNK][to as usize % SLAB_CHUNK] = job;
-                self.repoint(id, to);
-            }
-            self.slab.truncate(keep);
-            self.vacant = holes;
-        }
-        self.slab.shrink_to_fit();
-        self.vacant.shrink_to_fit();
-        self.index.shrink_to_fit();
-        self.overflow.shrink_to_fit();
-    }
-
-    /// Every live id with its slot, in no particular order. O(ids in the
-    /// index's window).
-    fn ids_and_slots(&self) -> impl Iterator<Item = (JobId, u32)> + '_ {
-        let blocks = self.index.iter().zip(self.first_block..);
-        let dense = blocks.flat_map(|(block, number)| {
-            let slots = block.as_ref().map_or(&[][..], |b| &b.slots[..]);
-            let ids = (number * INDEX_BLOCK as u64)..;
-            ids.zip(slots.iter().copied()).filter(|&(_, slot)| slot != NO_SLOT)
-        });
-        dense.chain(self.overflow.iter().map(|(&id, &slot)| (id, slot)))
-    }
-
-    /// Slots in the slab, vacant or not (for tests and the memory figures).
+    /// Slots in the slab's allocated chunks, vacant or not (for tests and
+    /// the memory figures).
     pub fn capacity(&self) -> usize {
-        self.slab.iter().map(Vec::len).sum()
+        self.slab.iter().map(|chunk| chunk.records.capacity()).sum()
     }
 
-    /// Stores `job` in a vacant slot, or at the end of the slab, and
-    /// returns the slot.
+    /// Makes sure that inserting a job with id `id` allocates nothing big:
+    /// the slab chunk and the index block it needs are allocated now, and
+    /// false is returned if they cannot be. A put asks this before it
+    /// accepts a body, so that running out of memory is a refusal
+    /// (`OUT_OF_MEMORY`), never an abort with every job lost.
+    pub fn try_make_room(&mut self, id: JobId) -> bool {
+        if self.chunk_with_room().is_none() || self.index.try_reserve(1).is_err() {
+            return false;
+        }
+        if let Some((k, _)) = self.position(id) {
+            if self.index[k].is_none() {
+                let mut slots = Vec::new();
+                if slots.try_reserve_exact(INDEX_BLOCK).is_err() {
+                    return false;
+                }
+                slots.resize(INDEX_BLOCK, NO_SLOT);
+                self.index[k] = Some(IndexBlock { slots: slots.into_boxed_slice(), live: 0 });
+            }
+        }
+        true
+    }
+
+    /// A chunk with a vacant slot, allocating one if none has (`None` if
+    /// that allocation fails).
+    fn chunk_with_room(&mut self) -> Option<usize> {
+        while let Some(&c) = self.with_room.last() {
+            let chunk = &mut self.slab[c as usize];
+            if chunk.has_room() {
+                return Some(c as usize);
+            }
+            chunk.listed = false;
+            self.with_room.pop();
+        }
+        // Reserved, not touched: the pages of a new chunk cost memory only
+        // as records are written into them.
+        let mut records = Vec::new();
+        records.try_reserve_exact(SLAB_CHUNK).ok()?;
+        self.with_room.try_reserve(1).ok()?;
+        let c = match self.freed.pop() {
+            Some(c) => c as usize,
+            None => {
+                self.slab.try_reserve(1).ok()?;
+                self.slab.push(Chunk::default());
+                self.slab.len() - 1
+            }
+        };
+        self.slab[c] = Chunk { records, holes: Vec::new(), live: 0, listed: true };
+        self.with_room.push(c as u32);
+        Some(c)
+    }
+
+    /// Stores `job` in a vacant slot and returns the slot.
     fn place(&mut self, job: Job) -> u32 {
-        if let Some(slot) = self.vacant.pop() {
-            let at = slot as usize;
-            self.slab[at / SLAB_CHUNK][at % SLAB_CHUNK] = Some(job);
-            return slot;
-        }
-        if self.slab.last().is_none_or(|chunk| chunk.len() == SLAB_CHUNK) {
-            // Reserved, not touched: the pages of a new chunk cost memory
-            // only as records are written into them.
-            self.slab.push(Vec::with_capacity(SLAB_CHUNK));
-        }
-        let chunks = self.slab.len();
-        let last = &mut self.slab[chunks - 1];
-        last.push(Some(job));
-        ((chunks - 1) * SLAB_CHUNK + last.len() - 1) as u32
+        // The put path claims its room in advance (`try_make_room`); out
+        // of memory anywhere else is as fatal as any failed allocation.
+        let Some(c) = self.chunk_with_room() else {
+            std::alloc::handle_alloc_error(std::alloc::Layout::new::<[Option<Job>; SLAB_CHUNK]>());
+        };
+        let chunk = &mut self.slab[c];
+        chunk.live += 1;
+        let at = match chunk.holes.pop() {
+            Some(at) => {
+                chunk.records[at as usize] = Some(job);
+                at as usize
+            }
+            None => {
+                chunk.records.push(Some(job));
+                chunk.records.len() - 1
+            }
+        };
+        (c * SLAB_CHUNK + at) as u32
     }
 
     // ---------------------------------------------------------------
@@ -226,20 +268,6 @@ impl JobTable {
         });
         block.slots[offset] = slot;
         block.live += 1;
-    }
-
-    /// Points id `id`, which has a slot, at `slot` instead.
-    fn repoint(&mut self, id: JobId, slot: u32) {
-        match self.position(id) {
-            Some((k, offset)) => {
-                if let Some(block) = self.index[k].as_mut() {
-                    block.slots[offset] = slot;
-                }
-            }
-            None => {
-                self.overflow.insert(id, slot);
-            }
-        }
     }
 
     /// Forgets id `id`'s slot and returns it.
@@ -368,28 +396,33 @@ mod tests {
     }
 
     #[test]
-    fn shrink_packs_the_survivors_and_frees_the_rest() {
+    fn a_chunk_is_freed_with_its_last_job_and_its_room_reused() {
         let mut table = JobTable::default();
         let n = 20 * SLAB_CHUNK as u64;
         for id in 1..=n {
             table.insert(id, job(id));
         }
-        // Keep every hundredth job: most of the slab is now vacant.
-        for id in (1..=n).filter(|id| id % 100 != 0) {
+        assert_eq!(table.capacity(), 20 * SLAB_CHUNK);
+        // Keep every hundredth job of the first half: the second half's
+        // chunks are freed as their last jobs go, the first half's kept.
+        for id in (1..=n).filter(|id| *id > n / 2 || id % 100 != 0) {
             table.remove(&id);
         }
-        assert!(table.wants_shrink());
-        table.shrink();
-        assert_eq!(table.capacity(), SLAB_CHUNK);
-        assert!(!table.wants_shrink());
-        check(&table, (1..=n).filter(|id| id % 100 == 0));
-        // The table keeps working after a shrink.
-        table.insert(n + 1, job(n + 1));
-        check(&table, (1..=n + 1).filter(|id| id % 100 == 0 || *id == n + 1));
-        for id in (1..=n + 1).filter(|id| id % 100 == 0 || *id == n + 1) {
+        assert_eq!(table.capacity(), 10 * SLAB_CHUNK);
+        check(&table, (1..=n).filter(|id| *id <= n / 2 && id % 100 == 0));
+        // New jobs fill the holes before any chunk is allocated again.
+        let survivors = table.len() as u64;
+        for id in n + 1..=n + 10 * SLAB_CHUNK as u64 - survivors {
+            table.insert(id, job(id));
+        }
+        assert_eq!(table.capacity(), 10 * SLAB_CHUNK);
+        table.insert(2 * n, job(2 * n));
+        assert_eq!(table.capacity(), 11 * SLAB_CHUNK);
+        // Emptied, it holds nothing.
+        let live: Vec<JobId> = (1..=2 * n).filter(|id| table.get(id).is_some()).collect();
+        for id in live {
             table.remove(&id);
         }
-        table.shrink();
-        assert_eq!((table.capacity(), table.index.len()), (0, 0));
+        assert_eq!((table.capacity(), table.index.len(), table.len()), (0, 0, 0));
     }
 }

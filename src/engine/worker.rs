@@ -30,7 +30,6 @@ impl Engine {
         }
         self.tubes.get_mut(tube).cmd_delete += 1;
         self.tubes.remove_if_unreferenced(tube);
-        self.ask_for_give_back();
         if !logged {
             return Reply::InternalError;
         }

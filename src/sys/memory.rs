@@ -1,48 +1,68 @@
 //! Memory: the binary's allocator, and the two settings of glibc's that
-//! keep an idle connection small (one arena, free pages given back). Part
+//! keep memory following what is alive now (one arena, no fast bins). Part
 //! of `sys`, the one place allowed `unsafe`; what the rest of the server
-//! decides about memory (when a connection goes idle, when the server is
-//! quiet) lives in `conn.rs` and `timer.rs`.
+//! decides about memory (when a connection goes idle) lives in `conn.rs`.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::ffi::c_int;
 
 #[cfg(target_env = "gnu")]
 extern "C" {
-    fn malloc_trim(pad: usize) -> c_int;
     fn mallopt(param: c_int, value: c_int) -> c_int;
 }
 
 #[cfg(target_env = "gnu")]
+const M_MXFAST: c_int = 1;
+#[cfg(target_env = "gnu")]
 const M_ARENA_MAX: c_int = -8;
 
-/// Makes every thread allocate from glibc's one main arena. By default
-/// glibc gives threads up to eight arenas a core, each starting with a
-/// heap of its own that is never given back: with a thread a connection,
-/// 50 idle connections cost 19 KiB each instead of 10. The engine's lock
-/// serializes the work anyway, and a busy connection keeps its buffers
-/// from one command to the next (see `conn.rs`), so what it allocates (a
-/// job's body, a reply) is small and mostly served from the thread's malloc
-/// cache without the arena's lock: one arena costs no throughput.
-/// Left alone if the operator set `MALLOC_ARENA_MAX`; a no-op with other C
-/// libraries.
-pub fn use_one_malloc_arena() {
+/// Sets up glibc's allocator for a server with a thread a connection:
+///
+/// - **One arena.** By default glibc gives threads up to eight arenas a
+///   core, each starting with a heap of its own that is never given back:
+///   with a thread a connection, 50 idle connections cost 19 KiB each
+///   instead of 10. The engine's lock serializes the work anyway, and a
+///   busy connection keeps its buffers from one command to the next (see
+///   `conn.rs`), so what it allocates (a job's body, a reply) is small and
+///   mostly served from the thread's malloc cache without the arena's
+///   lock: one arena costs no throughput. Left alone if the operator set
+///   `MALLOC_ARENA_MAX`.
+/// - **No fast bins.** Freed small blocks (a deleted job's body) then merge
+///   with their free neighbours at once, and memory at the top of the heap
+///   goes back to the system as soon as it is free, a little at a time, by
+///   `free` itself. With fast bins, a million deleted bodies wait unmerged
+///   until some larger allocation merges them all at once, under the
+///   arena's one lock: a stall of tens of milliseconds for every thread,
+///   and the memory is never given back without `malloc_trim`, which walks
+///   the whole heap under that same lock. Left alone if the operator set
+///   `GLIBC_TUNABLES` (where `glibc.malloc.mxfast` lives).
+///
+/// A no-op with other C libraries.
+pub fn tune_malloc() {
     #[cfg(target_env = "gnu")]
-    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
-        // SAFETY: mallopt takes no pointers; it sets one of the allocator's
-        // parameters, under the allocator's lock.
-        unsafe {
-            mallopt(M_ARENA_MAX, 1);
+    {
+        if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+            // SAFETY: mallopt takes no pointers; it sets one of the
+            // allocator's parameters, under the allocator's lock.
+            unsafe {
+                mallopt(M_ARENA_MAX, 1);
+            }
+        }
+        if std::env::var_os("GLIBC_TUNABLES").is_none() {
+            // SAFETY: as above.
+            unsafe {
+                mallopt(M_MXFAST, 0);
+            }
         }
     }
 }
 
 /// The block size from which [`Allocator`] gives every block a mapping of
 /// its own.
-pub const OWN_MAPPING_AT: usize = 128 * 1024;
+pub const OWN_MAPPING_AT: usize = 64 * 1024;
 
 /// The server binary's allocator: the C library's `malloc`, except that
-/// every block of 128 KiB (`OWN_MAPPING_AT`) or more is a mapping of its own
+/// every block of 64 KiB (`OWN_MAPPING_AT`) or more is a mapping of its own
 /// (`mmap`), always. Only the pages written take memory, and freeing the
 /// block gives them back to the system at once, whatever the heap around it
 /// looks like. glibc maps big blocks too, but not always: it serves them
@@ -189,21 +209,6 @@ unsafe impl GlobalAlloc for Allocator {
             // SAFETY: the caller's contract is System's.
             unsafe { System.realloc(block, layout, new_size) }
         }
-    }
-}
-
-/// Hands the allocator's free memory back to the system: whole free pages
-/// inside the heap and in every thread's arena, not only the heap's top
-/// (glibc's `malloc_trim(0)`; static glibc builds have it too). It walks
-/// every arena under its locks, so it is for after a big drain, never for
-/// the hot path. A no-op with other C libraries.
-pub fn release_free_memory() {
-    #[cfg(target_env = "gnu")]
-    // SAFETY: malloc_trim takes no pointers and only works on the
-    // allocator's own free lists, under the allocator's own locks; it is
-    // safe to call from any thread at any time.
-    unsafe {
-        malloc_trim(0);
     }
 }
 

@@ -60,12 +60,22 @@ pub struct Bin {
 /// Starts the binary with `args` after `-V -l 127.0.0.1 -p 0` (a later `-l`
 /// wins), and waits until it listens.
 pub fn spawn(args: &[&str]) -> Bin {
-    let mut child = beanstalk()
-        .args(["-V", "-l", "127.0.0.1", "-p", "0"])
-        .args(args)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    spawn_command(beanstalk(), args)
+}
+
+/// As [`spawn`], with its address space limited to `kib` KiB (the shell's
+/// `ulimit -v`, which sets `RLIMIT_AS`).
+pub fn spawn_with_address_space(kib: u64, args: &[&str]) -> Bin {
+    let binary = assert_cmd::cargo::cargo_bin("beanstalk");
+    let mut sh = Command::new("sh");
+    sh.args(["-c", &format!("ulimit -v {kib} && exec \"$0\" \"$@\"")]).arg(binary);
+    sh.stdin(Stdio::null()).stdout(Stdio::null());
+    spawn_command(sh, args)
+}
+
+fn spawn_command(mut command: Command, args: &[&str]) -> Bin {
+    let mut child =
+        command.args(["-V", "-l", "127.0.0.1", "-p", "0"]).args(args).stderr(Stdio::piped()).spawn().unwrap();
     let stderr = Arc::new(Mutex::new(String::new()));
     let (tx, rx) = mpsc::channel::<String>();
     let pipe = child.stderr.take().unwrap();

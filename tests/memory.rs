@@ -1,0 +1,83 @@
+//! Running out of memory is an answer, not a crash. Each test starts the
+//! real binary with its address space capped (`ulimit -v`), drives it past
+//! what fits, and checks that the client who asked for too much is told
+//! `OUT_OF_MEMORY` (or, for a connection's buffers, that one connection
+//! closes), while the server and every job it holds carry on.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use common::binary;
+
+/// 8 MB puts under a 384 MiB address space: once the bodies fill it, a
+/// put is refused with `OUT_OF_MEMORY`; the jobs already taken are all
+/// there, whole, and the server goes on serving.
+#[test]
+fn a_put_too_big_for_the_memory_left_is_refused_and_nothing_is_lost() {
+    let server = binary::spawn_with_address_space(384 * 1024, &["-z", "8000000"]);
+    let mut producer = server.client();
+    let body = vec![b'b'; 8_000_000];
+    let mut ids = Vec::new();
+    let refusal = loop {
+        assert!(ids.len() < 60, "384 MiB took {} jobs of 8 MB", ids.len());
+        let reply = String::from_utf8_lossy(&put(&mut producer, &body)).into_owned();
+        match reply.strip_prefix("INSERTED ") {
+            Some(id) => ids.push(id.trim_end().parse::<u64>().unwrap()),
+            None => break reply,
+        }
+    };
+    assert_eq!(refusal, "OUT_OF_MEMORY\r\n");
+    assert!(ids.len() >= 10, "only {} jobs fitted", ids.len());
+    // Every job is there; after a delete makes room, the first is whole.
+    let mut observer = server.client();
+    assert_eq!(observer.stat("current-jobs-ready"), ids.len().to_string());
+    assert_eq!(observer.cmd(&format!("delete {}", ids[ids.len() - 1])), "DELETED\r\n");
+    let first = observer.cmd(&format!("peek {}", ids[0]));
+    assert!(
+        first.starts_with(&format!("FOUND {} 8000000\r\nbbbb", ids[0])),
+        "{}",
+        &first[..40.min(first.len())]
+    );
+    assert_eq!(first.len(), format!("FOUND {} 8000000\r\n", ids[0]).len() + 8_000_002);
+    // And small work goes on as before.
+    assert_eq!(producer.put(0, 0, 60, "small"), format!("INSERTED {}\r\n", ids[ids.len() - 1] + 2));
+}
+
+fn put(c: &mut common::Client, body: &[u8]) -> Vec<u8> {
+    c.send(format!("put 0 0 60 {}\r\n", body.len()));
+    c.send(body);
+    c.send(b"\r\n");
+    c.reply_bytes()
+}
+
+/// 400 clients at once under a 128 MiB address space: the connection
+/// limit counts the address space, so each client is either served or
+/// closed at once, and the server stays up for the next.
+#[test]
+fn a_connection_storm_in_a_small_address_space_is_served_or_refused_cleanly() {
+    let server = binary::spawn_with_address_space(128 * 1024, &[]);
+    let mut clients: Vec<TcpStream> = (0..400).map(|_| TcpStream::connect(server.addr).unwrap()).collect();
+    let (mut served, mut refused) = (0, 0);
+    for client in &mut clients {
+        client.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let sent = client.write_all(b"list-tube-used\r\n");
+        let mut reply = [0; 64];
+        match (sent, client.read(&mut reply)) {
+            (Ok(()), Ok(n)) if &reply[..n] == b"USING default\r\n" => served += 1,
+            (_, Ok(0)) | (Err(_), _) => refused += 1,
+            (_, Err(e)) if e.kind() == std::io::ErrorKind::ConnectionReset => refused += 1,
+            (_, other) => panic!("neither served nor refused: {other:?}"),
+        }
+    }
+    assert_eq!(served + refused, 400);
+    assert!(served >= 200, "only {served} of 400 served");
+    drop(clients);
+    let mut late = server.client();
+    assert_eq!(late.cmd("list-tube-used"), "USING default\r\n");
+    let log = server.stderr();
+    let limit = log.lines().find(|line| line.contains("max-connections")).unwrap_or_default();
+    assert!(limit.contains("RLIMIT_AS"), "the limit line names another cap: {limit:?}");
+}
