@@ -680,10 +680,13 @@ fn put_while_the_first_waiter_is_gone(
     server.signal("STOP");
     wait_until_stopped(server.child.id());
     producer.send("put 0 0 100 1\r\nx\r\n");
+    let w1_port = w1.stream.local_addr().unwrap().port();
     drop(w1);
-    // Loopback delivers both in the sender's own system calls; this only
-    // leaves slack for the kernel on a loaded machine.
-    std::thread::sleep(Duration::from_millis(50));
+    // The hang-up must be queued at the server's socket before the server
+    // runs again (the kernel handles it while the process is stopped, but
+    // on a loaded machine maybe not within the sender's own system call).
+    let queued = || server_side_is_closing(server.port(), w1_port);
+    assert!(common::settle(Duration::from_secs(10), queued), "the kernel never saw W1 go");
     server.signal("CONT");
     let inserted = producer.reply();
     let id: u64 = inserted.trim_end().strip_prefix("INSERTED ").unwrap().parse().unwrap();
@@ -691,6 +694,18 @@ fn put_while_the_first_waiter_is_gone(
     let reserves = observer.yaml_map(&format!("stats-job {id}"))["reserves"].clone();
     assert_eq!(w2.cmd(&format!("delete {id}")), "DELETED\r\n");
     (got.replace(&format!("RESERVED {id} "), "RESERVED <id> "), reserves)
+}
+
+/// Whether the server's end of the connection from local port `client`
+/// has received its peer's FIN or RST: in `/proc/net/tcp` it is no longer
+/// ESTABLISHED (state 01), or is gone.
+fn server_side_is_closing(server: u16, client: u16) -> bool {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    let (local, remote) = (format!(":{server:04X}"), format!(":{client:04X}"));
+    !table.lines().skip(1).any(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        fields.len() > 3 && fields[1].ends_with(&local) && fields[2].ends_with(&remote) && fields[3] == "01"
+    })
 }
 
 #[test]
