@@ -16,7 +16,7 @@ use std::os::unix::net::UnixListener;
 use std::time::Duration;
 
 mod memory;
-pub use memory::{tune_malloc, Allocator, OWN_MAPPING_AT};
+pub use memory::{give_back_free_memory, tune_malloc, Allocator, OWN_MAPPING_AT};
 
 /// Linux `struct epoll_event`; packed on x86-64 only, as in the kernel ABI.
 #[cfg_attr(target_arch = "x86_64", repr(C, packed))]

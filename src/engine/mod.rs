@@ -106,6 +106,12 @@ impl Hasher for IdHasher {
 /// `job.rs`; kept at 200 so that the limit errs on the safe side.)
 pub const JOB_MEMORY_OVERHEAD: u64 = 200;
 
+/// Memory is given back once the jobs fall to this many...
+const GIVE_BACK_BELOW: usize = 4096;
+
+/// ...after there were at least this many since the last give-back.
+const GIVE_BACK_AFTER: usize = 64 * 1024;
+
 /// The last second of a reservation, when the holder is warned with
 /// `DEADLINE_SOON` (reference §4.2).
 const SAFETY_MARGIN_SECS: u32 = 1;
@@ -179,6 +185,11 @@ pub struct Engine {
     /// When the last job was buried. Burial times are kept strictly
     /// increasing, so the log can restore the buried lists' order from them.
     last_buried_at: Time,
+    /// The most jobs held since memory was last given back (see
+    /// [`Engine::wants_give_back`]).
+    jobs_high_water: usize,
+    /// The timer thread has been asked to give memory back.
+    give_back_asked: bool,
     /// Jobs in each state over all tubes, kept as they move, so that `stats`
     /// costs the same with one tube or a million.
     job_counts: JobCounts,
@@ -216,6 +227,8 @@ impl Engine {
             job_memory: 0,
             memory_limit: None,
             last_buried_at: Time::ZERO,
+            jobs_high_water: 0,
+            give_back_asked: false,
             job_counts: JobCounts::default(),
             tubes_visited_by_tick: 0,
         }

@@ -88,6 +88,36 @@ impl Engine {
         reservation_ends.into_iter().chain(self.tubes.next_event()).min()
     }
 
+    /// True when the queue has drained from many jobs to a few since memory
+    /// was last given back. Then the heap's free pages are worth handing to
+    /// the system, and doing so is quick: the allocator's walk (see
+    /// `sys::give_back_free_memory`) takes time in proportion to the free
+    /// blocks between live ones, which a few thousand jobs keep few. A
+    /// queue that is only half drained keeps its memory for the next
+    /// burst, as beanstalkd does; walking a million holes would stall
+    /// every client.
+    pub fn wants_give_back(&self) -> bool {
+        self.jobs.len() <= GIVE_BACK_BELOW && self.jobs_high_water >= GIVE_BACK_AFTER
+    }
+
+    /// The timer thread is about to give memory back.
+    pub fn giving_back(&mut self) {
+        self.jobs_high_water = self.jobs.len();
+        self.give_back_asked = false;
+    }
+
+    /// Notes the job count after a put, and wakes the timer thread, once,
+    /// when a delete makes [`Engine::wants_give_back`] true. O(1).
+    pub(super) fn note_job_count(&mut self) {
+        self.jobs_high_water = self.jobs_high_water.max(self.jobs.len());
+        if !self.give_back_asked && self.wants_give_back() {
+            self.give_back_asked = true;
+            if let Some(timer) = &self.timer {
+                timer.notify_one();
+            }
+        }
+    }
+
     /// Asks the timer thread to wake by `at` if it planned to sleep longer.
     pub(super) fn schedule(&mut self, at: Time) {
         if self.timer_due.is_none_or(|due| at < due) {

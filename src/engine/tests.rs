@@ -327,3 +327,21 @@ fn paused_tubes_hold_their_jobs_until_the_pause_ends() {
     e.tick(Time::from_secs(2));
     assert_eq!(e.check_wait(w, Time::from_secs(2)).map(|r| r.word()), Some("RESERVED"));
 }
+
+#[test]
+fn memory_is_given_back_only_once_a_big_queue_has_nearly_drained() {
+    let mut e = engine();
+    let c = client(&mut e);
+    let ids: Vec<JobId> = (0..GIVE_BACK_AFTER).map(|_| put(&mut e, c, 0, 0, 60, Time::ZERO)).collect();
+    // Half drained: the holes between live jobs are many, the walk long.
+    for &id in &ids[..GIVE_BACK_AFTER / 2] {
+        assert_eq!(e.delete(c, id), Reply::Deleted);
+    }
+    assert!(!e.wants_give_back());
+    for &id in &ids[GIVE_BACK_AFTER / 2..GIVE_BACK_AFTER - GIVE_BACK_BELOW] {
+        assert_eq!(e.delete(c, id), Reply::Deleted);
+    }
+    assert!(e.wants_give_back());
+    e.giving_back();
+    assert!(!e.wants_give_back(), "once per drain");
+}

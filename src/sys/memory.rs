@@ -9,6 +9,7 @@ use std::ffi::c_int;
 #[cfg(target_env = "gnu")]
 extern "C" {
     fn mallopt(param: c_int, value: c_int) -> c_int;
+    fn malloc_trim(pad: usize) -> c_int;
 }
 
 #[cfg(target_env = "gnu")]
@@ -54,6 +55,20 @@ pub fn tune_malloc() {
                 mallopt(M_MXFAST, 0);
             }
         }
+    }
+}
+
+/// Hands the heap's free pages back to the system, the middle of the heap
+/// included (glibc's `malloc_trim(0)`). It walks every free block under
+/// the allocator's lock, which every thread's `malloc` needs: call it only
+/// when free blocks are few (see `Engine::wants_give_back`). A no-op with
+/// other C libraries.
+pub fn give_back_free_memory() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim takes no pointers and works on the allocator's
+    // own free lists under its own lock; any thread may call it any time.
+    unsafe {
+        malloc_trim(0);
     }
 }
 
