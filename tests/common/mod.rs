@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod binary;
+pub mod wire;
 
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
