@@ -13,9 +13,13 @@
 //!   every event and collapses well before 200,000).
 //! - fan-out tail: 1000 workers blocked in reserve, one producer putting
 //!   one job at a time; put -> RESERVED latency (p50, p99) and throughput.
+//! - give-back stall: 3,000,000 jobs of 64 bytes, then every other one
+//!   deleted, then the rest; an idle client's put+delete round trip, every
+//!   millisecond throughout and for 5 s after, max and p99. This is where
+//!   freed memory goes back to the system, and it must not stall anyone.
 //!
 //! Set BEANSTALKD to another beanstalkd binary or "" to skip it; SCALE_ONLY
-//! to `memory`, `tubes` or `fanout` to run one scenario; SCALE_ROUNDS (default
+//! to `memory`, `tubes`, `fanout` or `giveback` to run one scenario; SCALE_ROUNDS (default
 //! 3) for the rounds of the timed scenarios; SCALE_OURS to measure another
 //! build of ours (an older commit, for before-and-after figures). Every server it starts is
 //! killed when its scenario ends.
@@ -46,6 +50,9 @@ fn main() {
     }
     if run("fanout") {
         fan_out_tail(&ours, theirs.as_deref(), rounds);
+    }
+    if run("giveback") {
+        give_back_stall(&ours, theirs.as_deref());
     }
 }
 
@@ -305,6 +312,80 @@ fn fan_out(binary: &str, workers: usize, jobs: usize) -> FanOut {
     latencies.sort_unstable();
     let ms = |q: usize| latencies[(latencies.len() * q / 100).min(latencies.len() - 1)] as f64 / 1e6;
     FanOut { rate: jobs as f64 / elapsed.as_secs_f64(), p50_ms: ms(50), p99_ms: ms(99) }
+}
+
+// -------------------------------------------------------------------------
+// Give-back stall
+// -------------------------------------------------------------------------
+
+/// Round trips of the probe, in ms: while every other job is deleted, and
+/// while the rest are deleted and for 5 s after.
+struct Probe {
+    half: Vec<f64>,
+    rest: Vec<f64>,
+}
+
+fn give_back_stall(ours: &str, theirs: Option<&str>) {
+    const JOBS: usize = 3_000_000;
+    let a = drain_with_probe(ours, JOBS);
+    let b = theirs.map(|t| drain_with_probe(t, JOBS));
+    let max = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
+    let p99 = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        v[v.len() * 99 / 100]
+    };
+    type Figure = fn(&Probe) -> &[f64];
+    let phases: [(&str, Figure); 2] = [("deleting half", |p| &p.half), ("deleting the rest", |p| &p.rest)];
+    for (phase, part) in phases {
+        let theirs = |f: &dyn Fn(&[f64]) -> f64| b.as_ref().map(|b| f(part(b)));
+        row(&format!("idle put+delete max, {phase} of 3M (ms)"), max(part(&a)), theirs(&max));
+        row(&format!("idle put+delete p99, {phase} of 3M (ms)"), p99(part(&a)), theirs(&p99));
+    }
+}
+
+/// A client that does a put+delete round trip every millisecond until
+/// `stop`, and returns how long each took, in ms.
+fn start_probe(port: u16, stop: &Arc<AtomicBool>) -> thread::JoinHandle<Vec<f64>> {
+    let stop = Arc::clone(stop);
+    thread::spawn(move || {
+        let mut p = Client::connect(port);
+        let mut times = Vec::new();
+        while !stop.load(Ordering::Relaxed) {
+            let t = Instant::now();
+            p.send(b"put 0 0 60 1\r\nx\r\n");
+            let id = p.reply();
+            p.send(format!("delete {id}\r\n").as_bytes());
+            p.reply();
+            times.push(t.elapsed().as_secs_f64() * 1000.0);
+            thread::sleep(Duration::from_millis(1));
+        }
+        times
+    })
+}
+
+/// Fills `jobs` jobs of 64 bytes, then deletes the odd ids, then the even
+/// ones, while a second client does a put+delete round trip every
+/// millisecond.
+fn drain_with_probe(binary: &str, jobs: usize) -> Probe {
+    let server = Server::start(binary);
+    let mut c = Client::connect(server.port);
+    let mut put = b"put 0 0 60 64\r\n".to_vec();
+    put.extend_from_slice(&[b'x'; 64]);
+    put.extend_from_slice(b"\r\n");
+    let first = pipeline(&mut c, jobs, |_| put.clone());
+    let stop = Arc::new(AtomicBool::new(false));
+    let probe = start_probe(server.port, &stop);
+    let half = jobs / 2;
+    pipeline(&mut c, half, |i| format!("delete {}\r\n", first + 2 * i as u64 + 1).into_bytes());
+    stop.store(true, Ordering::Relaxed);
+    let half_times = probe.join().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let probe = start_probe(server.port, &stop);
+    pipeline(&mut c, half, |i| format!("delete {}\r\n", first + 2 * i as u64).into_bytes());
+    thread::sleep(Duration::from_secs(5));
+    stop.store(true, Ordering::Relaxed);
+    Probe { half: half_times, rest: probe.join().unwrap() }
 }
 
 // -------------------------------------------------------------------------

@@ -9,7 +9,7 @@
 //! themselves out on their own threads, and every command first catches
 //! the engine up with the clock itself (`Engine::catch_up`): this thread
 //! is what moves jobs when no command comes. It also hands the heap's free
-//! pages back to the system once a big queue has drained (see
+//! pages back to the system, a few MiB at a time, as a queue drains (see
 //! `Engine::wants_give_back`).
 
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -106,11 +106,10 @@ impl Hasher for IdHasher {
 /// `job.rs`; kept at 200 so that the limit errs on the safe side.)
 pub const JOB_MEMORY_OVERHEAD: u64 = 200;
 
-/// Memory is given back once the jobs fall to this many...
-const GIVE_BACK_BELOW: usize = 4096;
-
-/// ...after there were at least this many since the last give-back.
-const GIVE_BACK_AFTER: usize = 64 * 1024;
+/// Memory is given back each time the jobs' memory has fallen this far
+/// below its highest since the last give-back (see
+/// [`Engine::wants_give_back`]).
+const GIVE_BACK_STEP: u64 = 4 << 20;
 
 /// The last second of a reservation, when the holder is warned with
 /// `DEADLINE_SOON` (reference §4.2).
@@ -185,9 +184,9 @@ pub struct Engine {
     /// When the last job was buried. Burial times are kept strictly
     /// increasing, so the log can restore the buried lists' order from them.
     last_buried_at: Time,
-    /// The most jobs held since memory was last given back (see
+    /// The highest `job_memory` since memory was last given back (see
     /// [`Engine::wants_give_back`]).
-    jobs_high_water: usize,
+    job_memory_high_water: u64,
     /// The timer thread has been asked to give memory back.
     give_back_asked: bool,
     /// Jobs in each state over all tubes, kept as they move, so that `stats`
@@ -227,7 +226,7 @@ impl Engine {
             job_memory: 0,
             memory_limit: None,
             last_buried_at: Time::ZERO,
-            jobs_high_water: 0,
+            job_memory_high_water: 0,
             give_back_asked: false,
             job_counts: JobCounts::default(),
             tubes_visited_by_tick: 0,

@@ -59,10 +59,10 @@ pub fn tune_malloc() {
 }
 
 /// Hands the heap's free pages back to the system, the middle of the heap
-/// included (glibc's `malloc_trim(0)`). It walks every free block under
-/// the allocator's lock, which every thread's `malloc` needs: call it only
-/// when free blocks are few (see `Engine::wants_give_back`). A no-op with
-/// other C libraries.
+/// included (glibc's `malloc_trim(0)`). It holds the allocator's lock,
+/// which every thread's `malloc` needs, while the kernel drops the pages:
+/// call it often enough that few pages are new since the last call (see
+/// `Engine::wants_give_back`). A no-op with other C libraries.
 pub fn give_back_free_memory() {
     #[cfg(target_env = "gnu")]
     // SAFETY: malloc_trim takes no pointers and works on the allocator's
