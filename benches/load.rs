@@ -4,8 +4,11 @@
 //!     cargo bench --bench load
 //!
 //! Set BEANSTALKD to another beanstalkd binary, or to "" to skip it,
-//! BEANSTALK to another build of ours (the static `minimal` one, say), and
-//! LOAD_SCALE to scale every workload (default 1.0). Each workload is bounded
+//! BEANSTALK to another build of ours (the static `minimal` one, say),
+//! LOAD_SCALE to scale every workload (default 1.0), and LIMIT_SERVER to
+//! the engine-less responder of `../shared/tools/limit-server` to run the
+//! cycle against it too: the ceiling of thread per connection on this
+//! machine, and our fraction of it. Each workload is bounded
 //! in count; every server it starts is killed when it ends.
 
 mod common;
@@ -27,6 +30,8 @@ fn main() {
     if !theirs.is_empty() && std::path::Path::new(&theirs).exists() {
         servers.push(("beanstalkd", theirs));
     }
+
+    let limit = std::env::var("LIMIT_SERVER").ok().filter(|s| !s.is_empty());
 
     type Workload = Box<dyn Fn(u16) -> Measure>;
     let workloads: Vec<(&str, Workload)> = vec![
@@ -63,6 +68,18 @@ fn main() {
         };
         let theirs = results.get(1).map_or("-".to_owned(), |&v| figure(v));
         println!("{:<62} {:>14} {:>14} {:>7}", name, figure(results[0]), theirs, ratio);
+        if let (Some(limit), true) = (&limit, name.starts_with("put+reserve+delete")) {
+            let server = Server::start(limit);
+            let ceiling = workload(server.port).value(server.pid());
+            let ratio = format!("{:.2}", results[0] / ceiling);
+            println!(
+                "{:<62} {:>14} {:>14} {:>7}",
+                "  the same, limit-server (no engine)",
+                figure(results[0]),
+                figure(ceiling),
+                ratio
+            );
+        }
     }
 }
 
