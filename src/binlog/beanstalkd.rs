@@ -66,6 +66,9 @@ pub struct TheirJob {
     pub body: Box<[u8]>,
     /// Which record came last: buried jobs keep this order.
     pub order: u64,
+    /// The number of the file holding its latest full record: the file it
+    /// keeps beanstalkd from deleting.
+    pub file: u64,
 }
 
 /// The states a job can come back in.
@@ -145,9 +148,48 @@ pub fn read(files: &[(&TheirFile, Vec<u8>)]) -> TheirLog {
             Theirs::V5 => V5,
             Theirs::Empty => continue,
         };
+        reader.file = file.number;
         reader.read_file(&file.path, bytes, layout);
     }
     reader.finish()
+}
+
+/// Reads beanstalkd's files one at a time, oldest first, with the rules of
+/// [`read`], so that only one file's bytes are in memory at once (what the
+/// offline tool, `beanstalk-binlog`, needs for a directory of many files).
+#[derive(Default)]
+pub struct FileByFile {
+    reader: Reader,
+}
+
+impl FileByFile {
+    /// Reads one file (`bytes` is its contents); returns whether it ends in
+    /// a record cut short (a torn tail). Its damage is added to the
+    /// warnings.
+    pub fn file(&mut self, file: &TheirFile, bytes: &[u8]) -> bool {
+        self.reader.file = file.number;
+        self.reader.log.files.push(FileStamp::of(file.number, bytes));
+        let layout = match file.format {
+            Theirs::V7 => V7,
+            Theirs::V5 => V5,
+            Theirs::Empty => return false,
+        };
+        self.reader.read_file(&file.path, bytes, layout)
+    }
+
+    /// The warnings so far.
+    pub fn warnings(&self) -> &[String] {
+        &self.reader.log.warnings
+    }
+
+    /// The live jobs, in the order of their last record. Sorted rather than
+    /// placed by record number, so memory follows the live jobs only.
+    pub fn finish(self) -> TheirLog {
+        let Reader { jobs, mut log, .. } = self.reader;
+        log.jobs = jobs.into_values().collect();
+        log.jobs.sort_unstable_by_key(|job| job.order);
+        log
+    }
 }
 
 #[derive(Default)]
@@ -155,10 +197,13 @@ struct Reader {
     jobs: HashMap<JobId, TheirJob>,
     next_order: u64,
     log: TheirLog,
+    /// The number of the file being read.
+    file: u64,
 }
 
 impl Reader {
-    fn read_file(&mut self, path: &Path, bytes: &[u8], layout: Layout) {
+    /// Returns whether the file ends in a torn record.
+    fn read_file(&mut self, path: &Path, bytes: &[u8], layout: Layout) -> bool {
         // Everything past this offset is zero: the preallocated tail.
         let data_end = bytes.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
         let mut at = 4;
@@ -168,13 +213,13 @@ impl Reader {
                     self.apply(name, rec, body);
                     at = next;
                 }
-                Found::End => return,
+                Found::End => return false,
                 Found::Torn => {
                     self.log.warnings.push(format!(
                         "{}:{at}: the last record is cut short (a write interrupted by a crash); it is lost",
                         path.display()
                     ));
-                    return;
+                    return true;
                 }
                 Found::Bad(why) => {
                     let resumed = (at + 1..data_end).find(|&p| self.makes_sense(bytes, p, data_end, layout));
@@ -188,11 +233,12 @@ impl Reader {
                     ));
                     match resumed {
                         Some(p) => at = p,
-                        None => return,
+                        None => return false,
                     }
                 }
             }
         }
+        false
     }
 
     /// Decodes the record at `at`.
@@ -271,17 +317,18 @@ impl Reader {
         self.next_order += 1;
         let secs = |t: i64| u32::try_from(t.max(0) / 1_000_000_000).unwrap_or(u32::MAX);
         let nanos = |t: i64| t.max(0).unsigned_abs();
-        let (tube, body) = match (name, body, self.jobs.remove(&rec.id)) {
+        let (tube, body, file) = match (name, body, self.jobs.remove(&rec.id)) {
             (Some(name), Some(body), _) => match TubeName::new(name) {
-                Some(tube) => (tube, Box::from(&body[..body.len() - 2])),
+                Some(tube) => (tube, Box::from(&body[..body.len() - 2]), self.file),
                 None => return,
             },
             // An update of a job whose full record is gone: ignored.
             (None, _, None) => return,
-            (None, _, Some(job)) => (job.tube, job.body),
+            (None, _, Some(job)) => (job.tube, job.body, job.file),
             (Some(_), None, _) => return,
         };
         let job = TheirJob {
+            file,
             id: rec.id,
             tube,
             pri: rec.pri,

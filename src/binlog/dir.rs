@@ -206,7 +206,7 @@ fn insert_sorted(numbers: &mut Vec<u32>, n: u32) {
 
 /// `N` from `PREFIXN`, if `N` is a plain decimal number as both servers
 /// write it (no sign, no leading zero).
-fn number_after(name: &str, prefix: &str) -> Option<u64> {
+pub fn number_after(name: &str, prefix: &str) -> Option<u64> {
     let digits = name.strip_prefix(prefix)?;
     let n: u64 = digits.parse().ok()?;
     (n.to_string() == digits).then_some(n)
@@ -221,7 +221,7 @@ fn refuse(path: &Path, why: &str) -> BinlogError {
 
 /// A file's format, by its first bytes.
 #[derive(Debug, PartialEq, Eq)]
-enum Format {
+pub enum Format {
     /// Our header (any version this build reads), or the start of one
     /// followed by zeros: a crash while the file was being made.
     Ours,
@@ -229,7 +229,7 @@ enum Format {
     Unknown(String),
 }
 
-fn classify(path: &Path) -> io::Result<Format> {
+pub fn classify(path: &Path) -> io::Result<Format> {
     let mut file = File::open(path)?;
     let mut head = [0; record::HEADER_LEN];
     let got = read_up_to(&mut file, &mut head)?;
