@@ -56,6 +56,7 @@
 mod beanstalkd;
 pub mod dir;
 mod import;
+pub mod inspect;
 pub mod record;
 pub mod replay;
 pub mod sync;

@@ -1,0 +1,274 @@
+//! `beanstalk-binlog`: reads a binlog directory (`-b DIR`, ours or
+//! beanstalkd's) offline: checks it, says what pins its files, lists and
+//! shows its jobs, exports them as protocol commands or as beanstalkd's own
+//! log. A program of its own, so the server's binary does not grow.
+//!
+//! This file owns the command line, the messages and the exit statuses;
+//! the reading and every report are `beanstalk::binlog::inspect`'s. It must
+//! never write into the directory it reads, and never panic on bad input.
+
+#![forbid(unsafe_code)]
+
+use std::ffi::OsString;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use beanstalk::binlog::inspect::{self, check, export, list, usage, v7, Bodies, Log};
+
+const USAGE: &str = "\
+Usage: beanstalk-binlog COMMAND DIR [OPTIONS]
+
+Reads a binlog directory (the -b DIR of beanstalk, or of beanstalkd 1.4 to
+1.13) offline. Never changes a byte of DIR; a directory a running server
+holds may be read, and is said to be.
+
+Commands:
+  check DIR            verify every record of every file; damage is shown as
+                       FILE:OFFSET: what. Exit 0 clean, 1 damaged (a torn tail
+                       included), 2 unreadable or not a binlog directory
+  usage DIR [--all]    each file's size, live jobs, and whether it can be
+                       deleted; the jobs and files that keep it (alias: pins)
+  list DIR [--tube T] [--state ready|delayed|buried]
+                       one line per job: id, tube, state, priority, delay,
+                       time left, TTR, body size, age
+  show DIR ID          one job's fields, an empty line, then its body
+  export DIR [--first-id N] [--live]
+                       protocol commands on stdout that rebuild the queue on
+                       a server that gives the puts ids from N (default 1: a
+                       fresh server); the old id -> new id mapping on stderr
+  to-beanstalkd DIR OUT [--live]
+                       write OUT/binlog.1, which beanstalkd 1.5 to 1.13 replays
+                       to the same jobs; OUT must be empty or missing
+
+export and to-beanstalkd refuse a directory a server holds, unless --live.
+Exit status: 0 done, 1 damaged (check) or no such job (show), 2 bad command
+line or unreadable directory.
+";
+
+/// Bad command line or unreadable input.
+const FAILED: u8 = 2;
+
+fn main() -> ExitCode {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    match run(&args) {
+        Ok(code) => ExitCode::from(code),
+        // A reader that went away (`| head`) is not an error.
+        Err(Failure::Output(e)) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(Failure::Output(e)) => fail(&format!("writing the output: {e}")),
+        Err(Failure::Usage(message)) => {
+            eprintln!("beanstalk-binlog: {message} (beanstalk-binlog --help for usage)");
+            ExitCode::from(FAILED)
+        }
+        Err(Failure::Input(message)) => fail(&message),
+    }
+}
+
+fn fail(message: &str) -> ExitCode {
+    eprintln!("beanstalk-binlog: {message}");
+    ExitCode::from(FAILED)
+}
+
+enum Failure {
+    Usage(String),
+    Input(String),
+    Output(io::Error),
+}
+
+impl From<io::Error> for Failure {
+    fn from(e: io::Error) -> Failure {
+        Failure::Output(e)
+    }
+}
+
+/// The command line, split into words and `--flag [value]` options.
+struct Args {
+    words: Vec<String>,
+    all: bool,
+    live: bool,
+    tube: Option<String>,
+    state: Option<String>,
+    first_id: Option<u64>,
+}
+
+fn parse(args: &[OsString]) -> Result<Args, Failure> {
+    let mut parsed =
+        Args { words: Vec::new(), all: false, live: false, tube: None, state: None, first_id: None };
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        let Some(arg) = arg.to_str() else {
+            return Err(Failure::Usage(format!("{}: not valid UTF-8", arg.to_string_lossy())));
+        };
+        let mut value = |flag: &str| {
+            let v = rest.next().and_then(|v| v.to_str()).map(str::to_owned);
+            v.ok_or_else(|| Failure::Usage(format!("{flag} needs a value")))
+        };
+        match arg {
+            "--all" => parsed.all = true,
+            "--live" => parsed.live = true,
+            "--tube" => parsed.tube = Some(value(arg)?),
+            "--state" => {
+                let state = value(arg)?;
+                if !list::STATES.contains(&state.as_str()) {
+                    let why = if state == "reserved" {
+                        " (a reserved job is logged as ready, which it becomes after a restart)"
+                    } else {
+                        ""
+                    };
+                    return Err(Failure::Usage(format!(
+                        "--state {state}: use ready, delayed or buried{why}"
+                    )));
+                }
+                parsed.state = Some(state);
+            }
+            "--first-id" => {
+                let v = value(arg)?;
+                let id = v.parse().ok().filter(|&id| id > 0);
+                let id = id.ok_or_else(|| Failure::Usage(format!("--first-id {v}: not a job id")))?;
+                parsed.first_id = Some(id);
+            }
+            flag if flag.starts_with('-') && flag.len() > 1 => {
+                return Err(Failure::Usage(format!("unknown option {flag}")))
+            }
+            word => parsed.words.push(word.to_owned()),
+        }
+    }
+    Ok(parsed)
+}
+
+fn run(raw: &[OsString]) -> Result<u8, Failure> {
+    if raw.iter().any(|a| a == "-h" || a == "--help") || raw.first().is_some_and(|a| a == "help") {
+        io::stdout().write_all(USAGE.as_bytes())?;
+        return Ok(0);
+    }
+    let args = parse(raw)?;
+    let words: Vec<&str> = args.words.iter().map(String::as_str).collect();
+    let allowed = |ok: &[&str]| -> Result<(), Failure> {
+        let given = [("--all", args.all), ("--live", args.live), ("--tube", args.tube.is_some())];
+        let more = [("--state", args.state.is_some()), ("--first-id", args.first_id.is_some())];
+        match given.iter().chain(&more).find(|(flag, set)| *set && !ok.contains(flag)) {
+            Some((flag, _)) => Err(Failure::Usage(format!("{} does not take {flag}", words[0]))),
+            None => Ok(()),
+        }
+    };
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    match words.as_slice() {
+        [] => Err(Failure::Usage("no command given".into())),
+        ["check", dir] => {
+            allowed(&[])?;
+            match check::run(Path::new(dir), &mut out) {
+                Ok(code) => {
+                    out.flush()?;
+                    Ok(code)
+                }
+                Err(message) => {
+                    out.flush()?;
+                    eprintln!("beanstalk-binlog: {message}");
+                    Ok(check::UNREADABLE)
+                }
+            }
+        }
+        ["usage" | "pins", dir] => {
+            allowed(&["--all"])?;
+            let log = open(dir, Bodies::None)?;
+            usage::report(&log, args.all, &mut out)?;
+            Ok(finish(out)?)
+        }
+        ["list", dir] => {
+            allowed(&["--tube", "--state"])?;
+            let log = open(dir, Bodies::None)?;
+            let filter = list::Filter { tube: args.tube.clone(), state: args.state.clone() };
+            list::list(&log, &filter, &mut out)?;
+            Ok(finish(out)?)
+        }
+        ["show", dir, id] => {
+            allowed(&[])?;
+            let id: u64 = id.parse().map_err(|_| Failure::Usage(format!("{id}: not a job id")))?;
+            let log = open(dir, Bodies::One(id))?;
+            let Some(job) = log.jobs.iter().find(|j| j.id == id) else {
+                eprintln!("beanstalk-binlog: job {id} is not in {dir} (deleted, or never put)");
+                return Ok(1);
+            };
+            list::show(&log, job, &mut out)?;
+            Ok(finish(out)?)
+        }
+        ["export", dir] => {
+            allowed(&["--first-id", "--live"])?;
+            refuse_held(dir, args.live, "export")?;
+            let log = open(dir, Bodies::All)?;
+            let stderr = io::stderr();
+            let mut mapping = BufWriter::new(stderr.lock());
+            let done = export::write(&log, args.first_id.unwrap_or(1), &mut out, &mut mapping)?;
+            if done.largest_body > 65_535 {
+                writeln!(
+                    mapping,
+                    "the largest body is {} bytes: the server needs -z {0} or more",
+                    done.largest_body
+                )?;
+            }
+            mapping.flush()?;
+            Ok(finish(out)?)
+        }
+        ["to-beanstalkd", dir, target] => {
+            allowed(&["--live"])?;
+            refuse_held(dir, args.live, "to-beanstalkd")?;
+            let log = open(dir, Bodies::All)?;
+            let written = v7::write_dir(&log, &PathBuf::from(target)).map_err(Failure::Input)?;
+            let file = Path::new(target).join("binlog.1");
+            eprintln!("beanstalk-binlog: wrote {} jobs to {}", written.jobs, file.display());
+            if let Some(size) = written.needs_max_job_size {
+                eprintln!(
+                    "beanstalk-binlog: start beanstalkd with -z {size} or more: its replay drops a job whose \
+                     body is within 2 bytes of -z, and the largest here is {} bytes",
+                    size - 2
+                );
+            }
+            Ok(0)
+        }
+        [command, ..]
+            if ["check", "usage", "pins", "list", "show", "export", "to-beanstalkd"].contains(command) =>
+        {
+            Err(Failure::Usage(format!("{command}: wrong number of arguments")))
+        }
+        [command, ..] => Err(Failure::Usage(format!("unknown command {command}"))),
+    }
+}
+
+/// Reads the directory, saying on stderr what the reader should know.
+fn open(dir: &str, bodies: Bodies) -> Result<Log, Failure> {
+    let log = inspect::open(Path::new(dir), bodies).map_err(Failure::Input)?;
+    if let Some(pid) = log.held_by {
+        eprintln!(
+            "beanstalk-binlog: {dir} is held by a running server (pid {pid}): reading it anyway; its newest \
+             file may be in the middle of a write, and jobs may change while this runs"
+        );
+    }
+    for file in &log.files {
+        for damage in &file.damage {
+            eprintln!("beanstalk-binlog: {}", damage.message);
+        }
+    }
+    for note in &log.notes {
+        eprintln!("beanstalk-binlog: {note}");
+    }
+    Ok(log)
+}
+
+/// `export` and `to-beanstalkd` copy jobs out: from a queue a server is
+/// changing, that copy would hand out jobs twice.
+fn refuse_held(dir: &str, live: bool, command: &str) -> Result<(), Failure> {
+    match inspect::holder(Path::new(dir)) {
+        Some(pid) if !live => Err(Failure::Input(format!(
+            "{dir} is held by a running server (pid {pid}): {command} would copy a queue that is changing \
+             (jobs reserved or deleted meanwhile would be copied as ready); stop the server first, or pass \
+             --live to copy it anyway"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+fn finish(mut out: impl Write) -> io::Result<u8> {
+    out.flush()?;
+    Ok(0)
+}
