@@ -157,6 +157,12 @@ fn run(raw: &[OsString]) -> Result<u8, Failure> {
         [] => Err(Failure::Usage("no command given".into())),
         ["check", dir] => {
             allowed(&[])?;
+            if let Some(pid) = inspect::holder(Path::new(dir)) {
+                eprintln!(
+                    "beanstalk-binlog: {dir} is held by a running server (pid {pid}): checking it anyway; a \
+                     record cut short at the end of its newest file may be a write in flight"
+                );
+            }
             match check::run(Path::new(dir), &mut out) {
                 Ok(code) => {
                     out.flush()?;

@@ -163,15 +163,17 @@ fn best(log: &Log, live: &[usize], goes: &[bool], writing: Option<usize>) -> Str
             let jobs: Vec<String> =
                 log.jobs.iter().filter(|j| j.file == file).take(SHOWN).map(|j| j.id.to_string()).collect();
             let more = if live[file] > SHOWN { ", ..." } else { "" };
-            format!(
-                "most space: once the {} job{} pinning {} ({}{more}) are deleted or done, {} could go: {}",
-                live[file],
-                plural(live[file]),
-                log.files[file].name,
-                jobs.join(", "),
-                names(&freed),
-                size(bytes)
-            )
+            let pinning = if live[file] == 1 {
+                format!("job {}, which pins {}, is", jobs.join(""), log.files[file].name)
+            } else {
+                format!(
+                    "the {} jobs pinning {} ({}{more}) are",
+                    live[file],
+                    log.files[file].name,
+                    jobs.join(", ")
+                )
+            };
+            format!("most space: once {pinning} deleted or done, {} could go: {}", names(&freed), size(bytes))
         }
         _ if aside_bytes > 0 => {
             format!(

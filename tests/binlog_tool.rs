@@ -1,0 +1,559 @@
+//! `beanstalk-binlog`, the offline tool for a binlog directory: beanstalkd's
+//! log taken over by our server and handed back to beanstalkd with every
+//! job intact; an export piped into a fresh server; `check` on damage and
+//! on a torn tail; `usage` naming the jobs that pin a file; and the
+//! safety rules (read-only, refusing a directory a server holds).
+//!
+//! Uses the real beanstalkd (Debian's 1.12 writes the same version-7 files
+//! as 1.13) where a test needs it; without it those tests say so and pass,
+//! except under CI (`CI` set), where a missing one is a failure.
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::binary::{self, Bin, TempDir};
+use common::{peek, put_bytes, Client};
+
+// -------------------------------------------------------------------
+// Harness
+// -------------------------------------------------------------------
+
+/// Runs the tool; its exit code, stdout and stderr.
+fn tool(args: &[&str]) -> (i32, Vec<u8>, String) {
+    let output = Command::new(assert_cmd::cargo::cargo_bin("beanstalk-binlog"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run beanstalk-binlog");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    (output.status.code().expect("exited, not killed"), output.stdout, stderr)
+}
+
+/// Runs the tool, which must succeed; its stdout as text.
+fn tool_ok(args: &[&str]) -> String {
+    let (code, stdout, stderr) = tool(args);
+    assert_eq!(code, 0, "beanstalk-binlog {args:?}: {stderr}");
+    String::from_utf8(stdout).unwrap()
+}
+
+fn spawn(dir: &Path) -> Bin {
+    binary::spawn(&["-b", binary::arg(dir)])
+}
+
+/// The real beanstalkd, if installed.
+fn beanstalkd_path() -> Option<PathBuf> {
+    let found = ["/usr/bin/beanstalkd", "/usr/local/bin/beanstalkd", "/usr/sbin/beanstalkd"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists());
+    if found.is_none() {
+        assert!(std::env::var_os("CI").is_none(), "CI must install beanstalkd (see .ci/run)");
+        eprintln!("beanstalkd is not installed: skipping (apt-get install beanstalkd)");
+    }
+    found
+}
+
+/// A real beanstalkd on 127.0.0.1 and a free port; SIGKILLed on drop.
+struct Beanstalkd {
+    child: Child,
+    port: u16,
+}
+
+impl Beanstalkd {
+    fn start(exe: &Path, args: &[&str]) -> Beanstalkd {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = Command::new(exe)
+            .args(["-l", "127.0.0.1", "-p", &port.to_string()])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "beanstalkd did not start");
+            thread::sleep(Duration::from_millis(10));
+        }
+        Beanstalkd { child, port }
+    }
+
+    fn client(&self) -> Client {
+        Client::connect(([127, 0, 0, 1], self.port).into())
+    }
+}
+
+impl Drop for Beanstalkd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A job's `stats-job` fields, string values unquoted (beanstalkd 1.12
+/// does not quote them; 1.13 and we do).
+fn job_stats(c: &mut Client, id: u64) -> BTreeMap<String, String> {
+    c.yaml_map(&format!("stats-job {id}"))
+        .into_iter()
+        .map(|(k, v)| (k, v.trim_matches('"').to_owned()))
+        .collect()
+}
+
+/// Every field of `stats-job` but the ones a restart or a move changes by
+/// nature (`file`), with the times (`age`, `time-left`) within a few
+/// seconds.
+fn assert_same_job(id: u64, want: &BTreeMap<String, String>, got: &BTreeMap<String, String>) {
+    for (key, value) in want {
+        match key.as_str() {
+            "file" => {}
+            "age" | "time-left" => {
+                let (a, b): (i64, i64) = (value.parse().unwrap(), got[key].parse().unwrap());
+                assert!((a - b).abs() <= 5, "job {id}: {key} {a} then {b}");
+            }
+            _ => assert_eq!(Some(value), got.get(key), "job {id}: {key}; want {want:?}, got {got:?}"),
+        }
+    }
+}
+
+/// Ids in the order `peek-buried` + `kick 1` hands them out of `tube`.
+fn buried_order(c: &mut Client, tube: &str) -> Vec<u64> {
+    c.cmd(&format!("use {tube}"));
+    let mut order = Vec::new();
+    loop {
+        let reply = c.cmd("peek-buried");
+        let Some(rest) = reply.strip_prefix("FOUND ") else { break };
+        order.push(rest.split(' ').next().unwrap().parse().unwrap());
+        assert_eq!(c.cmd("kick 1"), "KICKED 1\r\n");
+    }
+    order
+}
+
+fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .map(|e| (e.file_name().into_string().unwrap(), fs::read(e.path()).unwrap()))
+        .collect()
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> usize {
+    haystack.windows(needle.len()).position(|w| w == needle).expect("needle in file")
+}
+
+// -------------------------------------------------------------------
+// Round trip: beanstalkd -> beanstalk -> beanstalkd
+// -------------------------------------------------------------------
+
+/// beanstalkd writes every state, a 65,535-byte body and two tubes; our
+/// server imports it and takes more changes; `to-beanstalkd` hands it back,
+/// and beanstalkd serves exactly what our server served.
+#[test]
+fn to_beanstalkd_gives_beanstalkd_back_every_job_with_every_field() {
+    let Some(exe) = beanstalkd_path() else { return };
+    let dir = TempDir::new("tool-round-trip");
+    let big: Vec<u8> = (0..65_535u32).map(|i| b'a' + (i % 26) as u8).collect();
+    {
+        let b = Beanstalkd::start(&exe, &["-b", binary::arg(&dir.path)]);
+        let mut c = b.client();
+        assert_eq!(put_bytes(&mut c, 5, 0, 10, b"alpha"), 1);
+        assert_eq!(put_bytes(&mut c, 7, 100, 20, b"delayed"), 2);
+        assert_eq!(put_bytes(&mut c, 100, 0, 60, &big), 3);
+        c.cmd("use emails");
+        for body in [b"b4", b"b5", b"b6"] {
+            put_bytes(&mut c, 1, 0, 30, body);
+        }
+        c.cmd("watch emails");
+        c.cmd("ignore default");
+        for id in 4..=6 {
+            assert!(c.cmd("reserve").starts_with(&format!("RESERVED {id} ")));
+        }
+        for id in [6, 4, 5] {
+            assert_eq!(c.cmd(&format!("bury {id} 2")), "BURIED\r\n");
+        }
+        c.cmd("use default");
+        assert_eq!(put_bytes(&mut c, 0, 0, 40, b"reserved\r\n\0bytes"), 7);
+        assert!(c.cmd("reserve-job 7").starts_with("RESERVED 7 "));
+        // SIGKILL, with job 7 still reserved.
+    }
+
+    let server = spawn(&dir.path);
+    let mut c = server.client();
+    c.cmd("use emails");
+    assert_eq!(put_bytes(&mut c, 9, 0, 15, b"ours"), 8);
+    assert!(c.cmd("reserve-job 8").starts_with("RESERVED 8 "));
+    assert_eq!(c.cmd("bury 8 4"), "BURIED\r\n");
+    assert!(c.cmd("reserve-job 1").starts_with("RESERVED 1 "));
+    assert_eq!(c.cmd("release 1 3 500"), "RELEASED\r\n");
+    assert_eq!(c.cmd("delete 5"), "DELETED\r\n");
+    assert_eq!(c.cmd("kick-job 6"), "KICKED\r\n");
+    server.terminate();
+
+    // What our server serves from this log, restarted.
+    let server = spawn(&dir.path);
+    let mut c = server.client();
+    let ids = [1, 2, 3, 4, 6, 7, 8];
+    let want: Vec<_> = ids.iter().map(|&id| job_stats(&mut c, id)).collect();
+    let bodies: Vec<_> = ids.iter().map(|&id| peek(&mut c, id).unwrap()).collect();
+    assert_eq!(want[5]["state"], "ready", "reserved comes back ready");
+    server.terminate();
+
+    let out = TempDir::new("tool-round-trip-out");
+    let target = out.path.join("beanstalkd");
+    let (code, _, stderr) = tool(&["to-beanstalkd", binary::arg(&dir.path), binary::arg(&target)]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("wrote 7 jobs"), "{stderr}");
+    assert!(stderr.contains("-z 65537"), "the largest body needs a bigger -z for beanstalkd: {stderr}");
+
+    let b = Beanstalkd::start(&exe, &["-b", binary::arg(&target), "-z", "65537"]);
+    let mut c = b.client();
+    for (i, &id) in ids.iter().enumerate() {
+        assert_same_job(id, &want[i], &job_stats(&mut c, id));
+        assert_eq!(peek(&mut c, id).as_deref(), Some(&bodies[i][..]), "body of job {id}");
+    }
+    assert_eq!(peek(&mut c, 5), None, "a deleted job stays deleted");
+    assert_eq!(buried_order(&mut c, "emails"), [4, 8], "buried jobs keep their order");
+    c.cmd("use default");
+    assert_eq!(put_bytes(&mut c, 0, 0, 1, b"next"), 9, "ids continue where ours did");
+}
+
+// -------------------------------------------------------------------
+// export
+// -------------------------------------------------------------------
+
+/// An exported job as the fresh server must show it: old id, tube,
+/// state, pri, ttr, body.
+type Expected = (u64, &'static str, &'static str, u32, u32, &'static [u8]);
+
+/// The server the export is piped into: a fresh beanstalkd, or our own.
+enum Fresh {
+    Theirs(Beanstalkd),
+    Ours(Bin),
+}
+
+impl Fresh {
+    fn client(&self) -> Client {
+        match self {
+            Fresh::Theirs(b) => b.client(),
+            Fresh::Ours(s) => s.client(),
+        }
+    }
+}
+
+#[test]
+fn export_piped_into_a_fresh_server_rebuilds_the_same_queue() {
+    let dir = TempDir::new("tool-export");
+    let odd: &[u8] = b"line\r\nwith\0nul";
+    {
+        let server = spawn(&dir.path);
+        let mut c = server.client();
+        assert_eq!(put_bytes(&mut c, 5, 0, 10, b"r1"), 1);
+        assert_eq!(put_bytes(&mut c, 5, 0, 11, b"r2"), 2);
+        assert_eq!(put_bytes(&mut c, 1, 0, 12, odd), 3);
+        assert_eq!(put_bytes(&mut c, 2, 300, 13, b"d4"), 4);
+        c.cmd("use work");
+        for body in [b"b5", b"b6", b"b7"] {
+            put_bytes(&mut c, 8, 0, 14, body);
+        }
+        for id in [7, 5] {
+            assert!(c.cmd(&format!("reserve-job {id}")).starts_with("RESERVED"));
+            assert_eq!(c.cmd(&format!("bury {id} 3")), "BURIED\r\n");
+        }
+        assert_eq!(put_bytes(&mut c, 0, 0, 15, b"gone"), 8);
+        assert_eq!(c.cmd("delete 8"), "DELETED\r\n");
+        server.terminate();
+    }
+    let (code, stream, mapping) = tool(&["export", binary::arg(&dir.path)]);
+    assert_eq!(code, 0, "{mapping}");
+
+    let fresh = match beanstalkd_path() {
+        Some(exe) => Fresh::Theirs(Beanstalkd::start(&exe, &[])),
+        None => Fresh::Ours(binary::spawn(&[])),
+    };
+    let mut pipe = fresh.client();
+    pipe.stream.write_all(&stream).unwrap();
+    let mut replies = String::new();
+    pipe.stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    pipe.stream.read_to_string(&mut replies).unwrap();
+    for line in replies.lines() {
+        let ok = ["INSERTED ", "USING ", "RESERVED ", "BURIED", "b5", "b7"];
+        assert!(ok.iter().any(|p| line.starts_with(p)), "unexpected reply {line:?} in {replies}");
+    }
+
+    // "put #k: old id N -> new id M (tube, state)"
+    let new_id: HashMap<u64, u64> = mapping
+        .lines()
+        .filter_map(|l| l.split_once("old id ")?.1.split_once(" (")?.0.split_once(" -> new id "))
+        .map(|(old, new)| (old.parse().unwrap(), new.parse().unwrap()))
+        .collect();
+    assert_eq!(new_id.len(), 7, "{mapping}");
+    let mut c = fresh.client();
+    let expect: [Expected; 7] = [
+        (1, "default", "ready", 5, 10, b"r1"),
+        (2, "default", "ready", 5, 11, b"r2"),
+        (3, "default", "ready", 1, 12, odd),
+        (4, "default", "delayed", 2, 13, b"d4"),
+        (5, "work", "buried", 3, 14, b"b5"),
+        (6, "work", "ready", 8, 14, b"b6"),
+        (7, "work", "buried", 3, 14, b"b7"),
+    ];
+    for (old, tube, state, pri, ttr, body) in expect {
+        let id = new_id[&old];
+        let s = job_stats(&mut c, id);
+        assert_eq!((s["tube"].as_str(), s["state"].as_str()), (tube, state), "old job {old}: {s:?}");
+        assert_eq!((s["pri"].parse::<u32>().unwrap(), s["ttr"].parse::<u32>().unwrap()), (pri, ttr));
+        assert_eq!(peek(&mut c, id).as_deref(), Some(body), "old job {old}");
+    }
+    let left: u64 = job_stats(&mut c, new_id[&4])["time-left"].parse().unwrap();
+    assert!((290..=300).contains(&left), "the delay left is kept: {left}");
+    assert_eq!(buried_order(&mut c, "work"), [new_id[&7], new_id[&5]], "the buried order is kept");
+    // Ready jobs come out in the same order: by priority, then as put.
+    c.cmd("watch default");
+    c.cmd("ignore work");
+    for old in [3, 1, 2] {
+        let reply = c.cmd("reserve-with-timeout 0");
+        assert!(reply.starts_with(&format!("RESERVED {} ", new_id[&old])), "old job {old}: {reply}");
+    }
+}
+
+// -------------------------------------------------------------------
+// check
+// -------------------------------------------------------------------
+
+/// Our log with three jobs whose bodies are easy to find.
+fn three_jobs(dir: &Path) -> PathBuf {
+    let server = spawn(dir);
+    let mut c = server.client();
+    for body in ["job-one", "job-two", "job-three"] {
+        c.put_ok(body);
+    }
+    server.terminate();
+    dir.join("beanstalk.1")
+}
+
+#[test]
+fn check_reports_damage_and_a_torn_tail_and_changes_nothing() {
+    let dir = TempDir::new("tool-check");
+    let file = three_jobs(&dir.path);
+    let dir_arg = binary::arg(&dir.path);
+    let out = tool_ok(&["check", dir_arg]);
+    assert!(out.trim_end().ends_with("clean"), "{out}");
+
+    let clean = fs::read(&file).unwrap();
+    let mut damaged = clean.clone();
+    let two = find(&damaged, b"job-two");
+    damaged[two + 2] ^= 0x20;
+    fs::write(&file, &damaged).unwrap();
+    let before = snapshot(&dir.path);
+    let (code, stdout, stderr) = tool(&["check", dir_arg]);
+    let stdout = String::from_utf8(stdout).unwrap();
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    let line = stdout.lines().next().unwrap();
+    let offset: usize = line
+        .strip_prefix(&format!("{}:", file.display()))
+        .and_then(|rest| rest.split(':').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("FILE:OFFSET: what, got {line:?}"));
+    assert!(offset < two && two - offset < 100, "the damaged record starts at {offset}");
+    assert!(line.contains("fails its checksum") && line.contains("records resume"), "{line}");
+    assert!(stdout.contains("1 damaged"), "{stdout}");
+    assert_eq!(snapshot(&dir.path), before, "check never changes a byte");
+
+    let mut torn = clean.clone();
+    torn.truncate(find(&torn, b"job-three") + 4);
+    fs::write(&file, &torn).unwrap();
+    let (code, stdout, _) = tool(&["check", dir_arg]);
+    let stdout = String::from_utf8(stdout).unwrap();
+    assert_eq!(code, 1, "{stdout}");
+    assert!(stdout.contains("torn tail") && stdout.contains(&format!("{}:", file.display())), "{stdout}");
+    assert_eq!(fs::read(&file).unwrap(), torn, "a torn tail is reported, not cut");
+    // The other commands read what a start would: the two whole jobs.
+    let list = tool_ok(&["list", dir_arg]);
+    assert_eq!(list.lines().count(), 3, "{list}");
+
+    let empty = TempDir::new("tool-check-empty");
+    let (code, _, stderr) = tool(&["check", binary::arg(&empty.path)]);
+    assert_eq!((code, stderr.lines().count()), (2, 1), "{stderr}");
+    assert!(stderr.contains("not a binlog directory"), "{stderr}");
+    fs::write(empty.path.join("binlog.1"), b"not a log at all").unwrap();
+    let (code, _, stderr) = tool(&["check", binary::arg(&empty.path)]);
+    assert_eq!(code, 2, "{stderr}");
+    let (code, _, stderr) = tool(&["check", "/nonexistent/beanstalk"]);
+    assert_eq!((code, stderr.lines().count()), (2, 1), "{stderr}");
+}
+
+#[test]
+fn check_finds_damage_in_beanstalkds_log() {
+    let Some(exe) = beanstalkd_path() else { return };
+    let dir = TempDir::new("tool-check-theirs");
+    {
+        let b = Beanstalkd::start(&exe, &["-b", binary::arg(&dir.path)]);
+        let mut c = b.client();
+        for body in [b"first", b"other", b"third"] {
+            put_bytes(&mut c, 0, 0, 60, body);
+        }
+    }
+    let file = dir.path.join("binlog.1");
+    assert!(tool_ok(&["check", binary::arg(&dir.path)]).contains("clean"));
+    let mut bytes = fs::read(&file).unwrap();
+    // The second record's tube name length now reads 1000.
+    let second = find(&bytes, b"first") + 7;
+    bytes[second..second + 4].copy_from_slice(&1000i32.to_le_bytes());
+    fs::write(&file, &bytes).unwrap();
+    let (code, stdout, _) = tool(&["check", binary::arg(&dir.path)]);
+    let stdout = String::from_utf8(stdout).unwrap();
+    assert_eq!(code, 1, "{stdout}");
+    assert!(stdout.starts_with(&format!("{}:{second}: damaged record", file.display())), "{stdout}");
+}
+
+// -------------------------------------------------------------------
+// usage
+// -------------------------------------------------------------------
+
+/// A long-delayed and a buried job, then traffic that fills newer files:
+/// `usage` names both jobs as what keeps their file.
+fn assert_pins(report: &str, file: &str, delayed: u64, buried: u64, tube: &str) {
+    let block: Vec<&str> = report
+        .lines()
+        .skip_while(|l| !l.starts_with(file))
+        .take_while(|l| l.starts_with(' ') || l.starts_with(file))
+        .collect();
+    let block = block.join("\n");
+    assert!(block.contains("kept: pinned by 2 jobs"), "{report}");
+    assert!(block.contains(&format!("job {delayed} in {tube}: delayed")), "{report}");
+    assert!(block.contains(&format!("job {buried} in {tube}: buried")), "{report}");
+    let last = report.lines().last().unwrap();
+    assert!(last.starts_with("most space: once the 2 jobs pinning") && last.contains(file), "{report}");
+}
+
+#[test]
+fn usage_names_the_jobs_that_pin_beanstalkds_oldest_file() {
+    let Some(exe) = beanstalkd_path() else { return };
+    let dir = TempDir::new("tool-usage-theirs");
+    {
+        let b = Beanstalkd::start(&exe, &["-b", binary::arg(&dir.path), "-s", "8192"]);
+        let mut c = b.client();
+        assert_eq!(put_bytes(&mut c, 0, 1_000_000, 60, b"long-delayed"), 1);
+        assert_eq!(put_bytes(&mut c, 0, 0, 60, b"to-bury"), 2);
+        assert!(c.cmd("reserve-job 2").starts_with("RESERVED"));
+        assert_eq!(c.cmd("bury 2 0"), "BURIED\r\n");
+        // Traffic until the next file starts (a third would let
+        // beanstalkd's compaction move the two jobs).
+        let body = vec![b'x'; 1000];
+        while c.stat("binlog-current-index") == "1" {
+            let id = put_bytes(&mut c, 0, 0, 60, &body);
+            assert_eq!(c.cmd(&format!("delete {id}")), "DELETED\r\n");
+        }
+        // Reading while beanstalkd runs is allowed, and said.
+        let (code, stdout, stderr) = tool(&["usage", binary::arg(&dir.path)]);
+        assert_eq!(code, 0, "{stderr}");
+        assert!(stderr.contains("held by a running server"), "{stderr}");
+        assert!(String::from_utf8(stdout).unwrap().contains("kept: the running server is writing it"));
+    }
+    let report = tool_ok(&["pins", binary::arg(&dir.path)]);
+    assert_pins(&report, "binlog.1 ", 1, 2, "default");
+    assert!(report.contains("waits for binlog.1"), "{report}");
+}
+
+#[test]
+fn usage_names_the_jobs_that_pin_a_file_of_ours() {
+    let dir = TempDir::new("tool-usage-ours");
+    let server = binary::spawn(&["-b", binary::arg(&dir.path), "-s", "65536"]);
+    let mut c = server.client();
+    c.cmd("use slow");
+    // Big enough that compaction, which keeps the log within twice the
+    // live data plus a file, leaves them where they are.
+    let big = vec![b'p'; 20_000];
+    assert_eq!(put_bytes(&mut c, 0, 1_000_000, 60, &big), 1);
+    assert_eq!(put_bytes(&mut c, 0, 0, 60, &big), 2);
+    assert!(c.cmd("reserve-job 2").starts_with("RESERVED"));
+    assert_eq!(c.cmd("bury 2 0"), "BURIED\r\n");
+    // Traffic until the next file starts; then a job put before it is
+    // deleted, so the new file refers to the first and may only go after it.
+    // (Much more traffic, and compaction would rewrite the two jobs forward.)
+    assert_eq!(put_bytes(&mut c, 0, 0, 60, b"keeper"), 3);
+    let body = vec![b'x'; 1000];
+    while c.stat("binlog-current-index") == "1" {
+        let id = put_bytes(&mut c, 0, 0, 60, &body);
+        assert_eq!(c.cmd(&format!("delete {id}")), "DELETED\r\n");
+    }
+    assert_eq!(c.cmd("delete 3"), "DELETED\r\n");
+    server.terminate();
+    let report = tool_ok(&["usage", binary::arg(&dir.path)]);
+    assert_pins(&report, "beanstalk.1 ", 1, 2, "slow");
+    assert!(
+        report.contains("newer files that refer to it, and can only go after it: beanstalk.2"),
+        "{report}"
+    );
+    assert!(report.contains("kept: waits for beanstalk.1"), "{report}");
+}
+
+// -------------------------------------------------------------------
+// Safety and the command line
+// -------------------------------------------------------------------
+
+#[test]
+fn a_directory_a_server_holds_is_read_but_not_copied_without_live() {
+    let dir = TempDir::new("tool-held");
+    let server = spawn(&dir.path);
+    server.client().put_ok("held");
+    let dir_arg = binary::arg(&dir.path);
+    let (code, stdout, stderr) = tool(&["list", dir_arg]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("held by a running server"), "{stderr}");
+    assert!(String::from_utf8(stdout).unwrap().contains(" default "));
+    let out = TempDir::new("tool-held-out");
+    let target = out.path.join("new");
+    for args in [vec!["export", dir_arg], vec!["to-beanstalkd", dir_arg, binary::arg(&target)]] {
+        let (code, stdout, stderr) = tool(&args);
+        assert_eq!((code, stdout.len()), (2, 0), "{args:?}: {stderr}");
+        assert!(stderr.contains("running server") && stderr.contains("--live"), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    }
+    assert!(!target.exists());
+    let (code, stdout, _) = tool(&["export", dir_arg, "--live"]);
+    assert_eq!(code, 0);
+    assert!(String::from_utf8(stdout).unwrap().starts_with("put 0 0 60 4\r\nheld\r\n"));
+    server.terminate();
+
+    fs::create_dir(&target).unwrap();
+    fs::write(target.join("something"), b"x").unwrap();
+    let (code, _, stderr) = tool(&["to-beanstalkd", dir_arg, binary::arg(&target)]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("not empty"), "{stderr}");
+}
+
+#[test]
+fn help_bad_commands_and_missing_jobs_get_clear_answers() {
+    let (code, stdout, _) = tool(&["--help"]);
+    assert_eq!(code, 0);
+    assert!(String::from_utf8(stdout).unwrap().starts_with("Usage: beanstalk-binlog"));
+    let dir = TempDir::new("tool-cli");
+    three_jobs(&dir.path);
+    let dir_arg = binary::arg(&dir.path);
+    for args in [
+        vec![],
+        vec!["frobnicate", dir_arg],
+        vec!["list"],
+        vec!["list", dir_arg, "--state", "reserved"],
+        vec!["list", dir_arg, "--tube"],
+        vec!["show", dir_arg, "x"],
+        vec!["check", dir_arg, "--live"],
+    ] {
+        let (code, _, stderr) = tool(&args);
+        assert_eq!((code, stderr.lines().count()), (2, 1), "{args:?}: {stderr}");
+    }
+    let (code, _, stderr) = tool(&["show", dir_arg, "99"]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("job 99 is not in"), "{stderr}");
+    let (code, stdout, _) = tool(&["show", dir_arg, "2"]);
+    assert_eq!(code, 0);
+    let stdout = String::from_utf8(stdout).unwrap();
+    assert!(stdout.contains("state: ready\n") && stdout.ends_with("\n\njob-two"), "{stdout}");
+}
