@@ -12,8 +12,9 @@ use std::fs;
 use std::io::{self, Write};
 use std::path::Path;
 
+use super::read::survey;
 use super::scan::{self, Mode};
-use super::{holder, survey, Damage};
+use super::{holder, Damage};
 use crate::binlog::beanstalkd::FileByFile;
 
 /// The directory is clean.
