@@ -41,7 +41,7 @@ pub fn open(dir: &Path, bodies: Bodies) -> Result<Log, String> {
         ));
     }
     let mut reader =
-        Reader { log: &mut log, jobs: IdMap::default(), tubes: HashMap::new(), imported: Vec::new(), bodies };
+        Reader { log: &mut log, jobs: Jobs::default(), tubes: HashMap::new(), imported: Vec::new(), bodies };
     let newest = found.ours.last().map(|f| f.0);
     for (number, path) in &found.ours {
         reader.our_file(*number, path, Some(*number) == newest)?;
@@ -114,7 +114,7 @@ pub(super) fn survey(dir: &Path) -> Result<Found, String> {
 /// A reading in progress: the live jobs so far, by id.
 struct Reader<'a> {
     log: &'a mut Log,
-    jobs: IdMap<Job>,
+    jobs: Jobs,
     tubes: HashMap<Vec<u8>, usize>,
     /// beanstalkd's files our log says it imported (see [`stamp_key`]).
     imported: Vec<String>,
@@ -255,7 +255,7 @@ impl Reader<'_> {
         let mut renamed = Vec::new();
         for (rank, job) in their_log.jobs.into_iter().enumerate() {
             let mut id = job.id;
-            if self.jobs.contains_key(&id) || id < ours_next {
+            if self.jobs.get(&id).is_some() || id < ours_next {
                 renamed.push((id, fresh));
                 id = fresh;
                 fresh += 1;
@@ -300,9 +300,51 @@ impl Reader<'_> {
     }
 
     fn finish(self) {
-        let mut jobs: Vec<Job> = self.jobs.into_values().collect();
-        jobs.sort_unstable_by_key(|j| j.id);
-        self.log.jobs = jobs;
+        self.log.jobs = self.jobs.into_sorted();
+    }
+}
+
+/// The live jobs, in one vector found by id through a map of indices:
+/// about half the memory of a map of jobs, and sorted in place at the end
+/// rather than copied, so a million jobs fit in a few hundred bytes each.
+#[derive(Default)]
+struct Jobs {
+    list: Vec<Job>,
+    at: IdMap<u32>,
+}
+
+impl Jobs {
+    fn get(&self, id: &JobId) -> Option<&Job> {
+        self.list.get(*self.at.get(id)? as usize)
+    }
+
+    fn get_mut(&mut self, id: &JobId) -> Option<&mut Job> {
+        self.list.get_mut(*self.at.get(id)? as usize)
+    }
+
+    fn insert(&mut self, id: JobId, job: Job) {
+        match self.at.get(&id) {
+            Some(&i) => self.list[i as usize] = job,
+            None => {
+                self.at.insert(id, self.list.len() as u32);
+                self.list.push(job);
+            }
+        }
+    }
+
+    fn remove(&mut self, id: &JobId) {
+        let Some(i) = self.at.remove(id) else { return };
+        self.list.swap_remove(i as usize);
+        if let Some(moved) = self.list.get(i as usize) {
+            self.at.insert(moved.id, i);
+        }
+    }
+
+    fn into_sorted(self) -> Vec<Job> {
+        let Jobs { mut list, at } = self;
+        drop(at);
+        list.sort_unstable_by_key(|j| j.id);
+        list
     }
 }
 
