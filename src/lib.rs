@@ -52,7 +52,8 @@
 //!    shutdown.
 //! 8. [`binlog`]: persistence (`-b`): the on-disk format, replay at
 //!    start-up, group commit. The engine reaches it only through the
-//!    [`engine::Journal`] trait.
+//!    [`engine::Journal`] trait. [`binlog::inspect`] reads a directory
+//!    offline for the `beanstalk-binlog` tool; the server never calls it.
 //! 9. [`config`]: beanstalkd's command-line flags; [`signals`],
 //!    [`privileges`] (`-u`), [`activation`] (systemd sockets) and [`host`]
 //!    (the connection limit the host allows, and the allocator that keeps
