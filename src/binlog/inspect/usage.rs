@@ -13,7 +13,7 @@
 
 use std::io::{self, Write};
 
-use super::list::{age, secs_left, size};
+use super::list::{age, duration, size};
 use super::{FileKind, Log, State};
 
 /// How many pinning jobs are listed per file, unless all are asked for.
@@ -76,7 +76,9 @@ pub fn report(log: &Log, all: bool, out: &mut impl Write) -> io::Result<()> {
         let pins = log.jobs.iter().filter(|j| j.file == i);
         for job in pins.clone().take(if all { usize::MAX } else { SHOWN }) {
             let when = match job.state {
-                State::Delayed { until } => format!(", ready in {}", secs_left(log.now, until)),
+                State::Delayed { until } => {
+                    format!(", ready in {}", duration(until.saturating_sub(log.now).div_ceil(1_000_000_000)))
+                }
                 _ => String::new(),
             };
             writeln!(
