@@ -363,7 +363,11 @@ fn check_reports_damage_and_a_torn_tail_and_changes_nothing() {
     assert!(offset < two && two - offset < 100, "the damaged record starts at {offset}");
     assert!(line.contains("fails its checksum") && line.contains("records resume"), "{line}");
     assert!(stdout.contains("1 damaged"), "{stdout}");
-    assert_eq!(snapshot(&dir.path), before, "check never changes a byte");
+    let (code, usage, stderr) = tool(&["usage", dir_arg]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(String::from_utf8(usage).unwrap().contains("damaged: a start rewrites its readable jobs"));
+    assert!(stderr.contains(&format!("{}:{offset}: damaged", file.display())), "{stderr}");
+    assert_eq!(snapshot(&dir.path), before, "check and usage never change a byte");
 
     let mut torn = clean.clone();
     torn.truncate(find(&torn, b"job-three") + 4);

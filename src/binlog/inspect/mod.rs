@@ -58,6 +58,9 @@ pub struct LogFile {
     pub kind: FileKind,
     /// Bytes on disk.
     pub size: u64,
+    /// Bytes up to the last that is not zero: the rest is the zero tail a
+    /// file is preallocated with (a start of our server cuts it off).
+    pub used: u64,
     /// Older files (indices into [`Log::files`]) whose records this file's
     /// records supersede: it may only be deleted after them (our log only;
     /// see the binlog module docs).

@@ -147,7 +147,7 @@ impl Reader<'_> {
         let bytes = fs::read(path).map_err(|e| format!("{}: cannot read it: {e}", path.display()))?;
         let name = file_name(path);
         let index = self.log.files.len();
-        self.log.files.push(LogFile::new(name, number, FileKind::Ours, bytes.len() as u64));
+        self.log.files.push(LogFile::of(name, number, FileKind::Ours, &bytes));
         let mut refers_to = Vec::new();
         let damage = scan::scan(path, &bytes, scan::Mode::AsReplay { newest }, |_, record| {
             self.apply(record, index, &mut refers_to);
@@ -219,12 +219,8 @@ impl Reader<'_> {
         for file in theirs {
             let bytes =
                 fs::read(&file.path).map_err(|e| format!("{}: cannot read it: {e}", file.path.display()))?;
-            let mut entry = LogFile::new(
-                file_name(&file.path),
-                file.number,
-                FileKind::Theirs(file.format),
-                bytes.len() as u64,
-            );
+            let mut entry =
+                LogFile::of(file_name(&file.path), file.number, FileKind::Theirs(file.format), &bytes);
             entry.imported = self.imported.contains(&stamp_key(&FileStamp::of(file.number, &bytes)));
             if !entry.imported {
                 let torn = reader.file(file, &bytes);
@@ -350,7 +346,15 @@ impl Jobs {
 
 impl LogFile {
     fn new(name: String, number: u64, kind: FileKind, size: u64) -> LogFile {
-        LogFile { name, number, kind, size, refers_to: Vec::new(), imported: false, damage: Vec::new() }
+        let (refers_to, damage) = (Vec::new(), Vec::new());
+        LogFile { name, number, kind, size, used: size, refers_to, imported: false, damage }
+    }
+
+    /// A log file of these contents.
+    fn of(name: String, number: u64, kind: FileKind, bytes: &[u8]) -> LogFile {
+        let mut file = LogFile::new(name, number, kind, bytes.len() as u64);
+        file.used = bytes.iter().rposition(|&b| b != 0).map_or(0, |last| last as u64 + 1);
+        file
     }
 }
 

@@ -47,6 +47,9 @@ pub fn report(log: &Log, all: bool, out: &mut impl Write) -> io::Result<()> {
                 "imported already: the next start of beanstalk sets it aside".to_owned()
             }
             _ if Some(i) == writing => "kept: the running server is writing it".to_owned(),
+            FileKind::Ours if file.damage.iter().any(|d| !d.torn) => {
+                "damaged: a start rewrites its readable jobs and keeps it aside as .corrupt".to_owned()
+            }
             _ if goes[i] => {
                 "can be deleted: nothing needs it (the next start of its server deletes it)".to_owned()
             }
@@ -70,6 +73,14 @@ pub fn report(log: &Log, all: bool, out: &mut impl Write) -> io::Result<()> {
             }
         };
         writeln!(out, "{:<24} {:>10} {:>7} live  {verdict}", file.name, size(file.size), live[i])?;
+        if file.used < file.size && !matches!(file.kind, FileKind::Aside(_)) {
+            let cut = if file.kind == FileKind::Ours && Some(i) != writing {
+                "; a start cuts them off"
+            } else {
+                ""
+            };
+            writeln!(out, "    {} used; the rest is preallocated zeros{cut}", size(file.used))?;
+        }
         if live[i] == 0 || matches!(file.kind, FileKind::Aside(_)) || file.imported {
             continue;
         }
@@ -115,7 +126,13 @@ fn deletable(log: &Log, live: &[usize], writing: Option<usize>) -> Vec<bool> {
     // Every file a file waits for is older, so one pass in order suffices.
     for (i, file) in log.files.iter().enumerate() {
         let is_log = matches!(file.kind, FileKind::Ours | FileKind::Theirs(_)) && !file.imported;
-        goes[i] = is_log && live[i] == 0 && Some(i) != writing && blockers(log, i).iter().all(|&b| goes[b]);
+        // Our damaged file is set aside (renamed), never deleted.
+        let damaged = file.kind == FileKind::Ours && file.damage.iter().any(|d| !d.torn);
+        goes[i] = is_log
+            && !damaged
+            && live[i] == 0
+            && Some(i) != writing
+            && blockers(log, i).iter().all(|&b| goes[b]);
     }
     goes
 }
