@@ -19,6 +19,9 @@ use crate::engine::IdMap;
 use crate::ids::JobId;
 use crate::protocol::TubeName;
 
+/// The tube index of a job whose tube name is not a legal one.
+const BAD_TUBE: usize = usize::MAX;
+
 /// Reads `dir` as a start of the server would; `Err` is one line for the
 /// operator (unreadable, not a log directory, a file no server can read).
 pub fn open(dir: &Path, bodies: Bodies) -> Result<Log, String> {
@@ -130,21 +133,41 @@ impl Reader<'_> {
         }
     }
 
+    /// The index of tube `name` in [`Log::tubes`]; [`BAD_TUBE`] for a name
+    /// the checksum passed but the tube rules refuse.
     fn tube(&mut self, name: &[u8]) -> usize {
         if let Some(&i) = self.tubes.get(name) {
             return i;
         }
-        // A name the checksum passed but the tube rules refuse shows as "?".
-        let tube =
-            TubeName::new(name).unwrap_or_else(|| TubeName::new(b"?").unwrap_or_else(TubeName::default_tube));
-        self.log.tubes.push(tube);
-        self.tubes.insert(name.to_vec(), self.log.tubes.len() - 1);
-        self.log.tubes.len() - 1
+        let i = match TubeName::new(name) {
+            Some(tube) => {
+                self.log.tubes.push(tube);
+                self.log.tubes.len() - 1
+            }
+            None => BAD_TUBE,
+        };
+        self.tubes.insert(name.to_vec(), i);
+        i
+    }
+
+    /// A file's contents; `None` if a running server deleted it since the
+    /// directory was listed.
+    fn read(&mut self, path: &Path) -> Result<Option<Vec<u8>>, String> {
+        match fs::read(path) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && self.log.held_by.is_some() => {
+                self.log
+                    .notes
+                    .push(format!("{}: deleted by the running server while being read", path.display()));
+                Ok(None)
+            }
+            Err(e) => Err(format!("{}: cannot read it: {e}", path.display())),
+        }
     }
 
     /// Our file: every record applied, as replay would (`replay.rs`).
     fn our_file(&mut self, number: u64, path: &Path, newest: bool) -> Result<(), String> {
-        let bytes = fs::read(path).map_err(|e| format!("{}: cannot read it: {e}", path.display()))?;
+        let Some(bytes) = self.read(path)? else { return Ok(()) };
         let name = file_name(path);
         let index = self.log.files.len();
         self.log.files.push(LogFile::of(name, number, FileKind::Ours, &bytes));
@@ -217,8 +240,7 @@ impl Reader<'_> {
         let mut reader = FileByFile::default();
         let mut seen = 0;
         for file in theirs {
-            let bytes =
-                fs::read(&file.path).map_err(|e| format!("{}: cannot read it: {e}", file.path.display()))?;
+            let Some(bytes) = self.read(&file.path)? else { continue };
             let mut entry =
                 LogFile::of(file_name(&file.path), file.number, FileKind::Theirs(file.format), &bytes);
             entry.imported = self.imported.contains(&stamp_key(&FileStamp::of(file.number, &bytes)));
@@ -296,7 +318,13 @@ impl Reader<'_> {
     }
 
     fn finish(self) {
-        self.log.jobs = self.jobs.into_sorted();
+        let mut jobs = self.jobs.into_sorted();
+        // As replay does, a job whose tube name is unreadable is skipped.
+        for job in jobs.iter().filter(|j| j.tube == BAD_TUBE) {
+            self.log.notes.push(format!("job {}: unreadable tube name; a start skips it", job.id));
+        }
+        jobs.retain(|j| j.tube != BAD_TUBE);
+        self.log.jobs = jobs;
     }
 }
 
