@@ -561,3 +561,40 @@ fn help_bad_commands_and_missing_jobs_get_clear_answers() {
     let stdout = String::from_utf8(stdout).unwrap();
     assert!(stdout.contains("state: ready\n") && stdout.ends_with("\n\njob-two"), "{stdout}");
 }
+
+/// beanstalkd 1.4's version-5 files (`cttest_binlog_v5` in beanstalkd's own
+/// tests: `use test`, `put 1 2 3 4`/`test`, `put 4 3 2 1`/`x`), built byte by
+/// byte: 64-bit name lengths, 77-byte records, times in microseconds.
+#[test]
+fn beanstalkd_1_4_version_5_files_are_read_too() {
+    let dir = TempDir::new("tool-v5");
+    let now_us =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as i64;
+    let mut file = 5i32.to_le_bytes().to_vec();
+    for (id, pri, delay, ttr, body) in [(1u64, 1u32, 2i64, 3i64, &b"test"[..]), (2, 4, 3, 2, b"x")] {
+        file.extend_from_slice(&4u64.to_le_bytes());
+        file.extend_from_slice(b"test");
+        let mut rec = vec![0u8; 77];
+        rec[0..8].copy_from_slice(&id.to_le_bytes());
+        rec[8..12].copy_from_slice(&pri.to_le_bytes());
+        rec[16..24].copy_from_slice(&(delay * 1_000_000).to_le_bytes());
+        rec[24..32].copy_from_slice(&(ttr * 1_000_000).to_le_bytes());
+        rec[32..36].copy_from_slice(&(body.len() as i32 + 2).to_le_bytes());
+        rec[40..48].copy_from_slice(&now_us.to_le_bytes());
+        rec[48..56].copy_from_slice(&(now_us + delay * 1_000_000).to_le_bytes());
+        rec[76] = 4;
+        file.extend_from_slice(&rec);
+        file.extend_from_slice(body);
+        file.extend_from_slice(b"\r\n");
+    }
+    file.resize(file.len() + 4096, 0);
+    fs::write(dir.path.join("binlog.1"), &file).unwrap();
+    let dir_arg = binary::arg(&dir.path);
+    assert!(tool_ok(&["check", dir_arg]).contains("clean"));
+    let list = tool_ok(&["list", dir_arg]);
+    let rows: Vec<Vec<&str>> = list.lines().skip(1).map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(rows.len(), 2, "{list}");
+    assert_eq!(rows[0][..7], ["1", "test", "delayed", "1", "2s", rows[0][5], "3s"], "{list}");
+    assert_eq!(rows[1][..7], ["2", "test", "delayed", "4", "3s", rows[1][5], "2s"], "{list}");
+    assert!(tool_ok(&["show", dir_arg, "1"]).ends_with("\n\ntest"));
+}
