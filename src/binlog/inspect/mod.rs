@@ -41,7 +41,7 @@ pub use read::open;
 /// What kind of file a [`LogFile`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileKind {
-    /// Our log (`beanstalk.N`, or `binlog.N` from an older version of ours).
+    /// Our log (`beanstalk.N`).
     Ours,
     /// beanstalkd's log.
     Theirs(Theirs),

@@ -100,9 +100,10 @@ pub(super) fn survey(dir: &Path) -> Result<Found, String> {
             return Err(refuse("is not a regular file"));
         }
         match (dir::classify(&path).map_err(|e| refuse(&e.to_string()))?, is_ours) {
-            // Ours under beanstalkd's name: an older version of ours, which the
-            // next start renames and replays as ours.
-            (Format::Ours, _) | (Format::Theirs(Theirs::Empty), true) => found.ours.push((number, path)),
+            (Format::Ours, true) | (Format::Theirs(Theirs::Empty), true) => found.ours.push((number, path)),
+            (Format::Ours, false) => {
+                return Err(refuse("is in this server's format under beanstalkd's name"))
+            }
             (Format::Theirs(format), false) => found.theirs.push(TheirFile { number, path, format }),
             (Format::Theirs(_), true) => return Err(refuse("is in beanstalkd's format under our name")),
             (Format::Unknown(why), _) => return Err(refuse(&why)),
