@@ -14,7 +14,7 @@
 //!
 //! This thread reports a hang-up some time after it happens, and a put that
 //! arrives in that window would win the race; so the engine also asks the
-//! socket itself (a zero-timeout poll, through the connection's `Waiter`)
+//! socket itself (a zero-timeout poll, through the connection's `Waker`)
 //! just before each hand-off. This thread is what ends a wait that no job
 //! comes to end.
 

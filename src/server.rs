@@ -32,7 +32,7 @@ use crate::hangup::HangupWatcher;
 use crate::host::{ConnectionLimit, HostLimits};
 pub use crate::shared::VERSION;
 use crate::shared::{AcceptWake, ProcessInfo, Shared};
-use crate::stream::ConnWaiter;
+use crate::stream::SharedConn;
 pub use crate::stream::Stream;
 use crate::time::Clock;
 use crate::{conn, hangup, listen, sys, timer};
@@ -305,9 +305,9 @@ impl Server {
             shared.log(1, format_args!("refuse {fd}: at the connection limit"));
             return; // dropping the stream closes it
         }
-        let waker = Arc::new(ConnWaiter::new(stream));
-        let client = shared.engine().connect(waker.clone());
-        connections.insert(client, Arc::clone(&waker));
+        let shared_conn = Arc::new(SharedConn::new(stream));
+        let client = shared.engine().connect(shared_conn.clone());
+        connections.insert(client, Arc::clone(&shared_conn));
         drop(connections);
         shared.log(1, format_args!("accept {fd}"));
         let thread_shared = Arc::clone(shared);
@@ -315,7 +315,7 @@ impl Server {
         // thread shows under the process's own name.
         let spawned = thread::Builder::new()
             .stack_size(CONNECTION_STACK)
-            .spawn(move || conn::serve(thread_shared, waker, client));
+            .spawn(move || conn::serve(thread_shared, shared_conn, client));
         if let Err(e) = spawned {
             // The closure (and so the stream) was dropped: the socket is closed.
             shared.log(0, format_args!("cannot start a thread for connection {fd}: {e}"));
@@ -328,7 +328,7 @@ impl Server {
         let shared = &self.shared;
         // Wake every connection: a blocked read sees EOF, a blocked reserve
         // times out.
-        let open: Vec<(ClientId, Arc<ConnWaiter>)> =
+        let open: Vec<(ClientId, Arc<SharedConn>)> =
             shared.connections().iter().map(|(&c, s)| (c, Arc::clone(s))).collect();
         {
             let mut engine = shared.engine();

@@ -17,7 +17,7 @@ use crate::engine::{ClientId, Engine};
 use crate::hangup::HangupWatcher;
 use crate::host::ConnectionLimit;
 use crate::stats::{BinlogStats, ProcessStats};
-use crate::stream::ConnWaiter;
+use crate::stream::SharedConn;
 use crate::sys;
 use crate::time::{Clock, Time};
 
@@ -43,7 +43,7 @@ pub(crate) struct Shared {
     /// Written to by `Handle::shutdown`; the accept loop polls it.
     pub accept_wake: AcceptWake,
     /// Open connections by client id.
-    pub connections: Mutex<HashMap<ClientId, Arc<ConnWaiter>>>,
+    pub connections: Mutex<HashMap<ClientId, Arc<SharedConn>>>,
     /// Signalled when the last connection closes (for shutdown).
     pub all_closed: Condvar,
     /// The binlog's fsync policy and group commit, once it is open.
@@ -68,7 +68,7 @@ impl Shared {
         (engine, now)
     }
 
-    pub fn connections(&self) -> MutexGuard<'_, HashMap<ClientId, Arc<ConnWaiter>>> {
+    pub fn connections(&self) -> MutexGuard<'_, HashMap<ClientId, Arc<SharedConn>>> {
         self.connections.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 

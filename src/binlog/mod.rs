@@ -27,7 +27,7 @@
 //! after a restart. Every file opens with the next id to hand out, so ids
 //! never go backwards, even after every old file is gone.
 //!
-//! Disk space is claimed before a change is made ([`Journal::reserve_put`]
+//! Disk space is claimed before a change is made ([`Journal::claim_put`]
 //! and friends): a put claims room for its full record *and* its eventual
 //! delete, so a delete can always be logged, even on a full disk. When the
 //! current file cannot take a claim, the next file is created; if that
@@ -537,7 +537,7 @@ fn job_state(id: JobId, job: &LoggedJob<'_>, clock: &Clock) -> JobState {
 }
 
 impl Journal for Binlog {
-    fn reserve_put(&mut self, tube_len: usize, body_len: usize) -> bool {
+    fn claim_put(&mut self, tube_len: usize, body_len: usize) -> bool {
         let full = record::full_len(tube_len, body_len) as u64;
         if !self.make_room(full + DELETE_LEN as u64) {
             return false;
@@ -546,11 +546,11 @@ impl Journal for Binlog {
         true
     }
 
-    fn reserve_update(&mut self) -> bool {
+    fn claim_update(&mut self) -> bool {
         self.make_room(UPDATE_LEN as u64)
     }
 
-    fn reserve_rewrite(&mut self, tube_len: usize, body_len: usize) -> bool {
+    fn claim_rewrite(&mut self, tube_len: usize, body_len: usize) -> bool {
         self.make_room(record::full_len(tube_len, body_len) as u64)
     }
 

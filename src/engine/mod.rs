@@ -7,13 +7,13 @@
 //! [`Reply`]. Blocking is the caller's business: [`Engine::reserve`] either
 //! answers at once or registers the client as waiting and returns `None`;
 //! when a job is handed to a waiting client, the engine records the outcome
-//! and wakes that client's own [`Waiter`] (and no other).
+//! and wakes that client's own [`Waker`] (and no other).
 //!
 //! A hand-off is two steps apart in time: the engine reserves the job for
 //! the waiter at once, and the waiter's own thread collects it when it next
 //! gets the lock, and writes the reply. Two rules keep that gap harmless. A
 //! waiter whose connection has already hung up is never handed a job (the
-//! engine asks its [`Waiter`], which the server answers from the socket).
+//! engine asks its [`Waker`], which the server answers from the socket).
 //! And the engine is always brought up to the present before it answers
 //! ([`Engine::catch_up`]): if a handed job's TTR ran out before it was
 //! collected, the job went back to the queue and the waiter back to waiting
@@ -50,7 +50,7 @@ pub mod tube;
 // The commands, by concept, each an `impl Engine` block over the state
 // declared below; read them in this order.
 mod inspect;
-mod logging;
+mod journaling;
 mod moves;
 mod put;
 mod reserve;
@@ -66,7 +66,7 @@ use std::sync::{Arc, Condvar};
 use crate::protocol::{Reply, TubeName};
 use crate::stats::{CommandCounts, JobCounts, JobStats, ServerStats, TubeStats};
 use crate::time::Time;
-pub use client::Waiter;
+pub use client::Waker;
 use client::{Blocked, Client, Outcome, Soonest, Wait};
 use heap::Heap;
 pub use job::{ClientId, Counters, Job, JobId, State, URGENT_PRIORITY};

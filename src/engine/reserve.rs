@@ -129,7 +129,7 @@ impl Engine {
         // that is a change the log must hear of. Taken from ready, it is not.
         if job.state == State::Ready {
             reserve(self);
-        } else if let Err(refusal) = self.logged_change(id, reserve) {
+        } else if let Err(refusal) = self.journaled_change(id, reserve) {
             return refusal;
         }
         self.reserved_reply(id).unwrap_or(Reply::InternalError)

@@ -130,7 +130,7 @@ struct FakeConnection {
     hung_up: std::sync::atomic::AtomicBool,
 }
 
-impl Waiter for FakeConnection {
+impl Waker for FakeConnection {
     fn wake(&self) {}
     fn has_hung_up(&self) -> bool {
         self.hung_up.load(std::sync::atomic::Ordering::SeqCst)
