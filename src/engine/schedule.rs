@@ -88,7 +88,7 @@ impl Engine {
         reservation_ends.into_iter().chain(self.tubes.next_event()).min()
     }
 
-    /// True when the jobs' memory has fallen by [`GIVE_BACK_STEP`] since
+    /// True when the jobs' memory has fallen by `GIVE_BACK_STEP` since
     /// its highest point after the last give-back: a queue is draining, and
     /// its freed pages are worth handing back to the system. Giving back
     /// (`sys::give_back_free_memory`) holds the allocator's lock, which
