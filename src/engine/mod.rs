@@ -41,6 +41,7 @@
 
 mod client;
 pub mod heap;
+mod id_map;
 pub mod job;
 pub mod journal;
 pub mod list;
@@ -58,9 +59,7 @@ mod schedule;
 mod session;
 mod worker;
 
-use std::collections::HashMap;
 use std::fmt::Debug;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Condvar};
 
 use crate::protocol::{Reply, TubeName};
@@ -69,36 +68,12 @@ use crate::time::Time;
 pub use client::Waker;
 use client::{Blocked, Client, Outcome, Soonest, Wait};
 use heap::Heap;
+pub use id_map::{ClientMap, IdMap};
 pub use job::{ClientId, Counters, Job, JobId, State, URGENT_PRIORITY};
 pub use journal::{Journal, LoggedJob, RestoredJob, RestoredState};
 use list::List;
 use table::JobTable;
 use tube::{Pause, TubeId, Tubes};
-
-/// A `HashMap` keyed by job or client id. Ids are sequential integers, so a
-/// multiplicative hash spreads them well at a fraction of SipHash's cost.
-pub type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
-
-/// A `HashMap` keyed by client id, with the same cheap hash.
-pub type ClientMap<V> = HashMap<ClientId, V, BuildHasherDefault<IdHasher>>;
-
-/// Fibonacci hashing for `u64` keys.
-#[derive(Default)]
-pub struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_u64(&mut self, id: u64) {
-        self.0 = id.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
 
 /// What one job costs besides its body, for `--max-job-memory`: the job
 /// record, its table slot and its heap entry, rounded up. (Measured: about
@@ -192,9 +167,6 @@ pub struct Engine {
     /// Jobs in each state over all tubes, kept as they move, so that `stats`
     /// costs the same with one tube or a million.
     job_counts: JobCounts,
-    /// Tubes that [`Engine::tick`] has looked at, ever: a test's window on
-    /// the rule that idle tubes cost the timer nothing.
-    tubes_visited_by_tick: u64,
 }
 
 impl Engine {
@@ -229,7 +201,6 @@ impl Engine {
             job_memory_high_water: 0,
             give_back_asked: false,
             job_counts: JobCounts::default(),
-            tubes_visited_by_tick: 0,
         }
     }
 

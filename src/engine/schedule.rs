@@ -63,7 +63,6 @@ impl Engine {
         // Only tubes with something due are visited: a tube waiting on
         // nothing, or on something later, costs nothing here.
         for t in self.tubes.due_at(now) {
-            self.tubes_visited_by_tick += 1;
             while let Some((due, id)) = self.tubes.get(t).delayed.peek() {
                 if due > now {
                     break;
