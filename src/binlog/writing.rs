@@ -16,12 +16,12 @@ use crate::time::Clock;
 /// wall-clock time by `clock`.
 fn job_state(id: JobId, job: &LoggedJob<'_>, clock: &Clock) -> JobState {
     let (state, deadline) = match job.state {
-        State::Delayed => (LoggedState::Delayed, clock.to_unix(job.deadline)),
-        // A buried job's deadline is when it was buried: it orders the
+        State::Delayed => (LoggedState::Delayed, clock.to_unix(job.when)),
+        // A buried job's time is when it was buried: it orders the
         // buried list after a restart. It is only ever compared, and the
         // engine keeps it increasing across restarts, so it is stored as
         // is: converting it would let a wall-clock step reorder it.
-        State::Buried => (LoggedState::Buried, job.deadline.0),
+        State::Buried => (LoggedState::Buried, job.when.0),
         // Reserved comes back ready after a restart.
         State::Ready | State::Reserved => (LoggedState::Ready, 0),
     };

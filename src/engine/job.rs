@@ -87,7 +87,8 @@ pub struct Job {
     /// When the put command line was parsed (`age` counts from here).
     pub(super) created: Time,
     /// Delayed: when it becomes ready. Reserved: when its TTR runs out.
-    /// Otherwise stale.
+    /// Buried: the burial time, read and written only as
+    /// [`Job::buried_at`]. Otherwise stale.
     pub(super) deadline: Time,
     /// The client holding it. Valid only while `state == Reserved`.
     pub(super) reserved_by: ClientId,
@@ -103,6 +104,19 @@ pub struct Job {
     pub(super) file: u32,
     /// The opaque body, without the trailing CRLF.
     pub(super) body: Box<[u8]>,
+}
+
+impl Job {
+    /// When a buried job was buried: it orders the buried list after a
+    /// restart. It shares the `deadline` field, which a buried job has no
+    /// other use for, so that the record stays 104 bytes.
+    pub(super) fn buried_at(&self) -> Time {
+        self.deadline
+    }
+
+    pub(super) fn set_buried_at(&mut self, at: Time) {
+        self.deadline = at;
+    }
 }
 
 #[cfg(test)]

@@ -112,7 +112,8 @@ pub struct LoggedJob<'a> {
     pub state: State,
     pub created: Time,
     /// Delayed: when it becomes ready. Buried: when it was buried.
-    pub deadline: Time,
+    /// Otherwise unused.
+    pub when: Time,
     pub counters: super::Counters,
     pub body: &'a [u8],
     /// The log file holding its latest full record; 0 for a new job.
@@ -130,7 +131,7 @@ pub(super) fn logged_job<'a>(jobs: &'a JobTable, tubes: &'a Tubes, id: JobId) ->
         ttr: job.ttr,
         state: job.state,
         created: job.created,
-        deadline: job.deadline,
+        when: if job.state == State::Buried { job.buried_at() } else { job.deadline },
         counters: job.counters,
         body: &job.body,
         file: job.file,

@@ -277,7 +277,7 @@ impl Engine {
                     self.last_buried_at = self.last_buried_at.max(at);
                     if let Some(job) = self.jobs.get_mut(&r.id) {
                         job.state = State::Buried;
-                        job.deadline = at;
+                        job.set_buried_at(at);
                     }
                     tally(&mut self.job_counts, State::Buried, r.pri, true);
                     self.tubes.get_mut(tube).buried.push_back(&mut self.jobs, r.id);

@@ -74,7 +74,7 @@ impl Engine {
             job.pri = pri;
             job.counters.buries = job.counters.buries.wrapping_add(1);
             job.state = State::Buried;
-            job.deadline = e.last_buried_at;
+            job.set_buried_at(e.last_buried_at);
             let tube = job.tube;
             tally(&mut e.job_counts, State::Buried, pri, true);
             e.tubes.get_mut(tube).buried.push_back(&mut e.jobs, id);
