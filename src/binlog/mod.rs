@@ -53,15 +53,17 @@
 //! rewrites of a job the whole log has been written again, at least half of
 //! it by clients.
 
-mod beanstalkd;
-mod compaction;
-pub mod dir;
-mod files;
-mod import;
 pub mod record;
-pub mod replay;
+pub(crate) mod writing;
+pub(crate) mod files;
 pub mod sync;
-mod writing;
+pub mod replay;
+
+// Second reading.
+pub(crate) mod compaction;
+pub mod dir;
+pub(crate) mod beanstalkd;
+pub(crate) mod import;
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -20,8 +20,8 @@
 //! [`wait`] (a blocked reserve), then [`buffers`] (reading, writing, and
 //! letting the buffers go while idle), which a first reading can skip.
 
-mod buffers;
-mod wait;
+pub(crate) mod wait;
+pub(crate) mod buffers;
 
 pub(crate) use buffers::IDLE_AFTER;
 

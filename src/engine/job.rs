@@ -17,6 +17,24 @@ pub use crate::stats::Counters;
 pub const URGENT_PRIORITY: u32 = 1024;
 
 /// The four states of reference §2.1, each with its own queue.
+///
+/// ```text
+///   put, delay 0 ────────────────────┐
+///                                    ▼
+///   put, delay N ──► delayed ─────► ready ◄────────── kick ─────────┐
+///                     ▲   time passes │  ▲                           │
+///                     │               │  │ release 0, TTR runs out,  │
+///                     │       reserve │  │ holder disconnects        │
+///                     │               ▼  │                           │
+///                     └── release N ─ reserved ──────── bury ────► buried
+///
+///   delete: from any state (a reserved job by its holder only) ──► gone
+/// ```
+///
+/// `kick` takes buried jobs first, and delayed ones when a tube has none
+/// buried; `kick-job` takes either. `reserve-job` takes a ready, delayed or
+/// buried job straight to reserved. The moves themselves are in
+/// `engine/moves.rs` (into and out of each queue) and the commands' files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
     /// In its tube's ready heap, ordered by `(pri, id)`.

@@ -30,34 +30,31 @@
 //! each can be read alone. Helpers they share are `pub(super)`: the engine's
 //! fields stay private to the engine.
 //!
-//! Where each job lives follows from its state (see [`job::State`]):
-//!
-//! ```text
-//!   put ──► delayed ──(time)──► ready ──reserve──► reserved ──delete──► gone
-//!              ▲                  ▲  ◄──release 0──┘ │  │
-//!              └───release N──────┼──────────────────┘  bury
-//!                                 └──kick── buried ◄────┘
-//! ```
+//! Where each job lives follows from its state: see the picture on
+//! [`job::State`].
 
-mod client;
-pub mod heap;
-mod id_map;
+// The data, in reading order.
 pub mod job;
-pub mod journal;
+pub mod heap;
 pub mod list;
-pub mod table;
 pub mod tube;
+pub mod table;
+pub(crate) mod client;
 
 // The commands, by concept, each an `impl Engine` block over the state
-// declared below; read them in this order.
-mod inspect;
-mod journaling;
-mod moves;
-mod put;
-mod reserve;
-mod schedule;
-mod session;
-mod worker;
+// declared below, in reading order.
+pub(crate) mod session;
+pub(crate) mod put;
+pub(crate) mod moves;
+pub(crate) mod reserve;
+pub(crate) mod worker;
+pub(crate) mod inspect;
+pub(crate) mod schedule;
+pub mod journal;
+pub(crate) mod journaling;
+
+// Second reading.
+pub(crate) mod id_map;
 
 use std::fmt::Debug;
 use std::sync::{Arc, Condvar};

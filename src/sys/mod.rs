@@ -17,10 +17,10 @@ use std::ffi::{c_char, c_int, c_long};
 use std::io;
 use std::time::Duration;
 
-mod file;
-mod memory;
-mod process;
-mod socket;
+pub(crate) mod file;
+pub(crate) mod memory;
+pub(crate) mod process;
+pub(crate) mod socket;
 
 pub use file::{lock_posix, preallocate, O_NOFOLLOW};
 pub use memory::{give_back_free_memory, tune_malloc, Allocator, OWN_MAPPING_AT};
