@@ -77,8 +77,8 @@ pub(crate) fn run(watcher: &HangupWatcher, engine: &Mutex<Engine>, stopping: &At
                     return;
                 }
             } else {
-                // A poisoned lock exists only in tests (release builds
-                // abort on panic); carry on with the engine as it is.
+                // Poisoned only if a thread panicked under the lock and the
+                // build unwinds: carry on with the engine as it is.
                 engine.lock().unwrap_or_else(|e| e.into_inner()).hang_up(ClientId(token));
             }
         }

@@ -16,7 +16,8 @@ const EXIT_USAGE: u8 = 5;
 /// be set up.
 const EXIT_LISTEN: u8 = 111;
 
-/// `malloc`, with big blocks as mappings of their own (see `host.rs`).
+/// `malloc`, with big blocks as mappings of their own (`sys/memory.rs`;
+/// `host` hands it out because `sys` is private).
 #[global_allocator]
 static ALLOCATOR: beanstalk::host::Allocator = beanstalk::host::Allocator;
 

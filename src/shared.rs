@@ -51,9 +51,11 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// Locks the engine, ignoring poisoning: release builds abort on panic,
-    /// so a poisoned lock exists only in debug builds and tests, where going
-    /// on with the engine as it was left beats a cascade of panics.
+    /// Locks the engine, ignoring poisoning. A poisoned lock means a thread
+    /// panicked while holding it; the server's release binary aborts on a
+    /// panic instead, but a crate that embeds this library may unwind, and
+    /// then going on with the engine as it was left beats a cascade of
+    /// panics.
     pub fn engine(&self) -> MutexGuard<'_, Engine> {
         self.engine.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }

@@ -73,9 +73,10 @@ use table::JobTable;
 use tube::{Pause, TubeId, Tubes};
 
 /// What one job costs besides its body, for `--max-job-memory`: the job
-/// record, its table slot and its heap entry, rounded up. (Measured: about
-/// 195 bytes with the old hash-table job table, about 137 with the slab, see
-/// `job.rs`; kept at 200 so that the limit errs on the safe side.)
+/// record, its table slot and its heap entry, rounded up. (By `job.rs`'s
+/// accounting: 104 bytes of record, 4 of index, 12 or 16 of heap entry, and
+/// the allocator's header and rounding of the body, 8 to 23 bytes: 128 to
+/// 147 in all. Kept at 200 so that the limit errs on the safe side.)
 pub const JOB_MEMORY_OVERHEAD: u64 = 200;
 
 /// Memory is given back each time the jobs' memory has fallen this far

@@ -7,7 +7,7 @@
 use super::*;
 
 impl Engine {
-    /// Counts a put whose line parsed (reference §3.1 step 3).
+    /// Counts a put whose line parsed (reference §3.1 step 2).
     pub fn count_put(&mut self) {
         self.cmds.put += 1;
     }
