@@ -52,9 +52,11 @@ pub(super) struct FileInfo {
     pub waiting_on: usize,
     /// Newer files whose `refers_to` names this one.
     pub referred_by: Vec<u32>,
-    /// Jobs whose full record was written here, oldest first. Some have
-    /// since been deleted or rewritten elsewhere: an entry is checked
-    /// against the job when compaction reaches it.
+    /// Jobs whose full record was written here, oldest first: compaction's
+    /// work list for this file. Some have since been deleted or rewritten
+    /// elsewhere; an entry is checked against the job when compaction
+    /// reaches it. (Taking it out at every delete would mean a search; left
+    /// in, it costs 8 bytes until then.)
     pub written: Vec<JobId>,
 }
 

@@ -131,38 +131,48 @@ pub struct Recovered {
 /// The write-ahead log. The engine owns it (as a [`crate::engine::Journal`]) and calls it
 /// under its lock.
 pub struct Binlog {
+    // The directory and the file being written.
     dir: PathBuf,
     /// Held for the life of the process; its locks are the directory lock.
     _lock: File,
     /// Nominal size of a new file (`-s`, rounded up to 4096).
     file_size: u64,
-    files: BTreeMap<u32, FileInfo>,
     current: u32,
     writer: Arc<File>,
-    /// Preallocated bytes left in the current file.
-    free: u64,
-    /// Bytes of `free` set aside for the deletes of live jobs.
-    claimed: u64,
-    /// `records_written` when `Journal::files_to_free` last answered.
-    freed_at: Option<u64>,
-    /// What the live jobs' latest records take: a full record and an update
-    /// each.
-    live_bytes: u64,
-    /// Bytes used in all files.
-    disk_bytes: u64,
-    /// Bytes compaction may still rewrite (see the module docs).
-    rewrite_credit: i64,
-    next_id: JobId,
-    records_written: u64,
-    records_migrated: u64,
-    max_size_shown: u64,
+    /// Encodes one record at a time.
+    scratch: Vec<u8>,
     /// A write failed: refuse further work rather than lose it silently.
     failed: bool,
     durability: Arc<Durability>,
     /// Converts the times in records to and from the wall clock, so that
     /// they mean the same to the next process (see `time.rs`).
     clock: Clock,
-    scratch: Vec<u8>,
+    next_id: JobId,
+
+    // Disk room (see "Disk space is claimed" above).
+    /// Preallocated bytes left in the current file.
+    free: u64,
+    /// Bytes of `free` set aside for the deletes of live jobs.
+    claimed: u64,
+
+    // When a file may go (`files.rs`).
+    files: BTreeMap<u32, FileInfo>,
+    /// `records_written` when `Journal::files_to_free` last answered.
+    freed_at: Option<u64>,
+
+    // Compaction's budget (`compaction.rs`).
+    /// What the live jobs' latest records take: a full record and an update
+    /// each.
+    live_bytes: u64,
+    /// Bytes used in all files.
+    disk_bytes: u64,
+    /// Bytes compaction may still rewrite.
+    rewrite_credit: i64,
+
+    // What `stats` shows.
+    records_written: u64,
+    records_migrated: u64,
+    max_size_shown: u64,
 }
 
 impl fmt::Debug for Binlog {
