@@ -67,7 +67,7 @@ pub(crate) fn run(watcher: &HangupWatcher, engine: &Mutex<Engine>, stopping: &At
     let mut tokens = Vec::new();
     loop {
         if let Err(e) = watcher.poller.wait(&mut tokens) {
-            eprintln!("beanstalk: epoll_wait: {e}");
+            crate::log::problem(format_args!("epoll_wait: {e}"));
             return;
         }
         for &token in &tokens {

@@ -161,6 +161,7 @@ pub mod server;
 pub mod signals;
 
 // Second reading: running as a service.
+pub mod log;
 pub mod config;
 pub mod host;
 pub mod activation;

@@ -74,14 +74,6 @@ impl Shared {
         self.connections.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Prints a log line on stderr if the server runs with at least `level`
-    /// `-V` flags.
-    pub fn log(&self, level: u8, message: std::fmt::Arguments<'_>) {
-        if self.config.verbosity >= level {
-            eprintln!("beanstalk: {message}");
-        }
-    }
-
     /// How many binlog records have been written (0 without a binlog).
     pub fn journal_seq(&self) -> u64 {
         self.durability.get().map_or(0, |d| d.written())

@@ -86,7 +86,7 @@ pub fn lock(dir: &Path) -> Result<File, BinlogError> {
         .mode(0o600)
         .custom_flags(crate::sys::O_NOFOLLOW)
         .open(&path)
-        .map_err(|e| BinlogError::Lock(format!("cannot open {}: {e}", path.display())))?;
+        .map_err(|e| BinlogError::Unusable(dir.to_path_buf(), e))?;
     let in_use =
         || BinlogError::Lock(format!("failed to lock wal dir {}: another server is using it", dir.display()));
     match lock.try_lock() {

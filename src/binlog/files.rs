@@ -109,7 +109,7 @@ impl Binlog {
             }
             if syncing && !synced {
                 if let Err(e) = self.writer.sync_data() {
-                    eprintln!("beanstalk: binlog: fsync failed, refusing further changes: {e}");
+                    crate::log::problem(format_args!("binlog: fsync failed, refusing further changes: {e}"));
                     self.failed = true;
                     return;
                 }
@@ -125,7 +125,7 @@ impl Binlog {
             if let Err(e) = result {
                 // Keep it in the chain: dropping it from our books while it
                 // stays on disk would let a restart replay stale records.
-                eprintln!("beanstalk: binlog: cannot remove {}: {e}", path.display());
+                crate::log::problem(format_args!("binlog: cannot remove {}: {e}", path.display()));
                 break;
             }
             let Some(info) = self.files.remove(&n) else { continue };

@@ -88,8 +88,10 @@ const BLOCK: u64 = 4096;
 /// Why the binlog could not be opened; each has its own exit status.
 #[derive(Debug)]
 pub enum BinlogError {
-    /// The directory cannot be locked (missing, unwritable, or in use by
-    /// another server): exit 10.
+    /// The directory is missing, or not writable by the server's user:
+    /// exit 10, as for any lock failure.
+    Unusable(PathBuf, io::Error),
+    /// The directory cannot be locked (in use by another server): exit 10.
     Lock(String),
     /// Replay or creating the first file failed: exit 1.
     Open(String),
@@ -99,7 +101,7 @@ impl BinlogError {
     /// beanstalkd's exit status for this failure.
     pub fn exit_code(&self) -> u8 {
         match self {
-            BinlogError::Lock(_) => 10,
+            BinlogError::Unusable(..) | BinlogError::Lock(_) => 10,
             BinlogError::Open(_) => 1,
         }
     }
@@ -108,6 +110,11 @@ impl BinlogError {
 impl fmt::Display for BinlogError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            BinlogError::Unusable(dir, e) => write!(
+                f,
+                "cannot use -b {}: {e}; it must be an existing directory that the user the server runs as can write",
+                dir.display()
+            ),
             BinlogError::Lock(m) | BinlogError::Open(m) => f.write_str(m),
         }
     }
@@ -118,6 +125,8 @@ impl std::error::Error for BinlogError {}
 /// What [`Binlog::open`] hands back besides the log itself.
 #[derive(Debug)]
 pub struct Recovered {
+    /// How many of our log files were replayed.
+    pub files: usize,
     /// The tube names the jobs refer to by index.
     pub tubes: Vec<TubeName>,
     pub jobs: Vec<RestoredJob>,
@@ -264,6 +273,7 @@ impl Binlog {
         warnings.extend(imported.notes);
         warnings.extend(replayed.warnings);
         let recovered = Recovered {
+            files: replayed.files.len(),
             tubes: replayed.tubes,
             jobs: replayed.jobs,
             next_id: replayed.next_id,
@@ -337,13 +347,13 @@ impl Binlog {
             return true;
         }
         let Some(next) = self.current.checked_add(1) else {
-            eprintln!("beanstalk: binlog: file numbers exhausted; restart to renumber them");
+            crate::log::problem(format_args!("binlog: file numbers exhausted; restart to renumber them"));
             return false;
         };
         match self.start_file(next, need) {
             Ok(()) => true,
             Err(e) => {
-                eprintln!("beanstalk: binlog: cannot start a new file: {e}");
+                crate::log::problem(format_args!("binlog: cannot start a new file: {e}"));
                 false
             }
         }
@@ -361,7 +371,7 @@ impl Binlog {
         }
         if let Err(e) = written {
             self.failed = true;
-            eprintln!("beanstalk: binlog: write failed, refusing further changes: {e}");
+            crate::log::problem(format_args!("binlog: write failed, refusing further changes: {e}"));
             return Err(e);
         }
         info.used += len;

@@ -43,7 +43,7 @@ pub(crate) fn serve(shared: Arc<Shared>, conn: Arc<SharedConn>, client: ClientId
     let _ = conn.stream.set_idle_timeout(IDLE_AFTER);
     let _ = Conn::new(&shared, &conn.stream, client, &conn.condvar).run();
     shared.engine().disconnect(client, shared.clock.now());
-    shared.log(1, format_args!("close {}", conn.stream.as_raw_fd()));
+    crate::log::event(format_args!("close {}", conn.stream.as_raw_fd()));
     shared.connection_closed(client);
 }
 
@@ -120,10 +120,10 @@ impl<'a> Conn<'a> {
 
     fn execute_line(&mut self, start: usize, end: usize) -> io::Result<Next> {
         let command = protocol::parse(self.input.line(start, end));
-        let verbose = self.shared.config.verbosity >= 2;
+        let verbose = crate::log::enabled(crate::log::Kind::Trace);
         if verbose {
             let line = String::from_utf8_lossy(self.input.line(start, end)).into_owned();
-            self.shared.log(2, format_args!("<{} command {line}", self.stream.as_raw_fd()));
+            crate::log::trace(format_args!("<{} command {line}", self.stream.as_raw_fd()));
         }
         let reply_from = self.output.len();
         let next = match command {
@@ -137,7 +137,7 @@ impl<'a> Conn<'a> {
             let reply = &self.output[reply_from..];
             let first = reply.split(|&b| b == b'\r').next().unwrap_or_default();
             let first = String::from_utf8_lossy(first).into_owned();
-            self.shared.log(2, format_args!(">{} reply {first}", self.stream.as_raw_fd()));
+            crate::log::trace(format_args!(">{} reply {first}", self.stream.as_raw_fd()));
         }
         Ok(next)
     }

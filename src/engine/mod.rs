@@ -219,6 +219,11 @@ impl Engine {
         self.job_memory
     }
 
+    /// How many jobs there are, in every state.
+    pub fn job_count(&self) -> usize {
+        self.jobs.len()
+    }
+
     /// Gives the engine a write-ahead log; every later change is recorded.
     pub fn set_journal(&mut self, journal: Box<dyn Journal>) {
         self.journal = Some(journal);
