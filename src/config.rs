@@ -1,5 +1,7 @@
 //! The command line: beanstalkd's flags, parsed the way beanstalkd parses
-//! them, into a [`Config`]. No I/O beyond what the caller prints.
+//! them, into a [`CommandLine`]: the server's [`Config`], which is all the
+//! library takes, and what only the program acts on (`-u`, `-V`). No I/O
+//! beyond what the caller prints.
 //!
 //! Flags may be bundled (`-VV`, `-Fb DIR`), an argument may be attached
 //! (`-p11300`, `-f0`) or be the next word, and a later flag overrides an
@@ -35,7 +37,7 @@ pub enum Fsync {
     Never,
 }
 
-/// Everything the server needs to start.
+/// Everything a [`crate::Server`] needs to start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     pub listen: Listen,
@@ -46,15 +48,22 @@ pub struct Config {
     pub fsync: Fsync,
     /// Size of each binlog file in bytes (`-s`).
     pub binlog_file_size: u32,
-    /// User to become after binding (`-u`).
-    pub user: Option<String>,
-    /// How much to log on stderr (`-V` counts).
-    pub verbosity: u8,
     /// Most connections served at once (`--max-connections`); `None`: as
     /// many as the host's limits allow (see [`crate::host`]).
     pub max_connections: Option<usize>,
     /// Most memory jobs may take, in bytes (`--max-job-memory`).
     pub max_job_memory: Option<u64>,
+}
+
+/// What the command line asks the program to run: the server's [`Config`],
+/// and what the program does around the server.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CommandLine {
+    pub config: Config,
+    /// User to become after binding (`-u`).
+    pub user: Option<String>,
+    /// How much to say on stderr: the number of `-V` flags.
+    pub verbosity: u8,
     /// The `-l` and `-p` options as given (`"-p 11300"`), for the warning
     /// that socket activation ignores them.
     pub listen_options: Vec<String>,
@@ -71,12 +80,8 @@ impl Default for Config {
             binlog_dir: None,
             fsync: Fsync::Every(50),
             binlog_file_size: 10_485_760,
-            user: None,
-            verbosity: 0,
             max_connections: None,
             max_job_memory: None,
-            listen_options: Vec::new(),
-            warnings: Vec::new(),
         }
     }
 }
@@ -92,10 +97,10 @@ impl Config {
 /// What the command line asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    Run(Config),
-    /// `-h`: print the usage and exit 0.
+    Run(CommandLine),
+    /// `-h` or `--help`: print the usage on stdout and exit 0.
     Help,
-    /// `-v`: print the version and exit 0.
+    /// `-v` or `--version`: print the version on stdout and exit 0.
     Version,
 }
 
@@ -110,6 +115,8 @@ pub enum ArgError {
     MissingLongValue(String),
     /// A number that is not entirely digits.
     InvalidSize(String),
+    /// `-f` with a value that is not a number of milliseconds.
+    InvalidInterval(String),
     /// A port that is not a number from 0 to 65535.
     InvalidPort(String),
     /// A long option whose value is out of range.
@@ -125,6 +132,10 @@ impl fmt::Display for ArgError {
             ArgError::MissingValue(flag) => write!(f, "flag requires an argument: -{flag}"),
             ArgError::MissingLongValue(option) => write!(f, "option requires an argument: {option}"),
             ArgError::InvalidSize(value) => write!(f, "invalid size: {value}"),
+            // beanstalkd's words first, for scripts that look for them.
+            ArgError::InvalidInterval(value) => {
+                write!(f, "invalid size: {value} (-f takes a number of milliseconds, 0 or more)")
+            }
             ArgError::InvalidPort(value) => write!(f, "invalid port: {value}"),
             ArgError::InvalidValue(option, value) => {
                 write!(f, "invalid value for {option}: {value}")
@@ -153,9 +164,9 @@ pub fn usage(argv0: &str) -> String {
          max allowed is 1073741824 bytes\n \
          -s BYTES set the size of each write-ahead log file (default is 10485760);\n          \
          will be rounded up to a multiple of 4096 bytes\n \
-         -v       show version information\n \
+         -v       show version information (also --version)\n \
          -V       increase verbosity\n \
-         -h       show this help\n\
+         -h       show this help (also --help)\n\
          \n\
          Options of this implementation (not in beanstalkd):\n \
          --max-connections N  serve at most N connections at once (default: what the\n                      \
@@ -173,13 +184,18 @@ where
     I::Item: Into<OsString>,
 {
     let args: Vec<String> = args.into_iter().map(|a| a.into().to_string_lossy().into_owned()).collect();
-    let mut config = Config::default();
+    let mut line = CommandLine::default();
+    let config = &mut line.config;
     let mut host = "0.0.0.0".to_owned();
     let mut port: u16 = 11300;
     let mut words = args.into_iter();
     while let Some(word) = words.next() {
         if let Some(long) = word.strip_prefix("--").filter(|rest| !rest.is_empty()) {
-            parse_long(long, &mut words, &mut config)?;
+            match long {
+                "help" => return Ok(Action::Help),
+                "version" => return Ok(Action::Version),
+                _ => parse_long(long, &mut words, config)?,
+            }
             continue;
         }
         let Some(flags) = word.strip_prefix('-').filter(|rest| !rest.is_empty()) else {
@@ -197,25 +213,29 @@ where
             };
             match flag {
                 'b' => config.binlog_dir = Some(PathBuf::from(value()?)),
-                'f' => config.fsync = Fsync::Every(parse_size(&value()?)?),
+                'f' => {
+                    let given = value()?;
+                    let ms = parse_size(&given).map_err(|_| ArgError::InvalidInterval(given))?;
+                    config.fsync = Fsync::Every(ms);
+                }
                 'F' => config.fsync = Fsync::Never,
                 'l' => {
                     host = value()?;
-                    config.listen_options.push(format!("-l {host}"));
+                    line.listen_options.push(format!("-l {host}"));
                 }
                 'p' => {
                     let given = value()?;
                     port = parse_port(&given)?;
-                    config.listen_options.push(format!("-p {given}"));
+                    line.listen_options.push(format!("-p {given}"));
                 }
                 's' => config.binlog_file_size = parse_binlog_size(&value()?)?,
-                'u' => config.user = Some(value()?),
-                'z' => config.max_job_size = parse_job_size(&value()?, &mut config.warnings)?,
-                'V' => config.verbosity = config.verbosity.saturating_add(1),
+                'u' => line.user = Some(value()?),
+                'z' => config.max_job_size = parse_job_size(&value()?, &mut line.warnings)?,
+                'V' => line.verbosity = line.verbosity.saturating_add(1),
                 'v' => return Ok(Action::Version),
                 'h' => return Ok(Action::Help),
                 'c' | 'n' => {
-                    config.warnings.push(format!("-{flag} flag was removed. binlog is always compacted."))
+                    line.warnings.push(format!("-{flag} flag was removed. binlog is always compacted."))
                 }
                 _ => {
                     // beanstalkd quotes the word from one character before the
@@ -229,11 +249,11 @@ where
             }
         }
     }
-    config.listen = match host.strip_prefix("unix:") {
+    line.config.listen = match host.strip_prefix("unix:") {
         Some(path) => Listen::Unix(PathBuf::from(path)),
         None => Listen::Tcp { host, port },
     };
-    Ok(Action::Run(config))
+    Ok(Action::Run(line))
 }
 
 fn parse_long(
@@ -301,11 +321,15 @@ fn parse_binlog_size(value: &str) -> Result<u32, ArgError> {
 mod tests {
     use super::*;
 
-    fn run(args: &[&str]) -> Config {
+    fn line(args: &[&str]) -> CommandLine {
         match parse_args(args.iter().copied()) {
-            Ok(Action::Run(config)) => config,
+            Ok(Action::Run(line)) => line,
             other => panic!("{args:?} gave {other:?}"),
         }
+    }
+
+    fn run(args: &[&str]) -> Config {
+        line(args).config
     }
 
     fn err(args: &[&str]) -> String {
@@ -323,9 +347,9 @@ mod tests {
 
     #[test]
     fn values_attach_or_follow_and_flags_bundle() {
-        let c = run(&["-p11301", "-l", "127.0.0.1", "-VV", "-z", "10"]);
-        assert_eq!(c.listen, Listen::Tcp { host: "127.0.0.1".into(), port: 11301 });
-        assert_eq!((c.verbosity, c.max_job_size), (2, 10));
+        let l = line(&["-p11301", "-l", "127.0.0.1", "-VV", "-z", "10"]);
+        assert_eq!(l.config.listen, Listen::Tcp { host: "127.0.0.1".into(), port: 11301 });
+        assert_eq!((l.verbosity, l.config.max_job_size), (2, 10));
         let c = run(&["-Fb", "/tmp/x"]);
         assert_eq!((c.fsync, c.binlog_dir), (Fsync::Never, Some(PathBuf::from("/tmp/x"))));
         assert_eq!(run(&["-F", "-f0"]).fsync, Fsync::Every(0));
@@ -345,7 +369,7 @@ mod tests {
         assert_eq!(err(&["--"]), "unknown flag: --");
         assert_eq!(err(&["-p"]), "flag requires an argument: -p");
         assert_eq!(err(&["-z", "abc"]), "invalid size: abc");
-        assert_eq!(err(&["-f", "1x"]), "invalid size: 1x");
+        assert_eq!(err(&["-f", "1x"]), "invalid size: 1x (-f takes a number of milliseconds, 0 or more)");
         assert_eq!(err(&["foo"]), "unknown argument: foo");
         assert_eq!(err(&["-"]), "unknown argument: -");
         assert_eq!(err(&["-p", "99999"]), "invalid port: 99999");
@@ -356,20 +380,22 @@ mod tests {
     fn version_and_help_act_when_parsed() {
         assert_eq!(parse_args(["-vh"]), Ok(Action::Version));
         assert_eq!(parse_args(["-hv"]), Ok(Action::Help));
+        assert_eq!(parse_args(["--help"]), Ok(Action::Help));
+        assert_eq!(parse_args(["--version"]), Ok(Action::Version));
     }
 
     #[test]
     fn oversized_jobs_are_clamped_with_a_warning() {
-        let c = run(&["-z", "2000000000"]);
-        assert_eq!(c.max_job_size, MAX_JOB_SIZE_LIMIT);
-        assert_eq!(c.warnings, ["maximum job size was set to 1073741824"]);
+        let l = line(&["-z", "2000000000"]);
+        assert_eq!(l.config.max_job_size, MAX_JOB_SIZE_LIMIT);
+        assert_eq!(l.warnings, ["maximum job size was set to 1073741824"]);
         assert_eq!(run(&["-z", "-5"]).max_job_size, MAX_JOB_SIZE_LIMIT);
         assert_eq!(run(&["-z", "0"]).max_job_size, 0);
     }
 
     #[test]
     fn removed_flags_warn_and_carry_on() {
-        assert_eq!(run(&["-c"]).warnings, ["-c flag was removed. binlog is always compacted."]);
+        assert_eq!(line(&["-c"]).warnings, ["-c flag was removed. binlog is always compacted."]);
     }
 
     #[test]

@@ -14,7 +14,7 @@
 //!
 //! This thread reports a hang-up some time after it happens, and a put that
 //! arrives in that window would win the race; so the engine also asks the
-//! socket itself (a zero-timeout poll, through the connection's `Waiter`)
+//! socket itself (a zero-timeout poll, through the connection's `Waker`)
 //! just before each hand-off. This thread is what ends a wait that no job
 //! comes to end.
 
@@ -67,7 +67,7 @@ pub(crate) fn run(watcher: &HangupWatcher, engine: &Mutex<Engine>, stopping: &At
     let mut tokens = Vec::new();
     loop {
         if let Err(e) = watcher.poller.wait(&mut tokens) {
-            eprintln!("beanstalk: epoll_wait: {e}");
+            crate::log::problem(format_args!("epoll_wait: {e}"));
             return;
         }
         for &token in &tokens {
@@ -77,8 +77,8 @@ pub(crate) fn run(watcher: &HangupWatcher, engine: &Mutex<Engine>, stopping: &At
                     return;
                 }
             } else {
-                // A poisoned lock exists only in tests (release builds
-                // abort on panic); carry on with the engine as it is.
+                // Poisoned only if a thread panicked under the lock and the
+                // build unwinds: carry on with the engine as it is.
                 engine.lock().unwrap_or_else(|e| e.into_inner()).hang_up(ClientId(token));
             }
         }

@@ -61,7 +61,7 @@ pub const RESERVED_MAPS: u64 = 512;
 /// Address space each connection thread adds: its stack (see
 /// `server.rs`), the alternate signal stack std gives it, their guard
 /// pages, and while it is busy its input and output buffers, which are
-/// mappings of at least [`sys::OWN_MAPPING_AT`] bytes each.
+/// mappings of at least `sys::OWN_MAPPING_AT` bytes each.
 pub const ADDRESS_SPACE_PER_CONNECTION: u64 = 128 * 1024 + 32 * 1024 + 2 * crate::sys::OWN_MAPPING_AT as u64;
 
 /// Address space (and data) kept free for everything that is not a

@@ -89,7 +89,7 @@ pub(crate) fn bind_unix(path: &std::path::Path) -> io::Result<UnixListener> {
                 format!("another file already exists in the given path: {}", path.display()),
             ));
         }
-        eprintln!("beanstalk: removing existing local socket to replace it");
+        crate::log::event(format_args!("removing existing local socket to replace it"));
         std::fs::remove_file(path)?;
     }
     UnixListener::bind(path).map_err(|e| io::Error::new(e.kind(), format!("bind {}: {e}", path.display())))

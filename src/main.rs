@@ -6,9 +6,10 @@
 
 use std::process::ExitCode;
 
-use beanstalk::config::{self, Action, Config};
+use beanstalk::binlog::BinlogError;
+use beanstalk::config::{self, Action, CommandLine};
 use beanstalk::signals::Signals;
-use beanstalk::{activation, privileges, Server};
+use beanstalk::{activation, log, privileges, Server};
 
 /// Exit status for a bad command line.
 const EXIT_USAGE: u8 = 5;
@@ -16,24 +17,29 @@ const EXIT_USAGE: u8 = 5;
 /// be set up.
 const EXIT_LISTEN: u8 = 111;
 
-/// `malloc`, with big blocks as mappings of their own (see `host.rs`).
+/// `malloc`, with big blocks as mappings of their own (`sys/memory.rs`;
+/// `host` hands it out because `sys` is private).
 #[global_allocator]
 static ALLOCATOR: beanstalk::host::Allocator = beanstalk::host::Allocator;
 
 fn main() -> ExitCode {
     let mut args = std::env::args_os();
     let argv0 = args.next().map_or_else(|| "beanstalk".to_owned(), |a| a.to_string_lossy().into_owned());
+    // Every line on stderr starts with the program's name, as beanstalkd's do.
+    let program = std::path::Path::new(&argv0)
+        .file_name()
+        .map_or_else(|| "beanstalk".to_owned(), |name| name.to_string_lossy().into_owned());
     // Before any thread exists: the arena limit and the signal mask are
     // for every thread.
     beanstalk::host::tune_malloc();
     let signals = match Signals::block() {
         Ok(signals) => signals,
-        Err(e) => return fail(&argv0, EXIT_LISTEN, format_args!("cannot set up signals: {e}")),
+        Err(e) => return fail(&program, EXIT_LISTEN, format_args!("cannot set up signals: {e}")),
     };
-    let config = match config::parse_args(args) {
-        Ok(Action::Run(config)) => config,
+    let line = match config::parse_args(args) {
+        Ok(Action::Run(line)) => line,
         Ok(Action::Help) => {
-            eprint!("{}", config::usage(&argv0));
+            print!("{}", config::usage(&argv0));
             return ExitCode::SUCCESS;
         }
         Ok(Action::Version) => {
@@ -42,60 +48,74 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            eprintln!("{argv0}: {e}");
+            eprintln!("{program}: {e}");
             eprint!("{}", config::usage(&argv0));
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    for warning in &config.warnings {
-        eprintln!("{argv0}: {warning}");
+    log::enable(&program, line.verbosity);
+    for warning in &line.warnings {
+        log::problem(format_args!("{warning}"));
     }
-    let server = match bind(&argv0, config.clone()) {
-        Ok(server) => server,
-        Err(e) => return fail(&argv0, EXIT_LISTEN, format_args!("{e}")),
+    let (server, how) = match bind(&line) {
+        Ok(bound) => bound,
+        Err(e) => return fail(&program, EXIT_LISTEN, format_args!("{e}")),
     };
-    if let Some(user) = &config.user {
-        if let Err(e) = privileges::become_user(user) {
-            return fail(&argv0, e.exit_code(), format_args!("{e}"));
+    if let Some(name) = &line.user {
+        let switched = privileges::find_user(name).and_then(|account| {
+            // Our own socket file goes to the user first, so that its
+            // clients can connect to a server that no longer runs as root.
+            if let Err(e) = server.give_socket_to(account.uid, account.gid) {
+                log::problem(format_args!("cannot hand {} to {name}: {e}", server.listen_address()));
+            }
+            privileges::become_user(name, &account).map(|()| account)
+        });
+        match switched {
+            Ok(account) => {
+                log::event(format_args!("became user {name} (uid {}, gid {})", account.uid, account.gid))
+            }
+            Err(e) => return fail(&program, e.exit_code(), format_args!("{e}")),
         }
     }
-    match server.open_binlog() {
-        Ok(warnings) => warnings.iter().for_each(|w| eprintln!("{argv0}: {w}")),
-        Err(e) => return fail(&argv0, e.exit_code(), format_args!("{e}")),
+    if let Err(e) = server.open_binlog() {
+        let who = match e {
+            BinlogError::Unusable(..) => format!(" (here: {})", privileges::running_as()),
+            _ => String::new(),
+        };
+        return fail(&program, e.exit_code(), format_args!("{e}{who}"));
     }
-    if config.verbosity > 0 {
-        eprintln!("{argv0}: pid {}", std::process::id());
-        match server.local_addr() {
-            Some(addr) => eprintln!("{argv0}: bind {} {addr}", server.listener_fd()),
-            None => eprintln!("{argv0}: bind {} (unix socket)", server.listener_fd()),
-        }
-        let limit = server.connection_limit();
-        eprintln!("{argv0}: max-connections {} ({})", limit.value, limit.reason);
-    }
+    // The start-up lines come once the server can serve: scripts (and the
+    // tests) wait for the `bind` line.
+    log::event(format_args!("pid {}", std::process::id()));
+    log::event(format_args!("{how} {} {}", server.listener_fd(), server.listen_address()));
+    let limit = server.connection_limit();
+    log::event(format_args!("max-connections {} ({})", limit.value, limit.reason));
     if let Err(e) = signals.spawn(server.handle()) {
-        return fail(&argv0, EXIT_LISTEN, format_args!("cannot start the signal thread: {e}"));
+        return fail(&program, EXIT_LISTEN, format_args!("cannot start the signal thread: {e}"));
     }
     match server.run() {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fail(&argv0, 1, format_args!("{e}")),
+        Err(e) => fail(&program, 1, format_args!("{e}")),
     }
 }
 
-/// Binds the configured address, or takes the socket systemd passed.
-fn bind(argv0: &str, config: Config) -> std::io::Result<Server> {
+/// Binds the configured address, or takes the socket systemd passed; says
+/// which for the `-V` line.
+fn bind(line: &CommandLine) -> std::io::Result<(Server, &'static str)> {
     let Some(inherited) = activation::from_env(std::process::id(), |key| std::env::var(key).ok()) else {
-        return Server::bind(config);
+        return Ok((Server::bind(line.config.clone())?, "bind"));
     };
     for warning in &inherited.warnings {
-        eprintln!("{argv0}: {warning}");
+        log::problem(format_args!("{warning}"));
     }
-    for option in &config.listen_options {
-        eprintln!("{argv0}: inherited listen fd; ignoring option: {option}");
+    for option in &line.listen_options {
+        log::problem(format_args!("inherited listen fd; ignoring option: {option}"));
     }
-    Server::bind_inherited(inherited.fd, config)
+    Ok((Server::bind_inherited(inherited.fd, line.config.clone())?, "inherited (socket activation) fd"))
 }
 
-fn fail(argv0: &str, code: u8, message: std::fmt::Arguments<'_>) -> ExitCode {
-    eprintln!("{argv0}: {message}");
+/// Prints why the server cannot start, and returns the exit status.
+fn fail(program: &str, code: u8, message: std::fmt::Arguments<'_>) -> ExitCode {
+    eprintln!("{program}: {message}");
     ExitCode::from(code)
 }

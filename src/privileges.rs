@@ -24,20 +24,20 @@ pub struct Account {
 #[derive(Debug)]
 pub enum UserError {
     /// `/etc/passwd` could not be read (exit 32).
-    Lookup(io::Error),
+    Lookup(String, io::Error),
     /// No such user (exit 33).
     NoSuchUser(String),
     /// setgroups, setgid or setuid failed (exit 34).
-    Switch(io::Error),
+    Switch(String, io::Error),
 }
 
 impl UserError {
     /// beanstalkd's exit status for this failure.
     pub fn exit_code(&self) -> u8 {
         match self {
-            UserError::Lookup(_) => 32,
+            UserError::Lookup(..) => 32,
             UserError::NoSuchUser(_) => 33,
-            UserError::Switch(_) => 34,
+            UserError::Switch(..) => 34,
         }
     }
 }
@@ -45,22 +45,47 @@ impl UserError {
 impl fmt::Display for UserError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            UserError::Lookup(e) => write!(f, "getpwnam: cannot read /etc/passwd: {e}"),
-            UserError::NoSuchUser(name) => write!(f, "getpwnam(\"{name}\"): no such user"),
-            UserError::Switch(e) => write!(f, "cannot become the user: {e}"),
+            UserError::Lookup(name, e) => write!(f, "-u {name}: cannot read /etc/passwd: {e}"),
+            UserError::NoSuchUser(name) => write!(f, "-u {name}: no such user in /etc/passwd"),
+            UserError::Switch(name, e) => {
+                write!(f, "-u {name}: cannot become that user: {e}; -u needs the server to start as root")
+            }
         }
     }
 }
 
-/// Switches the whole process to `name`'s uid, primary gid and
-/// supplementary groups, or fails without carrying on half-switched.
-pub fn become_user(name: &str) -> Result<Account, UserError> {
-    let passwd = std::fs::read_to_string("/etc/passwd").map_err(UserError::Lookup)?;
+/// Looks `name` up in `/etc/passwd` and `/etc/group`.
+pub fn find_user(name: &str) -> Result<Account, UserError> {
+    let passwd = std::fs::read_to_string("/etc/passwd").map_err(|e| UserError::Lookup(name.to_owned(), e))?;
     // A missing /etc/group only means no supplementary groups.
     let group = std::fs::read_to_string("/etc/group").unwrap_or_default();
-    let account = lookup(name, &passwd, &group).ok_or_else(|| UserError::NoSuchUser(name.to_owned()))?;
-    sys::become_user(account.uid, account.gid, &account.groups).map_err(UserError::Switch)?;
-    Ok(account)
+    lookup(name, &passwd, &group).ok_or_else(|| UserError::NoSuchUser(name.to_owned()))
+}
+
+/// Switches the whole process to `name`'s uid, primary gid and
+/// supplementary groups, or fails without carrying on half-switched.
+pub fn become_user(name: &str, account: &Account) -> Result<(), UserError> {
+    sys::become_user(account.uid, account.gid, &account.groups)
+        .map_err(|e| UserError::Switch(name.to_owned(), e))
+}
+
+/// The user the process runs as, for messages: `name (uid N)`, or `uid N`
+/// when `/etc/passwd` does not name it.
+pub fn running_as() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    // "Uid:" real, effective, saved, filesystem: the effective one decides.
+    let uid = status.lines().find_map(|l| l.strip_prefix("Uid:")).and_then(|l| l.split_whitespace().nth(1));
+    let Some(uid) = uid else { return "an unknown user".to_owned() };
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let name = passwd.lines().find_map(|line| {
+        let mut fields = line.split(':');
+        let name = fields.next()?;
+        (fields.nth(1)? == uid).then_some(name)
+    });
+    match name {
+        Some(name) => format!("{name} (uid {uid})"),
+        None => format!("uid {uid}"),
+    }
 }
 
 /// Finds `name` in the text of `/etc/passwd` and its groups in `/etc/group`.

@@ -27,12 +27,12 @@ use std::time::{Duration, Instant};
 
 use crate::binlog::{Binlog, BinlogError};
 use crate::config::{Config, Listen};
-use crate::engine::{ClientId, Engine};
+use crate::engine::{ClientId, Engine, RestoredState};
 use crate::hangup::HangupWatcher;
 use crate::host::{ConnectionLimit, HostLimits};
 pub use crate::shared::VERSION;
 use crate::shared::{AcceptWake, ProcessInfo, Shared};
-use crate::stream::ConnWaiter;
+use crate::stream::SharedConn;
 pub use crate::stream::Stream;
 use crate::time::Clock;
 use crate::{conn, hangup, listen, sys, timer};
@@ -194,17 +194,34 @@ impl Server {
     }
 
     /// Opens the binlog of `config.binlog_dir`, if any: locks the directory,
-    /// replays it into the engine, and starts a new file. Returns the
-    /// warnings replay produced. [`Server::run`] calls this itself if it has
-    /// not been called; the binary calls it after dropping privileges.
-    pub fn open_binlog(&self) -> Result<Vec<String>, BinlogError> {
+    /// replays it into the engine, and starts a new file. What replay found
+    /// is logged (see [`crate::log`]), its warnings as problems. [`Server::run`]
+    /// and [`Server::spawn`] call this themselves if it has not been called;
+    /// the binary calls it after dropping privileges.
+    pub fn open_binlog(&self) -> Result<(), BinlogError> {
         let shared = &self.shared;
-        let Some(dir) = &shared.config.binlog_dir else { return Ok(Vec::new()) };
+        let Some(dir) = &shared.config.binlog_dir else { return Ok(()) };
         if shared.durability.get().is_some() {
-            return Ok(Vec::new());
+            return Ok(());
         }
+        let started = Instant::now();
         let (binlog, recovered) =
             Binlog::open(dir, shared.config.binlog_file_size, shared.config.fsync, shared.clock)?;
+        for warning in &recovered.warnings {
+            crate::log::problem(format_args!("{warning}"));
+        }
+        let count = |f: fn(&RestoredState) -> bool| recovered.jobs.iter().filter(|j| f(&j.state)).count();
+        let (ready, delayed, buried) = (
+            count(|s| matches!(s, RestoredState::Ready)),
+            count(|s| matches!(s, RestoredState::Delayed { .. })),
+            count(|s| matches!(s, RestoredState::Buried { .. })),
+        );
+        crate::log::event(format_args!(
+            "binlog {}: replayed {} files in {} ms: {ready} ready, {delayed} delayed and {buried} buried jobs",
+            dir.display(),
+            recovered.files,
+            started.elapsed().as_millis()
+        ));
         let durability = binlog.durability();
         let mut engine = shared.engine();
         engine.restore(&recovered.tubes, recovered.jobs, recovered.next_id, shared.clock.now());
@@ -213,7 +230,7 @@ impl Server {
         drop(engine);
         let _ = shared.durability.set(Arc::clone(&durability));
         durability.sync_all();
-        Ok(recovered.warnings)
+        Ok(())
     }
 
     /// The TCP address actually bound (useful with port 0); `None` for a
@@ -235,35 +252,100 @@ impl Server {
         self.listener.as_raw_fd()
     }
 
+    /// Where it listens, as `-l` would say it: `127.0.0.1:11300`, or
+    /// `unix:/run/beanstalk.sock`.
+    pub fn listen_address(&self) -> String {
+        match &self.listener {
+            Listener::Tcp(l) => l.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()),
+            Listener::Unix(l, _) => {
+                match l.local_addr().ok().and_then(|a| a.as_pathname().map(PathBuf::from)) {
+                    Some(path) => format!("unix:{}", path.display()),
+                    None => "an unnamed unix socket".to_owned(),
+                }
+            }
+        }
+    }
+
+    /// Hands the UNIX socket file this server created to `uid` and `gid`,
+    /// so that clients running as the user `-u` names can connect once the
+    /// server has become that user. Does nothing for TCP, or for a socket
+    /// it did not create (an inherited one).
+    pub fn give_socket_to(&self, uid: u32, gid: u32) -> io::Result<()> {
+        match &self.listener {
+            Listener::Unix(_, Some(file)) => std::os::unix::fs::chown(&file.path, Some(uid), Some(gid)),
+            _ => Ok(()),
+        }
+    }
+
     /// A handle to stop this server (or drain it) once it runs.
     pub fn handle(&self) -> Handle {
         Handle { shared: Arc::clone(&self.shared) }
     }
 
     /// Serves until [`Handle::shutdown`] is called, then closes every
-    /// connection, waits (briefly) for their threads, and returns.
+    /// connection, waits (briefly) for their threads, and returns. A
+    /// start-up error (the binlog, a helper thread) is returned at once.
     pub fn run(self) -> io::Result<()> {
-        for warning in self.open_binlog().map_err(io::Error::other)? {
-            eprintln!("beanstalk: {warning}");
+        let helpers = self.start()?;
+        self.serve(helpers);
+        Ok(())
+    }
+
+    /// Runs the server on a thread of its own, once it has started: a
+    /// start-up error (the binlog, a helper thread) is returned here.
+    pub fn spawn(self) -> io::Result<Running> {
+        let helpers = self.start()?;
+        let handle = self.handle();
+        let addr = self.local_addr();
+        let stop = handle.clone();
+        let spawned =
+            thread::Builder::new().name("beanstalk-accept".into()).spawn(move || self.serve(helpers));
+        match spawned {
+            Ok(thread) => Ok(Running { handle, addr, thread: Some(thread) }),
+            Err(e) => {
+                // The closure, and the helpers with it, was dropped unrun.
+                stop.shutdown();
+                Err(e)
+            }
         }
+    }
+
+    /// Opens the binlog if that was not done yet, and starts the timer and
+    /// hang-up threads.
+    fn start(&self) -> io::Result<Helpers> {
+        self.open_binlog().map_err(io::Error::other)?;
         let shared = &self.shared;
-        let timer_thread = {
+        let timer = {
             let s = Arc::clone(shared);
             let run = move || timer::run(&s.engine, &s.clock, &s.timer, &s.stopping);
             thread::Builder::new().name("beanstalk-timer".into()).spawn(run)?
         };
-        let hangup_thread = {
+        let hangup = {
             let s = Arc::clone(shared);
             let run = move || hangup::run(&s.hangups, &s.engine, &s.stopping);
-            thread::Builder::new().name("beanstalk-hangup".into()).spawn(run)?
+            thread::Builder::new().name("beanstalk-hangup".into()).spawn(run)
         };
+        match hangup {
+            Ok(hangup) => Ok(Helpers { timer, hangup }),
+            Err(e) => {
+                shared.stopping.store(true, Ordering::SeqCst);
+                shared.timer.notify_all();
+                let _ = timer.join();
+                Err(e)
+            }
+        }
+    }
+
+    /// The accept loop, until shutdown; then the shutdown itself.
+    fn serve(self, helpers: Helpers) {
+        let shared = &self.shared;
         while !shared.stopping.load(Ordering::SeqCst) {
             match sys::wait_readable(&self.listener, &shared.accept_wake.reader) {
                 // Woken for shutdown (or by a signal): the loop condition decides.
                 Ok((_, true) | (false, false)) => continue,
                 Ok((true, false)) => {}
                 Err(e) => {
-                    shared.log(0, format_args!("poll: {e}"));
+                    crate::log::problem(format_args!("poll: {e}"));
                     thread::sleep(Duration::from_millis(50));
                     continue;
                 }
@@ -276,21 +358,12 @@ impl Server {
                 Err(e) => {
                     // Out of fds or memory: say so and back off, rather than
                     // spinning on an error that will not clear by itself.
-                    shared.log(0, format_args!("accept: {e}"));
+                    crate::log::problem(format_args!("accept: {e}"));
                     thread::sleep(Duration::from_millis(50));
                 }
             }
         }
-        self.finish(timer_thread, hangup_thread);
-        Ok(())
-    }
-
-    /// Runs the server on a thread of its own.
-    pub fn spawn(self) -> io::Result<Running> {
-        let handle = self.handle();
-        let addr = self.local_addr();
-        let thread = thread::Builder::new().name("beanstalk-accept".into()).spawn(move || self.run())?;
-        Ok(Running { handle, addr, thread: Some(thread) })
+        self.finish(helpers);
     }
 
     fn start_connection(&self, stream: Stream) {
@@ -302,33 +375,33 @@ impl Server {
         let mut connections = shared.connections();
         if connections.len() >= shared.connection_limit.value {
             drop(connections);
-            shared.log(1, format_args!("refuse {fd}: at the connection limit"));
+            crate::log::event(format_args!("refuse {fd}: at the connection limit"));
             return; // dropping the stream closes it
         }
-        let waker = Arc::new(ConnWaiter::new(stream));
-        let client = shared.engine().connect(waker.clone());
-        connections.insert(client, Arc::clone(&waker));
+        let shared_conn = Arc::new(SharedConn::new(stream));
+        let client = shared.engine().connect(shared_conn.clone());
+        connections.insert(client, Arc::clone(&shared_conn));
         drop(connections);
-        shared.log(1, format_args!("accept {fd}"));
+        crate::log::event(format_args!("accept {fd}"));
         let thread_shared = Arc::clone(shared);
         // Unnamed: a name is one more allocation a connection, and the
         // thread shows under the process's own name.
         let spawned = thread::Builder::new()
             .stack_size(CONNECTION_STACK)
-            .spawn(move || conn::serve(thread_shared, waker, client));
+            .spawn(move || conn::serve(thread_shared, shared_conn, client));
         if let Err(e) = spawned {
             // The closure (and so the stream) was dropped: the socket is closed.
-            shared.log(0, format_args!("cannot start a thread for connection {fd}: {e}"));
+            crate::log::problem(format_args!("cannot start a thread for connection {fd}: {e}"));
             shared.engine().disconnect(client, shared.clock.now());
             shared.connection_closed(client);
         }
     }
 
-    fn finish(self, timer_thread: thread::JoinHandle<()>, hangup_thread: thread::JoinHandle<()>) {
+    fn finish(self, helpers: Helpers) {
         let shared = &self.shared;
         // Wake every connection: a blocked read sees EOF, a blocked reserve
         // times out.
-        let open: Vec<(ClientId, Arc<ConnWaiter>)> =
+        let open: Vec<(ClientId, Arc<SharedConn>)> =
             shared.connections().iter().map(|(&c, s)| (c, Arc::clone(s))).collect();
         {
             let mut engine = shared.engine();
@@ -354,15 +427,31 @@ impl Server {
         drop(connections);
         shared.timer.notify_all();
         shared.hangups.stop();
-        let _ = timer_thread.join();
-        let _ = hangup_thread.join();
+        let _ = helpers.timer.join();
+        let _ = helpers.hangup.join();
+        let jobs = shared.engine().job_count();
         if let Some(durability) = shared.durability.get() {
             durability.sync_all();
+            crate::log::event(format_args!(
+                "stopped: {} connections closed, {jobs} jobs kept in the binlog",
+                open.len()
+            ));
+        } else {
+            crate::log::event(format_args!(
+                "stopped: {} connections closed, {jobs} jobs dropped (no -b)",
+                open.len()
+            ));
         }
         if let Listener::Unix(_, Some(file)) = &self.listener {
             file.remove_if_ours();
         }
     }
+}
+
+/// The helper threads a running server has started.
+struct Helpers {
+    timer: thread::JoinHandle<()>,
+    hangup: thread::JoinHandle<()>,
 }
 
 #[cfg(test)]
@@ -389,6 +478,7 @@ impl Handle {
     /// Enters drain mode: every later put is refused with `DRAINING`.
     pub fn drain(&self) {
         self.shared.engine().start_draining();
+        crate::log::event(format_args!("drain mode: puts are answered DRAINING from now on"));
     }
 }
 
@@ -397,7 +487,7 @@ impl Handle {
 pub struct Running {
     handle: Handle,
     addr: Option<SocketAddr>,
-    thread: Option<thread::JoinHandle<io::Result<()>>>,
+    thread: Option<thread::JoinHandle<()>>,
 }
 
 impl Running {

@@ -17,7 +17,7 @@ use crate::engine::{ClientId, Engine};
 use crate::hangup::HangupWatcher;
 use crate::host::ConnectionLimit;
 use crate::stats::{BinlogStats, ProcessStats};
-use crate::stream::ConnWaiter;
+use crate::stream::SharedConn;
 use crate::sys;
 use crate::time::{Clock, Time};
 
@@ -43,7 +43,7 @@ pub(crate) struct Shared {
     /// Written to by `Handle::shutdown`; the accept loop polls it.
     pub accept_wake: AcceptWake,
     /// Open connections by client id.
-    pub connections: Mutex<HashMap<ClientId, Arc<ConnWaiter>>>,
+    pub connections: Mutex<HashMap<ClientId, Arc<SharedConn>>>,
     /// Signalled when the last connection closes (for shutdown).
     pub all_closed: Condvar,
     /// The binlog's fsync policy and group commit, once it is open.
@@ -51,9 +51,11 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// Locks the engine, ignoring poisoning: release builds abort on panic,
-    /// so a poisoned lock exists only in debug builds and tests, where going
-    /// on with the engine as it was left beats a cascade of panics.
+    /// Locks the engine, ignoring poisoning. A poisoned lock means a thread
+    /// panicked while holding it; the server's release binary aborts on a
+    /// panic instead, but a crate that embeds this library may unwind, and
+    /// then going on with the engine as it was left beats a cascade of
+    /// panics.
     pub fn engine(&self) -> MutexGuard<'_, Engine> {
         self.engine.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -68,16 +70,8 @@ impl Shared {
         (engine, now)
     }
 
-    pub fn connections(&self) -> MutexGuard<'_, HashMap<ClientId, Arc<ConnWaiter>>> {
+    pub fn connections(&self) -> MutexGuard<'_, HashMap<ClientId, Arc<SharedConn>>> {
         self.connections.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// Prints a log line on stderr if the server runs with at least `level`
-    /// `-V` flags.
-    pub fn log(&self, level: u8, message: std::fmt::Arguments<'_>) {
-        if self.config.verbosity >= level {
-            eprintln!("beanstalk: {message}");
-        }
     }
 
     /// How many binlog records have been written (0 without a binlog).

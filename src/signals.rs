@@ -33,7 +33,9 @@ impl Signals {
         thread.spawn(move || loop {
             match self.set.wait() {
                 Ok(sys::SIGUSR1) => server.drain(),
-                Ok(_) => {
+                Ok(signal) => {
+                    let name = if signal == sys::SIGINT { "SIGINT" } else { "SIGTERM" };
+                    crate::log::event(format_args!("{name}: shutting down"));
                     server.shutdown();
                     return;
                 }

@@ -1,5 +1,5 @@
 //! A client's socket, TCP or UNIX, as the rest of the server sees it: read,
-//! write, shut down the receiving side. And [`ConnWaiter`], the socket with
+//! write, shut down the receiving side. And [`SharedConn`], the socket with
 //! the `Condvar` its thread sleeps on: what the engine, the connection's
 //! thread and the server's list of connections share. It knows nothing of
 //! the protocol.
@@ -11,7 +11,7 @@ use std::os::unix::net::UnixStream;
 use std::sync::Condvar;
 use std::time::Duration;
 
-use crate::engine::Waiter;
+use crate::engine::Waker;
 use crate::sys;
 
 /// A client's socket, TCP or UNIX. Reads and writes go through `&Stream`, so
@@ -105,24 +105,24 @@ impl Write for &Stream {
     }
 }
 
-/// A connection's [`Waiter`]: the `Condvar` its thread sleeps on while
+/// A connection's [`Waker`]: the `Condvar` its thread sleeps on while
 /// blocked in reserve, and its socket, which the engine may ask (through
 /// this, never directly) whether the client is still there. Shared by the
 /// connection's thread, the engine and the server's list of connections:
 /// one allocation a connection.
 #[derive(Debug)]
-pub(crate) struct ConnWaiter {
+pub(crate) struct SharedConn {
     pub condvar: Condvar,
     pub stream: Stream,
 }
 
-impl ConnWaiter {
-    pub fn new(stream: Stream) -> ConnWaiter {
-        ConnWaiter { condvar: Condvar::new(), stream }
+impl SharedConn {
+    pub fn new(stream: Stream) -> SharedConn {
+        SharedConn { condvar: Condvar::new(), stream }
     }
 }
 
-impl Waiter for ConnWaiter {
+impl Waker for SharedConn {
     fn wake(&self) {
         self.condvar.notify_one();
     }

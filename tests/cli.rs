@@ -31,19 +31,22 @@ fn talk(port: u16, send: &[u8], expect_len: usize) -> String {
 }
 
 #[test]
-fn help_prints_usage_to_stderr_and_exits_0() {
-    let (code, stdout, stderr) = run(&["-h"]);
-    assert_eq!(code, 0);
-    assert_eq!(stdout, "");
-    assert!(stderr.contains("Options:\n -b DIR   write-ahead log directory\n"), "{stderr}");
-    assert!(stderr.contains(" -h       show this help\n"));
+fn help_prints_usage_to_stdout_and_exits_0() {
+    for flag in ["-h", "--help"] {
+        let (code, stdout, stderr) = run(&[flag]);
+        assert_eq!((code, stderr.as_str()), (0, ""), "{flag}");
+        assert!(stdout.contains("Options:\n -b DIR   write-ahead log directory\n"), "{stdout}");
+        assert!(stdout.contains(" -h       show this help (also --help)\n"));
+    }
 }
 
 #[test]
 fn version_prints_to_stdout_and_exits_0() {
-    let (code, stdout, _) = run(&["-v"]);
-    assert_eq!(code, 0);
-    assert!(stdout.starts_with("beanstalk "), "{stdout}");
+    for flag in ["-v", "--version"] {
+        let (code, stdout, _) = run(&[flag]);
+        assert_eq!(code, 0);
+        assert!(stdout.starts_with("beanstalk "), "{stdout}");
+    }
 }
 
 #[test]
@@ -129,7 +132,7 @@ fn accepted_flags() -> Vec<String> {
 fn every_accepted_flag_is_documented_in_the_help_and_the_man_page() {
     let flags = accepted_flags();
     assert!(flags.len() >= 14, "{flags:?}");
-    let (_, _, help) = run(&["-h"]);
+    let (_, help, _) = run(&["-h"]);
     let man = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/beanstalk.1")).unwrap();
     for flag in &flags {
         assert!(help.contains(&format!(" {flag}")), "{flag} missing from -h");

@@ -40,7 +40,7 @@ fn u_with_an_unknown_user_exits_33() {
         .unwrap();
     assert_eq!(out.status.code(), Some(33));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.ends_with(": getpwnam(\"no-such-user-here\"): no such user\n"), "{stderr}");
+    assert!(stderr.ends_with(": -u no-such-user-here: no such user in /etc/passwd\n"), "{stderr}");
 }
 
 /// A parent that binds a listening socket, puts it on fd 3, sets
@@ -274,4 +274,83 @@ fn past_the_hosts_limit_connections_are_closed_cleanly_never_failing_accept() {
     let log = log.join().unwrap();
     assert_eq!(log.iter().filter(|l| l.contains("at the connection limit")).count(), 12, "{log:?}");
     assert!(!log.iter().any(|l| l.contains("accept:")), "{log:?}");
+}
+
+/// `-V` says what an operator wants to know: the replay at start, drain
+/// mode, the signal that stops the server and what it kept.
+#[test]
+fn v_reports_replay_drain_and_shutdown() {
+    let dir = common::binary::TempDir::new("events");
+    let b = common::binary::arg(&dir.path);
+    let server = common::binary::spawn(&["-b", b]);
+    let mut c = server.client();
+    let buried = common::put_bytes(&mut c, 0, 0, 60, b"a");
+    common::put_bytes(&mut c, 0, 3600, 60, b"b");
+    common::put_bytes(&mut c, 0, 0, 60, b"c");
+    assert!(c.cmd(&format!("reserve-job {buried}")).starts_with("RESERVED"));
+    assert_eq!(c.cmd(&format!("bury {buried} 0")), "BURIED\r\n");
+    drop(c);
+    let stderr = server.terminate();
+    assert!(stderr.contains(": SIGTERM: shutting down\n"), "{stderr}");
+    assert!(stderr.contains(" 3 jobs kept in the binlog\n"), "{stderr}");
+
+    let server = common::binary::spawn(&["-b", b]);
+    let stderr = server.stderr();
+    let replay = stderr.lines().find(|l| l.contains(" replayed ")).unwrap_or_else(|| panic!("{stderr}"));
+    assert!(replay.ends_with(": 1 ready, 1 delayed and 1 buried jobs"), "{replay}");
+    server.signal("USR1");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !server.stderr().contains(": drain mode: ") {
+        assert!(Instant::now() < deadline, "{}", server.stderr());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let stderr = server.terminate();
+    assert!(stderr.contains(": SIGTERM: shutting down\n"), "{stderr}");
+}
+
+/// A `-b` directory that does not exist gets one line that says what to do,
+/// naming the user the server runs as.
+#[test]
+fn a_missing_binlog_directory_says_what_to_do() {
+    let (code, stderr) = common::binary::run_to_exit(&["-l", "127.0.0.1", "-p", "0", "-b", "/no/such/dir"]);
+    assert_eq!(code, Some(10), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("cannot use -b /no/such/dir: "), "{stderr}");
+    assert!(stderr.contains("it must be an existing directory that the user the server runs as can write"));
+    assert!(stderr.contains("(here: ") && stderr.contains("uid "), "{stderr}");
+}
+
+/// With `-u`, the UNIX socket the server creates is the user's, so that
+/// clients running as that user can connect.
+#[test]
+fn u_hands_its_unix_socket_to_the_user() {
+    if !is_root() {
+        eprintln!("skipped: -u needs root");
+        return;
+    }
+    let dir = common::binary::TempDir::new("u-socket");
+    let path = dir.path.join("x.sock");
+    let listen = format!("unix:{}", path.display());
+    let _server = common::binary::spawn(&["-u", "nobody", "-l", &listen]);
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(&path).unwrap();
+    assert_eq!((meta.uid(), meta.gid()), (65534, 65534));
+    // A client running as nobody connects and is served.
+    if !std::path::Path::new("/usr/bin/python3").exists() {
+        eprintln!("connecting as nobody skipped: no /usr/bin/python3");
+        return;
+    }
+    let python = "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); \
+                  s.sendall(b'list-tube-used\\r\\n'); print(s.recv(64).decode(), end='')";
+    let client = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", python])
+        .arg(&path)
+        .output();
+    match client {
+        Ok(out) if out.status.success() => {
+            assert_eq!(String::from_utf8_lossy(&out.stdout), "USING default\r\n")
+        }
+        Ok(out) => panic!("as nobody: {}", String::from_utf8_lossy(&out.stderr)),
+        Err(e) => eprintln!("connecting as nobody skipped: setpriv or /usr/bin/python3 missing ({e})"),
+    }
 }

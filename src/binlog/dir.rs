@@ -13,9 +13,6 @@
 //!   to import (`beanstalkd.rs`). A file of zeros only (beanstalkd
 //!   died between creating a file and writing its version) holds nothing
 //!   and is imported as empty.
-//! - `binlog.N` in our format: written by an earlier version of this server,
-//!   which used beanstalkd's names. Renamed `beanstalk.N`, so that a
-//!   beanstalkd started here by mistake can neither replay nor delete it.
 //! - Anything else under those names (an unknown header, an unknown
 //!   version, a directory, a symbolic link) stops start-up with one line
 //!   naming it, and is left untouched: serving an empty queue over data we
@@ -89,7 +86,7 @@ pub fn lock(dir: &Path) -> Result<File, BinlogError> {
         .mode(0o600)
         .custom_flags(crate::sys::O_NOFOLLOW)
         .open(&path)
-        .map_err(|e| BinlogError::Lock(format!("cannot open {}: {e}", path.display())))?;
+        .map_err(|e| BinlogError::Unusable(dir.to_path_buf(), e))?;
     let in_use =
         || BinlogError::Lock(format!("failed to lock wal dir {}: another server is using it", dir.display()));
     match lock.try_lock() {
@@ -106,14 +103,12 @@ pub fn lock(dir: &Path) -> Result<File, BinlogError> {
     }
 }
 
-/// Looks at every log-like entry of `dir`: renames our files that still
-/// carry beanstalkd's names, renumbers ours if their numbers grew too high,
-/// and refuses anything it cannot read.
+/// Looks at every log-like entry of `dir`: renumbers ours if their numbers
+/// grew too high, and refuses anything it cannot read.
 pub fn survey(dir: &Path) -> Result<Survey, BinlogError> {
     let open_error = |e: io::Error| BinlogError::Open(format!("binlog {}: {e}", dir.display()));
     let mut survey = Survey::default();
     let mut ours: Vec<u32> = Vec::new();
-    let mut legacy: Vec<(u64, PathBuf)> = Vec::new();
     for entry in fs::read_dir(dir).map_err(open_error)? {
         let entry = entry.map_err(open_error)?;
         let Ok(name) = entry.file_name().into_string() else { continue };
@@ -144,7 +139,12 @@ pub fn survey(dir: &Path) -> Result<Survey, BinlogError> {
                 &mut ours,
                 u32::try_from(number).map_err(|_| refuse(&path, "its number is too large"))?,
             ),
-            (Format::Ours, false) => legacy.push((number, path)),
+            (Format::Ours, false) => {
+                return Err(refuse(
+                    &path,
+                    "is in this server's format under beanstalkd's name; rename it beanstalk.N",
+                ))
+            }
             (Format::Theirs(format), false) => {
                 let at = survey.theirs.partition_point(|f| f.number < number);
                 survey.theirs.insert(at, TheirFile { number, path, format });
@@ -154,20 +154,6 @@ pub fn survey(dir: &Path) -> Result<Survey, BinlogError> {
             }
             (Format::Unknown(why), _) => return Err(refuse(&path, &why)),
         }
-    }
-    for (number, path) in legacy {
-        let n = u32::try_from(number).map_err(|_| refuse(&path, "its number is too large"))?;
-        let to = our_path(dir, n);
-        if fs::symlink_metadata(&to).is_ok() {
-            return Err(refuse(&path, &format!("is ours, but {} exists too", to.display())));
-        }
-        fs::rename(&path, &to).map_err(|e| refuse(&path, &format!("cannot rename it: {e}")))?;
-        survey.notes.push(format!(
-            "{}: renamed {} (our files no longer use beanstalkd's names)",
-            path.display(),
-            to.display()
-        ));
-        ours.push(n);
     }
     ours.sort_unstable();
     survey.theirs.sort_unstable_by_key(|f| f.number);

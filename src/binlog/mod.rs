@@ -27,7 +27,7 @@
 //! after a restart. Every file opens with the next id to hand out, so ids
 //! never go backwards, even after every old file is gone.
 //!
-//! Disk space is claimed before a change is made ([`Journal::reserve_put`]
+//! Disk space is claimed before a change is made ([`Journal::claim_put`](crate::engine::Journal::claim_put)
 //! and friends): a put claims room for its full record *and* its eventual
 //! delete, so a delete can always be logged, even on a full disk. When the
 //! current file cannot take a claim, the next file is created; if that
@@ -53,15 +53,20 @@
 //! rewrites of a job the whole log has been written again, at least half of
 //! it by clients.
 
-mod beanstalkd;
-pub mod dir;
-mod import;
-pub mod inspect;
 pub mod record;
-pub mod replay;
+pub(crate) mod writing;
+pub(crate) mod files;
 pub mod sync;
+pub mod replay;
 
-use std::collections::{BTreeMap, BTreeSet};
+// Second reading.
+pub(crate) mod compaction;
+pub mod dir;
+pub(crate) mod beanstalkd;
+pub(crate) mod import;
+pub mod inspect;
+
+use std::collections::BTreeMap;
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -70,29 +75,24 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::config::Fsync;
-use crate::engine::{JobId, Journal, LoggedJob, RestoredJob, State};
+use crate::engine::{JobId, RestoredJob};
 use crate::protocol::TubeName;
-use crate::stats::BinlogStats;
 use crate::time::Clock;
-use record::{JobState, LoggedState, DELETE_LEN, HEADER_LEN, UPDATE_LEN};
+use compaction::live_len;
+use files::FileInfo;
+use record::{DELETE_LEN, HEADER_LEN, UPDATE_LEN};
 use sync::Durability;
 
 /// Preallocation granularity, as beanstalkd rounds `-s`.
 const BLOCK: u64 = 4096;
 
-/// Compaction may rewrite this many bytes for each byte clients write.
-const REWRITE_PER_CLIENT_BYTE: i64 = 2;
-
-/// Files beyond what the bytes on disk explain that are tolerated before
-/// compaction empties the oldest: many small files, each pinned by an update
-/// of a long-lived job, are wasteful too.
-const SPARE_FILES: u64 = 16;
-
 /// Why the binlog could not be opened; each has its own exit status.
 #[derive(Debug)]
 pub enum BinlogError {
-    /// The directory cannot be locked (missing, unwritable, or in use by
-    /// another server): exit 10.
+    /// The directory is missing, or not writable by the server's user:
+    /// exit 10, as for any lock failure.
+    Unusable(PathBuf, io::Error),
+    /// The directory cannot be locked (in use by another server): exit 10.
     Lock(String),
     /// Replay or creating the first file failed: exit 1.
     Open(String),
@@ -102,7 +102,7 @@ impl BinlogError {
     /// beanstalkd's exit status for this failure.
     pub fn exit_code(&self) -> u8 {
         match self {
-            BinlogError::Lock(_) => 10,
+            BinlogError::Unusable(..) | BinlogError::Lock(_) => 10,
             BinlogError::Open(_) => 1,
         }
     }
@@ -111,6 +111,11 @@ impl BinlogError {
 impl fmt::Display for BinlogError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            BinlogError::Unusable(dir, e) => write!(
+                f,
+                "cannot use -b {}: {e}; it must be an existing directory that the user the server runs as can write",
+                dir.display()
+            ),
             BinlogError::Lock(m) | BinlogError::Open(m) => f.write_str(m),
         }
     }
@@ -121,6 +126,8 @@ impl std::error::Error for BinlogError {}
 /// What [`Binlog::open`] hands back besides the log itself.
 #[derive(Debug)]
 pub struct Recovered {
+    /// How many of our log files were replayed.
+    pub files: usize,
     /// The tube names the jobs refer to by index.
     pub tubes: Vec<TubeName>,
     pub jobs: Vec<RestoredJob>,
@@ -131,64 +138,51 @@ pub struct Recovered {
     pub warnings: Vec<String>,
 }
 
-/// One log file still on disk.
-#[derive(Debug, Default)]
-struct FileInfo {
-    /// Live jobs whose latest full record is in this file.
-    live: usize,
-    /// Bytes used.
-    used: u64,
-    /// Replay found unreadable records in it: renamed, not deleted, and
-    /// only once it is the oldest file (its unreadable records may refer to
-    /// anything older).
-    corrupt: bool,
-    /// Older files this file's records supersede something in.
-    refers_to: BTreeSet<u32>,
-    /// How many files of `refers_to` are still on disk: it may go only at 0.
-    waiting_on: usize,
-    /// Newer files whose `refers_to` names this one.
-    referred_by: Vec<u32>,
-    /// Jobs whose full record was written here, oldest first. Some have
-    /// since been deleted or rewritten elsewhere: an entry is checked
-    /// against the job when compaction reaches it.
-    written: Vec<JobId>,
-}
-
-/// The write-ahead log. The engine owns it (as a [`Journal`]) and calls it
+/// The write-ahead log. The engine owns it (as a [`crate::engine::Journal`]) and calls it
 /// under its lock.
 pub struct Binlog {
+    // The directory and the file being written.
     dir: PathBuf,
     /// Held for the life of the process; its locks are the directory lock.
     _lock: File,
     /// Nominal size of a new file (`-s`, rounded up to 4096).
     file_size: u64,
-    files: BTreeMap<u32, FileInfo>,
     current: u32,
     writer: Arc<File>,
-    /// Preallocated bytes left in the current file.
-    free: u64,
-    /// Bytes of `free` set aside for the deletes of live jobs.
-    claimed: u64,
-    /// `records_written` when [`Journal::files_to_free`] last answered.
-    freed_at: Option<u64>,
-    /// What the live jobs' latest records take: a full record and an update
-    /// each.
-    live_bytes: u64,
-    /// Bytes used in all files.
-    disk_bytes: u64,
-    /// Bytes compaction may still rewrite (see the module docs).
-    rewrite_credit: i64,
-    next_id: JobId,
-    records_written: u64,
-    records_migrated: u64,
-    max_size_shown: u64,
+    /// Encodes one record at a time.
+    scratch: Vec<u8>,
     /// A write failed: refuse further work rather than lose it silently.
     failed: bool,
     durability: Arc<Durability>,
     /// Converts the times in records to and from the wall clock, so that
     /// they mean the same to the next process (see `time.rs`).
     clock: Clock,
-    scratch: Vec<u8>,
+    next_id: JobId,
+
+    // Disk room (see "Disk space is claimed" above).
+    /// Preallocated bytes left in the current file.
+    free: u64,
+    /// Bytes of `free` set aside for the deletes of live jobs.
+    claimed: u64,
+
+    // When a file may go (`files.rs`).
+    files: BTreeMap<u32, FileInfo>,
+    /// `records_written` when `Journal::files_to_free` last answered.
+    freed_at: Option<u64>,
+
+    // Compaction's budget (`compaction.rs`).
+    /// What the live jobs' latest records take: a full record and an update
+    /// each.
+    live_bytes: u64,
+    /// Bytes used in all files.
+    disk_bytes: u64,
+    /// Bytes compaction may still rewrite.
+    rewrite_credit: i64,
+
+    // What `stats` shows.
+    records_written: u64,
+    records_migrated: u64,
+    max_size_shown: u64,
 }
 
 impl fmt::Debug for Binlog {
@@ -224,25 +218,7 @@ impl Binlog {
         let import_number = newest.map_or(Some(1), |n| n.checked_add(1)).ok_or_else(too_many)?;
         let imported = import::run(dir, &survey.theirs, &mut replayer, import_number)?;
         let replayed = replayer.finish(&clock);
-        let mut files: BTreeMap<u32, FileInfo> = BTreeMap::new();
-        for &n in &replayed.files {
-            let used = std::fs::metadata(replay::file_path(dir, n)).map(|m| m.len()).unwrap_or(0);
-            let refers_to = replayed.refers_to.get(&n).cloned().unwrap_or_default();
-            files.insert(
-                n,
-                FileInfo { used, corrupt: replayed.corrupt.contains(&n), refers_to, ..FileInfo::default() },
-            );
-        }
-        let links: Vec<(u32, u32)> =
-            files.iter().flat_map(|(&f, info)| info.refers_to.iter().map(move |&g| (f, g))).collect();
-        for (f, g) in links {
-            if let Some(older) = files.get_mut(&g) {
-                older.referred_by.push(f);
-                if let Some(info) = files.get_mut(&f) {
-                    info.waiting_on += 1;
-                }
-            }
-        }
+        let mut files = files::replayed(dir, &replayed);
         let mut live_bytes = 0;
         for job in &replayed.jobs {
             if let Some(info) = files.get_mut(&job.file) {
@@ -298,6 +274,7 @@ impl Binlog {
         warnings.extend(imported.notes);
         warnings.extend(replayed.warnings);
         let recovered = Recovered {
+            files: replayed.files.len(),
             tubes: replayed.tubes,
             jobs: replayed.jobs,
             next_id: replayed.next_id,
@@ -371,13 +348,13 @@ impl Binlog {
             return true;
         }
         let Some(next) = self.current.checked_add(1) else {
-            eprintln!("beanstalk: binlog: file numbers exhausted; restart to renumber them");
+            crate::log::problem(format_args!("binlog: file numbers exhausted; restart to renumber them"));
             return false;
         };
         match self.start_file(next, need) {
             Ok(()) => true,
             Err(e) => {
-                eprintln!("beanstalk: binlog: cannot start a new file: {e}");
+                crate::log::problem(format_args!("binlog: cannot start a new file: {e}"));
                 false
             }
         }
@@ -395,7 +372,7 @@ impl Binlog {
         }
         if let Err(e) = written {
             self.failed = true;
-            eprintln!("beanstalk: binlog: write failed, refusing further changes: {e}");
+            crate::log::problem(format_args!("binlog: write failed, refusing further changes: {e}"));
             return Err(e);
         }
         info.used += len;
@@ -405,252 +382,9 @@ impl Binlog {
         self.durability.wrote_one();
         Ok(len)
     }
-
-    /// A client's command wrote `len` bytes: compaction may rewrite twice
-    /// as much. The credit is capped, so that a burst of rewriting after a
-    /// quiet spell stays short.
-    fn earn_rewrites(&mut self, len: u64) {
-        let cap = self.file_size.min(1 << 20) as i64;
-        self.rewrite_credit = (self.rewrite_credit + REWRITE_PER_CLIENT_BYTE * len as i64).min(cap);
-    }
-
-    /// The current file now supersedes something in `file`.
-    fn refer_to(&mut self, file: u32) {
-        if file == 0 || file == self.current || !self.files.contains_key(&file) {
-            return;
-        }
-        let Some(info) = self.files.get_mut(&self.current) else { return };
-        if info.refers_to.insert(file) {
-            info.waiting_on += 1;
-            if let Some(older) = self.files.get_mut(&file) {
-                older.referred_by.push(self.current);
-            }
-        }
-    }
-
-    /// One live job fewer has its latest full record in `file`.
-    fn forget_in(&mut self, file: u32) {
-        let Some(info) = self.files.get_mut(&file) else { return };
-        info.live = info.live.saturating_sub(1);
-        if info.live == 0 {
-            self.collect_unneeded([file]);
-        }
-    }
-
-    /// Whether file `n` may be deleted now (see the module docs).
-    fn is_unneeded(&self, n: u32) -> bool {
-        let Some(info) = self.files.get(&n) else { return false };
-        let oldest = self.files.keys().next() == Some(&n);
-        n != self.current && info.live == 0 && info.waiting_on == 0 && (!info.corrupt || oldest)
-    }
-
-    /// Deletes those of `candidates` that nothing needs any more, and the
-    /// files that this in turn frees: the files that referred to one
-    /// deleted, and a corrupt file that becomes the oldest.
-    ///
-    /// A file may only go once the records that made it unneeded (deletes,
-    /// rewritten full records, in the current file) are on disk: so unless
-    /// the user chose `-F`, the current file is fsynced before the first
-    /// unlink and the directory after the last.
-    fn collect_unneeded(&mut self, candidates: impl IntoIterator<Item = u32>) {
-        let syncing = self.durability.mode() != Fsync::Never;
-        let mut synced = false;
-        let mut work: Vec<u32> = candidates.into_iter().collect();
-        while let Some(n) = work.pop() {
-            if !self.is_unneeded(n) {
-                continue;
-            }
-            if syncing && !synced {
-                if let Err(e) = self.writer.sync_data() {
-                    eprintln!("beanstalk: binlog: fsync failed, refusing further changes: {e}");
-                    self.failed = true;
-                    return;
-                }
-                synced = true;
-            }
-            let path = replay::file_path(&self.dir, n);
-            let corrupt = self.files.get(&n).is_some_and(|info| info.corrupt);
-            let result = if corrupt {
-                std::fs::rename(&path, path.with_extension(format!("{n}.corrupt")))
-            } else {
-                std::fs::remove_file(&path)
-            };
-            if let Err(e) = result {
-                // Keep it in the chain: dropping it from our books while it
-                // stays on disk would let a restart replay stale records.
-                eprintln!("beanstalk: binlog: cannot remove {}: {e}", path.display());
-                break;
-            }
-            let Some(info) = self.files.remove(&n) else { continue };
-            self.disk_bytes = self.disk_bytes.saturating_sub(info.used);
-            for newer in info.referred_by {
-                if let Some(f) = self.files.get_mut(&newer) {
-                    f.waiting_on = f.waiting_on.saturating_sub(1);
-                    if f.waiting_on == 0 {
-                        work.push(newer);
-                    }
-                }
-            }
-            if let Some((&oldest, info)) = self.files.first_key_value() {
-                if info.corrupt {
-                    work.push(oldest);
-                }
-            }
-        }
-        if synced {
-            let _ = sync_dir(&self.dir);
-        }
-    }
-
-    /// Whether the log holds more than compaction lets it: twice the live
-    /// data plus one file, or many more files than its bytes explain.
-    fn over_budget(&self) -> bool {
-        self.disk_bytes > 2 * self.live_bytes + self.file_size
-            || self.files.len() as u64 > SPARE_FILES + 2 * self.disk_bytes / self.file_size
-    }
-}
-
-/// What a live job's latest records take in the log, for the compaction
-/// budget: its full record and one update.
-fn live_len(tube_len: usize, body_len: usize) -> u64 {
-    (record::full_len(tube_len, body_len) + UPDATE_LEN) as u64
 }
 
 /// Makes a directory's entries (files created, removed) durable.
 fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
-}
-
-/// The logged view of a job's changing fields; a delayed job's due time as
-/// wall-clock time by `clock`.
-fn job_state(id: JobId, job: &LoggedJob<'_>, clock: &Clock) -> JobState {
-    let (state, deadline) = match job.state {
-        State::Delayed => (LoggedState::Delayed, clock.to_unix(job.deadline)),
-        // A buried job's deadline is when it was buried: it orders the
-        // buried list after a restart. It is only ever compared, and the
-        // engine keeps it increasing across restarts, so it is stored as
-        // is: converting it would let a wall-clock step reorder it.
-        State::Buried => (LoggedState::Buried, job.deadline.0),
-        // Reserved comes back ready after a restart.
-        State::Ready | State::Reserved => (LoggedState::Ready, 0),
-    };
-    JobState { id, pri: job.pri, delay: job.delay, state, deadline, counters: job.counters }
-}
-
-impl Journal for Binlog {
-    fn reserve_put(&mut self, tube_len: usize, body_len: usize) -> bool {
-        let full = record::full_len(tube_len, body_len) as u64;
-        if !self.make_room(full + DELETE_LEN as u64) {
-            return false;
-        }
-        self.claimed += DELETE_LEN as u64;
-        true
-    }
-
-    fn reserve_update(&mut self) -> bool {
-        self.make_room(UPDATE_LEN as u64)
-    }
-
-    fn reserve_rewrite(&mut self, tube_len: usize, body_len: usize) -> bool {
-        self.make_room(record::full_len(tube_len, body_len) as u64)
-    }
-
-    fn write_full(&mut self, job: &LoggedJob<'_>) -> io::Result<u32> {
-        let (id, tube) = (job.id, job.tube);
-        self.scratch.clear();
-        // A record is as big as its job's body: memory that cannot be had
-        // fails this write (and the command that asked for it), nothing more.
-        let len = record::full_len(tube.as_str().len(), job.body.len());
-        self.scratch.try_reserve(len).map_err(|_| io::Error::from(io::ErrorKind::OutOfMemory))?;
-        record::encode_full(
-            &mut self.scratch,
-            &job_state(id, job, &self.clock),
-            job.ttr,
-            self.clock.to_unix(job.created),
-            tube.as_str().as_bytes(),
-            job.body,
-        );
-        let len = self.append()?;
-        self.next_id = self.next_id.max(id.saturating_add(1));
-        if job.file == 0 {
-            self.live_bytes += live_len(tube.as_str().len(), job.body.len());
-            self.earn_rewrites(len);
-        } else {
-            self.records_migrated += 1;
-            self.rewrite_credit -= len as i64;
-            self.forget_written(job.file, id);
-            self.refer_to(job.file);
-            self.forget_in(job.file);
-        }
-        if let Some(info) = self.files.get_mut(&self.current) {
-            info.live += 1;
-            info.written.push(id);
-        }
-        Ok(self.current)
-    }
-
-    fn write_update(&mut self, job: &LoggedJob<'_>) -> io::Result<()> {
-        let id = job.id;
-        self.scratch.clear();
-        record::encode_update(&mut self.scratch, &job_state(id, job, &self.clock));
-        let len = self.append()?;
-        self.earn_rewrites(len);
-        self.refer_to(job.file);
-        Ok(())
-    }
-
-    fn write_delete(&mut self, job: &LoggedJob<'_>) -> io::Result<()> {
-        let (id, tube) = (job.id, job.tube);
-        self.scratch.clear();
-        record::encode_delete(&mut self.scratch, id);
-        // The put claimed this room.
-        self.claimed = self.claimed.saturating_sub(DELETE_LEN as u64);
-        let result = self.append();
-        self.live_bytes = self.live_bytes.saturating_sub(live_len(tube.as_str().len(), job.body.len()));
-        if let Ok(len) = result {
-            self.earn_rewrites(len);
-            self.refer_to(job.file);
-        }
-        self.forget_in(job.file);
-        result.map(drop)
-    }
-
-    fn next_rewrite(&mut self) -> Option<(u32, JobId)> {
-        if self.failed || self.rewrite_credit <= 0 || !self.over_budget() {
-            return None;
-        }
-        let (&file, info) =
-            self.files.iter().find(|(&n, info)| n != self.current && !info.written.is_empty())?;
-        Some((file, *info.written.last()?))
-    }
-
-    fn written_in(&self, file: u32) -> Option<JobId> {
-        self.files.get(&file).filter(|_| file != self.current)?.written.last().copied()
-    }
-
-    fn forget_written(&mut self, file: u32, id: JobId) {
-        if let Some(info) = self.files.get_mut(&file) {
-            if info.written.last() == Some(&id) {
-                info.written.pop();
-            }
-        }
-    }
-
-    fn files_to_free(&mut self) -> Vec<u32> {
-        if self.failed || self.freed_at == Some(self.records_written) {
-            return Vec::new();
-        }
-        self.freed_at = Some(self.records_written);
-        self.files.keys().copied().filter(|&n| n != self.current).take(4).collect()
-    }
-
-    fn stats(&self) -> BinlogStats {
-        BinlogStats {
-            oldest_index: u64::from(self.files.keys().next().copied().unwrap_or(self.current)),
-            current_index: u64::from(self.current),
-            records_migrated: self.records_migrated,
-            records_written: self.records_written,
-            max_size: self.max_size_shown,
-        }
-    }
 }

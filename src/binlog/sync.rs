@@ -199,7 +199,7 @@ impl Durability {
         if let Err(e) = result {
             // Said loudly, and remembered: the waiters are let go rather than
             // left hanging, but told that their records are not safe.
-            eprintln!("beanstalk: binlog: fsync failed, refusing further changes: {e}");
+            crate::log::problem(format_args!("binlog: fsync failed, refusing further changes: {e}"));
             self.fail();
         }
         state.synced = state.synced.max(target);

@@ -1,6 +1,6 @@
 //! What the engine knows of a connected client: the tube it uses, the
 //! tubes it watches, the jobs it holds, and, while it is blocked in
-//! reserve, its wait and how that wait ended. Also the [`Waiter`] through
+//! reserve, its wait and how that wait ended. Also the [`Waker`] through
 //! which the engine wakes a blocked client's thread without ever touching
 //! its socket.
 
@@ -15,7 +15,7 @@ use crate::time::Time;
 /// How the engine reaches the thread of a client blocked in reserve. The
 /// server implements it over the client's `Condvar` and socket; the engine
 /// sees neither, and asks only these two things.
-pub trait Waiter: Debug + Send + Sync {
+pub trait Waker: Debug + Send + Sync {
     /// Wakes the client's thread: its blocked reserve has an outcome.
     fn wake(&self);
 
@@ -28,7 +28,7 @@ pub trait Waiter: Debug + Send + Sync {
 
 /// A bare `Condvar` is the waiter of a client with no socket (tests,
 /// benchmarks): it never hangs up by itself.
-impl Waiter for Condvar {
+impl Waker for Condvar {
     fn wake(&self) {
         self.notify_one();
     }
@@ -114,7 +114,7 @@ pub(super) struct Client {
     /// many clients not in a blocked reserve carry one pointer for it.
     pub(super) blocked: Option<Box<Blocked>>,
     /// Woken when a blocked reserve ends; knows whether the peer is gone.
-    pub(super) waker: Arc<dyn Waiter>,
+    pub(super) waker: Arc<dyn Waker>,
 }
 
 /// A cached minimum that is recomputed only after its holder leaves.

@@ -20,24 +20,9 @@ const MIN_CAPACITY: usize = 64;
 /// A binary min-heap of `(key, id)` entries ordered by key, then id.
 #[derive(Debug)]
 pub struct Heap<K> {
+    /// The ids are stored packed, 4 bytes smaller an entry; a first reading
+    /// can take `PackedId` as `JobId` (see the end of this file).
     entries: Vec<(K, PackedId)>,
-}
-
-/// A job id kept as two 32-bit halves, high half first. It orders exactly as
-/// the id does, but asks only 4-byte alignment: an entry with a 32-bit key
-/// (the ready heap's priority) is 12 bytes instead of 16, 4 bytes saved per
-/// ready job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct PackedId([u32; 2]);
-
-impl PackedId {
-    fn new(id: JobId) -> PackedId {
-        PackedId([(id >> 32) as u32, id as u32])
-    }
-
-    fn get(self) -> JobId {
-        (u64::from(self.0[0]) << 32) | u64::from(self.0[1])
-    }
 }
 
 impl<K: Ord + Copy> Default for Heap<K> {
@@ -160,6 +145,23 @@ impl<K: Ord + Copy> Heap<K> {
         self.entries.swap(a, b);
         set_pos(self.entries[a].1.get(), a);
         set_pos(self.entries[b].1.get(), b);
+    }
+}
+
+/// A job id kept as two 32-bit halves, high half first. It orders exactly as
+/// the id does, but asks only 4-byte alignment: an entry with a 32-bit key
+/// (the ready heap's priority) is 12 bytes instead of 16, 4 bytes saved per
+/// ready job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct PackedId([u32; 2]);
+
+impl PackedId {
+    fn new(id: JobId) -> PackedId {
+        PackedId([(id >> 32) as u32, id as u32])
+    }
+
+    fn get(self) -> JobId {
+        (u64::from(self.0[0]) << 32) | u64::from(self.0[1])
     }
 }
 

@@ -1,7 +1,7 @@
 //! Questions that change no job: `peek*`, `stats-job`, `stats-tube`,
-//! `stats`, the `list-*` commands, and the small queries the other commands
-//! ask (which tube a client uses, whether a job is reserved by it, its best
-//! ready job). Only the `cmd-*` counters move.
+//! `stats`, the `list-*` commands, and the small queries other commands
+//! share (which tube a client uses, whether a job is reserved by it). Only
+//! the `cmd-*` counters move.
 
 use super::*;
 
@@ -137,53 +137,8 @@ impl Engine {
         self.clients.get(&c).map(|client| client.used)
     }
 
-    /// Whether client `c`'s connection is known to be gone, asking its socket.
-    pub(super) fn has_hung_up(&self, c: ClientId) -> bool {
-        self.clients.get(&c).is_some_and(|client| client.hung_up || client.waker.has_hung_up())
-    }
-
     pub(super) fn is_reserved_by(&self, id: JobId, c: ClientId) -> bool {
         self.jobs.get(&id).is_some_and(|job| job.state == State::Reserved && job.reserved_by == c)
-    }
-
-    /// The best `(pri, id)` ready job in `c`'s unpaused watched tubes.
-    pub(super) fn best_ready_job(&self, c: ClientId) -> Option<JobId> {
-        let client = self.clients.get(&c)?;
-        let tubes = client.watched.iter().map(|&t| self.tubes.get(t));
-        tubes.filter(|tube| !tube.is_paused()).filter_map(|tube| tube.ready.peek()).min().map(|(_, id)| id)
-    }
-
-    pub(super) fn has_ready_job(&self, c: ClientId, include_paused: bool) -> bool {
-        self.clients.get(&c).is_some_and(|client| {
-            client
-                .watched
-                .iter()
-                .map(|&t| self.tubes.get(t))
-                .any(|tube| !tube.ready.is_empty() && (include_paused || !tube.is_paused()))
-        })
-    }
-
-    /// When the soonest-expiring reservation of `c` enters its safety
-    /// margin. O(reservations held), as in beanstalkd; most workers hold none
-    /// when they reserve.
-    pub(super) fn soonest_margin(&mut self, c: ClientId) -> Option<Time> {
-        let client = self.clients.get(&c)?;
-        let soonest = match client.soonest_deadline {
-            Soonest::Known(soonest) => soonest,
-            Soonest::Stale => {
-                let deadlines = client.reserved.ids(&self.jobs).filter_map(|id| self.jobs.get(&id));
-                let soonest = deadlines.map(|job| job.deadline).min();
-                if let Some(client) = self.clients.get_mut(&c) {
-                    client.soonest_deadline = Soonest::Known(soonest);
-                }
-                soonest
-            }
-        };
-        soonest.map(|d| d.minus_secs(SAFETY_MARGIN_SECS))
-    }
-
-    pub(super) fn reserved_reply(&self, id: JobId) -> Option<Reply<'_>> {
-        self.jobs.get(&id).map(|job| Reply::Reserved(id, &job.body))
     }
 
     pub(super) fn found(&self, id: Option<JobId>) -> Reply<'_> {

@@ -17,6 +17,24 @@ pub use crate::stats::Counters;
 pub const URGENT_PRIORITY: u32 = 1024;
 
 /// The four states of reference §2.1, each with its own queue.
+///
+/// ```text
+///   put, delay 0 ────────────────────┐
+///                                    ▼
+///   put, delay N ──► delayed ─────► ready ◄────────── kick ─────────┐
+///                     ▲   time passes │  ▲                           │
+///                     │               │  │ release 0, TTR runs out,  │
+///                     │       reserve │  │ holder disconnects        │
+///                     │               ▼  │                           │
+///                     └── release N ─ reserved ──────── bury ────► buried
+///
+///   delete: from any state (a reserved job by its holder only) ──► gone
+/// ```
+///
+/// `kick` takes buried jobs first, and delayed ones when a tube has none
+/// buried; `kick-job` takes either. `reserve-job` takes a ready, delayed or
+/// buried job straight to reserved. The moves themselves are in
+/// `engine/moves.rs` (into and out of each queue) and the commands' files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
     /// In its tube's ready heap, ordered by `(pri, id)`.
@@ -87,7 +105,8 @@ pub struct Job {
     /// When the put command line was parsed (`age` counts from here).
     pub(super) created: Time,
     /// Delayed: when it becomes ready. Reserved: when its TTR runs out.
-    /// Otherwise stale.
+    /// Buried: the burial time, read and written only as
+    /// [`Job::buried_at`]. Otherwise stale.
     pub(super) deadline: Time,
     /// The client holding it. Valid only while `state == Reserved`.
     pub(super) reserved_by: ClientId,
@@ -103,6 +122,19 @@ pub struct Job {
     pub(super) file: u32,
     /// The opaque body, without the trailing CRLF.
     pub(super) body: Box<[u8]>,
+}
+
+impl Job {
+    /// When a buried job was buried: it orders the buried list after a
+    /// restart. It shares the `deadline` field, which a buried job has no
+    /// other use for, so that the record stays 104 bytes.
+    pub(super) fn buried_at(&self) -> Time {
+        self.deadline
+    }
+
+    pub(super) fn set_buried_at(&mut self, at: Time) {
+        self.deadline = at;
+    }
 }
 
 #[cfg(test)]

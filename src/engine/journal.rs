@@ -22,13 +22,13 @@ use crate::time::Time;
 pub trait Journal: Send + fmt::Debug {
     /// Claims room for a put's full record and the delete that will one day
     /// follow it. `false`: no room, refuse the put.
-    fn reserve_put(&mut self, tube_len: usize, body_len: usize) -> bool;
+    fn claim_put(&mut self, tube_len: usize, body_len: usize) -> bool;
 
     /// Claims room for one update record (bury, release, kick, reserve-job).
-    fn reserve_update(&mut self) -> bool;
+    fn claim_update(&mut self) -> bool;
 
     /// Claims room to rewrite a live job's full record (compaction).
-    fn reserve_rewrite(&mut self, tube_len: usize, body_len: usize) -> bool;
+    fn claim_rewrite(&mut self, tube_len: usize, body_len: usize) -> bool;
 
     /// Writes a job's full record, put or rewritten, and returns the number
     /// of the file it went to. `job.file` is the file of its previous full
@@ -39,7 +39,7 @@ pub trait Journal: Send + fmt::Debug {
     /// Writes a job's new state after bury, release, kick or reserve-job.
     fn write_update(&mut self, job: &LoggedJob<'_>) -> io::Result<()>;
 
-    /// Writes that a job was deleted. Never needs a reservation: its room
+    /// Writes that a job was deleted. Needs no claim of its own: its room
     /// was claimed by the put.
     fn write_delete(&mut self, job: &LoggedJob<'_>) -> io::Result<()>;
 
@@ -112,7 +112,8 @@ pub struct LoggedJob<'a> {
     pub state: State,
     pub created: Time,
     /// Delayed: when it becomes ready. Buried: when it was buried.
-    pub deadline: Time,
+    /// Otherwise unused.
+    pub when: Time,
     pub counters: super::Counters,
     pub body: &'a [u8],
     /// The log file holding its latest full record; 0 for a new job.
@@ -130,7 +131,7 @@ pub(super) fn logged_job<'a>(jobs: &'a JobTable, tubes: &'a Tubes, id: JobId) ->
         ttr: job.ttr,
         state: job.state,
         created: job.created,
-        deadline: job.deadline,
+        when: if job.state == State::Buried { job.buried_at() } else { job.deadline },
         counters: job.counters,
         body: &job.body,
         file: job.file,

@@ -7,7 +7,7 @@
 use super::*;
 
 impl Engine {
-    /// Counts a put whose line parsed (reference §3.1 step 3).
+    /// Counts a put whose line parsed (reference §3.1 step 2).
     pub fn count_put(&mut self) {
         self.cmds.put += 1;
     }
@@ -72,7 +72,7 @@ impl Engine {
         let id = new.ticket.id;
         let tube_len = self.tubes.get(tube).name.as_str().len();
         let body_len = new.body.len();
-        if !self.journal_has_room(|journal| journal.reserve_put(tube_len, body_len)) {
+        if !self.journal_has_room(|journal| journal.claim_put(tube_len, body_len)) {
             // No disk space: the id stays used up, the job is forgotten.
             self.release_job_memory(body_len);
             return Reply::OutOfMemory;
@@ -97,7 +97,7 @@ impl Engine {
         self.note_job_memory();
         // Logged before it is queued: if the write fails, no client can have
         // seen the job, and it is forgotten as if never put.
-        if !self.log_full(id) {
+        if !self.journal_full(id) {
             if let Some(job) = self.jobs.remove(&id) {
                 self.release_job_memory(job.body.len());
             }

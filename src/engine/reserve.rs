@@ -129,7 +129,7 @@ impl Engine {
         // that is a change the log must hear of. Taken from ready, it is not.
         if job.state == State::Ready {
             reserve(self);
-        } else if let Err(refusal) = self.logged_change(id, reserve) {
+        } else if let Err(refusal) = self.journaled_change(id, reserve) {
             return refusal;
         }
         self.reserved_reply(id).unwrap_or(Reply::InternalError)
@@ -214,5 +214,53 @@ impl Engine {
         }
         self.waiting_clients -= 1;
         Some(wait)
+    }
+
+    // The questions a reserve asks.
+
+    /// Whether client `c`'s connection is known to be gone, asking its socket.
+    pub(super) fn has_hung_up(&self, c: ClientId) -> bool {
+        self.clients.get(&c).is_some_and(|client| client.hung_up || client.waker.has_hung_up())
+    }
+
+    /// The best `(pri, id)` ready job in `c`'s unpaused watched tubes.
+    pub(super) fn best_ready_job(&self, c: ClientId) -> Option<JobId> {
+        let client = self.clients.get(&c)?;
+        let tubes = client.watched.iter().map(|&t| self.tubes.get(t));
+        tubes.filter(|tube| !tube.is_paused()).filter_map(|tube| tube.ready.peek()).min().map(|(_, id)| id)
+    }
+
+    pub(super) fn has_ready_job(&self, c: ClientId, include_paused: bool) -> bool {
+        self.clients.get(&c).is_some_and(|client| {
+            client
+                .watched
+                .iter()
+                .map(|&t| self.tubes.get(t))
+                .any(|tube| !tube.ready.is_empty() && (include_paused || !tube.is_paused()))
+        })
+    }
+
+    /// When the soonest-expiring reservation of `c` enters its safety
+    /// margin. O(1) while the client's soonest deadline is known; after the
+    /// job that had it leaves, one pass over the client's reservations
+    /// (beanstalkd makes that pass on every reserve), most often over none.
+    pub(super) fn soonest_margin(&mut self, c: ClientId) -> Option<Time> {
+        let client = self.clients.get(&c)?;
+        let soonest = match client.soonest_deadline {
+            Soonest::Known(soonest) => soonest,
+            Soonest::Stale => {
+                let deadlines = client.reserved.ids(&self.jobs).filter_map(|id| self.jobs.get(&id));
+                let soonest = deadlines.map(|job| job.deadline).min();
+                if let Some(client) = self.clients.get_mut(&c) {
+                    client.soonest_deadline = Soonest::Known(soonest);
+                }
+                soonest
+            }
+        };
+        soonest.map(|d| d.minus_secs(SAFETY_MARGIN_SECS))
+    }
+
+    pub(super) fn reserved_reply(&self, id: JobId) -> Option<Reply<'_>> {
+        self.jobs.get(&id).map(|job| Reply::Reserved(id, &job.body))
     }
 }

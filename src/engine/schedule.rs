@@ -63,7 +63,6 @@ impl Engine {
         // Only tubes with something due are visited: a tube waiting on
         // nothing, or on something later, costs nothing here.
         for t in self.tubes.due_at(now) {
-            self.tubes_visited_by_tick += 1;
             while let Some((due, id)) = self.tubes.get(t).delayed.peek() {
                 if due > now {
                     break;
@@ -88,7 +87,7 @@ impl Engine {
         reservation_ends.into_iter().chain(self.tubes.next_event()).min()
     }
 
-    /// True when the jobs' memory has fallen by [`GIVE_BACK_STEP`] since
+    /// True when the jobs' memory has fallen by `GIVE_BACK_STEP` since
     /// its highest point after the last give-back: a queue is draining, and
     /// its freed pages are worth handing back to the system. Giving back
     /// (`sys::give_back_free_memory`) holds the allocator's lock, which

@@ -8,7 +8,7 @@ use super::*;
 impl Engine {
     /// Registers a new client, using and watching `default`. `waker` wakes
     /// its thread while blocked in reserve.
-    pub fn connect(&mut self, waker: Arc<dyn Waiter>) -> ClientId {
+    pub fn connect(&mut self, waker: Arc<dyn Waker>) -> ClientId {
         let id = self.next_client_id;
         self.next_client_id.0 += 1;
         self.total_connections += 1;

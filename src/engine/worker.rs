@@ -1,7 +1,7 @@
 //! What a worker does with a job it holds, and kicking: `delete`,
 //! `release`, `bury`, `touch`, `kick`, `kick-job`. Each checks the job's
 //! state (reference §3.20), then makes its change through
-//! [`Engine::logged_change`], which claims log room first, logs the change
+//! [`Engine::journaled_change`], which claims log room first, logs the change
 //! after, and lets compaction run.
 
 use super::*;
@@ -44,7 +44,7 @@ impl Engine {
         if !self.is_reserved_by(id, c) {
             return Reply::NotFound;
         }
-        let released = self.logged_change(id, |e| {
+        let released = self.journaled_change(id, |e| {
             e.unlink(id);
             if let Some(job) = e.jobs.get_mut(&id) {
                 job.pri = pri;
@@ -66,7 +66,7 @@ impl Engine {
         if !self.is_reserved_by(id, c) {
             return Reply::NotFound;
         }
-        let buried = self.logged_change(id, |e| {
+        let buried = self.journaled_change(id, |e| {
             e.unlink(id);
             // Strictly after the previous burial, even within one clock tick.
             e.last_buried_at = now.max(Time(e.last_buried_at.0.saturating_add(1)));
@@ -74,7 +74,7 @@ impl Engine {
             job.pri = pri;
             job.counters.buries = job.counters.buries.wrapping_add(1);
             job.state = State::Buried;
-            job.deadline = e.last_buried_at;
+            job.set_buried_at(e.last_buried_at);
             let tube = job.tube;
             tally(&mut e.job_counts, State::Buried, pri, true);
             e.tubes.get_mut(tube).buried.push_back(&mut e.jobs, id);
@@ -115,7 +115,7 @@ impl Engine {
             let tube = self.tubes.get(t);
             let next = if from_buried { tube.buried.front() } else { tube.delayed.peek().map(|(_, id)| id) };
             let Some(id) = next else { break };
-            match self.logged_change(id, |e| e.kick_one(id, now)) {
+            match self.journaled_change(id, |e| e.kick_one(id, now)) {
                 Ok(()) => kicked += 1,
                 // Out of disk: stop here; the jobs not kicked stay as they were.
                 Err(Reply::OutOfMemory) if kicked > 0 => break,
@@ -129,7 +129,7 @@ impl Engine {
     pub fn kick_job(&mut self, id: JobId, now: Time) -> Reply<'_> {
         match self.jobs.get(&id).map(|job| job.state) {
             Some(State::Buried | State::Delayed) => {
-                let kicked = self.logged_change(id, |e| e.kick_one(id, now));
+                let kicked = self.journaled_change(id, |e| e.kick_one(id, now));
                 kicked.map_or_else(|refusal| refusal, |()| Reply::Kicked)
             }
             _ => Reply::NotFound,

@@ -1,7 +1,7 @@
 //! Memory: the binary's allocator, and the two settings of glibc's that
 //! keep memory following what is alive now (one arena, no fast bins). Part
 //! of `sys`, the one place allowed `unsafe`; what the rest of the server
-//! decides about memory (when a connection goes idle) lives in `conn.rs`.
+//! decides about memory (when a connection goes idle) lives in `conn/buffers.rs`.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::ffi::c_int;
@@ -24,7 +24,7 @@ const M_ARENA_MAX: c_int = -8;
 ///   with a thread a connection, 50 idle connections cost 19 KiB each
 ///   instead of 10. The engine's lock serializes the work anyway, and a
 ///   busy connection keeps its buffers from one command to the next (see
-///   `conn.rs`), so what it allocates (a job's body, a reply) is small and
+///   `conn/buffers.rs`), so what it allocates (a job's body, a reply) is small and
 ///   mostly served from the thread's malloc cache without the arena's
 ///   lock: one arena costs no throughput. Left alone if the operator set
 ///   `MALLOC_ARENA_MAX`.

@@ -93,7 +93,7 @@ fn spawn_command(mut command: Command, args: &[&str]) -> Bin {
         match rx.recv_timeout(left) {
             Ok(line) => {
                 if let Some(rest) = line.split(" bind ").nth(1) {
-                    if rest.contains("unix socket") {
+                    if rest.contains(" unix:") {
                         // No TCP address: `addr` means nothing for this server.
                         break SocketAddr::from(([127, 0, 0, 1], 0));
                     }

@@ -31,7 +31,8 @@ pub fn start() -> TestServer {
 /// A server configured by beanstalkd-style flags (`-z 10`, ...); it always
 /// listens on 127.0.0.1 and a free port whatever `-l`/`-p` say.
 pub fn start_args(args: &[&str]) -> TestServer {
-    let Ok(Action::Run(mut config)) = parse_args(args.iter().copied()) else {
+    let Ok(Action::Run(beanstalk::config::CommandLine { mut config, .. })) = parse_args(args.iter().copied())
+    else {
         panic!("bad test flags {args:?}");
     };
     config.listen = Listen::Tcp { host: "127.0.0.1".into(), port: 0 };

@@ -1,4 +1,5 @@
-//! The wire protocol: bytes to [`Command`], [`Reply`] to bytes. No state.
+//! The wire protocol: bytes to [`Command`] (here), [`Reply`] to bytes
+//! (`reply.rs`). No state.
 //!
 //! Parsing follows beanstalkd 1.13 exactly where a client can see it
 //! (reference §1.3-1.4): commands are recognised by prefix in a fixed order,
@@ -14,9 +15,12 @@
 //! could panic, and no `unwrap` — the lints below make the compiler check it.
 #![deny(clippy::indexing_slicing, clippy::arithmetic_side_effects, clippy::unwrap_used, clippy::expect_used)]
 
+mod reply;
+
 use std::fmt;
 
 use crate::ids::JobId;
+pub use reply::Reply;
 
 /// Longest command line, CRLF included (reference §1.2).
 pub const MAX_LINE: usize = 224;
@@ -354,111 +358,6 @@ impl<'a> Fields<'a> {
     }
 }
 
-/// Every reply the server sends (reference §1.6). Bodies are borrowed, so a
-/// reply can be encoded straight out of the engine while its lock is held.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reply<'a> {
-    Inserted(JobId),
-    /// `BURIED <id>`: a put whose job was buried instead of queued.
-    BuriedJob(JobId),
-    Buried,
-    Reserved(JobId, &'a [u8]),
-    Found(JobId, &'a [u8]),
-    /// `OK <bytes>` and a YAML document.
-    Ok(String),
-    Using(&'a TubeName),
-    Watching(usize),
-    /// `KICKED <count>`, the answer to `kick`.
-    KickedCount(u32),
-    /// Plain `KICKED`, the answer to `kick-job`.
-    Kicked,
-    Deleted,
-    Released,
-    Touched,
-    Paused,
-    NotFound,
-    NotIgnored,
-    DeadlineSoon,
-    TimedOut,
-    Draining,
-    ExpectedCrlf,
-    JobTooBig,
-    BadFormat,
-    UnknownCommand,
-    OutOfMemory,
-    InternalError,
-}
-
-impl Reply<'_> {
-    /// Appends the reply's exact bytes to `out`: the header line, and for
-    /// replies with data the data and its CRLF, so it all leaves in one write.
-    pub fn encode(&self, out: &mut Vec<u8>) {
-        use std::io::Write;
-        // Writing into a Vec cannot fail.
-        let _ = match self {
-            Reply::Inserted(id) => write!(out, "INSERTED {id}\r\n"),
-            Reply::BuriedJob(id) => write!(out, "BURIED {id}\r\n"),
-            Reply::Reserved(id, body) => write_data(out, "RESERVED", Some(*id), body),
-            Reply::Found(id, body) => write_data(out, "FOUND", Some(*id), body),
-            Reply::Ok(yaml) => write_data(out, "OK", None, yaml.as_bytes()),
-            Reply::Using(tube) => write!(out, "USING {tube}\r\n"),
-            Reply::Watching(n) => write!(out, "WATCHING {n}\r\n"),
-            Reply::KickedCount(n) => write!(out, "KICKED {n}\r\n"),
-            other => {
-                out.extend_from_slice(other.word().as_bytes());
-                out.extend_from_slice(b"\r\n");
-                Ok(())
-            }
-        };
-    }
-
-    /// The first word of the reply, as `-VV` logs it.
-    pub fn word(&self) -> &'static str {
-        match self {
-            Reply::Inserted(_) => "INSERTED",
-            Reply::BuriedJob(_) | Reply::Buried => "BURIED",
-            Reply::Reserved(..) => "RESERVED",
-            Reply::Found(..) => "FOUND",
-            Reply::Ok(_) => "OK",
-            Reply::Using(_) => "USING",
-            Reply::Watching(_) => "WATCHING",
-            Reply::KickedCount(_) | Reply::Kicked => "KICKED",
-            Reply::Deleted => "DELETED",
-            Reply::Released => "RELEASED",
-            Reply::Touched => "TOUCHED",
-            Reply::Paused => "PAUSED",
-            Reply::NotFound => "NOT_FOUND",
-            Reply::NotIgnored => "NOT_IGNORED",
-            Reply::DeadlineSoon => "DEADLINE_SOON",
-            Reply::TimedOut => "TIMED_OUT",
-            Reply::Draining => "DRAINING",
-            Reply::ExpectedCrlf => "EXPECTED_CRLF",
-            Reply::JobTooBig => "JOB_TOO_BIG",
-            Reply::BadFormat => "BAD_FORMAT",
-            Reply::UnknownCommand => "UNKNOWN_COMMAND",
-            Reply::OutOfMemory => "OUT_OF_MEMORY",
-            Reply::InternalError => "INTERNAL_ERROR",
-        }
-    }
-}
-
-fn write_data(out: &mut Vec<u8>, word: &str, id: Option<JobId>, data: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    // The data's size is a client's doing (a job's body): if room for it
-    // cannot be had, that client is told so, and the server goes on.
-    if out.try_reserve(data.len().saturating_add(64)).is_err() {
-        out.extend_from_slice(b"OUT_OF_MEMORY\r\n");
-        return Ok(());
-    }
-    match id {
-        Some(id) => write!(out, "{word} {id} {}\r\n", data.len())?,
-        None => write!(out, "{word} {}\r\n", data.len())?,
-    }
-    out.extend_from_slice(data);
-    out.extend_from_slice(b"\r\n");
-    Ok(())
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::arithmetic_side_effects)]
 mod tests {
@@ -468,12 +367,6 @@ mod tests {
 
     fn name(s: &str) -> TubeName {
         TubeName::new(s.as_bytes()).unwrap()
-    }
-
-    fn encoded(reply: Reply) -> String {
-        let mut out = Vec::new();
-        reply.encode(&mut out);
-        String::from_utf8(out).unwrap()
     }
 
     #[test]
@@ -602,18 +495,5 @@ mod tests {
         assert_eq!(parse(b"pause-tube default*5"), Err(BadFormat));
         assert_eq!(parse(b"pause-tube default 5 "), Err(BadFormat));
         assert_eq!(parse(b"pause-tube"), Err(BadFormat));
-    }
-
-    #[test]
-    fn replies_encode_exactly() {
-        assert_eq!(encoded(Reply::Inserted(7)), "INSERTED 7\r\n");
-        assert_eq!(encoded(Reply::Reserved(3, b"a\r\nb")), "RESERVED 3 4\r\na\r\nb\r\n");
-        assert_eq!(encoded(Reply::Found(3, b"")), "FOUND 3 0\r\n\r\n");
-        assert_eq!(encoded(Reply::Ok("---\n- default\n".into())), "OK 14\r\n---\n- default\n\r\n");
-        assert_eq!(encoded(Reply::Using(&name("x"))), "USING x\r\n");
-        assert_eq!(encoded(Reply::KickedCount(0)), "KICKED 0\r\n");
-        assert_eq!(encoded(Reply::Kicked), "KICKED\r\n");
-        assert_eq!(encoded(Reply::NotFound), "NOT_FOUND\r\n");
-        assert_eq!(encoded(Reply::DeadlineSoon), "DEADLINE_SOON\r\n");
     }
 }

@@ -12,7 +12,7 @@ impl Engine {
     /// leaving the job exactly as it was; then `change` it, log its new
     /// state, and let compaction run. `Err` is the reply to send instead of
     /// the command's own.
-    pub(super) fn logged_change(
+    pub(super) fn journaled_change(
         &mut self,
         id: JobId,
         change: impl FnOnce(&mut Engine),
@@ -21,7 +21,7 @@ impl Engine {
             return Err(Reply::OutOfMemory);
         }
         change(self);
-        if !self.log_update(id) {
+        if !self.journal_update(id) {
             return Err(Reply::InternalError);
         }
         self.compact();
@@ -30,7 +30,7 @@ impl Engine {
 
     /// True when an update record can be written (always, without a log).
     pub(super) fn has_room_for_update(&mut self) -> bool {
-        self.journal_has_room(|journal| journal.reserve_update())
+        self.journal_has_room(|journal| journal.claim_update())
     }
 
     /// Makes a claim for log space with `claim`; if the disk is full, first
@@ -51,7 +51,7 @@ impl Engine {
 
     /// Logs job `id`'s full record and remembers which file it is in.
     /// False if the write failed.
-    pub(super) fn log_full(&mut self, id: JobId) -> bool {
+    pub(super) fn journal_full(&mut self, id: JobId) -> bool {
         let Some(journal) = self.journal.as_mut() else { return true };
         let Some(job) = journal::logged_job(&self.jobs, &self.tubes, id) else { return true };
         match journal.write_full(&job) {
@@ -66,7 +66,7 @@ impl Engine {
     }
 
     /// Logs job `id`'s new state. False if the write failed.
-    pub(super) fn log_update(&mut self, id: JobId) -> bool {
+    pub(super) fn journal_update(&mut self, id: JobId) -> bool {
         let Some(journal) = self.journal.as_mut() else { return true };
         journal::logged_job(&self.jobs, &self.tubes, id).is_none_or(|job| journal.write_update(&job).is_ok())
     }
@@ -107,6 +107,6 @@ impl Engine {
             return true;
         };
         let (tube_len, body_len) = (self.tubes.get(job.tube).name.as_str().len(), job.body.len());
-        journal.reserve_rewrite(tube_len, body_len) && self.log_full(id)
+        journal.claim_rewrite(tube_len, body_len) && self.journal_full(id)
     }
 }

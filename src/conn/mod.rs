@@ -1,0 +1,304 @@
+//! One client connection: read a line (and a body), ask the engine, write
+//! the reply. Runs on the connection's own thread.
+//!
+//! `framing` turns the bytes into lines; here each line becomes a command,
+//! a put's body is read by exact length (bounded by `-z`, reference §1.5),
+//! and the reply is encoded. Replies are collected in an output buffer and
+//! written when there is no complete command left to answer, so a
+//! pipelining client gets many replies per write. The engine lock is held
+//! only around engine calls, never across socket I/O.
+//!
+//! **Who writes the socket.** Only this thread ever writes its client's
+//! socket, and only in the order of the commands: each command's reply is
+//! appended to the output buffer after the one before. Nothing else (no
+//! other connection, not the engine, not the timer) writes it, so a reply
+//! can never be overtaken. A `reserve` first sends every earlier reply; a
+//! job handed to a blocked reserve is recorded in the engine, and this
+//! thread, woken, collects it and writes `RESERVED` itself ([`wait`]).
+//!
+//! Read in this order: this file (the command loop, `put`, `reserve`),
+//! [`wait`] (a blocked reserve), then [`buffers`] (reading, writing, and
+//! letting the buffers go while idle), which a first reading can skip.
+
+pub(crate) mod wait;
+pub(crate) mod buffers;
+
+pub(crate) use buffers::IDLE_AFTER;
+
+use std::io;
+use std::os::fd::AsRawFd;
+use std::sync::{Arc, Condvar};
+
+use crate::engine::{ClientId, Engine, NewJob};
+use crate::framing::{Input, Line};
+use crate::protocol::{self, Command, Reply};
+use crate::shared::Shared;
+use crate::stream::{SharedConn, Stream};
+use crate::time::Time;
+use buffers::OUTPUT_HIGH_WATER;
+
+/// Serves one client until it quits or disconnects, then tells the engine.
+pub(crate) fn serve(shared: Arc<Shared>, conn: Arc<SharedConn>, client: ClientId) {
+    // Without it the connection works the same, but never goes idle.
+    let _ = conn.stream.set_idle_timeout(IDLE_AFTER);
+    let _ = Conn::new(&shared, &conn.stream, client, &conn.condvar).run();
+    shared.engine().disconnect(client, shared.clock.now());
+    crate::log::event(format_args!("close {}", conn.stream.as_raw_fd()));
+    shared.connection_closed(client);
+}
+
+/// What to do after a command.
+#[derive(PartialEq, Eq)]
+enum Next {
+    Continue,
+    Close,
+}
+
+struct Conn<'a> {
+    shared: &'a Shared,
+    stream: &'a Stream,
+    client: ClientId,
+    /// What this thread sleeps on in a blocked reserve; the engine's
+    /// [`crate::engine::Waker`] for this client notifies it.
+    condvar: &'a Condvar,
+    /// Bytes received and not yet answered.
+    input: Input,
+    /// The client has shut down its sending side.
+    eof: bool,
+    /// Replies not yet written. Freed, like `input`, when the connection
+    /// goes idle.
+    output: Vec<u8>,
+    /// The hang-up watcher knows this socket (see `hangup.rs`).
+    hangup_registered: bool,
+}
+
+impl<'a> Conn<'a> {
+    fn new(shared: &'a Shared, stream: &'a Stream, client: ClientId, condvar: &'a Condvar) -> Conn<'a> {
+        Conn {
+            shared,
+            stream,
+            client,
+            condvar,
+            input: Input::default(),
+            eof: false,
+            output: Vec::new(),
+            hangup_registered: false,
+        }
+    }
+
+    fn run(&mut self) -> io::Result<()> {
+        loop {
+            if self.answer_buffered()? == Next::Close {
+                return self.flush();
+            }
+            self.flush()?;
+            if self.eof || !self.fill()? {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Answers every complete command in the input buffer, leaving the
+    /// replies in the output buffer (flushed early only past the high-water
+    /// mark).
+    fn answer_buffered(&mut self) -> io::Result<Next> {
+        while let Some(line) = self.input.next_line() {
+            match line {
+                Line::Complete(start, end) => {
+                    if self.execute_line(start, end)? == Next::Close {
+                        return Ok(Next::Close);
+                    }
+                }
+                Line::TooLong => Reply::BadFormat.encode(&mut self.output),
+            }
+            if self.output.len() >= OUTPUT_HIGH_WATER {
+                self.flush()?;
+            }
+        }
+        Ok(Next::Continue)
+    }
+
+    fn execute_line(&mut self, start: usize, end: usize) -> io::Result<Next> {
+        let command = protocol::parse(self.input.line(start, end));
+        let verbose = crate::log::enabled(crate::log::Kind::Trace);
+        if verbose {
+            let line = String::from_utf8_lossy(self.input.line(start, end)).into_owned();
+            crate::log::trace(format_args!("<{} command {line}", self.stream.as_raw_fd()));
+        }
+        let reply_from = self.output.len();
+        let next = match command {
+            Err(e) => {
+                e.reply().encode(&mut self.output);
+                Next::Continue
+            }
+            Ok(command) => self.execute(command)?,
+        };
+        if verbose && self.output.len() > reply_from {
+            let reply = &self.output[reply_from..];
+            let first = reply.split(|&b| b == b'\r').next().unwrap_or_default();
+            let first = String::from_utf8_lossy(first).into_owned();
+            crate::log::trace(format_args!(">{} reply {first}", self.stream.as_raw_fd()));
+        }
+        Ok(next)
+    }
+
+    /// One command, one arm: most are a single engine call.
+    fn execute(&mut self, command: Command) -> io::Result<Next> {
+        let c = self.client;
+        match command {
+            Command::Put { pri, delay, ttr, bytes, junk_after_size } => {
+                return self.put(pri, delay, ttr, bytes, junk_after_size)
+            }
+            Command::Reserve => return self.reserve(None),
+            Command::ReserveWithTimeout(secs) => return self.reserve(Some(secs)),
+            Command::Quit => return Ok(Next::Close),
+            Command::Stats => self.stats(),
+            Command::Use(name) => self.ask_engine(|e, _| e.use_tube(c, &name)),
+            Command::ReserveJob(id) => self.ask_engine(|e, now| e.reserve_job(c, id, now)),
+            Command::Delete(id) => self.ask_engine(|e, _| e.delete(c, id)),
+            Command::Release { id, pri, delay } => {
+                self.ask_engine(|e, now| e.release(c, id, pri, delay, now))
+            }
+            Command::Bury { id, pri } => self.ask_engine(|e, now| e.bury(c, id, pri, now)),
+            Command::Touch(id) => self.ask_engine(|e, now| e.touch(c, id, now)),
+            Command::Watch(name) => self.ask_engine(|e, _| e.watch(c, &name)),
+            Command::Ignore(name) => self.ask_engine(|e, _| e.ignore(c, &name)),
+            Command::Peek(id) => self.ask_engine(|e, _| e.peek(id)),
+            Command::PeekReady => self.ask_engine(|e, _| e.peek_ready(c)),
+            Command::PeekDelayed => self.ask_engine(|e, _| e.peek_delayed(c)),
+            Command::PeekBuried => self.ask_engine(|e, _| e.peek_buried(c)),
+            Command::Kick(bound) => self.ask_engine(|e, now| e.kick(c, bound, now)),
+            Command::KickJob(id) => self.ask_engine(|e, now| e.kick_job(id, now)),
+            Command::StatsJob(id) => self.ask_engine(|e, now| e.stats_job(id, now)),
+            Command::StatsTube(name) => self.ask_engine(|e, now| e.stats_tube(&name, now)),
+            Command::ListTubes => self.ask_engine(|e, _| e.list_tubes()),
+            Command::ListTubeUsed => self.ask_engine(|e, _| e.list_tube_used(c)),
+            Command::ListTubesWatched => self.ask_engine(|e, _| e.list_tubes_watched(c)),
+            Command::PauseTube { tube, delay } => {
+                self.ask_engine(|e, now| e.pause_tube(tube.as_ref(), delay, now))
+            }
+        }
+        Ok(Next::Continue)
+    }
+
+    /// Runs one engine call under the lock and encodes its reply; then, with
+    /// the lock released, holds the reply back until the binlog records the
+    /// call wrote are as durable as `-f` promises. If they cannot be, the
+    /// reply must not claim success: it becomes `INTERNAL_ERROR`.
+    fn ask_engine<F>(&mut self, call: F)
+    where
+        F: for<'e> FnOnce(&'e mut Engine, Time) -> Reply<'e>,
+    {
+        let shared = self.shared;
+        let (mut engine, now) = shared.engine_now();
+        let logged_before = shared.journal_seq();
+        let reply_start = self.output.len();
+        call(&mut engine, now).encode(&mut self.output);
+        let logged = shared.journal_seq();
+        drop(engine);
+        self.hold_until_durable(logged_before, logged, reply_start);
+    }
+
+    /// The reply from `reply_start` on waits in the output buffer until the
+    /// binlog records written while it was made (`logged_before` to
+    /// `logged`, counted under the lock) are as durable as `-f` promises;
+    /// if they cannot be, it must not claim success.
+    fn hold_until_durable(&mut self, logged_before: u64, logged: u64, reply_start: usize) {
+        if logged > logged_before && !self.shared.after_write(logged) {
+            self.output.truncate(reply_start);
+            Reply::InternalError.encode(&mut self.output);
+        }
+    }
+
+    /// `stats`: the engine's figures, then the process's, formatted outside
+    /// the lock.
+    fn stats(&mut self) {
+        let shared = self.shared;
+        let (stats, binlog) = {
+            let mut engine = shared.engine();
+            (engine.server_stats(), engine.journal_stats())
+        };
+        Reply::Ok(stats.to_yaml(&shared.process_stats(binlog))).encode(&mut self.output);
+    }
+
+    /// `put`: the checks before the body, the body, then the engine
+    /// (reference §3.1, in that order).
+    fn put(&mut self, pri: u32, delay: u32, ttr: u32, bytes: u32, junk: bool) -> io::Result<Next> {
+        let shared = self.shared;
+        let created = shared.clock.now();
+        let started = {
+            let (mut engine, _) = shared.engine_now();
+            engine.count_put();
+            if bytes > shared.config.max_job_size {
+                Err(Reply::JobTooBig)
+            } else if junk {
+                // The body is not read: its bytes will be parsed as commands.
+                drop(engine);
+                Reply::BadFormat.encode(&mut self.output);
+                return Ok(Next::Continue);
+            } else {
+                engine.start_put(self.client, bytes).ok_or(Reply::OutOfMemory)
+            }
+        };
+        let ticket = match started {
+            Ok(ticket) => ticket,
+            Err(refusal) => {
+                // Swallow the body unseen, then say why.
+                if !self.discard(u64::from(bytes) + 2)? {
+                    return Ok(Next::Close);
+                }
+                refusal.encode(&mut self.output);
+                return Ok(Next::Continue);
+            }
+        };
+        // The body's size is the client's to choose: memory that cannot be
+        // had is a refusal, never an abort.
+        let mut body = Vec::new();
+        if body.try_reserve_exact(bytes as usize).is_err() {
+            shared.engine().cancel_put(ticket);
+            if !self.discard(u64::from(bytes) + 2)? {
+                return Ok(Next::Close);
+            }
+            Reply::OutOfMemory.encode(&mut self.output);
+            return Ok(Next::Continue);
+        }
+        body.resize(bytes as usize, 0);
+        let mut crlf = [0; 2];
+        let arrived = self.read_exact(&mut body).and_then(|ok| Ok(ok && self.read_exact(&mut crlf)?));
+        if !matches!(arrived, Ok(true)) || &crlf != b"\r\n" {
+            shared.engine().cancel_put(ticket);
+            if arrived? {
+                Reply::ExpectedCrlf.encode(&mut self.output);
+                return Ok(Next::Continue);
+            }
+            return Ok(Next::Close);
+        }
+        let job = NewJob { ticket, pri, delay, ttr, created, body: body.into_boxed_slice() };
+        let c = self.client;
+        self.ask_engine(|e, now| e.put(c, job, now));
+        Ok(Next::Continue)
+    }
+
+    /// `reserve` / `reserve-with-timeout`: answer now, or block until a job is
+    /// handed over, the timeout or safety margin arrives, or the client hangs
+    /// up.
+    ///
+    /// Every earlier reply leaves first. A client is put in line only once
+    /// its socket has taken all it was owed, so a job handed to it waits on
+    /// no unread socket (beanstalkd, likewise, reads no command while a
+    /// reply is unsent).
+    fn reserve(&mut self, timeout: Option<u32>) -> io::Result<Next> {
+        self.flush()?;
+        let shared = self.shared;
+        {
+            let (mut engine, now) = shared.engine_now();
+            if let Some(reply) = engine.reserve(self.client, timeout, now) {
+                reply.encode(&mut self.output);
+                return Ok(Next::Continue);
+            }
+        }
+        // Blocked: sleep until the engine has an outcome for this client.
+        self.wait_for_outcome();
+        Ok(Next::Continue)
+    }
+}

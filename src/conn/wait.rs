@@ -1,0 +1,61 @@
+//! A blocked reserve's wait, on the connection's own thread: it sleeps on
+//! the connection's `Condvar` until the engine has ended the wait (a job
+//! reserved for it, a timeout, the safety margin, a hang-up), then writes
+//! the outcome. Only this thread ever writes the client's socket; the
+//! engine only wakes it (see `engine/client.rs` for the wait's states).
+
+use std::os::fd::AsRawFd;
+
+use super::buffers::IDLE_AFTER;
+use super::Conn;
+
+impl Conn<'_> {
+    /// Sleeps until the engine ends this client's blocked reserve, then
+    /// encodes the outcome. The engine's lock is let go while asleep.
+    pub(super) fn wait_for_outcome(&mut self) {
+        let shared = self.shared;
+        self.watch_for_hang_up();
+        // A wait may last hours: past IDLE_AFTER, hold no buffers through it.
+        let idle_at = shared.clock.now().plus(IDLE_AFTER);
+        let mut idle = false;
+        let mut engine = shared.engine();
+        loop {
+            let now = shared.clock.now();
+            if let Some(reply) = engine.check_wait(self.client, now) {
+                self.restore_output();
+                reply.encode(&mut self.output);
+                return;
+            }
+            if !idle && now >= idle_at {
+                drop(engine);
+                self.go_idle();
+                idle = true;
+                engine = shared.engine();
+                continue;
+            }
+            let wake_at = engine.wake_time(self.client);
+            let wake_at = if idle { wake_at } else { Some(wake_at.map_or(idle_at, |at| at.min(idle_at))) };
+            engine = match wake_at {
+                Some(at) => {
+                    // Bounded: a sleep does not count time suspended.
+                    let wait = at.duration_since(now).min(crate::time::LONGEST_SLEEP);
+                    self.condvar.wait_timeout(engine, wait).map_or_else(|e| e.into_inner().0, |r| r.0)
+                }
+                None => self.condvar.wait(engine).unwrap_or_else(|e| e.into_inner()),
+            };
+        }
+    }
+
+    /// A client blocked in reserve sends nothing, so only the hang-up
+    /// watcher (see `hangup.rs`) can notice that it went away.
+    fn watch_for_hang_up(&mut self) {
+        let shared = self.shared;
+        let fd = self.stream.as_raw_fd();
+        let watching = shared.hangups.watch(fd, self.client, self.hangup_registered);
+        self.hangup_registered |= watching.is_ok();
+        if watching.is_err() {
+            // A socket we cannot watch is as good as gone.
+            shared.engine().hang_up(self.client);
+        }
+    }
+}

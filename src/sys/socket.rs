@@ -1,0 +1,225 @@
+//! Sockets: polling one or two for readability or a hang-up, the epoll
+//! instance behind the hang-up watcher, socket options, and listening
+//! sockets inherited from systemd.
+
+use std::ffi::{c_int, c_ulong};
+use std::io;
+use std::net::TcpListener;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixListener;
+
+use super::check;
+
+/// Linux `struct epoll_event`; packed on x86-64 only, as in the kernel ABI.
+#[cfg_attr(target_arch = "x86_64", repr(C, packed))]
+#[cfg_attr(not(target_arch = "x86_64"), repr(C))]
+#[derive(Clone, Copy)]
+struct EpollEvent {
+    events: u32,
+    data: u64,
+}
+
+extern "C" {
+    fn listen(fd: c_int, backlog: c_int) -> c_int;
+    fn epoll_create1(flags: c_int) -> c_int;
+    fn epoll_ctl(epfd: c_int, op: c_int, fd: c_int, event: *mut EpollEvent) -> c_int;
+    fn epoll_wait(epfd: c_int, events: *mut EpollEvent, max: c_int, timeout_ms: c_int) -> c_int;
+    fn getsockopt(fd: c_int, level: c_int, name: c_int, value: *mut c_int, len: *mut u32) -> c_int;
+    fn poll(fds: *mut PollFd, count: c_ulong, timeout_ms: c_int) -> c_int;
+    fn setsockopt(fd: c_int, level: c_int, name: c_int, value: *const c_int, len: u32) -> c_int;
+}
+
+const EPOLL_CLOEXEC: c_int = 0o2000000;
+const EPOLL_CTL_ADD: c_int = 1;
+const EPOLL_CTL_MOD: c_int = 3;
+const EPOLLIN: u32 = 0x001;
+const EPOLLRDHUP: u32 = 0x2000;
+const EPOLLONESHOT: u32 = 1 << 30;
+const SOL_SOCKET: c_int = 1;
+const SO_TYPE: c_int = 3;
+const SO_KEEPALIVE: c_int = 9;
+const SO_ACCEPTCONN: c_int = 30;
+const SO_DOMAIN: c_int = 39;
+const SOCK_STREAM: c_int = 1;
+const AF_UNIX: c_int = 1;
+const AF_INET: c_int = 2;
+const AF_INET6: c_int = 10;
+
+/// Linux `struct pollfd`.
+#[repr(C)]
+struct PollFd {
+    fd: c_int,
+    events: i16,
+    revents: i16,
+}
+
+const POLLIN: i16 = 0x001;
+const POLLERR: i16 = 0x008;
+const POLLHUP: i16 = 0x010;
+const POLLNVAL: i16 = 0x020;
+const POLLRDHUP: i16 = 0x2000;
+
+/// Polls `fds` for `events`, waiting up to `timeout_ms` (-1: for ever);
+/// returns each fd's reported events. EINTR counts as "nothing yet".
+fn poll_fds<const N: usize>(fds: [RawFd; N], events: i16, timeout_ms: c_int) -> io::Result<[i16; N]> {
+    let mut entries = fds.map(|fd| PollFd { fd, events, revents: 0 });
+    // SAFETY: `entries` is a writable array of N pollfds and N is passed as
+    // its length, so the kernel reads and writes only inside it. The fds are
+    // plain numbers to poll; a closed one is reported as POLLNVAL, not UB.
+    let ret = unsafe { poll(entries.as_mut_ptr(), N as c_ulong, timeout_ms) };
+    match check(ret) {
+        Ok(_) => Ok(entries.map(|e| e.revents)),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok([0; N]),
+        Err(e) => Err(e),
+    }
+}
+
+/// True if the peer of connected socket `socket` has hung up: closed, reset,
+/// or shut down its sending side. Never blocks (a poll with no timeout);
+/// data waiting to be read does not count. If the question cannot be asked,
+/// the answer is false: the hang-up watcher remains the backstop.
+pub fn peer_hung_up(socket: &impl AsRawFd) -> bool {
+    let gone = POLLRDHUP | POLLHUP | POLLERR | POLLNVAL;
+    poll_fds([socket.as_raw_fd()], POLLRDHUP, 0).is_ok_and(|[revents]| revents & gone != 0)
+}
+
+/// Blocks until `first` or `second` is readable (or has an error or hang-up
+/// pending, which a read would report); returns which of them are. May
+/// return neither if a signal interrupts the wait.
+pub fn wait_readable(first: &impl AsRawFd, second: &impl AsRawFd) -> io::Result<(bool, bool)> {
+    let [a, b] = poll_fds([first.as_raw_fd(), second.as_raw_fd()], POLLIN, -1)?;
+    Ok((a != 0, b != 0))
+}
+
+/// Blocks until `socket` is readable, or has an error or hang-up pending
+/// (which a read would report). May return early if a signal interrupts
+/// the wait.
+pub fn wait_until_readable(socket: &impl AsRawFd) -> io::Result<()> {
+    poll_fds([socket.as_raw_fd()], POLLIN, -1).map(|_| ())
+}
+
+/// Calls `listen` again on an already listening socket to raise its backlog
+/// (std listens with 128; beanstalkd with 1024).
+pub fn set_backlog(socket: &impl AsRawFd, backlog: i32) -> io::Result<()> {
+    // SAFETY: `listen` takes a plain fd and an int; the fd is borrowed from a
+    // live socket, so it is open for the duration of the call.
+    check(unsafe { listen(socket.as_raw_fd(), backlog) }).map(drop)
+}
+
+/// An epoll instance that reports when a registered socket's peer hangs up
+/// (closes, or shuts down its sending side), and when a wake-up fd becomes
+/// readable. Data arriving on a registered socket is not reported.
+pub struct HangupPoller {
+    epoll: OwnedFd,
+}
+
+impl HangupPoller {
+    /// A new epoll instance.
+    pub fn new() -> io::Result<HangupPoller> {
+        // SAFETY: no pointers; on success the kernel hands us a new fd that
+        // nothing else owns, so OwnedFd may take it.
+        let fd = check(unsafe { epoll_create1(EPOLL_CLOEXEC) })?;
+        // SAFETY: `fd` was just returned by epoll_create1 and is owned by no one.
+        Ok(HangupPoller { epoll: unsafe { OwnedFd::from_raw_fd(fd) } })
+    }
+
+    /// Watches `fd` for a hang-up, reporting it once under `token`.
+    pub fn watch_hangup(&self, fd: RawFd, token: u64) -> io::Result<()> {
+        self.add(fd, EPOLLRDHUP | EPOLLONESHOT, token)
+    }
+
+    /// Arms again a hang-up watch that has fired or was set before (one-shot
+    /// watches stay registered, disarmed, after they fire).
+    pub fn rearm_hangup(&self, fd: RawFd, token: u64) -> io::Result<()> {
+        let mut event = EpollEvent { events: EPOLLRDHUP | EPOLLONESHOT, data: token };
+        // SAFETY: as in `add`: a valid event that the kernel copies.
+        check(unsafe { epoll_ctl(self.epoll.as_raw_fd(), EPOLL_CTL_MOD, fd, &mut event) }).map(drop)
+    }
+
+    /// Watches `fd` for readability (used for the poller's own wake-up pipe).
+    pub fn watch_readable(&self, fd: RawFd, token: u64) -> io::Result<()> {
+        self.add(fd, EPOLLIN, token)
+    }
+
+    fn add(&self, fd: RawFd, events: u32, token: u64) -> io::Result<()> {
+        let mut event = EpollEvent { events, data: token };
+        // SAFETY: `event` is a valid, initialised epoll_event that lives for the
+        // call; the kernel copies it. Bad fds are reported through errno.
+        check(unsafe { epoll_ctl(self.epoll.as_raw_fd(), EPOLL_CTL_ADD, fd, &mut event) }).map(drop)
+    }
+
+    /// Blocks until at least one event, then returns the tokens of up to
+    /// `tokens.capacity()` (at least 1) of them.
+    pub fn wait(&self, tokens: &mut Vec<u64>) -> io::Result<()> {
+        const MAX: usize = 64;
+        let mut events = [EpollEvent { events: 0, data: 0 }; MAX];
+        // SAFETY: `events` is a writable array of MAX epoll_events, and we pass
+        // MAX as its length, so the kernel writes only inside it.
+        let n = unsafe { epoll_wait(self.epoll.as_raw_fd(), events.as_mut_ptr(), MAX as c_int, -1) };
+        let n = match check(n) {
+            Ok(n) => n as usize,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => 0,
+            Err(e) => return Err(e),
+        };
+        tokens.clear();
+        tokens.extend(events[..n].iter().map(|e| e.data));
+        Ok(())
+    }
+}
+
+/// Turns on TCP keepalive (`SO_KEEPALIVE`) for `socket`, as beanstalkd
+/// does: after a connection has been silent for a while the kernel probes
+/// the peer, and a peer that is gone (host down, no FIN ever sent) turns
+/// into a read error instead of a connection held open forever. The kernel
+/// settings `net.ipv4.tcp_keepalive_{time,intvl,probes}` say when.
+pub fn set_keepalive(socket: &impl AsRawFd) -> io::Result<()> {
+    let on: c_int = 1;
+    let len = std::mem::size_of::<c_int>() as u32;
+    // SAFETY: `on` is a live c_int and `len` is its size; the kernel only
+    // reads it. The fd is borrowed from a live socket.
+    check(unsafe { setsockopt(socket.as_raw_fd(), SOL_SOCKET, SO_KEEPALIVE, &on, len) }).map(drop)
+}
+
+/// Whether `SO_KEEPALIVE` is on for `socket` (the tests read it back).
+#[cfg(test)]
+pub fn keepalive(socket: &impl AsRawFd) -> io::Result<bool> {
+    Ok(socket_option(socket.as_raw_fd(), SO_KEEPALIVE)? != 0)
+}
+
+/// Reads an integer `SOL_SOCKET` option of `fd`.
+fn socket_option(fd: RawFd, name: c_int) -> io::Result<c_int> {
+    let mut value: c_int = 0;
+    let mut len = std::mem::size_of::<c_int>() as u32;
+    // SAFETY: `value` and `len` are valid for writes and `len` holds the
+    // size of `value`; a bad fd is reported through errno.
+    check(unsafe { getsockopt(fd, SOL_SOCKET, name, &mut value, &mut len) })?;
+    Ok(value)
+}
+
+/// A listening socket received from the parent process (systemd socket
+/// activation).
+pub enum Inherited {
+    Tcp(TcpListener),
+    Unix(UnixListener),
+}
+
+/// Takes ownership of `fd`, which must be a listening stream socket, TCP or
+/// UNIX, that nothing else in this process owns (an fd inherited through
+/// `LISTEN_FDS`).
+pub fn inherited_listener(fd: RawFd) -> io::Result<Inherited> {
+    let option = |name: c_int| socket_option(fd, name);
+    let not_a_listener =
+        || io::Error::new(io::ErrorKind::InvalidInput, "inherited fd is not a TCP or UNIX listening socket");
+    let is_listener = option(SO_TYPE).ok() == Some(SOCK_STREAM) && option(SO_ACCEPTCONN).ok() == Some(1);
+    if !is_listener {
+        return Err(not_a_listener());
+    }
+    match option(SO_DOMAIN)? {
+        // SAFETY: the fd is an open listening stream socket of this family,
+        // and the caller guarantees nothing else owns it.
+        AF_INET | AF_INET6 => Ok(Inherited::Tcp(unsafe { TcpListener::from_raw_fd(fd) })),
+        // SAFETY: as above.
+        AF_UNIX => Ok(Inherited::Unix(unsafe { UnixListener::from_raw_fd(fd) })),
+        _ => Err(not_a_listener()),
+    }
+}
