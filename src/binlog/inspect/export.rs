@@ -13,7 +13,8 @@
 //! needs the new id in the stream itself, which a stream written ahead of
 //! the replies can only predict: it assumes the server gives the puts the
 //! ids `first_id`, `first_id + 1`, ... (1 on a fresh server; a server
-//! nobody else puts into). The mapping, old id to the k-th put and the id
+//! nobody else puts into, and no worker reserves from meanwhile, since a
+//! buried job is ready between its put and its bury). The mapping, old id to the k-th put and the id
 //! that put gets, goes to stderr; the server's replies (`INSERTED <id>`, in
 //! the order of the puts) confirm it. Counters, pauses and the `delay` of
 //! a job no longer delayed do not survive an export.

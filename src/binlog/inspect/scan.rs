@@ -72,7 +72,13 @@ pub fn scan(path: &Path, bytes: &[u8], mode: Mode, mut visit: impl FnMut(u64, Re
                 ),
                 true,
             ),
-            (Resume::Never, _) => (format!("{bad}; nothing readable follows it in this file"), false),
+            (Resume::Never, Mode::Check { .. }) => (
+                format!(
+                    "damaged: {bad}; nothing readable follows it, and as this is not the newest file \
+                     it cannot be a write cut short by a crash"
+                ),
+                false,
+            ),
             (Resume::At(p), Mode::Check { .. }) => {
                 (format!("damaged: {bad}; {} bytes unreadable, records resume at offset {p}", p - at), false)
             }

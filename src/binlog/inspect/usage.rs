@@ -29,7 +29,8 @@ pub fn report(log: &Log, all: bool, out: &mut impl Write) -> io::Result<()> {
         }
     }
     let writing = log.writing();
-    let goes = deletable(log, &live, writing);
+    let graph = Graph::of(log);
+    let goes = deletable(log, &graph, &live, writing);
     let total: u64 = log.files.iter().map(|f| f.size).sum();
     let bodies: u64 = log.jobs.iter().map(|j| j.body_len as u64).sum();
     writeln!(
@@ -55,10 +56,10 @@ pub fn report(log: &Log, all: bool, out: &mut impl Write) -> io::Result<()> {
             }
             _ if live[i] > 0 => format!("kept: pinned by {} job{}", live[i], plural(live[i])),
             _ => {
-                let waits: Vec<&str> = blockers(log, i)
-                    .into_iter()
-                    .filter(|&b| !goes[b])
-                    .map(|b| log.files[b].name.as_str())
+                let waits: Vec<&str> = graph.blockers[i]
+                    .iter()
+                    .filter(|&&b| !goes[b])
+                    .map(|&b| log.files[b].name.as_str())
                     .collect();
                 match file.kind {
                     FileKind::Ours => format!(
@@ -81,11 +82,11 @@ pub fn report(log: &Log, all: bool, out: &mut impl Write) -> io::Result<()> {
             };
             writeln!(out, "    {} used; the rest is preallocated zeros{cut}", size(file.used))?;
         }
-        if live[i] == 0 || matches!(file.kind, FileKind::Aside(_)) || file.imported {
+        if goes[i] || matches!(file.kind, FileKind::Aside(_)) || file.imported {
             continue;
         }
         let pins = log.jobs.iter().filter(|j| j.file == i);
-        for job in pins.clone().take(if all { usize::MAX } else { SHOWN }) {
+        for job in pins.take(if all { usize::MAX } else { SHOWN }) {
             let when = match job.state {
                 State::Delayed { until } => {
                     format!(", ready in {}", duration(until.saturating_sub(log.now).div_ceil(1_000_000_000)))
@@ -104,10 +105,8 @@ pub fn report(log: &Log, all: bool, out: &mut impl Write) -> io::Result<()> {
         if !all && live[i] > SHOWN {
             writeln!(out, "    ... and {} more (--all lists them)", live[i] - SHOWN)?;
         }
-        let waiting: Vec<&str> = (i + 1..n)
-            .filter(|&g| !goes[g] && blockers(log, g).contains(&i))
-            .map(|g| log.files[g].name.as_str())
-            .collect();
+        let waiting: Vec<&str> =
+            graph.waiting[i].iter().filter(|&&g| !goes[g]).map(|&g| log.files[g].name.as_str()).collect();
         if !waiting.is_empty() {
             writeln!(
                 out,
@@ -116,12 +115,12 @@ pub fn report(log: &Log, all: bool, out: &mut impl Write) -> io::Result<()> {
             )?;
         }
     }
-    writeln!(out, "{}", best(log, &live, &goes, writing))
+    writeln!(out, "{}", best(log, &graph, &live, &goes, writing))
 }
 
 /// The files a start of their server would delete, by its rules, as
 /// things stand (`live[i]` jobs pin file `i`).
-fn deletable(log: &Log, live: &[usize], writing: Option<usize>) -> Vec<bool> {
+fn deletable(log: &Log, graph: &Graph, live: &[usize], writing: Option<usize>) -> Vec<bool> {
     let mut goes = vec![false; log.files.len()];
     // Every file a file waits for is older, so one pass in order suffices.
     for (i, file) in log.files.iter().enumerate() {
@@ -132,38 +131,58 @@ fn deletable(log: &Log, live: &[usize], writing: Option<usize>) -> Vec<bool> {
             && !damaged
             && live[i] == 0
             && Some(i) != writing
-            && blockers(log, i).iter().all(|&b| goes[b]);
+            && graph.blockers[i].iter().all(|&b| goes[b]);
     }
     goes
 }
 
-/// The files file `i` may only be deleted after.
-fn blockers(log: &Log, i: usize) -> Vec<usize> {
-    let file = &log.files[i];
-    match file.kind {
-        FileKind::Ours => file.refers_to.clone(),
-        // beanstalkd deletes oldest first: each file waits for the one before.
-        FileKind::Theirs(_) => (0..i)
-            .rev()
-            .find(|&j| matches!(log.files[j].kind, FileKind::Theirs(_)) && !log.files[j].imported)
-            .into_iter()
-            .collect(),
-        FileKind::Aside(_) => Vec::new(),
+/// Which files wait for which, worked out once: file `i` may only be
+/// deleted after every file of `blockers[i]`; `waiting[i]` is the reverse.
+/// Linear in the files and links, so a directory of 24,000 files (a case
+/// reported against beanstalkd) is no slower to report on than its reading.
+struct Graph {
+    blockers: Vec<Vec<usize>>,
+    waiting: Vec<Vec<usize>>,
+}
+
+impl Graph {
+    fn of(log: &Log) -> Graph {
+        let n = log.files.len();
+        let mut blockers = vec![Vec::new(); n];
+        let mut previous_theirs = None;
+        for (i, file) in log.files.iter().enumerate() {
+            match file.kind {
+                FileKind::Ours => blockers[i] = file.refers_to.clone(),
+                // beanstalkd deletes oldest first: each file waits for the one before.
+                FileKind::Theirs(_) if !file.imported => {
+                    blockers[i].extend(previous_theirs);
+                    previous_theirs = Some(i);
+                }
+                _ => {}
+            }
+        }
+        let mut waiting = vec![Vec::new(); n];
+        for (i, older) in blockers.iter().enumerate() {
+            for &b in older {
+                waiting[b].push(i);
+            }
+        }
+        Graph { blockers, waiting }
     }
 }
 
 /// The one line saying what would free the most space: the jobs of one
 /// file (deleted, or done by workers), or the files set aside.
-fn best(log: &Log, live: &[usize], goes: &[bool], writing: Option<usize>) -> String {
+fn best(log: &Log, graph: &Graph, live: &[usize], goes: &[bool], writing: Option<usize>) -> String {
     let mut best: Option<(u64, usize, Vec<usize>)> = None;
     for candidate in (0..log.files.len()).filter(|&i| live[i] > 0 && Some(i) != writing) {
         // Only a file whose own jobs are all that keeps it can free anything.
-        if !blockers(log, candidate).iter().all(|&b| goes[b]) {
+        if !graph.blockers[candidate].iter().all(|&b| goes[b]) {
             continue;
         }
         let mut without = live.to_vec();
         without[candidate] = 0;
-        let after = deletable(log, &without, writing);
+        let after = deletable(log, graph, &without, writing);
         let freed: Vec<usize> = (0..log.files.len()).filter(|&i| after[i] && !goes[i]).collect();
         let bytes = freed.iter().map(|&i| log.files[i].size).sum();
         if best.as_ref().is_none_or(|b| bytes > b.0) {
@@ -175,8 +194,13 @@ fn best(log: &Log, live: &[usize], goes: &[bool], writing: Option<usize>) -> Str
         .collect();
     let aside_bytes: u64 = aside.iter().map(|&i| log.files[i].size).sum();
     let now: u64 = (0..log.files.len()).filter(|&i| goes[i]).map(|i| log.files[i].size).sum();
-    let names =
-        |files: &[usize]| files.iter().map(|&i| log.files[i].name.as_str()).collect::<Vec<_>>().join(", ");
+    // A few files by name; many as the first, the last and how many.
+    let names = |files: &[usize]| match files {
+        [first, _, _, _, .., last] => {
+            format!("{} files ({} to {})", files.len(), log.files[*first].name, log.files[*last].name)
+        }
+        _ => files.iter().map(|&i| log.files[i].name.as_str()).collect::<Vec<_>>().join(", "),
+    };
     let mut line = match best {
         Some((bytes, file, freed)) if bytes > 0 && bytes >= aside_bytes => {
             let jobs: Vec<String> =
