@@ -553,6 +553,20 @@ fn help_bad_commands_and_missing_jobs_get_clear_answers() {
         let (code, _, stderr) = tool(&args);
         assert_eq!((code, stderr.lines().count()), (2, 1), "{args:?}: {stderr}");
     }
+    // Every command leaves the directory as it was, byte for byte.
+    let before = snapshot(&dir.path);
+    let out = TempDir::new("tool-cli-out");
+    let target = out.path.join("new");
+    for args in [
+        vec!["check", dir_arg],
+        vec!["usage", dir_arg, "--all"],
+        vec!["list", dir_arg, "--state", "ready"],
+        vec!["export", dir_arg],
+        vec!["to-beanstalkd", dir_arg, binary::arg(&target)],
+    ] {
+        assert_eq!(tool(&args).0, 0, "{args:?}");
+    }
+    assert_eq!(snapshot(&dir.path), before, "read-only");
     let (code, _, stderr) = tool(&["show", dir_arg, "99"]);
     assert_eq!(code, 1);
     assert!(stderr.contains("job 99 is not in"), "{stderr}");
