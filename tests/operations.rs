@@ -384,3 +384,20 @@ fn the_readmes_systemd_units_verify() {
         assert!(out.status.success() && about_the_unit.is_empty(), "{name}:\n{said}");
     }
 }
+
+/// `-VV` logs every command and every reply, a job handed to a worker
+/// blocked in reserve included.
+#[test]
+fn vv_logs_a_handed_over_job_on_both_sides() {
+    let server = common::binary::spawn(&["-V"]);
+    let mut worker = server.client();
+    worker.send("reserve\r\n");
+    let mut producer = server.client();
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(producer.put(0, 0, 60, "x"), "INSERTED 1\r\n");
+    assert_eq!(worker.reply(), "RESERVED 1 1\r\nx\r\n");
+    let stderr = server.terminate();
+    let replies: Vec<&str> = stderr.lines().filter(|l| l.contains(" reply ")).collect();
+    assert!(replies.iter().any(|l| l.ends_with(" reply INSERTED 1")), "{stderr}");
+    assert!(replies.iter().any(|l| l.ends_with(" reply RESERVED 1 1")), "{stderr}");
+}
