@@ -123,26 +123,34 @@
 //!
 //! ## Running a server in-process
 //!
+//! A test suite can start a server on a free port, talk to it, and stop it
+//! by dropping it. It writes nothing to stderr (see [`log`]), and every
+//! start-up error (a port in use, a binlog directory it cannot use) comes
+//! back as an `Err` from [`Server::bind`] or [`Server::spawn`].
+//!
 //! ```
 //! use std::io::{Read, Write};
 //! use std::net::TcpStream;
 //!
-//! let server = beanstalk::Server::bind(beanstalk::Config::loopback())?;
-//! let running = server.spawn()?;
+//! let running = beanstalk::Server::bind(beanstalk::Config::loopback())?.spawn()?;
 //! let mut client = TcpStream::connect(running.local_addr().unwrap())?;
-//! client.write_all(b"put 0 0 60 5\r\nhello\r\n")?;
-//! let mut reply = [0; 12];
-//! client.read_exact(&mut reply)?;
-//! assert_eq!(&reply, b"INSERTED 1\r\n");
-//! running.shutdown();
+//! client.write_all(b"put 0 0 60 5\r\nhello\r\nreserve\r\ndelete 1\r\n")?;
+//! let mut replies = [0; 42];
+//! client.read_exact(&mut replies)?;
+//! assert_eq!(&replies, b"INSERTED 1\r\nRESERVED 1 5\r\nhello\r\nDELETED\r\n");
+//! drop(running); // stops the server and waits for it
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
+// `unsafe` is allowed in `sys` alone, below. The tour links private
+// modules; `cargo doc --document-private-items` renders them.
 #![deny(unsafe_code)]
-// allowed in `sys` alone, below
-// The tour links private modules; `cargo doc --document-private-items`
-// renders them.
 #![allow(rustdoc::private_intra_doc_links)]
+
+// The server calls Linux directly (epoll, CLOCK_BOOTTIME, /proc, the
+// struct layouts in `sys`), and nothing else is tested.
+#[cfg(not(target_os = "linux"))]
+compile_error!("beanstalk runs on Linux only: src/sys/ calls Linux's system interfaces directly");
 
 // First reading, in the tour's order.
 pub mod reference;

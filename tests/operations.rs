@@ -354,3 +354,50 @@ fn u_hands_its_unix_socket_to_the_user() {
         Err(e) => eprintln!("connecting as nobody skipped: setpriv or /usr/bin/python3 missing ({e})"),
     }
 }
+
+/// The README's systemd units pass `systemd-analyze verify` with no
+/// warning (an unknown or misspelt option is one), with `ExecStart`
+/// pointing at this build.
+#[test]
+fn the_readmes_systemd_units_verify() {
+    let Ok(version) = Command::new("systemd-analyze").arg("--version").output() else {
+        eprintln!("skipped: systemd-analyze is not installed");
+        return;
+    };
+    assert!(version.status.success());
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let dir = common::binary::TempDir::new("units");
+    let binary = cargo_bin("beanstalk");
+    for name in ["beanstalk.service", "beanstalk.socket"] {
+        let marker = format!("<!-- unit: {name} -->\n```ini\n");
+        let start = readme.find(&marker).unwrap_or_else(|| panic!("{name} not in the README")) + marker.len();
+        let unit = &readme[start..start + readme[start..].find("```").unwrap()];
+        let unit = unit.replace("/usr/local/bin/beanstalk", binary.to_str().unwrap());
+        std::fs::write(dir.path.join(name), unit).unwrap();
+    }
+    for name in ["beanstalk.service", "beanstalk.socket"] {
+        let out = Command::new("systemd-analyze").arg("verify").arg(dir.path.join(name)).output().unwrap();
+        let said = String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+        // Only complaints about this machine (no such user, no systemd as
+        // init) are tolerated; anything about the unit itself fails.
+        let about_the_unit: Vec<&str> = said.lines().filter(|l| l.contains(name)).collect();
+        assert!(out.status.success() && about_the_unit.is_empty(), "{name}:\n{said}");
+    }
+}
+
+/// `-VV` logs every command and every reply, a job handed to a worker
+/// blocked in reserve included.
+#[test]
+fn vv_logs_a_handed_over_job_on_both_sides() {
+    let server = common::binary::spawn(&["-V"]);
+    let mut worker = server.client();
+    worker.send("reserve\r\n");
+    let mut producer = server.client();
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(producer.put(0, 0, 60, "x"), "INSERTED 1\r\n");
+    assert_eq!(worker.reply(), "RESERVED 1 1\r\nx\r\n");
+    let stderr = server.terminate();
+    let replies: Vec<&str> = stderr.lines().filter(|l| l.contains(" reply ")).collect();
+    assert!(replies.iter().any(|l| l.ends_with(" reply INSERTED 1")), "{stderr}");
+    assert!(replies.iter().any(|l| l.ends_with(" reply RESERVED 1 1")), "{stderr}");
+}
