@@ -1,19 +1,167 @@
-//! Making the listening socket from `-l` and `-p`: a TCP address (the first
-//! that binds of those the host name resolves to, as beanstalkd does) or a
-//! UNIX socket path (replacing a stale socket file, and nothing else). It
-//! binds; it accepts nothing and knows nothing of the protocol.
+//! The listening socket: made from `-l` and `-p` (a TCP address, the first
+//! that binds of those the host name resolves to, as beanstalkd does; or a
+//! UNIX socket path, replacing a stale socket file and nothing else), or
+//! inherited from systemd; and a connection accepted from it. It knows
+//! nothing of the protocol.
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};
-use std::os::unix::fs::FileTypeExt;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::os::unix::net::UnixListener;
+use std::path::PathBuf;
+
+use crate::config::Listen;
+use crate::stream::Stream;
+use crate::sys;
+
+/// beanstalkd's listen backlog; std's default of 128 drops SYNs under a burst
+/// of connects, and each drop costs the client a 1 s retransmit.
+const LISTEN_BACKLOG: i32 = 1024;
+
+/// The listening socket. It is non-blocking: the accept loop waits in
+/// `poll`, and a connection that vanished between `poll` and `accept` must
+/// send it back to waiting, not block it where no shutdown can reach.
+#[derive(Debug)]
+pub(crate) enum Listener {
+    Tcp(TcpListener),
+    /// A UNIX socket, with its file if we created it (and so remove it).
+    Unix(UnixListener, Option<SocketFile>),
+}
+
+/// A UNIX socket file this server created, as it was when bound: at
+/// shutdown it is removed only if it is still that file, so that a second
+/// instance that has since bound the same path keeps its socket.
+#[derive(Debug)]
+pub(crate) struct SocketFile {
+    path: PathBuf,
+    device: u64,
+    inode: u64,
+}
+
+impl SocketFile {
+    /// Notes the identity of the socket file just bound at `path`.
+    fn bound_at(path: &std::path::Path) -> io::Result<SocketFile> {
+        let meta = std::fs::symlink_metadata(path)?;
+        Ok(SocketFile { path: path.to_path_buf(), device: meta.dev(), inode: meta.ino() })
+    }
+
+    /// Removes the file if it is still the one we bound.
+    fn remove_if_ours(&self) {
+        let Ok(meta) = std::fs::symlink_metadata(&self.path) else { return };
+        if (meta.dev(), meta.ino()) == (self.device, self.inode) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+impl Listener {
+    /// Binds what `-l` and `-p` say, ready for the accept loop.
+    pub(crate) fn bind(listen: &Listen) -> io::Result<Listener> {
+        let listener = match listen {
+            Listen::Tcp { host, port } => Listener::Tcp(bind_tcp(host, *port)?),
+            Listen::Unix(path) => {
+                let listener = bind_unix(path)?;
+                Listener::Unix(listener, Some(SocketFile::bound_at(path)?))
+            }
+        };
+        listener.prepare()
+    }
+
+    /// Takes the listening socket systemd passed as `fd`, which nothing
+    /// else in the process may own.
+    pub(crate) fn inherited(fd: RawFd) -> io::Result<Listener> {
+        let listener = match sys::inherited_listener(fd)? {
+            sys::Inherited::Tcp(l) => Listener::Tcp(l),
+            sys::Inherited::Unix(l) => Listener::Unix(l, None),
+        };
+        listener.prepare()
+    }
+
+    /// beanstalkd's backlog, and non-blocking (see [`Listener`]).
+    fn prepare(self) -> io::Result<Listener> {
+        if let Listener::Tcp(l) = &self {
+            sys::set_backlog(l, LISTEN_BACKLOG)?;
+        }
+        self.set_nonblocking()?;
+        Ok(self)
+    }
+
+    /// The TCP address bound; `None` for a UNIX socket.
+    pub(crate) fn local_addr(&self) -> Option<SocketAddr> {
+        match self {
+            Listener::Tcp(l) => l.local_addr().ok(),
+            Listener::Unix(..) => None,
+        }
+    }
+
+    /// Where it listens, as `-l` would say it.
+    pub(crate) fn address(&self) -> String {
+        match self {
+            Listener::Tcp(l) => l.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()),
+            Listener::Unix(l, _) => {
+                match l.local_addr().ok().and_then(|a| a.as_pathname().map(PathBuf::from)) {
+                    Some(path) => format!("unix:{}", path.display()),
+                    None => "an unnamed unix socket".to_owned(),
+                }
+            }
+        }
+    }
+
+    /// Hands a UNIX socket file we created to `uid` and `gid`.
+    pub(crate) fn give_to(&self, uid: u32, gid: u32) -> io::Result<()> {
+        match self {
+            Listener::Unix(_, Some(file)) => std::os::unix::fs::chown(&file.path, Some(uid), Some(gid)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Removes a UNIX socket file we created, if it is still ours.
+    pub(crate) fn remove_socket_file(&self) {
+        if let Listener::Unix(_, Some(file)) = self {
+            file.remove_if_ours();
+        }
+    }
+
+    /// Takes one waiting connection.
+    pub(crate) fn accept(&self) -> io::Result<Stream> {
+        match self {
+            Listener::Tcp(l) => {
+                let (stream, _) = l.accept()?;
+                // Replies are whole; Nagle would only delay them.
+                let _ = stream.set_nodelay(true);
+                // A worker whose host vanishes mid-reserve sends no FIN;
+                // keepalive probes notice, and its reservations come back.
+                let _ = sys::set_keepalive(&stream);
+                Ok(Stream::Tcp(stream))
+            }
+            Listener::Unix(l, _) => Ok(Stream::Unix(l.accept()?.0)),
+        }
+    }
+
+    fn set_nonblocking(&self) -> io::Result<()> {
+        match self {
+            Listener::Tcp(l) => l.set_nonblocking(true),
+            Listener::Unix(l, _) => l.set_nonblocking(true),
+        }
+    }
+}
+
+impl AsRawFd for Listener {
+    fn as_raw_fd(&self) -> RawFd {
+        match self {
+            Listener::Tcp(l) => l.as_raw_fd(),
+            Listener::Unix(l, _) => l.as_raw_fd(),
+        }
+    }
+}
 
 /// Longest UNIX socket path (`sun_path` is 108 bytes with its NUL).
 const MAX_UNIX_PATH: usize = 107;
 
 /// Binds the first address `host:port` resolves to that accepts the bind,
 /// as beanstalkd does with getaddrinfo's results.
-pub(crate) fn bind_tcp(host: &str, port: u16) -> io::Result<TcpListener> {
+fn bind_tcp(host: &str, port: u16) -> io::Result<TcpListener> {
     let mut last_error = io::Error::new(io::ErrorKind::NotFound, format!("{host}: no address found"));
     for addr in resolve(host, port)? {
         match TcpListener::bind(addr) {
@@ -71,7 +219,7 @@ fn hosts_lookup(hosts: &str, name: &str) -> Vec<std::net::IpAddr> {
 }
 
 /// Binds a UNIX socket, replacing a stale socket file but nothing else.
-pub(crate) fn bind_unix(path: &std::path::Path) -> io::Result<UnixListener> {
+fn bind_unix(path: &std::path::Path) -> io::Result<UnixListener> {
     let len = path.as_os_str().len();
     if len > MAX_UNIX_PATH {
         return Err(io::Error::new(
@@ -97,6 +245,19 @@ pub(crate) fn bind_unix(path: &std::path::Path) -> io::Result<UnixListener> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn accepted_tcp_connections_have_keepalive_on() {
+        use super::*;
+        let listener = Listener::Tcp(TcpListener::bind("127.0.0.1:0").unwrap());
+        let Listener::Tcp(l) = &listener else { unreachable!() };
+        let client = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let accepted = listener.accept().unwrap();
+        assert!(matches!(accepted, Stream::Tcp(_)));
+        assert!(sys::keepalive(&accepted).unwrap());
+        // And it is our doing: a socket starts without it.
+        assert!(!sys::keepalive(&client).unwrap());
+    }
+
     use super::*;
 
     #[test]

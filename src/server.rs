@@ -15,104 +15,30 @@
 
 use std::collections::HashMap;
 use std::io::{self, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::fs::MetadataExt;
-use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::PathBuf;
+use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::binlog::{Binlog, BinlogError};
-use crate::config::{Config, Listen};
+use crate::config::Config;
 use crate::engine::{ClientId, Engine, RestoredState};
 use crate::hangup::HangupWatcher;
 use crate::host::{ConnectionLimit, HostLimits};
+use crate::listen::Listener;
 pub use crate::shared::VERSION;
 use crate::shared::{AcceptWake, ProcessInfo, Shared};
 use crate::stream::SharedConn;
 pub use crate::stream::Stream;
 use crate::time::Clock;
-use crate::{conn, hangup, listen, sys, timer};
+use crate::{conn, hangup, sys, timer};
 
 /// Stack size of a connection thread. A connection's deepest path (formatting
 /// `stats`) needs well under this; an idle connection touches two pages.
 const CONNECTION_STACK: usize = 128 * 1024;
-
-/// beanstalkd's listen backlog; std's default of 128 drops SYNs under a burst
-/// of connects, and each drop costs the client a 1 s retransmit.
-const LISTEN_BACKLOG: i32 = 1024;
-
-/// The listening socket. It is non-blocking: the accept loop waits in
-/// `poll`, and a connection that vanished between `poll` and `accept` must
-/// send it back to waiting, not block it where no shutdown can reach.
-#[derive(Debug)]
-enum Listener {
-    Tcp(TcpListener),
-    /// A UNIX socket, with its file if we created it (and so remove it).
-    Unix(UnixListener, Option<SocketFile>),
-}
-
-/// A UNIX socket file this server created, as it was when bound: at
-/// shutdown it is removed only if it is still that file, so that a second
-/// instance that has since bound the same path keeps its socket.
-#[derive(Debug)]
-struct SocketFile {
-    path: PathBuf,
-    device: u64,
-    inode: u64,
-}
-
-impl SocketFile {
-    /// Notes the identity of the socket file just bound at `path`.
-    fn bound_at(path: &std::path::Path) -> io::Result<SocketFile> {
-        let meta = std::fs::symlink_metadata(path)?;
-        Ok(SocketFile { path: path.to_path_buf(), device: meta.dev(), inode: meta.ino() })
-    }
-
-    /// Removes the file if it is still the one we bound.
-    fn remove_if_ours(&self) {
-        let Ok(meta) = std::fs::symlink_metadata(&self.path) else { return };
-        if (meta.dev(), meta.ino()) == (self.device, self.inode) {
-            let _ = std::fs::remove_file(&self.path);
-        }
-    }
-}
-
-impl Listener {
-    fn accept(&self) -> io::Result<Stream> {
-        match self {
-            Listener::Tcp(l) => {
-                let (stream, _) = l.accept()?;
-                // Replies are whole; Nagle would only delay them.
-                let _ = stream.set_nodelay(true);
-                // A worker whose host vanishes mid-reserve sends no FIN;
-                // keepalive probes notice, and its reservations come back.
-                let _ = sys::set_keepalive(&stream);
-                Ok(Stream::Tcp(stream))
-            }
-            Listener::Unix(l, _) => Ok(Stream::Unix(l.accept()?.0)),
-        }
-    }
-
-    fn set_nonblocking(&self) -> io::Result<()> {
-        match self {
-            Listener::Tcp(l) => l.set_nonblocking(true),
-            Listener::Unix(l, _) => l.set_nonblocking(true),
-        }
-    }
-}
-
-impl AsRawFd for Listener {
-    fn as_raw_fd(&self) -> RawFd {
-        match self {
-            Listener::Tcp(l) => l.as_raw_fd(),
-            Listener::Unix(l, _) => l.as_raw_fd(),
-        }
-    }
-}
 
 /// A bound server, ready to [`run`](Server::run).
 ///
@@ -141,32 +67,17 @@ impl Server {
     /// Binds the listening socket of `config` and prepares the shared state.
     /// Nothing is served until [`Server::run`] or [`Server::spawn`].
     pub fn bind(config: Config) -> io::Result<Server> {
-        let listener = match &config.listen {
-            Listen::Tcp { host, port } => Listener::Tcp(listen::bind_tcp(host, *port)?),
-            Listen::Unix(path) => {
-                let listener = listen::bind_unix(path)?;
-                Listener::Unix(listener, Some(SocketFile::bound_at(path)?))
-            }
-        };
-        Server::with_listener(listener, config)
+        Server::with_listener(Listener::bind(&config.listen)?, config)
     }
 
     /// Serves on an inherited listening socket (systemd socket activation)
     /// instead of binding one; `config.listen` is ignored. `fd` must be owned
     /// by nothing else in the process.
     pub fn bind_inherited(fd: RawFd, config: Config) -> io::Result<Server> {
-        let listener = match sys::inherited_listener(fd)? {
-            sys::Inherited::Tcp(l) => Listener::Tcp(l),
-            sys::Inherited::Unix(l) => Listener::Unix(l, None),
-        };
-        Server::with_listener(listener, config)
+        Server::with_listener(Listener::inherited(fd)?, config)
     }
 
     fn with_listener(listener: Listener, config: Config) -> io::Result<Server> {
-        if let Listener::Tcp(l) = &listener {
-            sys::set_backlog(l, LISTEN_BACKLOG)?;
-        }
-        listener.set_nonblocking()?;
         let (reader, writer) = UnixStream::pair()?;
         let connection_limit = match config.max_connections {
             Some(given) => ConnectionLimit::given(given),
@@ -236,10 +147,7 @@ impl Server {
     /// The TCP address actually bound (useful with port 0); `None` for a
     /// UNIX socket.
     pub fn local_addr(&self) -> Option<SocketAddr> {
-        match &self.listener {
-            Listener::Tcp(l) => l.local_addr().ok(),
-            Listener::Unix(..) => None,
-        }
+        self.listener.local_addr()
     }
 
     /// How many connections it serves at once, and why (for `-V` logging).
@@ -255,15 +163,7 @@ impl Server {
     /// Where it listens, as `-l` would say it: `127.0.0.1:11300`, or
     /// `unix:/run/beanstalk.sock`.
     pub fn listen_address(&self) -> String {
-        match &self.listener {
-            Listener::Tcp(l) => l.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()),
-            Listener::Unix(l, _) => {
-                match l.local_addr().ok().and_then(|a| a.as_pathname().map(PathBuf::from)) {
-                    Some(path) => format!("unix:{}", path.display()),
-                    None => "an unnamed unix socket".to_owned(),
-                }
-            }
-        }
+        self.listener.address()
     }
 
     /// Hands the UNIX socket file this server created to `uid` and `gid`,
@@ -271,10 +171,7 @@ impl Server {
     /// server has become that user. Does nothing for TCP, or for a socket
     /// it did not create (an inherited one).
     pub fn give_socket_to(&self, uid: u32, gid: u32) -> io::Result<()> {
-        match &self.listener {
-            Listener::Unix(_, Some(file)) => std::os::unix::fs::chown(&file.path, Some(uid), Some(gid)),
-            _ => Ok(()),
-        }
+        self.listener.give_to(uid, gid)
     }
 
     /// A handle to stop this server (or drain it) once it runs.
@@ -442,9 +339,7 @@ impl Server {
                 open.len()
             ));
         }
-        if let Listener::Unix(_, Some(file)) = &self.listener {
-            file.remove_if_ours();
-        }
+        self.listener.remove_socket_file();
     }
 }
 
@@ -517,23 +412,5 @@ impl Running {
 impl Drop for Running {
     fn drop(&mut self) {
         self.stop();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::net::TcpStream;
-
-    #[test]
-    fn accepted_tcp_connections_have_keepalive_on() {
-        let listener = Listener::Tcp(TcpListener::bind("127.0.0.1:0").unwrap());
-        let Listener::Tcp(l) = &listener else { unreachable!() };
-        let client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-        let accepted = listener.accept().unwrap();
-        assert!(matches!(accepted, Stream::Tcp(_)));
-        assert!(sys::keepalive(&accepted).unwrap());
-        // And it is our doing: a socket starts without it.
-        assert!(!sys::keepalive(&client).unwrap());
     }
 }
