@@ -6,6 +6,10 @@
 /// twice (ids continue across restarts through the binlog).
 pub type JobId = u64;
 
+/// Index of a tube in the engine's tube table; stable while the tube
+/// lives (a name is what a client sees; this is what a job records).
+pub type TubeId = u32;
+
 /// The identity of a client connection inside the engine. A type of its
 /// own, so that a client and a job can never be passed in each other's
 /// place (`delete(client, job)` would compile with two `u64`s).

@@ -9,7 +9,7 @@ use std::sync::{Arc, Condvar};
 
 use super::job::JobId;
 use super::list::List;
-use super::tube::TubeId;
+use crate::ids::TubeId;
 use crate::time::Time;
 
 /// How the engine reaches the thread of a client blocked in reserve. The

@@ -6,11 +6,9 @@
 //! that uses them. The record is kept small on purpose: a server holding a
 //! million jobs pays for every field a million times.
 
-use super::list::Links;
-use super::tube::TubeId;
 use crate::time::Time;
 
-pub use crate::ids::{ClientId, JobId};
+pub use crate::ids::{ClientId, JobId, TubeId};
 pub use crate::stats::Counters;
 
 /// Priorities below this count as "urgent" in the stats.
@@ -122,6 +120,15 @@ pub struct Job {
     pub(super) file: u32,
     /// The opaque body, without the trailing CRLF.
     pub(super) body: Box<[u8]>,
+}
+
+/// A job's neighbours in whichever list it is in (see `list.rs`): its
+/// tube's buried list, or its holder's reservations. Id 0 means "none":
+/// job ids start at 1.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Links {
+    pub(super) prev: JobId,
+    pub(super) next: JobId,
 }
 
 impl Job {

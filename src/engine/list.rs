@@ -7,16 +7,9 @@
 //! back to ready when the client disconnects). A job is never buried and
 //! reserved at once, so one pair of links per job serves both.
 
+use super::job::Links;
 use super::table::JobTable;
 use crate::ids::JobId;
-
-/// A job's neighbours in whichever list it is in. Id 0 means "none": job ids
-/// start at 1.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Links {
-    prev: JobId,
-    next: JobId,
-}
 
 /// The ends of one list.
 #[derive(Debug, Default)]

@@ -15,8 +15,7 @@ use crate::ids::ClientId;
 use crate::protocol::TubeName;
 use crate::time::Time;
 
-/// Index of a tube in the engine's tube table; stable while the tube lives.
-pub type TubeId = u32;
+pub use crate::ids::TubeId;
 
 /// A pause set by `pause-tube`.
 #[derive(Debug, Clone, Copy)]
