@@ -34,11 +34,10 @@
 //! 5. [`engine`]: every job, tube and client, and the only code that changes
 //!    them, one method per command, never touching a socket or a clock. Its
 //!    data first: [`engine::job`] (a job, and the picture of its states),
-//!    [`engine::heap`] (ready, delayed and reserved jobs), [`engine::list`]
-//!    (buried jobs, a client's reservations), [`engine::tube`],
-//!    [`engine::table`] (the map from id to job), [`engine::client`] (what
-//!    the engine knows of a connection, and the picture of a blocked
-//!    reserve). Then the commands: [`engine::session`] (connect, close,
+//!    [`engine::table`] (the map from id to job), [`engine::heap`] (ready,
+//!    delayed and reserved jobs), [`engine::list`] (buried jobs, a client's
+//!    reservations), [`engine::tube`], [`engine::client`] (what the engine
+//!    knows of a connection, and the picture of a blocked reserve). Then the commands: [`engine::session`] (connect, close,
 //!    `use`, `watch`, `ignore`), [`engine::put`], [`engine::moves`] (jobs
 //!    between queues, and serving waiters), [`engine::reserve`],
 //!    [`engine::worker`] (`delete`, `release`, `bury`, `touch`, `kick`),

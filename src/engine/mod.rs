@@ -35,10 +35,10 @@
 
 // The data, in reading order.
 pub mod job;
+pub mod table;
 pub mod heap;
 pub mod list;
 pub mod tube;
-pub mod table;
 pub(crate) mod client;
 
 // The commands, by concept, each an `impl Engine` block over the state
