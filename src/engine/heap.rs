@@ -52,10 +52,31 @@ impl<K: Ord + Copy> Heap<K> {
         self.entries.first().map(|&(key, id)| (key, id.get()))
     }
 
-    /// Makes room for one more entry now, so that the next push cannot
-    /// fail; false if the memory cannot be had.
-    pub fn try_make_room(&mut self) -> bool {
-        self.entries.try_reserve(1).is_ok()
+    /// Makes room for `entries` entries in all, so that pushes up to that
+    /// many allocate nothing; false if the memory cannot be had. The engine
+    /// claims room in every heap a job could enter before it accepts the
+    /// job (see `Engine::start_put`), so moving a job between heaps never
+    /// allocates, and never fails.
+    pub fn try_make_room_for(&mut self, entries: usize) -> bool {
+        let missing = entries.saturating_sub(self.entries.len());
+        self.entries.capacity() >= entries || self.entries.try_reserve(missing).is_ok()
+    }
+
+    /// Entries it can hold without allocating.
+    pub fn capacity(&self) -> usize {
+        self.entries.capacity()
+    }
+
+    /// Gives back the room of jobs that are gone: halves the storage once
+    /// three quarters of it is more than `entries` entries need, so that a
+    /// heap that held a million jobs does not keep their room after they
+    /// are deleted. Amortized O(1): a halving follows at least as many
+    /// deletes as it copies entries.
+    pub fn fit(&mut self, entries: usize) {
+        let need = entries.max(self.entries.len()).max(MIN_CAPACITY);
+        if self.entries.capacity() > need * 4 {
+            self.entries.shrink_to(need * 2);
+        }
     }
 
     /// Adds an entry. `set_pos` is told the final slot of every entry that moved,
@@ -83,7 +104,6 @@ impl<K: Ord + Copy> Heap<K> {
     /// broken, which no client input can cause.
     pub fn remove(&mut self, slot: usize, set_pos: &mut impl FnMut(JobId, usize)) -> (K, JobId) {
         let removed = self.entries.swap_remove(slot);
-        self.give_back_room();
         if slot < self.entries.len() {
             // The old last entry now sits in the hole: it may belong higher
             // or lower than where it landed.
@@ -97,17 +117,6 @@ impl<K: Ord + Copy> Heap<K> {
     /// Iterates over the entries in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = (K, JobId)> + '_ {
         self.entries.iter().map(|&(key, id)| (key, id.get()))
-    }
-
-    /// Halves the entries' storage once three quarters of it is unused, so
-    /// that a heap that held a million jobs does not keep their room after
-    /// they are gone. Amortized O(1): a halving follows at least as many
-    /// removals as it copies entries.
-    fn give_back_room(&mut self) {
-        let (len, capacity) = (self.entries.len(), self.entries.capacity());
-        if capacity > MIN_CAPACITY && len < capacity / 4 {
-            self.entries.shrink_to(capacity / 2);
-        }
     }
 
     fn sift_up(&mut self, mut slot: usize, set_pos: &mut impl FnMut(JobId, usize)) -> usize {

@@ -152,6 +152,10 @@ pub struct Engine {
     /// Memory held by jobs, and by bodies being received, counted as body
     /// bytes plus [`JOB_MEMORY_OVERHEAD`] per job.
     job_memory: u64,
+    /// Puts between [`Engine::start_put`] and [`Engine::put`] or
+    /// [`Engine::cancel_put`]: their jobs have room claimed but are not
+    /// filed yet.
+    puts_in_flight: usize,
     /// The `--max-job-memory` cap on `job_memory`.
     memory_limit: Option<u64>,
     /// When the last job was buried. Burial times are kept strictly
@@ -194,6 +198,7 @@ impl Engine {
             timer_due: None,
             journal: None,
             job_memory: 0,
+            puts_in_flight: 0,
             memory_limit: None,
             last_buried_at: Time::ZERO,
             job_memory_high_water: 0,
@@ -289,6 +294,14 @@ impl Engine {
                 _ => self.make_ready(r.id, now),
             }
         }
+        // The room later moves need, as `start_put` would have claimed it.
+        // Best effort: a start-up this short of memory will not serve long.
+        for &t in self.tubes.ids().to_vec().iter() {
+            let tube = self.tubes.get_mut(t);
+            let in_tube = tube.job_count();
+            let _ = tube.ready.try_make_room_for(in_tube) && tube.delayed.try_make_room_for(in_tube);
+        }
+        let _ = self.reserved.try_make_room_for(self.jobs.len());
         self.next_job_id = self.next_job_id.max(next_id);
     }
 

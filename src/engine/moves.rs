@@ -126,4 +126,15 @@ impl Engine {
             self.tubes.get_mut(t).waiting.remove(&seq);
         }
     }
+
+    /// A job of tube `t` is gone: the heaps keep room for the jobs that
+    /// are left (see `Heap::fit`), and give back the rest in halvings.
+    pub(super) fn give_back_room(&mut self, t: TubeId) {
+        let coming = self.puts_in_flight;
+        let tube = self.tubes.get_mut(t);
+        let in_tube = tube.job_count() + coming;
+        tube.ready.fit(in_tube);
+        tube.delayed.fit(in_tube);
+        self.reserved.fit(self.jobs.len() + coming);
+    }
 }

@@ -29,17 +29,24 @@ impl Engine {
         if self.memory_limit.is_some_and(|limit| self.job_memory + cost > limit) {
             return None;
         }
-        // Room in every structure the job may enter, claimed now: once the
-        // body is accepted, nothing about the job can fail to allocate.
+        // Room in every structure the job may ever enter, claimed now: once
+        // the body is accepted, nothing about the job can fail to allocate,
+        // then or later. Any job of a tube can come to be ready or delayed,
+        // and any job reserved, so those heaps keep room for all of them
+        // (room that is claimed but not written costs address space, not
+        // memory), counting the puts whose bodies are still arriving.
         let used = self.clients.get(&c).map(|client| client.used)?;
+        let coming = self.puts_in_flight + 1;
         let tube = self.tubes.get_mut(used);
-        let room = tube.ready.try_make_room()
-            && tube.delayed.try_make_room()
-            && self.reserved.try_make_room()
+        let in_tube = tube.job_count() + coming;
+        let room = tube.ready.try_make_room_for(in_tube)
+            && tube.delayed.try_make_room_for(in_tube)
+            && self.reserved.try_make_room_for(self.jobs.len() + coming)
             && self.jobs.try_make_room(self.next_job_id);
         if !room {
             return None;
         }
+        self.puts_in_flight += 1;
         self.job_memory += cost;
         let id = self.next_job_id;
         self.next_job_id += 1;
@@ -49,6 +56,7 @@ impl Engine {
     /// Gives back the memory claimed by [`Engine::start_put`] for a body that
     /// never arrived intact. The id stays used up.
     pub fn cancel_put(&mut self, ticket: PutTicket) {
+        self.puts_in_flight -= 1;
         self.release_job_memory(ticket.bytes as usize);
     }
 
@@ -61,8 +69,10 @@ impl Engine {
 
     /// Inserts a job whose body arrived intact into the client's used tube.
     pub fn put(&mut self, c: ClientId, new: NewJob, now: Time) -> Reply<'_> {
+        // The ticket is spent: the job is filed now, or never.
+        self.puts_in_flight -= 1;
         if self.draining {
-            self.cancel_put(new.ticket);
+            self.release_job_memory(new.ticket.bytes as usize);
             return Reply::Draining;
         }
         let Some(client) = self.clients.get(&c) else {

@@ -352,3 +352,35 @@ fn memory_is_given_back_in_steps_as_a_queue_drains() {
         assert!(!e.wants_give_back());
     }
 }
+
+#[test]
+fn moving_jobs_between_heaps_never_allocates() {
+    // Room for every heap a job may enter is claimed when it is put, so a
+    // release, a delay running out or a TTR running out cannot fail for
+    // want of memory: the heaps' storage does not change as jobs move.
+    let mut e = engine();
+    let c = client(&mut e);
+    let ids: Vec<JobId> = (0..1000).map(|_| put(&mut e, c, 0, 0, 60, Time::ZERO)).collect();
+    let t = e.clients[&c].used;
+    let capacities = |e: &Engine| {
+        let tube = e.tubes.get(t);
+        (tube.ready.capacity(), tube.delayed.capacity(), e.reserved.capacity())
+    };
+    let before = capacities(&e);
+    assert!(before.0 >= 1000 && before.1 >= 1000 && before.2 >= 1000, "{before:?}");
+    for _ in &ids {
+        reserved_id(e.reserve(c, Some(0), Time::ZERO));
+    }
+    for &id in &ids {
+        assert_eq!(e.release(c, id, 0, 5, Time::ZERO), Reply::Released);
+    }
+    e.tick(Time::from_secs(5));
+    assert_eq!(e.server_stats().jobs.ready, 1000);
+    assert_eq!(capacities(&e), before);
+    // Once the jobs are deleted, the room goes too.
+    for &id in &ids {
+        assert_eq!(e.delete(c, id), Reply::Deleted);
+    }
+    let after = capacities(&e);
+    assert!(after.0 <= 256 && after.1 <= 256 && after.2 <= 256, "{after:?}");
+}

@@ -29,6 +29,7 @@ impl Engine {
             self.release_job_memory(job.body.len());
         }
         self.note_job_memory();
+        self.give_back_room(tube);
         self.tubes.get_mut(tube).cmd_delete += 1;
         self.tubes.remove_if_unreferenced(tube);
         if !logged {
