@@ -323,6 +323,7 @@ fn fan_out(binary: &str, workers: usize, jobs: usize) -> FanOut {
 struct Probe {
     half: Vec<f64>,
     rest: Vec<f64>,
+    random: Vec<f64>,
 }
 
 fn give_back_stall(ours: &str, theirs: Option<&str>) {
@@ -336,7 +337,11 @@ fn give_back_stall(ours: &str, theirs: Option<&str>) {
         v[v.len() * 99 / 100]
     };
     type Figure = fn(&Probe) -> &[f64];
-    let phases: [(&str, Figure); 2] = [("deleting half", |p| &p.half), ("deleting the rest", |p| &p.rest)];
+    let phases: [(&str, Figure); 3] = [
+        ("deleting half", |p| &p.half),
+        ("deleting the rest", |p| &p.rest),
+        ("deleting all in random order", |p| &p.random),
+    ];
     for (phase, part) in phases {
         let theirs = |f: &dyn Fn(&[f64]) -> f64| b.as_ref().map(|b| f(part(b)));
         row(&format!("idle put+delete max, {phase} of 3M (ms)"), max(part(&a)), theirs(&max));
@@ -385,7 +390,24 @@ fn drain_with_probe(binary: &str, jobs: usize) -> Probe {
     pipeline(&mut c, half, |i| format!("delete {}\r\n", first + 2 * i as u64).into_bytes());
     thread::sleep(Duration::from_secs(5));
     stop.store(true, Ordering::Relaxed);
-    Probe { half: half_times, rest: probe.join().unwrap() }
+    let rest = probe.join().unwrap();
+    // Again, deleting in a random order: freed blocks then merge into
+    // holes of every size all over the heap, not in one sweep.
+    let first = pipeline(&mut c, jobs, |_| put.clone());
+    let mut order: Vec<u64> = (0..jobs as u64).map(|i| first + i).collect();
+    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+    for i in (1..order.len()).rev() {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        order.swap(i, (seed % (i as u64 + 1)) as usize);
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let probe = start_probe(server.port, &stop);
+    pipeline(&mut c, jobs, |i| format!("delete {}\r\n", order[i]).into_bytes());
+    thread::sleep(Duration::from_secs(5));
+    stop.store(true, Ordering::Relaxed);
+    Probe { half: half_times, rest, random: probe.join().unwrap() }
 }
 
 // -------------------------------------------------------------------------

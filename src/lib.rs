@@ -107,10 +107,11 @@
 //! the README; the first reading makes sense without them.
 //!
 //! - **Memory.** [`conn::buffers`]: a connection lets its buffers go when
-//!   idle. [`sys::memory`]: the allocator, one malloc arena, and giving
-//!   freed pages back, which `Engine::wants_give_back` in
-//!   [`engine::schedule`] paces. [`engine::table`]'s slab and index,
-//!   [`engine::id_map`]'s hash and the heap's `PackedId`: a job in 232 bytes.
+//!   idle. [`sys::memory`]: the binary's allocator, big blocks as mappings
+//!   of their own, and [`sys::pages`]: small blocks in pages of their own
+//!   size, each unmapped when its last block goes, so freed memory goes
+//!   back with no pass and no pause. [`engine::table`]'s slab and index,
+//!   [`engine::id_map`]'s hash and the heap's `PackedId`: a job in 233 bytes.
 //! - **The log over time.** [`binlog::compaction`]: rewriting old files'
 //!   live jobs at a pace bounded by what clients write. [`binlog::dir`]:
 //!   the lock and what a directory holds. [`binlog::beanstalkd`] and

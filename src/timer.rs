@@ -8,15 +8,12 @@
 //! than the one the thread sleeps towards. Blocked reserves time
 //! themselves out on their own threads, and every command first catches
 //! the engine up with the clock itself (`Engine::catch_up`): this thread
-//! is what moves jobs when no command comes. It also hands the heap's free
-//! pages back to the system, a few MiB at a time, as a queue drains (see
-//! `Engine::wants_give_back`).
+//! is what moves jobs when no command comes.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
 
 use crate::engine::Engine;
-use crate::sys;
 use crate::time::{Clock, LONGEST_SLEEP};
 
 /// The timer thread's body: runs `engine`'s time-driven work as it falls
@@ -28,14 +25,6 @@ pub(crate) fn run(engine_lock: &Mutex<Engine>, clock: &Clock, timer: &Condvar, s
     let mut engine = engine_lock.lock().unwrap_or_else(|e| e.into_inner());
     while !stopping.load(Ordering::SeqCst) {
         let now = clock.now();
-        if engine.wants_give_back() {
-            engine.giving_back();
-            // The allocator's walk holds its own lock, never the engine's.
-            drop(engine);
-            sys::give_back_free_memory();
-            engine = engine_lock.lock().unwrap_or_else(|e| e.into_inner());
-            continue;
-        }
         engine = match engine.tick(now) {
             Some(due) => {
                 // Bounded, so that a suspend cannot make a due time late by

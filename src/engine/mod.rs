@@ -79,11 +79,6 @@ use tube::{Pause, TubeId, Tubes};
 /// 147 in all. Kept at 200 so that the limit errs on the safe side.)
 pub const JOB_MEMORY_OVERHEAD: u64 = 200;
 
-/// Memory is given back each time the jobs' memory has fallen this far
-/// below its highest since the last give-back (see
-/// [`Engine::wants_give_back`]).
-const GIVE_BACK_STEP: u64 = 4 << 20;
-
 /// The last second of a reservation, when the holder is warned with
 /// `DEADLINE_SOON` (reference §4.2).
 const SAFETY_MARGIN_SECS: u32 = 1;
@@ -161,11 +156,6 @@ pub struct Engine {
     /// When the last job was buried. Burial times are kept strictly
     /// increasing, so the log can restore the buried lists' order from them.
     last_buried_at: Time,
-    /// The highest `job_memory` since memory was last given back (see
-    /// [`Engine::wants_give_back`]).
-    job_memory_high_water: u64,
-    /// The timer thread has been asked to give memory back.
-    give_back_asked: bool,
     /// Jobs in each state over all tubes, kept as they move, so that `stats`
     /// costs the same with one tube or a million.
     job_counts: JobCounts,
@@ -201,8 +191,6 @@ impl Engine {
             puts_in_flight: 0,
             memory_limit: None,
             last_buried_at: Time::ZERO,
-            job_memory_high_water: 0,
-            give_back_asked: false,
             job_counts: JobCounts::default(),
         }
     }

@@ -104,7 +104,6 @@ impl Engine {
             body: new.body,
         };
         self.jobs.insert(id, job);
-        self.note_job_memory();
         // Logged before it is queued: if the write fails, no client can have
         // seen the job, and it is forgotten as if never put.
         if !self.journal_full(id) {

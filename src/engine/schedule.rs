@@ -87,37 +87,6 @@ impl Engine {
         reservation_ends.into_iter().chain(self.tubes.next_event()).min()
     }
 
-    /// True when the jobs' memory has fallen by `GIVE_BACK_STEP` since
-    /// its highest point after the last give-back: a queue is draining, and
-    /// its freed pages are worth handing back to the system. Giving back
-    /// (`sys::give_back_free_memory`) holds the allocator's lock, which
-    /// every thread's `malloc` needs, for as long as it takes the kernel to
-    /// drop the pages freed since the last time; doing it every few MiB
-    /// keeps that under a millisecond, where once at the end of a drain of
-    /// millions of jobs it took tens. A queue that holds steady or grows
-    /// never gives back, so steady work pays nothing.
-    pub fn wants_give_back(&self) -> bool {
-        self.job_memory + GIVE_BACK_STEP <= self.job_memory_high_water
-    }
-
-    /// The timer thread is about to give memory back.
-    pub fn giving_back(&mut self) {
-        self.job_memory_high_water = self.job_memory;
-        self.give_back_asked = false;
-    }
-
-    /// Notes the jobs' memory after a put or delete, and wakes the timer
-    /// thread, once, when [`Engine::wants_give_back`] becomes true. O(1).
-    pub(super) fn note_job_memory(&mut self) {
-        self.job_memory_high_water = self.job_memory_high_water.max(self.job_memory);
-        if !self.give_back_asked && self.wants_give_back() {
-            self.give_back_asked = true;
-            if let Some(timer) = &self.timer {
-                timer.notify_one();
-            }
-        }
-    }
-
     /// Asks the timer thread to wake by `at` if it planned to sleep longer.
     pub(super) fn schedule(&mut self, at: Time) {
         if self.timer_due.is_none_or(|due| at < due) {

@@ -330,30 +330,6 @@ fn paused_tubes_hold_their_jobs_until_the_pause_ends() {
 }
 
 #[test]
-fn memory_is_given_back_in_steps_as_a_queue_drains() {
-    let mut e = engine();
-    let c = client(&mut e);
-    let per_job = 4 + JOB_MEMORY_OVERHEAD;
-    let step = (GIVE_BACK_STEP / per_job) as usize + 1;
-    let ids: Vec<JobId> = (0..3 * step).map(|_| put(&mut e, c, 0, 0, 60, Time::ZERO)).collect();
-    assert!(!e.wants_give_back(), "a growing queue keeps its memory");
-    for (n, &id) in ids.iter().enumerate() {
-        assert!(!e.wants_give_back(), "asked for too early, at {n}");
-        assert_eq!(e.delete(c, id), Reply::Deleted);
-        if (n + 1) % step == 0 {
-            assert!(e.wants_give_back(), "not asked for after {} deletes", n + 1);
-            e.giving_back();
-        }
-    }
-    // Steady work around a level never gives back.
-    for _ in 0..3 * step {
-        let id = put(&mut e, c, 0, 0, 60, Time::ZERO);
-        assert_eq!(e.delete(c, id), Reply::Deleted);
-        assert!(!e.wants_give_back());
-    }
-}
-
-#[test]
 fn moving_jobs_between_heaps_never_allocates() {
     // Room for every heap a job may enter is claimed when it is put, so a
     // release, a delay running out or a TTR running out cannot fail for

@@ -28,7 +28,6 @@ impl Engine {
         if let Some(job) = self.jobs.remove(&id) {
             self.release_job_memory(job.body.len());
         }
-        self.note_job_memory();
         self.give_back_room(tube);
         self.tubes.get_mut(tube).cmd_delete += 1;
         self.tubes.remove_if_unreferenced(tube);

@@ -1,15 +1,18 @@
-//! Memory: the binary's allocator, and the two settings of glibc's that
-//! keep memory following what is alive now (one arena, no fast bins). Part
+//! Memory: the binary's allocator (small blocks in pages of their size,
+//! `pages.rs`; big ones as mappings of their own; `malloc` in between),
+//! and the two settings of glibc's that keep memory following what is
+//! alive now (one arena, no fast bins). Part
 //! of `sys`, the one place allowed `unsafe`; what the rest of the server
 //! decides about memory (when a connection goes idle) lives in `conn/buffers.rs`.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::ffi::c_int;
 
+use super::pages;
+
 #[cfg(target_env = "gnu")]
 extern "C" {
     fn mallopt(param: c_int, value: c_int) -> c_int;
-    fn malloc_trim(pad: usize) -> c_int;
 }
 
 #[cfg(target_env = "gnu")]
@@ -28,15 +31,15 @@ const M_ARENA_MAX: c_int = -8;
 ///   mostly served from the thread's malloc cache without the arena's
 ///   lock: one arena costs no throughput. Left alone if the operator set
 ///   `MALLOC_ARENA_MAX`.
-/// - **No fast bins.** Freed small blocks (a deleted job's body) then merge
-///   with their free neighbours at once, and memory at the top of the heap
-///   goes back to the system as soon as it is free, a little at a time, by
-///   `free` itself. With fast bins, a million deleted bodies wait unmerged
-///   until some larger allocation merges them all at once, under the
-///   arena's one lock: a stall of tens of milliseconds for every thread,
-///   and the memory is never given back without `malloc_trim`, which walks
-///   the whole heap under that same lock. Left alone if the operator set
-///   `GLIBC_TUNABLES` (where `glibc.malloc.mxfast` lives).
+/// - **No fast bins.** Freed blocks then merge with their free neighbours
+///   at once, and memory at the top of the heap goes back to the system by
+///   `free` itself. With fast bins, freed blocks wait unmerged until some
+///   larger allocation merges them all at once, under the arena's one
+///   lock. Left alone if the operator set `GLIBC_TUNABLES` (where
+///   `glibc.malloc.mxfast` lives).
+///
+/// (Since small blocks live in [`super::pages`] and big ones are mappings,
+/// `malloc` serves only blocks of 16 to 64 KiB, and glibc's own.)
 ///
 /// A no-op with other C libraries.
 pub fn tune_malloc() {
@@ -58,27 +61,14 @@ pub fn tune_malloc() {
     }
 }
 
-/// Hands the heap's free pages back to the system, the middle of the heap
-/// included (glibc's `malloc_trim(0)`). It holds the allocator's lock,
-/// which every thread's `malloc` needs, while the kernel drops the pages:
-/// call it often enough that few pages are new since the last call (see
-/// `Engine::wants_give_back`). A no-op with other C libraries.
-pub fn give_back_free_memory() {
-    #[cfg(target_env = "gnu")]
-    // SAFETY: malloc_trim takes no pointers and works on the allocator's
-    // own free lists under its own lock; any thread may call it any time.
-    unsafe {
-        malloc_trim(0);
-    }
-}
-
 /// The block size from which [`Allocator`] gives every block a mapping of
 /// its own.
 pub const OWN_MAPPING_AT: usize = 64 * 1024;
 
-/// The server binary's allocator: the C library's `malloc`, except that
-/// every block of 64 KiB (`OWN_MAPPING_AT`) or more is a mapping of its own
-/// (`mmap`), always. Only the pages written take memory, and freeing the
+/// The server binary's allocator, by a block's size: up to 16 KiB, a slot
+/// in a page of its size ([`super::pages`]); from 64 KiB
+/// (`OWN_MAPPING_AT`), a mapping of its own (`mmap`), always; in between,
+/// the C library's `malloc`. Only the pages written take memory, and freeing the
 /// block gives them back to the system at once, whatever the heap around it
 /// looks like. glibc maps big blocks too, but not always: it serves them
 /// from the top of its heap when that has room, and stops mapping them
@@ -97,9 +87,14 @@ pub struct Allocator;
 
 /// Whether blocks of `layout` are mappings. The same answer for a block's
 /// allocation and its release, which is what tells `dealloc` which of the
-/// two to call.
+/// three to call.
 fn is_mapped(layout: Layout) -> bool {
     layout.size() >= OWN_MAPPING_AT && layout.align() <= 4096
+}
+
+/// Whether blocks of `layout` live in pages of their size (`pages.rs`).
+fn is_small(layout: Layout) -> bool {
+    layout.size() <= pages::LARGEST && layout.align() <= 16
 }
 
 const PROT_READ: c_int = 1;
@@ -113,6 +108,29 @@ extern "C" {
     fn mmap(addr: *mut u8, len: usize, prot: c_int, flags: c_int, fd: c_int, offset: i64) -> *mut u8;
     fn munmap(addr: *mut u8, len: usize) -> c_int;
     fn mremap(old: *mut u8, old_len: usize, new_len: usize, flags: c_int, ...) -> *mut u8;
+}
+
+/// `realloc` for a block that is or becomes small: a block that stays in
+/// its size class stays where it is.
+///
+/// # Safety
+/// As `GlobalAlloc::realloc`, with `is_small` true for `layout` or for
+/// `new_layout`.
+#[inline(never)]
+unsafe fn realloc_small(block: *mut u8, layout: Layout, new_layout: Layout) -> *mut u8 {
+    if is_small(layout) && is_small(new_layout) && pages::same_class(layout.size(), new_layout.size()) {
+        return block;
+    }
+    // SAFETY: a new block from the allocator; the old one is copied up to
+    // the smaller size, then released with the layout it was allocated with.
+    unsafe {
+        let new = Allocator.alloc(new_layout);
+        if !new.is_null() {
+            std::ptr::copy_nonoverlapping(block, new, layout.size().min(new_layout.size()));
+            Allocator.dealloc(block, layout);
+        }
+        new
+    }
 }
 
 /// A new mapping of `size` bytes, or null. Kept out of line, like the
@@ -181,7 +199,9 @@ unsafe fn realloc_mapped(block: *mut u8, layout: Layout, new_layout: Layout) -> 
 unsafe impl GlobalAlloc for Allocator {
     #[inline(never)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if is_mapped(layout) {
+        if is_small(layout) {
+            pages::alloc(layout.size())
+        } else if is_mapped(layout) {
             map_block(layout.size())
         } else {
             // SAFETY: the caller's contract is System's.
@@ -191,7 +211,14 @@ unsafe impl GlobalAlloc for Allocator {
 
     #[inline(never)]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        if is_mapped(layout) {
+        if is_small(layout) {
+            let block = pages::alloc(layout.size());
+            if !block.is_null() {
+                // SAFETY: a block of `layout.size()` bytes, ours.
+                unsafe { block.write_bytes(0, layout.size()) };
+            }
+            block
+        } else if is_mapped(layout) {
             // A fresh anonymous mapping reads as zeros.
             map_block(layout.size())
         } else {
@@ -202,7 +229,11 @@ unsafe impl GlobalAlloc for Allocator {
 
     #[inline(never)]
     unsafe fn dealloc(&self, block: *mut u8, layout: Layout) {
-        if is_mapped(layout) {
+        if is_small(layout) {
+            // SAFETY: `alloc` took it from the pages (same layout, so same
+            // answer), and the caller gives it up.
+            unsafe { pages::dealloc(block, layout.size()) }
+        } else if is_mapped(layout) {
             // SAFETY: `block` is a mapping of `layout.size()` bytes that
             // `alloc` made (same layout), and the caller gives it up.
             unsafe { unmap_block(block, layout.size()) }
@@ -217,7 +248,10 @@ unsafe impl GlobalAlloc for Allocator {
         // SAFETY: the caller guarantees a valid size for this alignment, as
         // it must for `realloc`.
         let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
-        if is_mapped(layout) || is_mapped(new_layout) {
+        if is_small(layout) || is_small(new_layout) {
+            // SAFETY: the caller's contract, and one of the two is small.
+            unsafe { realloc_small(block, layout, new_layout) }
+        } else if is_mapped(layout) || is_mapped(new_layout) {
             // SAFETY: the caller's contract, and one of the two is mapped.
             unsafe { realloc_mapped(block, layout, new_layout) }
         } else {

@@ -19,11 +19,12 @@ use std::time::Duration;
 
 pub(crate) mod file;
 pub(crate) mod memory;
+pub(crate) mod pages;
 pub(crate) mod process;
 pub(crate) mod socket;
 
 pub use file::{lock_posix, posix_lock_holder, preallocate, O_NOFOLLOW};
-pub use memory::{give_back_free_memory, tune_malloc, Allocator, OWN_MAPPING_AT};
+pub use memory::{tune_malloc, Allocator, OWN_MAPPING_AT};
 pub use process::{become_user, ignore_sigpipe, soft_limit, Resource, SignalSet, SIGINT, SIGTERM, SIGUSR1};
 #[cfg(test)]
 pub use socket::keepalive;
