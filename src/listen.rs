@@ -46,10 +46,15 @@ impl SocketFile {
         Ok(SocketFile { path: path.to_path_buf(), device: meta.dev(), inode: meta.ino() })
     }
 
+    /// Whether `path` still names the socket file we bound.
+    fn is_still_ours(&self) -> bool {
+        std::fs::symlink_metadata(&self.path)
+            .is_ok_and(|meta| (meta.dev(), meta.ino()) == (self.device, self.inode))
+    }
+
     /// Removes the file if it is still the one we bound.
     fn remove_if_ours(&self) {
-        let Ok(meta) = std::fs::symlink_metadata(&self.path) else { return };
-        if (meta.dev(), meta.ino()) == (self.device, self.inode) {
+        if self.is_still_ours() {
             let _ = std::fs::remove_file(&self.path);
         }
     }
@@ -108,10 +113,18 @@ impl Listener {
         }
     }
 
-    /// Hands a UNIX socket file we created to `uid` and `gid`.
+    /// Hands a UNIX socket file we created to `uid` and `gid`: the file we
+    /// bound, never what its path may lead to now. A symbolic link put in
+    /// its place by someone else is not followed (`lchown`), and a file
+    /// that is no longer ours is left alone.
     pub(crate) fn give_to(&self, uid: u32, gid: u32) -> io::Result<()> {
         match self {
-            Listener::Unix(_, Some(file)) => std::os::unix::fs::chown(&file.path, Some(uid), Some(gid)),
+            Listener::Unix(_, Some(file)) => {
+                if !file.is_still_ours() {
+                    return Err(io::Error::other(format!("{} was replaced", file.path.display())));
+                }
+                std::os::unix::fs::lchown(&file.path, Some(uid), Some(gid))
+            }
             _ => Ok(()),
         }
     }

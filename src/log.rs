@@ -52,8 +52,10 @@ pub fn enabled(kind: Kind) -> bool {
 pub fn line(kind: Kind, message: fmt::Arguments<'_>) {
     if enabled(kind) {
         let prefix = PREFIX.get().map_or("beanstalk", String::as_str);
-        // One write a line, so lines of two threads do not interleave.
-        let _ = std::io::stderr().lock().write_fmt(format_args!("{prefix}: {message}\n"));
+        // Made whole first, then one write: stderr is unbuffered, and a
+        // line written piece by piece could be cut by another process's.
+        let line = format!("{prefix}: {message}\n");
+        let _ = std::io::stderr().lock().write_all(line.as_bytes());
     }
 }
 

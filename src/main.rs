@@ -74,7 +74,10 @@ fn main() -> ExitCode {
             Ok(account) => {
                 log::event(format_args!("became user {name} (uid {}, gid {})", account.uid, account.gid))
             }
-            Err(e) => return fail(&program, e.exit_code(), format_args!("{e}")),
+            Err(e) => {
+                server.remove_socket_file();
+                return fail(&program, e.exit_code(), format_args!("{e}"));
+            }
         }
     }
     if let Err(e) = server.open_binlog() {
@@ -82,10 +85,12 @@ fn main() -> ExitCode {
             BinlogError::Unusable(..) => format!(" (here: {})", privileges::running_as()),
             _ => String::new(),
         };
+        server.remove_socket_file();
         return fail(&program, e.exit_code(), format_args!("{e}{who}"));
     }
     // The start-up lines come once the server can serve: scripts (and the
-    // tests) wait for the `bind` line.
+    // tests) wait for the `bind` line, or `inherited` under socket
+    // activation, where nothing is bound.
     log::event(format_args!("pid {}", std::process::id()));
     log::event(format_args!("{how} {} {}", server.listener_fd(), server.listen_address()));
     let limit = server.connection_limit();

@@ -166,6 +166,12 @@ impl Server {
         self.listener.address()
     }
 
+    /// Removes the UNIX socket file this server created, if it is still
+    /// there: for a start-up that fails after binding.
+    pub fn remove_socket_file(&self) {
+        self.listener.remove_socket_file();
+    }
+
     /// Hands the UNIX socket file this server created to `uid` and `gid`,
     /// so that clients running as the user `-u` names can connect once the
     /// server has become that user. Does nothing for TCP, or for a socket
@@ -191,19 +197,28 @@ impl Server {
     /// Runs the server on a thread of its own, once it has started: a
     /// start-up error (the binlog, a helper thread) is returned here.
     pub fn spawn(self) -> io::Result<Running> {
-        let helpers = self.start()?;
         let handle = self.handle();
         let addr = self.local_addr();
-        let stop = handle.clone();
-        let spawned =
-            thread::Builder::new().name("beanstalk-accept".into()).spawn(move || self.serve(helpers));
-        match spawned {
-            Ok(thread) => Ok(Running { handle, addr, thread: Some(thread) }),
-            Err(e) => {
-                // The closure, and the helpers with it, was dropped unrun.
-                stop.shutdown();
+        // The server's own thread starts it, and says how that went before
+        // it serves: if the thread cannot be made, nothing was started.
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        let thread =
+            thread::Builder::new().name("beanstalk-accept".into()).spawn(move || match self.start() {
+                Ok(helpers) => {
+                    let _ = started_tx.send(Ok(()));
+                    self.serve(helpers);
+                }
+                Err(e) => {
+                    let _ = started_tx.send(Err(e));
+                }
+            })?;
+        match started_rx.recv() {
+            Ok(Ok(())) => Ok(Running { handle, addr, thread: Some(thread) }),
+            Ok(Err(e)) => {
+                let _ = thread.join();
                 Err(e)
             }
+            Err(_) => Err(io::Error::other("the server's thread ended while starting")),
         }
     }
 
@@ -226,6 +241,9 @@ impl Server {
             Ok(hangup) => Ok(Helpers { timer, hangup }),
             Err(e) => {
                 shared.stopping.store(true, Ordering::SeqCst);
+                // Under the engine's lock, so that the timer is either
+                // before its check of `stopping` or already waiting.
+                drop(shared.engine());
                 shared.timer.notify_all();
                 let _ = timer.join();
                 Err(e)

@@ -86,7 +86,14 @@ pub fn lock(dir: &Path) -> Result<File, BinlogError> {
         .mode(0o600)
         .custom_flags(crate::sys::O_NOFOLLOW)
         .open(&path)
-        .map_err(|e| BinlogError::Unusable(dir.to_path_buf(), e))?;
+        .map_err(|e| match e.kind() {
+            // What the operator fixes by making the directory, or giving
+            // it to the server's user.
+            io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied | io::ErrorKind::NotADirectory => {
+                BinlogError::Unusable(dir.to_path_buf(), e)
+            }
+            _ => BinlogError::Lock(format!("cannot open {}: {e}", path.display())),
+        })?;
     let in_use =
         || BinlogError::Lock(format!("failed to lock wal dir {}: another server is using it", dir.display()));
     match lock.try_lock() {
