@@ -91,15 +91,14 @@
 //! against beanstalkd's 1 KiB); a wake-up of the worker's thread for every
 //! job handed to a blocked reserve, where beanstalkd writes the reply from
 //! its one thread: one put at a time to 1,000 blocked workers runs at 0.7
-//! of beanstalkd's rate, 0.09 ms at the median against 0.06 (the p99 is
-//! the same); and a separate thread to notice a hang-up while a worker's
+//! to 0.8 of beanstalkd's rate, 0.08 ms at the median against 0.06 (the
+//! p99 is no worse); and a separate thread to notice a hang-up while a worker's
 //! thread sleeps in reserve ([`hangup`]), which an event loop gets from
 //! `epoll` for free. What it buys: the server uses both cores when there
 //! are two (a connection parses, copies bodies and writes replies outside
-//! the lock), the put/reserve/delete cycle runs at 1.2 to 1.3 times
-//! beanstalkd's rate and at 0.8 to 0.9 of a thread-per-connection responder
-//! with no engine at all, and pipelined puts at 20 times (README,
-//! "Performance").
+//! the lock), the put/reserve/delete cycle runs at 1.3 times beanstalkd's
+//! rate and at 0.75 to 0.85 of a thread-per-connection responder with no
+//! engine at all, and pipelined puts at 20 times (README, "Performance").
 //!
 //! ### Second reading: the production machinery, each behind a narrow door
 //!
