@@ -7,10 +7,10 @@
 //! `malloc_trim`, which walks every free block under the lock that every
 //! thread's `malloc` needs. After a queue of millions of jobs is deleted in
 //! a random order, one such walk held an idle client up for 73 ms.
-//! Here each block size has its own 64 KiB pages, and a page is unmapped
-//! the moment its last block is freed: a few microseconds at a time, spread
-//! over the deletes that emptied it, under a lock that only that size's
-//! allocations share.
+//! Here each block size has its own 64 KiB pages, and a page's memory goes
+//! back to the system the moment its last block is freed: a few
+//! microseconds at a time, spread over the deletes that emptied it, under
+//! a lock that only that size's allocations share.
 //!
 //! Each page starts with a [`Page`] header; the rest is slots of one size.
 //! A page with a free slot is on its size's list of pages with room. A
@@ -91,32 +91,60 @@ extern "C" {
     fn munmap(addr: *mut u8, len: usize) -> c_int;
 }
 
+/// Pages are carved from regions of this many pages, mapped at once and
+/// never unmapped.
+const REGION_PAGES: usize = 64;
+
+/// Most empty pages kept for reuse; past it an empty page is unmapped.
+const SPARE_MAX: usize = 16 * 1024;
+
+/// Where new pages come from: empty pages, whose memory went back to the
+/// system but whose addresses are kept, and the rest of the last region.
+///
+/// An empty page's memory goes back with `madvise(MADV_DONTNEED)`, not
+/// `munmap`: the kernel keeps one map for a whole region however scattered
+/// its empty pages are, where unmapping them one by one could split a
+/// region into thousands of maps and run into `vm.max_map_count`, which
+/// thread stacks need too (see `host.rs`).
+struct Spare {
+    pages: [usize; SPARE_MAX],
+    len: usize,
+    /// The next never-used page of the last region, and its end.
+    next: usize,
+    end: usize,
+}
+
+static SPARE: Mutex<Spare> = Mutex::new(Spare { pages: [0; SPARE_MAX], len: 0, next: 0, end: 0 });
+
+const MADV_DONTNEED: c_int = 4;
+
+extern "C" {
+    fn madvise(addr: *mut u8, len: usize, advice: c_int) -> c_int;
+}
+
 /// A new page aligned to [`PAGE`], its header set up; null if memory
 /// cannot be had.
 fn new_page() -> *mut Page {
-    // Twice the size, then the unaligned ends cut off.
-    // SAFETY: a new anonymous private mapping; nothing else uses it.
-    let raw = unsafe {
-        mmap(ptr::null_mut(), 2 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+    let start = {
+        let mut spare = SPARE.lock().unwrap_or_else(|e| e.into_inner());
+        if spare.len > 0 {
+            spare.len -= 1;
+            spare.pages[spare.len]
+        } else {
+            if spare.next == spare.end {
+                let region = new_region();
+                if region == 0 {
+                    return ptr::null_mut();
+                }
+                (spare.next, spare.end) = (region, region + REGION_PAGES * PAGE);
+            }
+            spare.next += PAGE;
+            spare.next - PAGE
+        }
     };
-    if raw == MAP_FAILED {
-        return ptr::null_mut();
-    }
-    let start = (raw as usize).next_multiple_of(PAGE);
-    let (head, tail) = (start - raw as usize, raw as usize + 2 * PAGE - (start + PAGE));
-    // SAFETY: both ranges lie in the mapping just made, outside the page
-    // kept; unmapping them leaves the page alone. A failure leaves them
-    // mapped and unused, which is harmless.
-    unsafe {
-        if head > 0 {
-            munmap(raw, head);
-        }
-        if tail > 0 {
-            munmap((start + PAGE) as *mut u8, tail);
-        }
-    }
     let page = start as *mut Page;
-    // SAFETY: the page is mapped, writable, aligned, and ours alone.
+    // SAFETY: the page is mapped, writable, aligned, and ours alone: a
+    // fresh one, or an empty one handed back by `release_page`.
     unsafe {
         page.write(Page {
             live: 0,
@@ -127,6 +155,54 @@ fn new_page() -> *mut Page {
         })
     };
     page
+}
+
+/// A new region of [`REGION_PAGES`] pages aligned to [`PAGE`]; 0 if it
+/// cannot be mapped.
+fn new_region() -> usize {
+    let size = REGION_PAGES * PAGE;
+    // One page more, then the unaligned ends cut off.
+    // SAFETY: a new anonymous private mapping; nothing else uses it.
+    let raw = unsafe {
+        mmap(ptr::null_mut(), size + PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+    };
+    if raw == MAP_FAILED {
+        return 0;
+    }
+    let start = (raw as usize).next_multiple_of(PAGE);
+    let (head, tail) = (start - raw as usize, raw as usize + size + PAGE - (start + size));
+    // SAFETY: both ranges lie in the mapping just made, outside the region
+    // kept; unmapping them leaves the region alone. A failure leaves them
+    // mapped and unused, which is harmless.
+    unsafe {
+        if head > 0 {
+            munmap(raw, head);
+        }
+        if tail > 0 {
+            munmap((start + size) as *mut u8, tail);
+        }
+    }
+    start
+}
+
+/// Gives an empty page's memory back to the system and keeps its address
+/// for the next page.
+///
+/// # Safety
+/// `page` is an empty page that no class holds any more.
+unsafe fn release_page(page: *mut Page) {
+    // SAFETY: the page is mapped and nothing uses it; after this it reads
+    // as zeros and takes no memory until it is written again.
+    unsafe { madvise(page as *mut u8, PAGE, MADV_DONTNEED) };
+    let mut spare = SPARE.lock().unwrap_or_else(|e| e.into_inner());
+    if spare.len < SPARE_MAX {
+        let at = spare.len;
+        spare.pages[at] = page as usize;
+        spare.len += 1;
+    } else {
+        // SAFETY: as above; the address is forgotten.
+        unsafe { munmap(page as *mut u8, PAGE) };
+    }
 }
 
 /// Puts `page` at the front of `class`'s list of pages with room.
@@ -220,15 +296,15 @@ pub unsafe fn dealloc(block: *mut u8, size: usize) {
         (*page).free = free;
         (*page).live -= 1;
         if (*page).live == 0 {
-            // Empty: back to the system, unless it is the class's only
-            // page with room (a class that frees and takes one block over
+            // Empty: its memory back to the system, unless it is the
+            // class's only page with room (a class that frees and takes one block over
             // and over would map and unmap a page each time).
             let only = class.with_room == page && (*page).next.is_null();
             if !only {
                 if !was_full {
                     unlink(&mut class, page);
                 }
-                munmap(page as *mut u8, PAGE);
+                release_page(page);
             }
         } else if was_full {
             link(&mut class, page);
@@ -273,7 +349,8 @@ mod tests {
             // SAFETY: allocated above with this size, used no more.
             unsafe { dealloc(b, size) };
         }
-        // All but the one page kept for reuse are unmapped: a fresh block
+        // The emptied pages gave their memory back and keep their
+        // addresses for reuse (one stays with the class): a fresh block
         // comes from that page.
         let again = alloc(size);
         assert!(pages.contains(&(again as usize & !(PAGE - 1))));
