@@ -20,10 +20,11 @@
 
 use crate::sys;
 
-/// The binary's global allocator: `malloc`, but big blocks (a busy
-/// connection's buffers among them) are mappings of their own, so that an
-/// idle connection, having freed its buffers, costs its thread and nothing
-/// more. See `sys::Allocator`.
+/// The binary's global allocator: small blocks in pages of their own size,
+/// given back as each page empties; big blocks (a busy connection's
+/// buffers among them) as mappings of their own, so that an idle
+/// connection, having freed its buffers, costs its thread and nothing
+/// more; `malloc` in between. See `sys::Allocator`.
 pub use crate::sys::Allocator;
 
 /// Makes every thread allocate from one malloc arena, and freed memory

@@ -39,7 +39,8 @@ const M_ARENA_MAX: c_int = -8;
 ///   `glibc.malloc.mxfast` lives).
 ///
 /// (Since small blocks live in [`super::pages`] and big ones are mappings,
-/// `malloc` serves only blocks of 16 to 64 KiB, and glibc's own.)
+/// `malloc` serves only blocks of 16 to 64 KiB, small ones aligned to more
+/// than 16 bytes, and glibc's own.)
 ///
 /// A no-op with other C libraries.
 pub fn tune_malloc() {

@@ -95,7 +95,8 @@ extern "C" {
 /// never unmapped.
 const REGION_PAGES: usize = 64;
 
-/// Most empty pages kept for reuse; past it an empty page is unmapped.
+/// Empty pages whose addresses are kept in [`Spare`]'s array; past it
+/// they go on a list threaded through the pages themselves.
 const SPARE_MAX: usize = 16 * 1024;
 
 /// Where new pages come from: empty pages, whose memory went back to the
@@ -109,12 +110,17 @@ const SPARE_MAX: usize = 16 * 1024;
 struct Spare {
     pages: [usize; SPARE_MAX],
     len: usize,
+    /// The first of the empty pages past the array's [`SPARE_MAX`], each
+    /// holding the next one's address in its first word (which takes one
+    /// small page of memory each: 1/16 of what they give back), or 0.
+    overflow: usize,
     /// The next never-used page of the last region, and its end.
     next: usize,
     end: usize,
 }
 
-static SPARE: Mutex<Spare> = Mutex::new(Spare { pages: [0; SPARE_MAX], len: 0, next: 0, end: 0 });
+static SPARE: Mutex<Spare> =
+    Mutex::new(Spare { pages: [0; SPARE_MAX], len: 0, overflow: 0, next: 0, end: 0 });
 
 const MADV_DONTNEED: c_int = 4;
 
@@ -130,6 +136,12 @@ fn new_page() -> *mut Page {
         if spare.len > 0 {
             spare.len -= 1;
             spare.pages[spare.len]
+        } else if spare.overflow != 0 {
+            let page = spare.overflow;
+            // SAFETY: an empty page on the overflow list, which holds the
+            // next one's address in its first word; the lock is held.
+            spare.overflow = unsafe { (page as *const usize).read() };
+            page
         } else {
             if spare.next == spare.end {
                 let region = new_region();
@@ -200,8 +212,11 @@ unsafe fn release_page(page: *mut Page) {
         spare.pages[at] = page as usize;
         spare.len += 1;
     } else {
-        // SAFETY: as above; the address is forgotten.
-        unsafe { munmap(page as *mut u8, PAGE) };
+        // Never unmapped: one page unmapped in the middle of a region
+        // splits its map in two.
+        // SAFETY: the page is mapped, writable and ours; the lock is held.
+        unsafe { (page as *mut usize).write(spare.overflow) };
+        spare.overflow = page as usize;
     }
 }
 
@@ -276,7 +291,8 @@ pub fn alloc(size: usize) -> *mut u8 {
     }
 }
 
-/// Frees a block of `size` bytes that [`alloc`] returned; unmaps its page
+/// Frees a block of `size` bytes that [`alloc`] returned; gives its page's
+/// memory back
 /// if it was the page's last.
 ///
 /// # Safety
