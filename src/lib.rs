@@ -143,7 +143,7 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
-// `unsafe` is allowed in `sys` alone, below. The tour links private
+// Only `sys`, below, may call C or bypass the borrow checker. The tour links private
 // modules; `cargo doc --document-private-items` renders them.
 #![deny(unsafe_code)]
 #![allow(rustdoc::private_intra_doc_links)]

@@ -12,12 +12,11 @@ mod common;
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
+use common::beanstalkd::Beanstalkd;
 use common::binary::{self, Bin, TempDir};
 use common::{peek, put_bytes, Client};
 
@@ -45,56 +44,6 @@ fn tool_ok(args: &[&str]) -> String {
 
 fn spawn(dir: &Path) -> Bin {
     binary::spawn(&["-b", binary::arg(dir)])
-}
-
-/// The real beanstalkd, if installed.
-fn beanstalkd_path() -> Option<PathBuf> {
-    let found = ["/usr/bin/beanstalkd", "/usr/local/bin/beanstalkd", "/usr/sbin/beanstalkd"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists());
-    if found.is_none() {
-        assert!(std::env::var_os("CI").is_none(), "CI must install beanstalkd (see .ci/run)");
-        eprintln!("beanstalkd is not installed: skipping (apt-get install beanstalkd)");
-    }
-    found
-}
-
-/// A real beanstalkd on 127.0.0.1 and a free port; SIGKILLed on drop.
-struct Beanstalkd {
-    child: Child,
-    port: u16,
-}
-
-impl Beanstalkd {
-    fn start(exe: &Path, args: &[&str]) -> Beanstalkd {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let child = Command::new(exe)
-            .args(["-l", "127.0.0.1", "-p", &port.to_string()])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "beanstalkd did not start");
-            thread::sleep(Duration::from_millis(10));
-        }
-        Beanstalkd { child, port }
-    }
-
-    fn client(&self) -> Client {
-        Client::connect(([127, 0, 0, 1], self.port).into())
-    }
-}
-
-impl Drop for Beanstalkd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// A job's `stats-job` fields, string values unquoted (beanstalkd 1.12
@@ -156,7 +105,7 @@ fn find(haystack: &[u8], needle: &[u8]) -> usize {
 /// and beanstalkd serves exactly what our server served.
 #[test]
 fn to_beanstalkd_gives_beanstalkd_back_every_job_with_every_field() {
-    let Some(exe) = beanstalkd_path() else { return };
+    let Some(exe) = common::beanstalkd::path() else { return };
     let dir = TempDir::new("tool-round-trip");
     let big: Vec<u8> = (0..65_535u32).map(|i| b'a' + (i % 26) as u8).collect();
     {
@@ -272,7 +221,7 @@ fn export_piped_into_a_fresh_server_rebuilds_the_same_queue() {
     let (code, stream, mapping) = tool(&["export", binary::arg(&dir.path)]);
     assert_eq!(code, 0, "{mapping}");
 
-    let fresh = match beanstalkd_path() {
+    let fresh = match common::beanstalkd::path() {
         Some(exe) => Fresh::Theirs(Beanstalkd::start(&exe, &[])),
         None => Fresh::Ours(binary::spawn(&[])),
     };
@@ -394,7 +343,7 @@ fn check_reports_damage_and_a_torn_tail_and_changes_nothing() {
 
 #[test]
 fn check_finds_damage_in_beanstalkds_log() {
-    let Some(exe) = beanstalkd_path() else { return };
+    let Some(exe) = common::beanstalkd::path() else { return };
     let dir = TempDir::new("tool-check-theirs");
     {
         let b = Beanstalkd::start(&exe, &["-b", binary::arg(&dir.path)]);
@@ -438,7 +387,7 @@ fn assert_pins(report: &str, file: &str, delayed: u64, buried: u64, tube: &str) 
 
 #[test]
 fn usage_names_the_jobs_that_pin_beanstalkds_oldest_file() {
-    let Some(exe) = beanstalkd_path() else { return };
+    let Some(exe) = common::beanstalkd::path() else { return };
     let dir = TempDir::new("tool-usage-theirs");
     {
         let b = Beanstalkd::start(&exe, &["-b", binary::arg(&dir.path), "-s", "8192"]);

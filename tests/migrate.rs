@@ -14,12 +14,12 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use common::beanstalkd::Beanstalkd;
 use common::binary::{self, Bin, TempDir};
 use common::Rng;
 use common::{peek, put_bytes, Client};
@@ -34,61 +34,6 @@ fn spawn(dir: &Path) -> Bin {
 
 fn names(dir: &Path) -> BTreeSet<String> {
     fs::read_dir(dir).unwrap().filter_map(|e| e.ok()?.file_name().into_string().ok()).collect()
-}
-
-/// The real beanstalkd, if installed.
-fn beanstalkd_path() -> Option<PathBuf> {
-    let found = ["/usr/bin/beanstalkd", "/usr/local/bin/beanstalkd", "/usr/sbin/beanstalkd"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists());
-    if found.is_none() {
-        assert!(std::env::var_os("CI").is_none(), "CI must install beanstalkd (see .ci/run)");
-        eprintln!("beanstalkd is not installed: skipping (apt-get install beanstalkd)");
-    }
-    found
-}
-
-/// A real beanstalkd on 127.0.0.1 and a free port; SIGKILLed on drop.
-struct Beanstalkd {
-    child: Child,
-    port: u16,
-}
-
-impl Beanstalkd {
-    fn start(exe: &Path, dir: &Path) -> Beanstalkd {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let child = Command::new(exe)
-            .args(["-b", binary::arg(dir), "-l", "127.0.0.1", "-p", &port.to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "beanstalkd did not start");
-            thread::sleep(Duration::from_millis(10));
-        }
-        Beanstalkd { child, port }
-    }
-
-    fn client(&self) -> Client {
-        Client::connect(([127, 0, 0, 1], self.port).into())
-    }
-
-    /// SIGKILL, as a crash or an impatient operator would.
-    fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Beanstalkd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// A job's `stats-job` fields that a restart must not change (not `age`,
@@ -253,11 +198,11 @@ impl TheirFile {
 /// `-z` and `-z`−1 bytes (beanstalkd itself would drop both on replay).
 #[test]
 fn every_job_beanstalkd_wrote_is_taken_over_and_ids_continue() {
-    let Some(exe) = beanstalkd_path() else { return };
+    let Some(exe) = common::beanstalkd::path() else { return };
     let dir = TempDir::new("migrate-real");
     let big: Vec<u8> = (0..65535u32).map(|i| b'a' + (i % 26) as u8).collect();
     {
-        let b = Beanstalkd::start(&exe, &dir.path);
+        let b = Beanstalkd::start(&exe, &["-b", binary::arg(&dir.path)]);
         let mut c = b.client();
         assert_eq!(put_bytes(&mut c, 5, 0, 10, b"alpha"), 1);
         assert_eq!(put_bytes(&mut c, 7, 100, 20, b"delayed"), 2);
@@ -354,7 +299,7 @@ fn every_job_beanstalkd_wrote_is_taken_over_and_ids_continue() {
 /// again; nothing of ours is lost, and its jobs come over with fresh ids.
 #[test]
 fn a_mistaken_run_of_beanstalkd_on_our_directory_loses_nothing() {
-    let Some(exe) = beanstalkd_path() else { return };
+    let Some(exe) = common::beanstalkd::path() else { return };
     let dir = TempDir::new("migrate-back");
     let server = spawn(&dir.path);
     let mut c = server.client();
@@ -373,7 +318,7 @@ fn a_mistaken_run_of_beanstalkd_on_our_directory_loses_nothing() {
     assert!(!status.success(), "beanstalkd must see our lock: {status}");
     server.terminate();
 
-    let b = Beanstalkd::start(&exe, &dir.path);
+    let b = Beanstalkd::start(&exe, &["-b", binary::arg(&dir.path)]);
     let mut bc = b.client();
     assert_eq!(put_bytes(&mut bc, 0, 0, 60, b"theirs-1"), 1);
     assert_eq!(put_bytes(&mut bc, 0, 0, 60, b"theirs-2"), 2);

@@ -314,27 +314,50 @@ fn classify(path: &Path, offset: u64) -> io::Result<FileEnd> {
 /// before it is corruption) or none does (a torn tail); and how many bytes
 /// were checksummed to find out, which is at most a few times `rest.len()`.
 fn what_follows(rest: &[u8]) -> (Bad, usize) {
-    let mut budget = 4 * rest.len() + (1 << 20);
+    match next_record(rest, 0) {
+        (NextRecord::At(_) | NextRecord::GaveUp, checksummed) => (Bad::Corrupt, checksummed),
+        (NextRecord::None, checksummed) => (Bad::Torn, checksummed),
+    }
+}
+
+/// What a search for a readable record after damage found.
+pub(crate) enum NextRecord {
+    /// A record with a valid checksum starts here.
+    At(usize),
+    /// Looking further would cost too much (a body crafted to look like
+    /// records): assume one does.
+    GaveUp,
+    /// None starts anywhere after.
+    None,
+}
+
+/// The first offset at or after `from` where a record with a valid
+/// checksum starts, and how many bytes were checksummed to find it. Each
+/// offset is checked for a record's shape in O(1); checksums are paid from
+/// a budget of a few times the bytes looked at, so that a crafted body
+/// cannot make the search quadratic.
+pub(crate) fn next_record(bytes: &[u8], from: usize) -> (NextRecord, usize) {
+    let mut budget = 4 * bytes.len().saturating_sub(from) + (1 << 20);
     let mut checksummed = 0;
-    for at in 0..rest.len() {
-        let Some(head) = rest.get(at..at + RECORD_HEADER_LEN) else { break };
+    for at in from..bytes.len() {
+        let Some(head) = bytes.get(at..at + RECORD_HEADER_LEN) else { break };
         let (len, crc) =
             record::parse_header([head[0], head[1], head[2], head[3], head[4], head[5], head[6], head[7]]);
         let payload_at = at + RECORD_HEADER_LEN;
-        let Some(payload) = rest.get(payload_at..payload_at.saturating_add(len)) else { continue };
+        let Some(payload) = bytes.get(payload_at..payload_at.saturating_add(len)) else { continue };
         if len == 0 || !record::plausible_payload(payload) {
             continue;
         }
         if len > budget {
-            return (Bad::Corrupt, checksummed);
+            return (NextRecord::GaveUp, checksummed);
         }
         budget -= len;
         checksummed += len;
         if record::decode_payload(crc, payload).is_some() {
-            return (Bad::Corrupt, checksummed);
+            return (NextRecord::At(at), checksummed);
         }
     }
-    (Bad::Torn, checksummed)
+    (NextRecord::None, checksummed)
 }
 
 fn apply(record: Record<'_>, file: u32, state: ReplayState<'_>) {

@@ -111,6 +111,23 @@ extern "C" {
     fn mremap(old: *mut u8, old_len: usize, new_len: usize, flags: c_int, ...) -> *mut u8;
 }
 
+/// `realloc` by moving: a new block from the allocator, the old one copied
+/// up to the smaller size, then released with the layout it had.
+///
+/// # Safety
+/// As `GlobalAlloc::realloc`.
+unsafe fn move_block(block: *mut u8, layout: Layout, new_layout: Layout) -> *mut u8 {
+    // SAFETY: the caller's contract; the two blocks do not overlap.
+    unsafe {
+        let new = Allocator.alloc(new_layout);
+        if !new.is_null() {
+            std::ptr::copy_nonoverlapping(block, new, layout.size().min(new_layout.size()));
+            Allocator.dealloc(block, layout);
+        }
+        new
+    }
+}
+
 /// `realloc` for a block that is or becomes small: a block that stays in
 /// its size class stays where it is.
 ///
@@ -122,16 +139,8 @@ unsafe fn realloc_small(block: *mut u8, layout: Layout, new_layout: Layout) -> *
     if is_small(layout) && is_small(new_layout) && pages::same_class(layout.size(), new_layout.size()) {
         return block;
     }
-    // SAFETY: a new block from the allocator; the old one is copied up to
-    // the smaller size, then released with the layout it was allocated with.
-    unsafe {
-        let new = Allocator.alloc(new_layout);
-        if !new.is_null() {
-            std::ptr::copy_nonoverlapping(block, new, layout.size().min(new_layout.size()));
-            Allocator.dealloc(block, layout);
-        }
-        new
-    }
+    // SAFETY: the caller's contract.
+    unsafe { move_block(block, layout, new_layout) }
 }
 
 /// A new mapping of `size` bytes, or null. Kept out of line, like the
@@ -175,16 +184,8 @@ unsafe fn realloc_mapped(block: *mut u8, layout: Layout, new_layout: Layout) -> 
         let moved = unsafe { mremap(block, layout.size(), new_layout.size(), MREMAP_MAYMOVE) };
         return if moved == MAP_FAILED { std::ptr::null_mut() } else { moved };
     }
-    // SAFETY: a new block from the allocator; the old one is copied up to
-    // the smaller size, then released with the layout it was allocated with.
-    unsafe {
-        let new = Allocator.alloc(new_layout);
-        if !new.is_null() {
-            std::ptr::copy_nonoverlapping(block, new, layout.size().min(new_layout.size()));
-            Allocator.dealloc(block, layout);
-        }
-        new
-    }
+    // SAFETY: the caller's contract.
+    unsafe { move_block(block, layout, new_layout) }
 }
 
 // The methods are kept out of line: allocation and release happen in

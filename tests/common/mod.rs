@@ -2,6 +2,7 @@
 //! loopback port, talk raw bytes to it, and assert the exact bytes back.
 #![allow(dead_code)]
 
+pub mod beanstalkd;
 pub mod binary;
 pub mod wire;
 

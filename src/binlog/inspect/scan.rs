@@ -14,6 +14,7 @@ use std::path::Path;
 
 use super::Damage;
 use crate::binlog::record::{self, Record, HEADER_LEN, RECORD_HEADER_LEN};
+use crate::binlog::replay::{self, NextRecord};
 
 /// Largest payload a record can have, as replay allows.
 const MAX_PAYLOAD: usize = (1 << 30) + 1024;
@@ -149,30 +150,14 @@ enum Resume {
     GaveUp,
 }
 
-/// Where the next valid record after the bad one at `bad` starts. Each
-/// offset is first checked for a record's shape in O(1); checksums are paid
-/// from a budget of a few times the bytes looked at, as replay's own search
-/// is (`replay.rs`), so a crafted body cannot make this quadratic.
+/// Where the next valid record after the bad one at `bad` starts, searched
+/// as replay searches (`replay::next_record`).
 fn resume_after(bytes: &[u8], bad: usize) -> Resume {
-    let mut budget = 4 * (bytes.len() - bad) + (1 << 20);
-    for at in bad + 1..bytes.len() {
-        let Some(head) = bytes.get(at..at + RECORD_HEADER_LEN) else { break };
-        let (len, crc) =
-            record::parse_header([head[0], head[1], head[2], head[3], head[4], head[5], head[6], head[7]]);
-        let payload_at = at + RECORD_HEADER_LEN;
-        let Some(payload) = bytes.get(payload_at..payload_at.saturating_add(len)) else { continue };
-        if len == 0 || !record::plausible_payload(payload) {
-            continue;
-        }
-        if len > budget {
-            return Resume::GaveUp;
-        }
-        budget -= len;
-        if record::decode_payload(crc, payload).is_some() {
-            return Resume::At(at);
-        }
+    match replay::next_record(bytes, bad + 1).0 {
+        NextRecord::At(at) => Resume::At(at),
+        NextRecord::GaveUp => Resume::GaveUp,
+        NextRecord::None => Resume::Never,
     }
-    Resume::Never
 }
 
 fn is_zero(bytes: &[u8]) -> bool {
