@@ -143,8 +143,9 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
-// Only `sys`, below, may call C or bypass the borrow checker. The tour links private
-// modules; `cargo doc --document-private-items` renders them.
+// Only `sys`, below, may call C directly: the lint holds everywhere else.
+// The tour links private modules; `cargo doc --document-private-items`
+// renders them.
 #![deny(unsafe_code)]
 #![allow(rustdoc::private_intra_doc_links)]
 
