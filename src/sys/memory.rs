@@ -8,7 +8,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::ffi::c_int;
 
-use super::pages;
+use super::pages::{self, map_block, unmap_block, MAP_FAILED};
 
 #[cfg(target_env = "gnu")]
 extern "C" {
@@ -98,16 +98,9 @@ fn is_small(layout: Layout) -> bool {
     layout.size() <= pages::LARGEST && layout.align() <= 16
 }
 
-const PROT_READ: c_int = 1;
-const PROT_WRITE: c_int = 2;
-const MAP_PRIVATE: c_int = 2;
-const MAP_ANONYMOUS: c_int = 0x20;
 const MREMAP_MAYMOVE: c_int = 1;
-const MAP_FAILED: *mut u8 = !0 as *mut u8;
 
 extern "C" {
-    fn mmap(addr: *mut u8, len: usize, prot: c_int, flags: c_int, fd: c_int, offset: i64) -> *mut u8;
-    fn munmap(addr: *mut u8, len: usize) -> c_int;
     fn mremap(old: *mut u8, old_len: usize, new_len: usize, flags: c_int, ...) -> *mut u8;
 }
 
@@ -141,33 +134,6 @@ unsafe fn realloc_small(block: *mut u8, layout: Layout, new_layout: Layout) -> *
     }
     // SAFETY: the caller's contract.
     unsafe { move_block(block, layout, new_layout) }
-}
-
-/// A new mapping of `size` bytes, or null. Kept out of line, like the
-/// other two below: allocation calls are everywhere, and only this test of
-/// the size belongs in each of them.
-#[inline(never)]
-fn map_block(size: usize) -> *mut u8 {
-    // SAFETY: a new anonymous private mapping: no pointer is read, and the
-    // kernel picks an address that nothing else uses.
-    let block = unsafe {
-        mmap(std::ptr::null_mut(), size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-    };
-    if block == MAP_FAILED {
-        std::ptr::null_mut()
-    } else {
-        block
-    }
-}
-
-/// Releases a mapping of `size` bytes made by [`map_block`].
-///
-/// # Safety
-/// `block` is such a mapping, and nothing uses it any more.
-#[inline(never)]
-unsafe fn unmap_block(block: *mut u8, size: usize) {
-    // SAFETY: the caller's promise.
-    unsafe { munmap(block, size) };
 }
 
 /// `realloc` for a block that is or becomes a mapping.

@@ -84,11 +84,41 @@ const PROT_READ: c_int = 1;
 const PROT_WRITE: c_int = 2;
 const MAP_PRIVATE: c_int = 2;
 const MAP_ANONYMOUS: c_int = 0x20;
-const MAP_FAILED: *mut u8 = !0 as *mut u8;
+/// What `mmap` and `mremap` return on failure.
+pub(super) const MAP_FAILED: *mut u8 = !0 as *mut u8;
 
 extern "C" {
     fn mmap(addr: *mut u8, len: usize, prot: c_int, flags: c_int, fd: c_int, offset: i64) -> *mut u8;
     fn munmap(addr: *mut u8, len: usize) -> c_int;
+    fn madvise(addr: *mut u8, len: usize, advice: c_int) -> c_int;
+}
+
+/// A new mapping of `size` bytes, or null: a region of pages here, and a
+/// big block of its own for `memory.rs`. Kept out of line: allocation
+/// calls are everywhere, and only the allocator's test of the size belongs
+/// in each of them.
+#[inline(never)]
+pub(super) fn map_block(size: usize) -> *mut u8 {
+    // SAFETY: a new anonymous private mapping: no pointer is read, and the
+    // kernel picks an address that nothing else uses.
+    let block = unsafe {
+        mmap(std::ptr::null_mut(), size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+    };
+    if block == MAP_FAILED {
+        std::ptr::null_mut()
+    } else {
+        block
+    }
+}
+
+/// Releases a mapping of `size` bytes made by [`map_block`].
+///
+/// # Safety
+/// `block` is such a mapping, and nothing uses it any more.
+#[inline(never)]
+pub(super) unsafe fn unmap_block(block: *mut u8, size: usize) {
+    // SAFETY: the caller's promise.
+    unsafe { munmap(block, size) };
 }
 
 /// Pages are carved from regions of this many pages, mapped at once and
@@ -123,10 +153,6 @@ static SPARE: Mutex<Spare> =
     Mutex::new(Spare { pages: [0; SPARE_MAX], len: 0, overflow: 0, next: 0, end: 0 });
 
 const MADV_DONTNEED: c_int = 4;
-
-extern "C" {
-    fn madvise(addr: *mut u8, len: usize, advice: c_int) -> c_int;
-}
 
 /// A new page aligned to [`PAGE`], its header set up; null if memory
 /// cannot be had.
@@ -174,11 +200,8 @@ fn new_page() -> *mut Page {
 fn new_region() -> usize {
     let size = REGION_PAGES * PAGE;
     // One page more, then the unaligned ends cut off.
-    // SAFETY: a new anonymous private mapping; nothing else uses it.
-    let raw = unsafe {
-        mmap(ptr::null_mut(), size + PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-    };
-    if raw == MAP_FAILED {
+    let raw = map_block(size + PAGE);
+    if raw.is_null() {
         return 0;
     }
     let start = (raw as usize).next_multiple_of(PAGE);
@@ -188,10 +211,10 @@ fn new_region() -> usize {
     // mapped and unused, which is harmless.
     unsafe {
         if head > 0 {
-            munmap(raw, head);
+            unmap_block(raw, head);
         }
         if tail > 0 {
-            munmap((start + size) as *mut u8, tail);
+            unmap_block((start + size) as *mut u8, tail);
         }
     }
     start
