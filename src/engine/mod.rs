@@ -40,6 +40,7 @@ pub mod heap;
 pub mod list;
 pub mod tube;
 pub(crate) mod client;
+pub mod waiting;
 
 // The commands, by concept, each an `impl Engine` block over the state
 // declared below, in reading order.
@@ -56,10 +57,13 @@ pub(crate) mod journaling;
 // Second reading.
 pub(crate) mod id_map;
 
+#[cfg(test)]
+mod sweep;
+
 use std::fmt::Debug;
 use std::sync::{Arc, Condvar};
 
-use crate::protocol::{Reply, TubeName};
+use crate::protocol::{data_reply_len, Reply, ReplyRoom, TubeName};
 use crate::stats::{CommandCounts, JobCounts, JobStats, ServerStats, TubeStats};
 use crate::time::Time;
 pub use client::Waker;
@@ -166,7 +170,10 @@ impl Engine {
     /// limit, shown by `stats` (the connection enforces it while reading).
     pub fn new(max_job_size: u32) -> Engine {
         let mut tubes = Tubes::default();
-        tubes.find_or_create(&TubeName::default_tube());
+        // At start-up, before any client: a process that cannot allocate
+        // one tube cannot serve, and stops here as at any start-up failure.
+        let default = tubes.find_or_create(&TubeName::default_tube());
+        assert!(default.is_some(), "no memory for the default tube");
         Engine {
             jobs: JobTable::default(),
             tubes,
@@ -250,7 +257,12 @@ impl Engine {
             let (Some(slot), Some(name)) = (tube_ids.get_mut(r.tube), tube_names.get(r.tube)) else {
                 continue;
             };
-            let tube = *slot.get_or_insert_with(|| self.tubes.find_or_create(name));
+            // At start-up: a server that cannot rebuild a tube must not
+            // start without its jobs, so this stops it, as any start-up
+            // failure does.
+            let tube = *slot.get_or_insert_with(|| {
+                self.tubes.find_or_create(name).unwrap_or_else(|| panic!("no memory for tube {name}"))
+            });
             let job = Job {
                 tube,
                 pri: r.pri,

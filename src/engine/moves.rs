@@ -112,8 +112,7 @@ impl Engine {
             if tube.is_paused() {
                 return;
             }
-            let (Some((_, id)), Some((&seq, &c))) = (tube.ready.peek(), tube.waiting.first_key_value())
-            else {
+            let (Some((_, id)), Some((seq, c))) = (tube.ready.peek(), tube.waiting.first()) else {
                 return;
             };
             if self.has_hung_up(c) {
@@ -123,7 +122,7 @@ impl Engine {
             }
             // Both paths took `c` out of line; this only guards the loop's
             // progress should the queue and the client ever disagree.
-            self.tubes.get_mut(t).waiting.remove(&seq);
+            self.tubes.get_mut(t).waiting.remove(seq);
         }
     }
 
