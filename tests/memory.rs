@@ -151,3 +151,64 @@ fn memory_freed_by_small_jobs_serves_big_jobs_and_connections_again() {
     }
     assert_eq!(served, 300, "of 300 new connections");
 }
+
+/// Scenario 1 of issue 23: with memory full of 1 MB jobs, `watch` of
+/// thousands of new tubes is answered `WATCHING` while tubes fit, then
+/// `OUT_OF_MEMORY`; the server and every job carry on.
+#[test]
+fn new_tubes_past_the_memory_left_are_refused_and_nothing_is_lost() {
+    let server = binary::spawn_with_address_space(256 * 1024, &["-z", "1000000"]);
+    // Connected first: a connection's thread needs memory of its own.
+    let (mut producer, mut watcher, mut observer) = (server.client(), server.client(), server.client());
+    let (jobs, refusal) = fill(&mut producer, &vec![b'j'; 1_000_000], 1000);
+    assert_eq!(refusal, "OUT_OF_MEMORY\r\n");
+    let (mut watching, mut refused) = (0, 0);
+    for batch in 0..100 {
+        let names: String = (0..200).map(|i| format!("watch fresh-{}\r\n", batch * 200 + i)).collect();
+        watcher.send(names);
+        for _ in 0..200 {
+            match watcher.reply().as_str() {
+                "OUT_OF_MEMORY\r\n" => refused += 1,
+                reply if reply.starts_with("WATCHING ") => watching += 1,
+                other => panic!("neither watching nor refused: {other:?}"),
+            }
+        }
+    }
+    assert_eq!(watching + refused, 20_000);
+    assert!(refused > 0, "20,000 tubes fitted: the test no longer runs out of memory");
+    assert_eq!(observer.stat("current-jobs-ready"), jobs.len().to_string());
+    assert_eq!(observer.stat("current-tubes"), (watching + 1).to_string());
+    // Memory back, tubes fit again.
+    delete_all(&mut producer, &jobs[..10]);
+    assert_eq!(watcher.cmd("watch one-more"), format!("WATCHING {}\r\n", watching + 2));
+}
+
+/// Scenario 2 of issue 23: a reserve whose reply cannot be had is
+/// `OUT_OF_MEMORY`, and the job stays ready for anyone, never reserved by
+/// a worker that was not told of it.
+#[test]
+fn a_reserve_that_cannot_send_its_job_leaves_the_job_ready() {
+    let server = binary::spawn_with_address_space(256 * 1024, &["-z", "1000000"]);
+    // Connected first: a connection's thread needs memory of its own.
+    let (mut worker, mut producer, mut observer) = (server.client(), server.client(), server.client());
+    let (jobs, refusal) = fill(&mut producer, &vec![b'j'; 1_000_000], 1000);
+    assert_eq!(refusal, "OUT_OF_MEMORY\r\n");
+    let mut delivered = 0;
+    for _ in 0..3 {
+        worker.send("reserve-with-timeout 0\r\n");
+        let reply = worker.reply_bytes();
+        if reply.starts_with(b"RESERVED ") {
+            delivered += 1;
+        } else {
+            assert_eq!(reply, b"OUT_OF_MEMORY\r\n");
+        }
+    }
+    assert_eq!(observer.stat("current-jobs-reserved"), delivered.to_string());
+    assert_eq!(observer.stat("current-jobs-ready"), (jobs.len() - delivered).to_string());
+    // With memory back, the next reserve delivers the job every other
+    // worker could have had.
+    delete_all(&mut producer, &jobs[jobs.len() - 5..]);
+    worker.send("reserve-with-timeout 0\r\n");
+    let reply = worker.reply_bytes();
+    assert!(reply.starts_with(format!("RESERVED {} 1000000\r\n", jobs[delivered]).as_bytes()));
+}
