@@ -352,23 +352,25 @@ impl Binlog {
         Ok(())
     }
 
-    /// Room compaction keeps for itself at the end of the current file:
-    /// client writes leave it free. When the disk is full and no new file
-    /// can be made, compaction still has room to rewrite an old file's few
-    /// live jobs, that file goes, and its space lets new files be made
-    /// again: a full disk recovers once deletes leave little live data.
-    fn compaction_reserve(&self) -> u64 {
-        (self.file_size / 8).div_ceil(BLOCK) * BLOCK
+    /// Room kept free at the end of the current file for work that must
+    /// go on when the disk is full. A put leaves all of it; a rewrite by
+    /// compaction may use half; a change to a job already logged (a
+    /// release, a bury: existing jobs stay workable) may use it all. When
+    /// no new file can be made, compaction still has room to rewrite an old
+    /// file's few live jobs, that file goes, and its space lets new files
+    /// be made again: a full disk recovers once deletes leave little live
+    /// data.
+    pub(super) fn compaction_reserve(&self) -> u64 {
+        self.file_size / 8
     }
 
-    /// Makes sure `need` unclaimed bytes are free in the current file,
-    /// starting a new file if necessary. A client's write (`for_client`)
-    /// leaves [`Binlog::compaction_reserve`] free as well.
-    fn make_room(&mut self, need: u64, for_client: bool) -> bool {
+    /// Makes sure `need` unclaimed bytes are free in the current file, and
+    /// `keep` more besides, starting a new file if necessary.
+    fn make_room(&mut self, need: u64, keep: u64) -> bool {
         if self.failed || self.durability.failed() {
             return false;
         }
-        let reserve = if for_client { self.compaction_reserve() } else { 0 };
+        let reserve = keep;
         if self.free.saturating_sub(self.claimed) >= need + reserve {
             return true;
         }

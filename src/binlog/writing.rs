@@ -31,7 +31,7 @@ fn job_state(id: JobId, job: &LoggedJob<'_>, clock: &Clock) -> JobState {
 impl Journal for Binlog {
     fn claim_put(&mut self, tube_len: usize, body_len: usize) -> bool {
         let full = record::full_len(tube_len, body_len) as u64;
-        if !self.make_room(full + DELETE_LEN as u64, true) {
+        if !self.make_room(full + DELETE_LEN as u64, self.compaction_reserve()) {
             return false;
         }
         self.claimed += DELETE_LEN as u64;
@@ -39,11 +39,11 @@ impl Journal for Binlog {
     }
 
     fn claim_update(&mut self) -> bool {
-        self.make_room(UPDATE_LEN as u64, true)
+        self.make_room(UPDATE_LEN as u64, 0)
     }
 
     fn claim_rewrite(&mut self, tube_len: usize, body_len: usize) -> bool {
-        self.make_room(record::full_len(tube_len, body_len) as u64, false)
+        self.make_room(record::full_len(tube_len, body_len) as u64, self.compaction_reserve() / 2)
     }
 
     fn write_full(&mut self, job: &LoggedJob<'_>) -> io::Result<u32> {
