@@ -87,6 +87,7 @@ impl Server {
         let mut engine = Engine::new(config.max_job_size);
         engine.set_timer(Arc::clone(&timer));
         engine.set_memory_limit(config.max_job_memory);
+        engine.set_id_range(config.job_ids);
         let shared = Arc::new(Shared {
             engine: Mutex::new(engine),
             clock: Clock::start(),
@@ -116,8 +117,13 @@ impl Server {
             return Ok(());
         }
         let started = Instant::now();
-        let (binlog, recovered) =
-            Binlog::open(dir, shared.config.binlog_file_size, shared.config.fsync, shared.clock)?;
+        let (binlog, recovered) = Binlog::open(
+            dir,
+            shared.config.binlog_file_size,
+            shared.config.fsync,
+            shared.clock,
+            shared.config.job_ids,
+        )?;
         for warning in &recovered.warnings {
             crate::log::problem(format_args!("{warning}"));
         }
