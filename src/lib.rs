@@ -113,7 +113,8 @@
 //!   [`engine::id_map`]'s hash and the heap's `PackedId`: a job in 233 bytes.
 //! - **The log over time.** [`binlog::compaction`]: rewriting old files'
 //!   live jobs at a pace bounded by what clients write. [`binlog::dir`]:
-//!   the lock and what a directory holds. [`binlog::beanstalkd`] and
+//!   the lock and what a directory holds; [`binlog::identity`]: the
+//!   server's `id`, kept there. [`binlog::beanstalkd`] and
 //!   `binlog::import`: taking over beanstalkd's own binlog directory.
 //!   [`binlog::inspect`]: reading a directory offline, for the
 //!   `beanstalk-binlog` tool; the server never calls it.

@@ -139,6 +139,9 @@ impl Server {
             recovered.files,
             started.elapsed().as_millis()
         ));
+        // The directory is locked (the binlog holds it): its identity is ours.
+        let kept_id = crate::binlog::identity::load_or_keep(dir, &shared.process.instance_id)?;
+        let _ = shared.process.kept_id.set(kept_id);
         let durability = binlog.durability();
         let mut engine = shared.engine();
         engine.restore(&recovered.tubes, recovered.jobs, recovered.next_id, shared.clock.now());

@@ -70,3 +70,26 @@ fn a_directory_whose_jobs_do_not_fit_the_flags_is_refused_in_one_line() {
     let server = binary::spawn(&["-b", arg(&dir.path)]);
     assert_eq!(server.client().cmd("peek 2"), "FOUND 2 3\r\ntwo\r\n");
 }
+
+#[test]
+fn the_stats_id_is_kept_in_the_directory_across_a_sigkill_and_a_restart() {
+    let dir = TempDir::new("shard-identity");
+    let id_of = |server: &binary::Bin| server.client().stat("id");
+    let server = binary::spawn(&["-b", arg(&dir.path)]);
+    let first = id_of(&server);
+    assert!(first.len() == 16 && first.bytes().all(|b| b.is_ascii_hexdigit()), "{first:?}");
+    server.kill();
+    let server = binary::spawn(&["-b", arg(&dir.path)]);
+    assert_eq!(id_of(&server), first, "the same directory is the same server");
+    assert_eq!(std::fs::read_to_string(dir.path.join("server-id")).unwrap(), format!("{first}\n"));
+    server.terminate();
+    let server = binary::spawn(&["-b", arg(&dir.path)]);
+    assert_eq!(id_of(&server), first);
+
+    // A new directory is a new server; without -b, every start is.
+    let other = TempDir::new("shard-identity-new");
+    let server = binary::spawn(&["-b", arg(&other.path)]);
+    assert_ne!(id_of(&server), first);
+    let (a, b) = (common::start(), common::start());
+    assert_ne!(a.connect().stat("id"), b.connect().stat("id"));
+}

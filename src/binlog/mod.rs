@@ -19,6 +19,8 @@
 //!   records, kept for inspection after its readable jobs were rewritten.
 //! - `DIR/binlog.N`: beanstalkd's log. Its jobs are imported at start-up and
 //!   the file is kept as `binlog.N.imported` (`import.rs`).
+//! - `DIR/server-id`: the `id` that `stats` reports, kept across restarts
+//!   ([`identity`]).
 //!
 //! What is logged: a full record (tube, parameters, body) when a job is put
 //! or rewritten; an update record when it is buried, released, kicked or
@@ -62,6 +64,7 @@ pub mod replay;
 // Second reading.
 pub(crate) mod compaction;
 pub mod dir;
+pub mod identity;
 pub(crate) mod beanstalkd;
 pub(crate) mod import;
 pub mod inspect;
