@@ -48,7 +48,8 @@
 //! 6. [`time`]: the engine's `now`, and the clock the server reads it from.
 //!    [`timer`]: the thread that runs what falls due when no command
 //!    comes. [`hangup`]: the thread that notices a worker vanishing while
-//!    blocked in reserve.
+//!    blocked in reserve, or sending the byte that calls off a
+//!    `reserve-with-abort`.
 //! 7. [`binlog`]: the write-ahead log (`-b`): what is logged, when a file
 //!    may go, and what durability means. Then [`binlog::record`] (the
 //!    bytes), [`binlog::writing`] (each change as a record),
