@@ -21,7 +21,7 @@ fn job(engine: &mut Engine, client: ClientId, pri: u32) -> NewJob {
 
 fn put_reserve_delete(c: &mut Criterion) {
     let mut engine = Engine::new(65535);
-    let client = engine.connect(Arc::new(Condvar::new()));
+    let client = engine.connect(Arc::new(Condvar::new())).unwrap();
     let now = Time::ZERO;
     c.bench_function("put+reserve+delete, empty queue", |b| {
         b.iter(|| {
@@ -41,7 +41,7 @@ fn reserve_from_a_deep_queue(c: &mut Criterion) {
         b.iter_batched_ref(
             || {
                 let mut engine = Engine::new(65535);
-                let client = engine.connect(Arc::new(Condvar::new()));
+                let client = engine.connect(Arc::new(Condvar::new())).unwrap();
                 for i in 0..100_000u32 {
                     let new = job(&mut engine, client, i % 1000);
                     engine.put(client, new, Time::ZERO);

@@ -13,11 +13,13 @@ use std::ffi::OsString;
 use std::fmt;
 use std::path::PathBuf;
 
+use crate::ids::IdRange;
+
 /// The largest `-z` beanstalkd allows; larger values are clamped.
 pub const MAX_JOB_SIZE_LIMIT: u32 = 1_073_741_824;
 
 /// The long options this implementation adds (beanstalkd has none).
-pub const LONG_OPTIONS: &[&str] = &["max-connections", "max-job-memory"];
+pub const LONG_OPTIONS: &[&str] = &["max-connections", "max-job-memory", "job-id-start", "job-id-step"];
 
 /// Where the server listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,6 +55,8 @@ pub struct Config {
     pub max_connections: Option<usize>,
     /// Most memory jobs may take, in bytes (`--max-job-memory`).
     pub max_job_memory: Option<u64>,
+    /// The ids puts get (`--job-id-start`, `--job-id-step`).
+    pub job_ids: IdRange,
 }
 
 /// What the command line asks the program to run: the server's [`Config`],
@@ -82,6 +86,7 @@ impl Default for Config {
             binlog_file_size: 10_485_760,
             max_connections: None,
             max_job_memory: None,
+            job_ids: IdRange::default(),
         }
     }
 }
@@ -173,6 +178,9 @@ pub fn usage(argv0: &str) -> String {
          fd and thread limits allow); further ones are closed at once\n \
          --max-job-memory BYTES  refuse puts with OUT_OF_MEMORY once jobs take\n                      \
          this much memory (bodies + 200 bytes a job; default: no limit)\n \
+         --job-id-start S     the first job id (default 1)\n \
+         --job-id-step K      ids go S, S+K, S+2K, ... (default 1); K servers with\n                      \
+         starts 1..K and step K: id mod K names the server\n \
          -c, -n               removed from beanstalkd; accepted and ignored\n"
     )
 }
@@ -279,6 +287,16 @@ fn parse_long(
         "max-job-memory" => {
             let v = value()?;
             config.max_job_memory = Some(v.parse().ok().filter(|&n| n > 0).ok_or_else(|| invalid(&v))?);
+            Ok(())
+        }
+        "job-id-start" => {
+            let v = value()?;
+            config.job_ids.start = v.parse().ok().filter(|&n| n > 0).ok_or_else(|| invalid(&v))?;
+            Ok(())
+        }
+        "job-id-step" => {
+            let v = value()?;
+            config.job_ids.step = v.parse().ok().filter(|&n| n > 0).ok_or_else(|| invalid(&v))?;
             Ok(())
         }
         _ => Err(ArgError::UnknownFlag(format!("--{option}"))),
@@ -407,5 +425,10 @@ mod tests {
         assert_eq!(err(&["--nope"]), "unknown flag: --nope");
         assert_eq!(run(&["--max-job-memory", "1000"]).max_job_memory, Some(1000));
         assert_eq!(err(&["--max-job-memory"]), "option requires an argument: --max-job-memory");
+        let ids = run(&["--job-id-start", "2", "--job-id-step=3"]).job_ids;
+        assert_eq!((ids.start, ids.step), (2, 3));
+        assert_eq!(run(&[]).job_ids, IdRange { start: 1, step: 1 });
+        assert_eq!(err(&["--job-id-step", "0"]), "invalid value for --job-id-step: 0");
+        assert_eq!(err(&["--job-id-start=-1"]), "invalid value for --job-id-start: -1");
     }
 }

@@ -1,11 +1,15 @@
 //! The hang-up watcher: notices when a client blocked in `reserve` closes or
-//! half-closes its socket, and ends its reserve with `TIMED_OUT`.
+//! half-closes its socket, and ends its reserve with `TIMED_OUT`; and when a
+//! client blocked in `reserve-with-abort` sends a byte, and ends its wait
+//! with `ABORTED`.
 //!
 //! A connection thread blocked in reserve sleeps on its `Condvar`, not on
 //! its socket, so it cannot see the client go. Before it sleeps it arms a
 //! one-shot watch on its socket here; one thread waits on an epoll set for
-//! hang-ups (never for data: commands pipelined behind a reserve stay
-//! unread, reference §1.1) and tells the engine. The watch is registered once
+//! hang-ups (for data only behind a `reserve-with-abort`, which data calls
+//! off: commands pipelined behind any other reserve stay unread, reference
+//! §1.1) and tells the engine. It never reads a client's socket: the bytes
+//! that abort a wait stay there, to be read as the next command. The watch is registered once
 //! per connection and only re-armed later (one system call per blocked
 //! reserve); closing the socket removes it. A hang-up noticed while the
 //! client is not blocked is still right to report: a client that has
@@ -45,13 +49,14 @@ impl HangupWatcher {
         Ok(HangupWatcher { poller, wake_reader, wake_writer })
     }
 
-    /// Arms the watch on a client's socket as it blocks in reserve:
-    /// `registered` says whether this connection did so before.
-    pub fn watch(&self, fd: RawFd, client: ClientId, registered: bool) -> io::Result<()> {
+    /// Arms the watch on a client's socket as it blocks in reserve, for
+    /// data too if its wait is `abortable`: `registered` says whether this
+    /// connection did so before.
+    pub fn watch(&self, fd: RawFd, client: ClientId, registered: bool, abortable: bool) -> io::Result<()> {
         if registered {
-            self.poller.rearm_hangup(fd, client.0)
+            self.poller.rearm_hangup(fd, client.0, abortable)
         } else {
-            self.poller.watch_hangup(fd, client.0)
+            self.poller.watch_hangup(fd, client.0, abortable)
         }
     }
 
@@ -61,7 +66,8 @@ impl HangupWatcher {
     }
 }
 
-/// The watcher thread's body: reports each hang-up to `engine` until
+/// The watcher thread's body: reports each hang-up, and each arrival of
+/// data on an abortable wait, to `engine` until
 /// `stopping` is set and [`HangupWatcher::stop`] wakes it.
 pub(crate) fn run(watcher: &HangupWatcher, engine: &Mutex<Engine>, stopping: &AtomicBool) {
     let mut tokens = Vec::new();
@@ -70,7 +76,7 @@ pub(crate) fn run(watcher: &HangupWatcher, engine: &Mutex<Engine>, stopping: &At
             crate::log::problem(format_args!("epoll_wait: {e}"));
             return;
         }
-        for &token in &tokens {
+        for &(token, hung_up) in &tokens {
             if token == WAKE_TOKEN {
                 let _ = (&watcher.wake_reader).read(&mut [0; 16]);
                 if stopping.load(Ordering::SeqCst) {
@@ -79,7 +85,7 @@ pub(crate) fn run(watcher: &HangupWatcher, engine: &Mutex<Engine>, stopping: &At
             } else {
                 // Poisoned only if a thread panicked under the lock and the
                 // build unwinds: carry on with the engine as it is.
-                engine.lock().unwrap_or_else(|e| e.into_inner()).hang_up(ClientId(token));
+                engine.lock().unwrap_or_else(|e| e.into_inner()).client_stirred(ClientId(token), hung_up);
             }
         }
     }

@@ -1,10 +1,55 @@
 //! The identities everything else refers to. They sit below every other
 //! module, so that the wire format, the stats and the binlog can name a job
-//! without depending on the engine that owns it.
+//! without depending on the engine that owns it. And [`IdRange`], which ids
+//! a server hands out.
 
 /// A job's id: unique within the process, starting at 1, never handed out
 /// twice (ids continue across restarts through the binlog).
 pub type JobId = u64;
+
+/// The ids a server hands out: `start`, `start + step`, `start + 2 step`,
+/// ... (`--job-id-start`, `--job-id-step`; 1 and 1 are beanstalkd's). K
+/// servers given the starts 1..=K and the step K never share an id, and
+/// `id mod K` names the one that holds a job (reference §7.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdRange {
+    /// At least 1.
+    pub start: JobId,
+    /// At least 1.
+    pub step: JobId,
+}
+
+impl Default for IdRange {
+    fn default() -> IdRange {
+        IdRange { start: 1, step: 1 }
+    }
+}
+
+impl IdRange {
+    /// Whether this range would hand out `id`.
+    pub fn contains(&self, id: JobId) -> bool {
+        id >= self.start && (id - self.start).is_multiple_of(self.step.max(1))
+    }
+
+    /// The smallest id of the range at or above `id` (saturating at the
+    /// largest id of the range).
+    pub fn first_from(&self, id: JobId) -> JobId {
+        let step = self.step.max(1);
+        if id <= self.start {
+            return self.start;
+        }
+        let steps = (id - self.start).div_ceil(step);
+        steps.checked_mul(step).and_then(|d| d.checked_add(self.start)).unwrap_or_else(|| {
+            let last = (JobId::MAX - self.start) / step;
+            self.start + last * step
+        })
+    }
+
+    /// `--job-id-start S --job-id-step K`, as an operator types them.
+    pub fn flags(&self) -> String {
+        format!("--job-id-start {} --job-id-step {}", self.start, self.step)
+    }
+}
 
 /// Index of a tube in the engine's tube table; stable while the tube
 /// lives (a name is what a client sees; this is what a job records).
@@ -19,5 +64,20 @@ pub struct ClientId(pub u64);
 impl std::fmt::Display for ClientId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.0.fmt(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::IdRange;
+
+    #[test]
+    fn a_range_is_its_start_plus_whole_steps() {
+        let shard = IdRange { start: 2, step: 3 };
+        assert!([2, 5, 8, 3_000_000_002].iter().all(|&id| shard.contains(id)));
+        assert!([0, 1, 3, 4, 6, 7].iter().all(|&id| !shard.contains(id)));
+        assert_eq!([1, 2, 3, 5, 6, 9].map(|id| shard.first_from(id)), [2, 2, 5, 5, 8, 11]);
+        assert_eq!(IdRange::default().first_from(7), 7);
+        assert_eq!(IdRange { start: 1, step: 1 << 62 }.first_from(u64::MAX), 1 + (3 << 62));
     }
 }

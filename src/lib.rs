@@ -48,7 +48,8 @@
 //! 6. [`time`]: the engine's `now`, and the clock the server reads it from.
 //!    [`timer`]: the thread that runs what falls due when no command
 //!    comes. [`hangup`]: the thread that notices a worker vanishing while
-//!    blocked in reserve.
+//!    blocked in reserve, or sending the byte that calls off a
+//!    `reserve-with-abort`.
 //! 7. [`binlog`]: the write-ahead log (`-b`): what is logged, when a file
 //!    may go, and what durability means. Then [`binlog::record`] (the
 //!    bytes), [`binlog::writing`] (each change as a record),
@@ -113,7 +114,8 @@
 //!   [`engine::id_map`]'s hash and the heap's `PackedId`: a job in 233 bytes.
 //! - **The log over time.** [`binlog::compaction`]: rewriting old files'
 //!   live jobs at a pace bounded by what clients write. [`binlog::dir`]:
-//!   the lock and what a directory holds. [`binlog::beanstalkd`] and
+//!   the lock and what a directory holds; [`binlog::identity`]: the
+//!   server's `id`, kept there. [`binlog::beanstalkd`] and
 //!   `binlog::import`: taking over beanstalkd's own binlog directory.
 //!   [`binlog::inspect`]: reading a directory offline, for the
 //!   `beanstalk-binlog` tool; the server never calls it.

@@ -87,6 +87,7 @@ impl Server {
         let mut engine = Engine::new(config.max_job_size);
         engine.set_timer(Arc::clone(&timer));
         engine.set_memory_limit(config.max_job_memory);
+        engine.set_id_range(config.job_ids);
         let shared = Arc::new(Shared {
             engine: Mutex::new(engine),
             clock: Clock::start(),
@@ -116,8 +117,13 @@ impl Server {
             return Ok(());
         }
         let started = Instant::now();
-        let (binlog, recovered) =
-            Binlog::open(dir, shared.config.binlog_file_size, shared.config.fsync, shared.clock)?;
+        let (binlog, recovered) = Binlog::open(
+            dir,
+            shared.config.binlog_file_size,
+            shared.config.fsync,
+            shared.clock,
+            shared.config.job_ids,
+        )?;
         for warning in &recovered.warnings {
             crate::log::problem(format_args!("{warning}"));
         }
@@ -133,6 +139,9 @@ impl Server {
             recovered.files,
             started.elapsed().as_millis()
         ));
+        // The directory is locked (the binlog holds it): its identity is ours.
+        let kept_id = crate::binlog::identity::load_or_keep(dir, &shared.process.instance_id)?;
+        let _ = shared.process.kept_id.set(kept_id);
         let durability = binlog.durability();
         let mut engine = shared.engine();
         engine.restore(&recovered.tubes, recovered.jobs, recovered.next_id, shared.clock.now());

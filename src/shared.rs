@@ -101,7 +101,7 @@ impl Shared {
                 max_size: u64::from(self.config.binlog_file_size),
                 ..BinlogStats::default()
             }),
-            instance_id: &p.instance_id,
+            instance_id: p.kept_id.get().unwrap_or(&p.instance_id),
             hostname: &p.hostname,
             os: &p.os,
             platform: &p.platform,
@@ -125,7 +125,12 @@ pub const VERSION: &str = "1.13";
 /// Facts about the process fixed at start-up.
 pub(crate) struct ProcessInfo {
     started: Instant,
-    instance_id: String,
+    /// Random, made at start-up: the `id` of `stats` without `-b`, and the
+    /// one a new binlog directory keeps.
+    pub instance_id: String,
+    /// The `id` kept in the binlog directory, once it is open: it replaces
+    /// `instance_id` in `stats` (see `binlog/identity.rs`).
+    pub kept_id: OnceLock<String>,
     hostname: String,
     os: String,
     platform: String,
@@ -137,6 +142,7 @@ impl ProcessInfo {
         ProcessInfo {
             started: Instant::now(),
             instance_id: instance_id(),
+            kept_id: OnceLock::new(),
             hostname: uname.hostname,
             os: uname.version,
             platform: uname.machine,

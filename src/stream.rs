@@ -130,4 +130,8 @@ impl Waker for SharedConn {
     fn has_hung_up(&self) -> bool {
         sys::peer_hung_up(&self.stream)
     }
+
+    fn has_input(&self) -> bool {
+        sys::has_unread_bytes(&self.stream)
+    }
 }

@@ -17,9 +17,10 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
-use std::sync::{Arc, Condvar};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
-use beanstalk::engine::{ClientId, Engine, NewJob};
+use beanstalk::engine::{ClientId, Engine, NewJob, Waker};
 use beanstalk::protocol::{Reply, TubeName};
 use beanstalk::stats::{BinlogStats, ProcessStats};
 use beanstalk::time::Time;
@@ -62,14 +63,28 @@ enum PutKind {
 
 #[derive(Debug, Clone)]
 enum Op {
-    Connect { slot: usize },
+    Connect {
+        slot: usize,
+    },
     Disconnect(u64),
     HangUp(u64),
-    Put { c: u64, kind: PutKind, pri: u32, delay: u32, ttr: u32, created_ago: u64, body: Vec<u8> },
+    Put {
+        c: u64,
+        kind: PutKind,
+        pri: u32,
+        delay: u32,
+        ttr: u32,
+        created_ago: u64,
+        body: Vec<u8>,
+    },
     Use(u64, &'static str),
     Watch(u64, &'static str),
     Ignore(u64, &'static str),
     Reserve(u64, Option<u32>),
+    /// `reserve-with-abort[-timeout]`; `true`: bytes came behind it.
+    ReserveWithAbort(u64, Option<u32>, bool),
+    /// The client sends a byte, and the hang-up watcher reports it.
+    Abort(u64),
     ReserveJob(u64, u64),
     Delete(u64, u64),
     Release(u64, u64, u32, u32),
@@ -90,6 +105,22 @@ enum Op {
     PauseTube(Option<&'static str>, u32),
     Drain,
     Advance(u64),
+}
+
+/// A client's socket as the engine sees it: bytes may wait in it, unread.
+#[derive(Debug, Default)]
+struct Socket {
+    input: AtomicBool,
+}
+
+impl Waker for Socket {
+    fn wake(&self) {}
+    fn has_hung_up(&self) -> bool {
+        false
+    }
+    fn has_input(&self) -> bool {
+        self.input.load(Ordering::SeqCst)
+    }
 }
 
 fn enc(r: &Reply) -> Vec<u8> {
@@ -155,6 +186,8 @@ struct Harness {
     engine: Engine,
     model: Model,
     slots: [Option<u64>; SLOTS],
+    /// Each client's socket, by client id.
+    sockets: BTreeMap<u64, Arc<Socket>>,
     history: VecDeque<String>,
     drain_at: Option<u64>,
     /// The current phase of the run, and when it ends.
@@ -206,6 +239,7 @@ impl Harness {
             engine: Engine::new(MAX_JOB_SIZE),
             model: Model::new(),
             slots: [None; SLOTS],
+            sockets: BTreeMap::new(),
             history: VecDeque::new(),
             drain_at,
             mood: Mood::Balanced,
@@ -348,9 +382,13 @@ impl Harness {
             return Op::Connect { slot };
         };
         if self.model.is_waiting(c) {
-            // A blocked client can only hang up or (rarely) be closed.
+            // A blocked client can only hang up, (rarely) be closed, or
+            // send a byte (which only a reserve-with-abort reads).
             if self.rng.chance(30) {
                 return Op::HangUp(c);
+            }
+            if self.rng.chance(40) {
+                return Op::Abort(c);
             }
             if self.rng.chance(15) {
                 return Op::Disconnect(c);
@@ -418,7 +456,10 @@ impl Harness {
                     35..=64 => Some(0),
                     _ => Some(1 + self.rng.below(3) as u32),
                 };
-                Op::Reserve(c, timeout)
+                match self.rng.below(100) {
+                    0..=19 => Op::ReserveWithAbort(c, timeout, self.rng.chance(150)),
+                    _ => Op::Reserve(c, timeout),
+                }
             }
             330..=349 => Op::ReserveJob(c, self.gen_job(c)),
             350..=419 => Op::Delete(c, self.gen_job(c)),
@@ -488,7 +529,9 @@ impl Harness {
         let now = self.now;
         match *op {
             Op::Connect { slot } => {
-                let e = self.engine.connect(Arc::new(Condvar::new())).0;
+                let socket = Arc::new(Socket::default());
+                let e = self.engine.connect(socket.clone()).expect("memory for a client").0;
+                self.sockets.insert(e, socket);
                 let m = self.model.connect();
                 if e != m {
                     self.fail("connect", format!("engine client id {e}, model {m}"));
@@ -582,6 +625,31 @@ impl Harness {
                     self.note(format!("{what} (blocks)"));
                 }
                 self.cmp_opt(what, e, m);
+            }
+            Op::ReserveWithAbort(c, timeout, input_waiting) => {
+                let e = self
+                    .engine
+                    .reserve_with_abort(ClientId(c), timeout, input_waiting, self.t(), &mut Vec::<u8>::new())
+                    .map(|r| enc(&r));
+                let m = self.model.reserve_with_abort(c, timeout, input_waiting, now);
+                let what = match timeout {
+                    None => "reserve-with-abort",
+                    Some(_) => "reserve-with-abort-timeout",
+                };
+                if e.is_none() && m.is_none() {
+                    self.note(format!("{what} (blocks)"));
+                }
+                self.cmp_opt(what, e, m);
+            }
+            Op::Abort(c) => {
+                // The byte waits in the socket while the watcher reports
+                // it, then is read as the client's next command.
+                let socket = self.sockets.get(&c).cloned().expect("a connected client");
+                socket.input.store(true, Ordering::SeqCst);
+                self.engine.client_stirred(ClientId(c), false);
+                socket.input.store(false, Ordering::SeqCst);
+                self.model.abort(c);
+                self.note("abort".into());
             }
             Op::ReserveJob(c, id) => {
                 let e = enc(&self.engine.reserve_job(ClientId(c), id, self.t(), &mut Vec::<u8>::new()));
@@ -737,8 +805,8 @@ impl Harness {
     // --- comparing state ---
 
     fn compare_server_stats(&mut self) {
-        let e = self.engine.server_stats().to_yaml(&process_stats());
-        let m = self.model.server_stats().to_yaml(&process_stats());
+        let e = self.engine.server_stats().to_yaml(&process_stats()).expect("memory for stats");
+        let m = self.model.server_stats().to_yaml(&process_stats()).expect("memory for stats");
         if e != m {
             let diff: Vec<String> = e
                 .lines()
@@ -793,6 +861,10 @@ impl Harness {
             "reserve (blocks)",
             "reserve-with-timeout (blocks)",
             "reserve-with-timeout-0 TIMED_OUT",
+            "reserve-with-abort (blocks)",
+            "reserve-with-abort ABORTED",
+            "reserve-with-abort RESERVED",
+            "check_wait ABORTED",
             "check_wait RESERVED",
             "check_wait TIMED_OUT",
             "check_wait DEADLINE_SOON",

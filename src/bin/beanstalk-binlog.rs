@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use beanstalk::binlog::inspect::{self, check, export, list, usage, v7, Bodies, Log};
+use beanstalk::ids::IdRange;
 
 const USAGE: &str = "\
 Usage: beanstalk-binlog COMMAND DIR [OPTIONS]
@@ -33,10 +34,11 @@ Commands:
                        one line per job: id, tube, state, priority, delay,
                        time left, TTR, body size, age
   show DIR ID          one job's fields, an empty line, then its body
-  export DIR [--first-id N] [--live]
+  export DIR [--first-id N] [--id-step K] [--live]
                        protocol commands on stdout that rebuild the queue on
                        a server that gives the puts ids from N (default 1: a
-                       fresh server); the old id -> new id mapping on stderr
+                       fresh server), K apart (its --job-id-step, default 1);
+                       the old id -> new id mapping on stderr
   to-beanstalkd DIR OUT [--live]
                        write OUT/binlog.1, which beanstalkd 1.5 to 1.13 replays
                        to the same jobs; OUT must be empty or missing
@@ -89,11 +91,19 @@ struct Args {
     tube: Option<String>,
     state: Option<String>,
     first_id: Option<u64>,
+    id_step: Option<u64>,
 }
 
 fn parse(args: &[OsString]) -> Result<Args, Failure> {
-    let mut parsed =
-        Args { words: Vec::new(), all: false, live: false, tube: None, state: None, first_id: None };
+    let mut parsed = Args {
+        words: Vec::new(),
+        all: false,
+        live: false,
+        tube: None,
+        state: None,
+        first_id: None,
+        id_step: None,
+    };
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
         let Some(arg) = arg.to_str() else {
@@ -127,6 +137,13 @@ fn parse(args: &[OsString]) -> Result<Args, Failure> {
                 let id = id.ok_or_else(|| Failure::Usage(format!("--first-id {v}: not a job id")))?;
                 parsed.first_id = Some(id);
             }
+            "--id-step" => {
+                let v = value(arg)?;
+                let step = v.parse().ok().filter(|&step| step > 0);
+                let step =
+                    step.ok_or_else(|| Failure::Usage(format!("--id-step {v}: not a step of 1 or more")))?;
+                parsed.id_step = Some(step);
+            }
             flag if flag.starts_with('-') && flag.len() > 1 => {
                 return Err(Failure::Usage(format!("unknown option {flag}")))
             }
@@ -145,7 +162,11 @@ fn run(raw: &[OsString]) -> Result<u8, Failure> {
     let words: Vec<&str> = args.words.iter().map(String::as_str).collect();
     let allowed = |ok: &[&str]| -> Result<(), Failure> {
         let given = [("--all", args.all), ("--live", args.live), ("--tube", args.tube.is_some())];
-        let more = [("--state", args.state.is_some()), ("--first-id", args.first_id.is_some())];
+        let more = [
+            ("--state", args.state.is_some()),
+            ("--first-id", args.first_id.is_some()),
+            ("--id-step", args.id_step.is_some()),
+        ];
         match given.iter().chain(&more).find(|(flag, set)| *set && !ok.contains(flag)) {
             Some((flag, _)) => Err(Failure::Usage(format!("{} does not take {flag}", words[0]))),
             None => Ok(()),
@@ -200,12 +221,13 @@ fn run(raw: &[OsString]) -> Result<u8, Failure> {
             Ok(finish(out)?)
         }
         ["export", dir] => {
-            allowed(&["--first-id", "--live"])?;
+            allowed(&["--first-id", "--id-step", "--live"])?;
             refuse_held(dir, args.live, "export")?;
             let log = open(dir, Bodies::All)?;
             let stderr = io::stderr();
             let mut mapping = BufWriter::new(stderr.lock());
-            let done = export::write(&log, args.first_id.unwrap_or(1), &mut out, &mut mapping)?;
+            let ids = IdRange { start: args.first_id.unwrap_or(1), step: args.id_step.unwrap_or(1) };
+            let done = export::write(&log, ids, &mut out, &mut mapping)?;
             if done.largest_body > 65_535 {
                 writeln!(
                     mapping,

@@ -19,6 +19,8 @@
 //!   records, kept for inspection after its readable jobs were rewritten.
 //! - `DIR/binlog.N`: beanstalkd's log. Its jobs are imported at start-up and
 //!   the file is kept as `binlog.N.imported` (`import.rs`).
+//! - `DIR/server-id`: the `id` that `stats` reports, kept across restarts
+//!   ([`identity`]).
 //!
 //! What is logged: a full record (tube, parameters, body) when a job is put
 //! or rewritten; an update record when it is buried, released, kicked or
@@ -62,6 +64,7 @@ pub mod replay;
 // Second reading.
 pub(crate) mod compaction;
 pub mod dir;
+pub mod identity;
 pub(crate) mod beanstalkd;
 pub(crate) mod import;
 pub mod inspect;
@@ -76,6 +79,7 @@ use std::sync::Arc;
 
 use crate::config::Fsync;
 use crate::engine::{JobId, RestoredJob};
+use crate::ids::IdRange;
 use crate::protocol::TubeName;
 use crate::time::Clock;
 use compaction::live_len;
@@ -200,11 +204,15 @@ impl Drop for Binlog {
 impl Binlog {
     /// Locks `dir`, replays our files, imports beanstalkd's, and starts a
     /// new file. Times are stored as wall-clock time, converted by `clock`.
+    /// A directory holding a job whose id `ids` would not hand out is
+    /// refused before a file is started: a pool routes by id, and would
+    /// send that job's commands to another server.
     pub fn open(
         dir: &Path,
         file_size: u32,
         fsync: Fsync,
         clock: Clock,
+        ids: IdRange,
     ) -> Result<(Binlog, Recovered), BinlogError> {
         let lock = dir::lock(dir)?;
         let survey = dir::survey(dir)?;
@@ -218,6 +226,16 @@ impl Binlog {
         let import_number = newest.map_or(Some(1), |n| n.checked_add(1)).ok_or_else(too_many)?;
         let imported = import::run(dir, &survey.theirs, &mut replayer, import_number)?;
         let replayed = replayer.finish(&clock);
+        if let Some(job) = replayed.jobs.iter().find(|job| !ids.contains(job.id)) {
+            return Err(BinlogError::Open(format!(
+                "binlog {}: it holds job {}, which {} would never give out; start with the \
+                 --job-id-start and --job-id-step it was written with, or move its jobs to such a \
+                 server with beanstalk-binlog export",
+                dir.display(),
+                job.id,
+                ids.flags()
+            )));
+        }
         let mut files = files::replayed(dir, &replayed);
         let mut live_bytes = 0;
         for job in &replayed.jobs {

@@ -164,8 +164,9 @@ impl<'a> Conn<'a> {
             Command::Put { pri, delay, ttr, bytes, junk_after_size } => {
                 return self.put(pri, delay, ttr, bytes, junk_after_size)
             }
-            Command::Reserve => return self.reserve(None),
-            Command::ReserveWithTimeout(secs) => return self.reserve(Some(secs)),
+            Command::Reserve => return self.reserve(None, false),
+            Command::ReserveWithTimeout(secs) => return self.reserve(Some(secs), false),
+            Command::ReserveWithAbort(timeout) => return self.reserve(timeout, true),
             Command::Quit => return Ok(Next::Close),
             Command::Stats => self.stats(),
             Command::Use(name) => self.ask_engine(|e, _, _| e.use_tube(c, &name)),
@@ -300,25 +301,35 @@ impl<'a> Conn<'a> {
         Ok(Next::Continue)
     }
 
-    /// `reserve` / `reserve-with-timeout`: answer now, or block until a job is
-    /// handed over, the timeout or safety margin arrives, or the client hangs
-    /// up.
+    /// `reserve` / `reserve-with-timeout`, and with `abortable` their
+    /// `reserve-with-abort` forms: answer now, or block until a job is
+    /// handed over, the timeout or safety margin arrives, the client hangs
+    /// up, or (`abortable`) it sends a byte.
     ///
     /// Every earlier reply leaves first. A client is put in line only once
     /// its socket has taken all it was owed, so a job handed to it waits on
     /// no unread socket (beanstalkd, likewise, reads no command while a
     /// reply is unsent).
-    fn reserve(&mut self, timeout: Option<u32>) -> io::Result<Next> {
+    fn reserve(&mut self, timeout: Option<u32>, abortable: bool) -> io::Result<Next> {
         self.flush()?;
         let shared = self.shared;
         {
             let (mut engine, now) = shared.engine_now();
-            if let Some(reply) = engine.reserve(self.client, timeout, now, &mut self.output) {
+            let c = self.client;
+            let answer = if abortable {
+                // Bytes pipelined behind the command were sent after it:
+                // they call its wait off as surely as bytes sent later.
+                let input_waiting = !self.input.is_drained();
+                engine.reserve_with_abort(c, timeout, input_waiting, now, &mut self.output)
+            } else {
+                engine.reserve(c, timeout, now, &mut self.output)
+            };
+            if let Some(reply) = answer {
                 reply.encode(&mut self.output);
                 return Ok(Next::Continue);
             }
         }
         // Blocked: sleep until the engine has an outcome for this client.
-        Ok(self.wait_for_outcome())
+        Ok(self.wait_for_outcome(abortable))
     }
 }

@@ -1,6 +1,7 @@
 //! A blocked reserve's wait, on the connection's own thread: it sleeps on
 //! the connection's `Condvar` until the engine has ended the wait (a job
-//! reserved for it, a timeout, the safety margin, a hang-up), then writes
+//! reserved for it, a timeout, the safety margin, a hang-up, a byte that
+//! calls off a `reserve-with-abort`), then writes
 //! the outcome. Only this thread ever writes the client's socket; the
 //! engine only wakes it (see `engine/client.rs` for the wait's states).
 
@@ -12,10 +13,11 @@ use crate::protocol::{ReplyRoom, SHORT_REPLY_LEN};
 
 impl Conn<'_> {
     /// Sleeps until the engine ends this client's blocked reserve, then
-    /// encodes the outcome. The engine's lock is let go while asleep.
-    pub(super) fn wait_for_outcome(&mut self) -> Next {
+    /// encodes the outcome. The engine's lock is let go while asleep. An
+    /// `abortable` wait (`reserve-with-abort`) is watched for data too.
+    pub(super) fn wait_for_outcome(&mut self, abortable: bool) -> Next {
         let shared = self.shared;
-        self.watch_for_hang_up();
+        self.watch_for_hang_up(abortable);
         // A wait may last hours: past IDLE_AFTER, hold no buffers through it.
         let idle_at = shared.clock.now().plus(IDLE_AFTER);
         let mut idle = false;
@@ -52,12 +54,14 @@ impl Conn<'_> {
         }
     }
 
-    /// A client blocked in reserve sends nothing, so only the hang-up
-    /// watcher (see `hangup.rs`) can notice that it went away.
-    fn watch_for_hang_up(&mut self) {
+    /// This thread does not read while it waits, so only the hang-up
+    /// watcher (see `hangup.rs`) can notice that the client went away, or,
+    /// for an `abortable` wait, sent a byte. Armed after the wait is
+    /// registered: bytes already in the socket are reported at once.
+    fn watch_for_hang_up(&mut self, abortable: bool) {
         let shared = self.shared;
         let fd = self.stream.as_raw_fd();
-        let watching = shared.hangups.watch(fd, self.client, self.hangup_registered);
+        let watching = shared.hangups.watch(fd, self.client, self.hangup_registered, abortable);
         self.hangup_registered |= watching.is_ok();
         if watching.is_err() {
             // A socket we cannot watch is as good as gone.

@@ -24,6 +24,14 @@ pub trait Waker: Debug + Send + Sync {
     /// Asked just before a job is handed over, so that a job never goes to a
     /// connection whose hang-up has arrived but not yet been reported.
     fn has_hung_up(&self) -> bool;
+
+    /// True if bytes from the client wait unread in its socket, as far as
+    /// can be told without blocking or reading them. Asked before a job is
+    /// handed to a `reserve-with-abort`, whose wait those bytes call off.
+    /// A client with no socket never sends: false.
+    fn has_input(&self) -> bool {
+        false
+    }
 }
 
 /// A bare `Condvar` is the waiter of a client with no socket (tests,
@@ -49,11 +57,12 @@ impl Waker for Condvar {
 ///     │ Waiting │ ───── for it at once ──►│ Ended(Reserved(id)) │
 ///     └─────────┘                         └─────────────────────┘
 ///       ▲   │  timeout, safety margin,       │           │
-///       │   │  hang-up                       │ its TTR   │ collected by
+///       │   │  hang-up (abort: a byte)       │ its TTR   │ collected by
 ///       │   ▼                                │ ran out   │ its own thread:
 ///       │ ┌──────────────────────────────┐   │ first     │ RESERVED
-///       │ │ Ended(TimedOut/DeadlineSoon) │   │           ▼
-///       │ └──────────────────────────────┘   │      (not blocked)
+///       │ │ Ended(TimedOut/DeadlineSoon/ │   │           ▼
+///       │ │       Aborted)               │   │      (not blocked)
+///       │ └──────────────────────────────┘   │
 ///       └────── same place in line ──────────┘
 /// ```
 ///
@@ -78,6 +87,8 @@ pub(super) enum Outcome {
     Reserved(JobId, Wait),
     DeadlineSoon,
     TimedOut,
+    /// A byte from the client called off a `reserve-with-abort`.
+    Aborted,
 }
 
 /// A reserve that is blocked.
@@ -89,6 +100,8 @@ pub(super) struct Wait {
     pub(super) timeout_at: Option<Time>,
     /// When the soonest of the client's reservations enters its safety margin.
     pub(super) margin_at: Option<Time>,
+    /// A `reserve-with-abort`: any byte from the client ends the wait.
+    pub(super) abortable: bool,
 }
 
 /// What the engine knows of one connected client.

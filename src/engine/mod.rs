@@ -63,6 +63,7 @@ mod sweep;
 use std::fmt::Debug;
 use std::sync::{Arc, Condvar};
 
+use crate::ids::IdRange;
 use crate::protocol::{data_reply_len, Reply, ReplyRoom, TubeName};
 use crate::stats::{CommandCounts, JobCounts, JobStats, ServerStats, TubeStats};
 use crate::time::Time;
@@ -131,6 +132,8 @@ pub struct Engine {
     /// than the record itself.
     clients: ClientMap<Box<Client>>,
     next_job_id: JobId,
+    /// Which ids puts get (`--job-id-start`, `--job-id-step`).
+    id_range: IdRange,
     next_client_id: ClientId,
     next_wait_seq: u64,
     /// Clients blocked in reserve right now.
@@ -180,6 +183,7 @@ impl Engine {
             reserved: Heap::new(),
             clients: ClientMap::default(),
             next_job_id: 1,
+            id_range: IdRange::default(),
             next_client_id: ClientId(1),
             next_wait_seq: 0,
             waiting_clients: 0,
@@ -200,6 +204,14 @@ impl Engine {
             last_buried_at: Time::ZERO,
             job_counts: JobCounts::default(),
         }
+    }
+
+    /// Makes puts take their ids from `range` (`--job-id-start`,
+    /// `--job-id-step`): the next id is the range's first at or above the
+    /// one it would have been.
+    pub fn set_id_range(&mut self, range: IdRange) {
+        self.id_range = range;
+        self.next_job_id = range.first_from(self.next_job_id);
     }
 
     /// Gives the engine the timer thread's `Condvar`, notified whenever a new
@@ -235,7 +247,8 @@ impl Engine {
     }
 
     /// Puts back the jobs read from the log at start-up, and makes sure no
-    /// id below `next_id` is handed out again. Each job names its tube by an
+    /// id below `next_id` is handed out again: the next is the id range's
+    /// first above every id the log has seen. Each job names its tube by an
     /// index into `tube_names`. Buried jobs go back in the order they were
     /// buried.
     pub fn restore(
@@ -302,7 +315,7 @@ impl Engine {
             let _ = tube.ready.try_make_room_for(in_tube) && tube.delayed.try_make_room_for(in_tube);
         }
         let _ = self.reserved.try_make_room_for(self.jobs.len());
-        self.next_job_id = self.next_job_id.max(next_id);
+        self.next_job_id = self.id_range.first_from(self.next_job_id.max(next_id));
     }
 
     /// The id the next put will get.

@@ -105,7 +105,8 @@ impl Engine {
     /// ones that can newly be served, and `t`'s best job is their best job.
     /// A waiter whose connection is already gone is passed over (its reserve
     /// ends with `TIMED_OUT`, as the hang-up watcher would have ended it), so
-    /// the job goes to the longest waiter still connected.
+    /// the job goes to the longest waiter still connected; so is a
+    /// `reserve-with-abort` whose client's bytes have arrived (`ABORTED`).
     pub(super) fn serve_waiters(&mut self, t: TubeId, now: Time) {
         loop {
             let tube = self.tubes.get(t);
@@ -117,6 +118,10 @@ impl Engine {
             };
             if self.has_hung_up(c) {
                 self.hang_up(c);
+            } else if self.has_abort_input(c) {
+                // Its client has already called the wait off: the byte
+                // came first, so the job goes to the next waiter.
+                self.finish_wait(c, Outcome::Aborted);
             } else {
                 self.hand_over(c, id, now);
             }

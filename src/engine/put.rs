@@ -49,7 +49,7 @@ impl Engine {
         self.puts_in_flight += 1;
         self.job_memory += cost;
         let id = self.next_job_id;
-        self.next_job_id += 1;
+        self.next_job_id += self.id_range.step;
         Some(PutTicket { id, bytes })
     }
 

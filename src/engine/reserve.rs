@@ -1,11 +1,17 @@
-//! `reserve`, `reserve-with-timeout` and `reserve-job`, and the waiting in
-//! between. A reserve with nothing ready registers its client in every
-//! watched tube's waiting queue ([`Blocked::Waiting`]); whenever a job
-//! becomes ready, the tube's longest waiter is handed it: the job is
-//! reserved for that client at once and its thread is woken
-//! ([`Blocked::Ended`]). The client's own thread then collects the outcome
-//! with [`Engine::check_wait`] and writes the reply itself. This file owns
-//! the hand-off's rules; it never touches a socket.
+//! `reserve`, `reserve-with-timeout`, `reserve-with-abort` and
+//! `reserve-job`, and the waiting in between. A reserve with nothing ready
+//! registers its client in every watched tube's waiting queue
+//! ([`Blocked::Waiting`]); whenever a job becomes ready, the tube's longest
+//! waiter is handed it: the job is reserved for that client at once and its
+//! thread is woken ([`Blocked::Ended`]). The client's own thread then
+//! collects the outcome with [`Engine::check_wait`] and writes the reply
+//! itself. This file owns the hand-off's rules; it never touches a socket.
+//!
+//! A `reserve-with-abort` waits the same way, and a byte from its client
+//! ends the wait with `ABORTED` ([`Engine::client_stirred`]). Both endings
+//! happen under the lock, on a wait that is still `Waiting`, so the first
+//! one wins and the other finds nothing to end: a job is delivered or the
+//! wait aborted, never both (reference §3.3a).
 
 use super::*;
 
@@ -27,6 +33,41 @@ impl Engine {
             None => self.cmds.reserve += 1,
             Some(_) => self.cmds.reserve_with_timeout += 1,
         }
+        self.start_reserve(c, timeout, None, now, room)
+    }
+
+    /// `reserve-with-abort` (`timeout` is `None`) or
+    /// `reserve-with-abort-timeout`: a reserve whose wait any byte from the
+    /// client calls off. `input_waiting` says the connection already holds
+    /// bytes it has not answered: those end the wait before it starts, with
+    /// `ABORTED`, unless a job is there to take. Counted as `reserve` and
+    /// `reserve-with-timeout` are, so that `stats` keeps beanstalkd's keys.
+    /// Returns as [`Engine::reserve`] does.
+    pub fn reserve_with_abort(
+        &mut self,
+        c: ClientId,
+        timeout: Option<u32>,
+        input_waiting: bool,
+        now: Time,
+        room: &mut dyn ReplyRoom,
+    ) -> Option<Reply<'_>> {
+        match timeout {
+            None => self.cmds.reserve += 1,
+            Some(_) => self.cmds.reserve_with_timeout += 1,
+        }
+        self.start_reserve(c, timeout, Some(input_waiting), now, room)
+    }
+
+    /// The reserves' shared steps (reference §3.3). `abort` is `None` for a
+    /// plain reserve, or whether input already waits for an abortable one.
+    fn start_reserve(
+        &mut self,
+        c: ClientId,
+        timeout: Option<u32>,
+        abort: Option<bool>,
+        now: Time,
+        room: &mut dyn ReplyRoom,
+    ) -> Option<Reply<'_>> {
         let margin_at = self.soonest_margin(c);
         let in_margin = margin_at.is_some_and(|m| now >= m);
         // In the margin, a job that is ready counts even in a paused tube.
@@ -43,12 +84,21 @@ impl Engine {
             return self.reserved_reply(id);
         }
         let client = self.clients.get(&c)?;
-        if in_margin || client.hung_up || timeout == Some(0) {
+        if in_margin || client.hung_up || timeout == Some(0) || abort == Some(true) {
             self.become_worker(c);
-            return Some(if in_margin { Reply::DeadlineSoon } else { Reply::TimedOut });
+            return Some(if in_margin {
+                Reply::DeadlineSoon
+            } else if abort == Some(true) {
+                // The bytes came before any wait: they call it off before
+                // it starts.
+                Reply::Aborted
+            } else {
+                Reply::TimedOut
+            });
         }
         let seq = self.next_wait_seq;
-        let wait = Wait { seq, timeout_at: timeout.map(|secs| now.plus_secs(secs)), margin_at };
+        let timeout_at = timeout.map(|secs| now.plus_secs(secs));
+        let wait = Wait { seq, timeout_at, margin_at, abortable: abort.is_some() };
         // The wait's record is the one thing blocking allocates: room in
         // the waiting queues was claimed by `watch`.
         let Ok(blocked) = crate::sys::try_box(Blocked::Waiting(wait)) else {
@@ -78,6 +128,25 @@ impl Engine {
     /// Claims room in `room` for the reply that delivers job `id`.
     fn claim_reply_room(&self, id: JobId, room: &mut dyn ReplyRoom) -> bool {
         self.jobs.get(&id).is_some_and(|job| room.claim(data_reply_len(job.body.len())))
+    }
+
+    /// Client `c`'s socket stirred while it may be blocked in reserve:
+    /// bytes arrived, or (`hung_up`) it closed or shut down its sending
+    /// side. Bytes end a `reserve-with-abort`'s wait with `ABORTED`, and
+    /// stay unread, to be the client's next command; they come before a
+    /// hang-up behind them, which then only keeps later reserves from
+    /// blocking. A hang-up ends any other wait with `TIMED_OUT`. A wait
+    /// already ended (a job handed over first) is left as it is: the job
+    /// goes out, then the bytes are read.
+    pub fn client_stirred(&mut self, c: ClientId, hung_up: bool) {
+        if self.has_abort_input(c) {
+            if let Some(client) = self.clients.get_mut(&c) {
+                client.hung_up |= hung_up;
+            }
+            self.finish_wait(c, Outcome::Aborted);
+        } else if hung_up {
+            self.hang_up(c);
+        }
     }
 
     /// When a blocked reserve of `c` must be checked again even if nobody
@@ -140,6 +209,7 @@ impl Engine {
             }
             Outcome::DeadlineSoon => Some(Reply::DeadlineSoon),
             Outcome::TimedOut => Some(Reply::TimedOut),
+            Outcome::Aborted => Some(Reply::Aborted),
         }
     }
 
@@ -229,6 +299,10 @@ impl Engine {
         self.waiting_clients += 1;
         if client.hung_up || self.has_hung_up(c) {
             self.hang_up(c);
+        } else if self.has_abort_input(c) {
+            // Bytes that came while it held the job it never received: the
+            // watcher's report of them found no wait to end.
+            self.finish_wait(c, Outcome::Aborted);
         } else if let Some(id) = self.best_ready_job(c) {
             self.hand_over(c, id, now);
         }
@@ -273,6 +347,15 @@ impl Engine {
     /// Whether client `c`'s connection is known to be gone, asking its socket.
     pub(super) fn has_hung_up(&self, c: ClientId) -> bool {
         self.clients.get(&c).is_some_and(|client| client.hung_up || client.waker.has_hung_up())
+    }
+
+    /// Whether client `c` waits in a `reserve-with-abort` that bytes from
+    /// it, unread in its socket, call off (asking the socket).
+    pub(super) fn has_abort_input(&self, c: ClientId) -> bool {
+        self.clients.get(&c).is_some_and(|client| {
+            matches!(client.blocked.as_deref(), Some(Blocked::Waiting(wait)) if wait.abortable)
+                && client.waker.has_input()
+        })
     }
 
     /// The best `(pri, id)` ready job in `c`'s unpaused watched tubes.

@@ -226,7 +226,10 @@ fn put_step(w: &mut World, out: &mut Vec<u8>, delay: u32) {
     w.e.put(w.producer, job, T0).encode(out);
 }
 
-const COMMANDS: &[(&str, fn() -> World, Step)] = &[
+/// A command's name, the state it starts from, and the command.
+type Case = (&'static str, fn() -> World, Step);
+
+const COMMANDS: &[Case] = &[
     ("put", world, |w, out| put_step(w, out, 0)),
     ("put with a delay", world, |w, out| put_step(w, out, 10)),
     ("put to a blocked worker", world_with_producer_for_waiter, |w, out| put_step(w, out, 0)),
@@ -242,6 +245,11 @@ const COMMANDS: &[(&str, fn() -> World, Step)] = &[
     }),
     ("reserve-with-timeout 0, none ready", world, |w, out| {
         if let Some(reply) = w.e.reserve(w.waiter, Some(0), T0, out) {
+            reply.encode(out);
+        }
+    }),
+    ("reserve-with-abort, none ready: it blocks", world, |w, out| {
+        if let Some(reply) = w.e.reserve_with_abort(w.waiter, None, false, T0, out) {
             reply.encode(out);
         }
     }),

@@ -127,10 +127,12 @@ fn a_hung_up_waiter_gets_timed_out_and_no_job() {
     assert_eq!(e.reserve(w, None, Time::ZERO, &mut Vec::<u8>::new()).map(|r| r.word()), Some("RESERVED"));
 }
 
-/// A waiter standing for a connection whose peer may have gone.
+/// A waiter standing for a connection whose peer may have gone, or sent
+/// bytes not yet read.
 #[derive(Debug, Default)]
 struct FakeConnection {
     hung_up: std::sync::atomic::AtomicBool,
+    input: std::sync::atomic::AtomicBool,
 }
 
 impl Waker for FakeConnection {
@@ -138,6 +140,97 @@ impl Waker for FakeConnection {
     fn has_hung_up(&self) -> bool {
         self.hung_up.load(std::sync::atomic::Ordering::SeqCst)
     }
+    fn has_input(&self) -> bool {
+        self.input.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[test]
+fn a_byte_ends_an_abortable_wait_and_only_that_kind() {
+    let mut e = engine();
+    let socket = Arc::new(FakeConnection::default());
+    let (w, plain) = (e.connect(socket.clone()).unwrap(), e.connect(socket.clone()).unwrap());
+    assert_eq!(e.reserve_with_abort(w, None, false, Time::ZERO, &mut Vec::<u8>::new()), None);
+    assert_eq!(e.reserve(plain, None, Time::ZERO, &mut Vec::<u8>::new()), None);
+    // A report with no byte behind it (a stale one) ends nothing.
+    e.client_stirred(w, false);
+    assert_eq!(e.check_wait(w, Time::ZERO, &mut Vec::<u8>::new()), None);
+    socket.input.store(true, std::sync::atomic::Ordering::SeqCst);
+    e.client_stirred(w, false);
+    e.client_stirred(plain, false);
+    assert_eq!(e.check_wait(w, Time::ZERO, &mut Vec::<u8>::new()), Some(Reply::Aborted));
+    assert_eq!(e.check_wait(plain, Time::ZERO, &mut Vec::<u8>::new()), None, "a plain reserve reads no byte");
+    assert_eq!(e.waiting_clients, 1);
+    // Counted as the reserves they stand in for.
+    assert_eq!(
+        e.reserve_with_abort(w, Some(0), false, Time::ZERO, &mut Vec::<u8>::new()),
+        Some(Reply::TimedOut)
+    );
+    assert_eq!((e.cmds.reserve, e.cmds.reserve_with_timeout), (2, 1));
+}
+
+#[test]
+fn bytes_already_buffered_abort_at_once_unless_a_job_is_ready() {
+    let mut e = engine();
+    let c = client(&mut e);
+    assert_eq!(e.reserve_with_abort(c, None, true, Time::ZERO, &mut Vec::<u8>::new()), Some(Reply::Aborted));
+    assert_eq!(e.waiting_clients, 0);
+    let id = put(&mut e, c, 0, 0, 10, Time::ZERO);
+    assert_eq!(reserved_id(e.reserve_with_abort(c, None, true, Time::ZERO, &mut Vec::<u8>::new())), id);
+    // A half-closed client with bytes left: those first.
+    e.hang_up(c);
+    assert_eq!(e.reserve_with_abort(c, None, true, Time::ZERO, &mut Vec::<u8>::new()), Some(Reply::Aborted));
+    assert_eq!(
+        e.reserve_with_abort(c, None, false, Time::ZERO, &mut Vec::<u8>::new()),
+        Some(Reply::TimedOut)
+    );
+}
+
+#[test]
+fn a_job_is_delivered_or_the_wait_aborted_never_both() {
+    let mut e = engine();
+    let producer = client(&mut e);
+    let early = Arc::new(FakeConnection::default());
+    let late = Arc::new(FakeConnection::default());
+    let (w1, w2) = (e.connect(early.clone()).unwrap(), e.connect(late.clone()).unwrap());
+    assert_eq!(e.reserve_with_abort(w1, None, false, Time::ZERO, &mut Vec::<u8>::new()), None);
+    assert_eq!(e.reserve_with_abort(w2, None, false, Time::ZERO, &mut Vec::<u8>::new()), None);
+    // w1's byte arrived but is not reported yet: the job passes it over.
+    early.input.store(true, std::sync::atomic::Ordering::SeqCst);
+    let id = put(&mut e, producer, 0, 0, 10, Time::ZERO);
+    assert_eq!(e.check_wait(w1, Time::ZERO, &mut Vec::<u8>::new()), Some(Reply::Aborted));
+    // w2's byte comes after its hand-off: the job is delivered, the
+    // report of the byte finds no wait to end.
+    late.input.store(true, std::sync::atomic::Ordering::SeqCst);
+    e.client_stirred(w2, false);
+    assert_eq!(reserved_id(e.check_wait(w2, Time::ZERO, &mut Vec::<u8>::new())), id);
+    assert_eq!(e.jobs[&id].counters.reserves, 1);
+    // A half-close behind the byte still aborts, then no reserve blocks.
+    assert_eq!(e.reserve_with_abort(w1, None, false, Time::ZERO, &mut Vec::<u8>::new()), None);
+    e.client_stirred(w1, true);
+    assert_eq!(e.check_wait(w1, Time::ZERO, &mut Vec::<u8>::new()), Some(Reply::Aborted));
+    early.input.store(false, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(
+        e.reserve_with_abort(w1, None, false, Time::ZERO, &mut Vec::<u8>::new()),
+        Some(Reply::TimedOut)
+    );
+}
+
+#[test]
+fn a_lapsed_hand_off_to_an_abortable_waiter_that_sent_meanwhile_aborts() {
+    let mut e = engine();
+    let producer = client(&mut e);
+    let socket = Arc::new(FakeConnection::default());
+    let w = e.connect(socket.clone()).unwrap();
+    assert_eq!(e.reserve_with_abort(w, None, false, Time::ZERO, &mut Vec::<u8>::new()), None);
+    let id = put(&mut e, producer, 0, 0, 1, Time::ZERO);
+    // The byte is reported while the hand-off waits to be collected, and
+    // the TTR runs out before it is: the byte must still end the wait.
+    socket.input.store(true, std::sync::atomic::Ordering::SeqCst);
+    e.client_stirred(w, false);
+    e.tick(Time::from_secs(2));
+    assert_eq!(e.check_wait(w, Time::from_secs(2), &mut Vec::<u8>::new()), Some(Reply::Aborted));
+    assert_eq!(e.jobs[&id].state, State::Ready);
 }
 
 #[test]
@@ -364,4 +457,23 @@ fn moving_jobs_between_heaps_never_allocates() {
     }
     let after = capacities(&e);
     assert!(after.0 <= 256 && after.1 <= 256 && after.2 <= 256, "{after:?}");
+}
+
+/// Issue 24's rule: a worker's TTR counts from the moment its own thread
+/// collects the job, however long the hand-off waited for the lock. Here
+/// another command held the lock for 0.85 s of a 1 s TTR.
+#[test]
+fn a_handed_over_job_s_ttr_starts_when_its_worker_collects_it() {
+    let mut e = engine();
+    let (producer, worker) = (client(&mut e), client(&mut e));
+    assert_eq!(e.reserve(worker, None, Time::ZERO, &mut Vec::<u8>::new()), None);
+    let id = put(&mut e, producer, 0, 0, 1, Time::ZERO);
+    let collected = Time(850_000_000);
+    assert_eq!(reserved_id(e.check_wait(worker, collected, &mut Vec::<u8>::new())), id);
+    assert_eq!(e.jobs[&id].deadline, collected.plus_secs(1));
+    // At 1 s, counted from the hand-off, the job would have gone back.
+    e.tick(Time::from_secs(1));
+    assert_eq!((e.jobs[&id].state, e.jobs[&id].counters.timeouts), (State::Reserved, 0));
+    e.tick(collected.plus_secs(1));
+    assert_eq!((e.jobs[&id].state, e.jobs[&id].counters.timeouts), (State::Ready, 1));
 }

@@ -137,6 +137,10 @@ pub enum Command {
     Reserve,
     /// `reserve-with-timeout <seconds>`, at most `i32::MAX` seconds.
     ReserveWithTimeout(u32),
+    /// `reserve-with-abort`, and `reserve-with-abort-timeout <seconds>`
+    /// (`Some`): a reserve whose wait any byte from the client calls off
+    /// (reference §3.3a). Not beanstalkd 1.13's: its pull request #658.
+    ReserveWithAbort(Option<u32>),
     ReserveJob(JobId),
     Delete(JobId),
     Release {
@@ -233,6 +237,21 @@ pub fn parse(line: &[u8]) -> Result<Command, ParseError> {
             return Err(BadFormat);
         }
         return Ok(C::ReserveWithTimeout(secs));
+    }
+    // Ours (beanstalkd's pull request #658), before `reserve`, whose prefix
+    // they share. Nothing may follow the number: a new command copies no
+    // quirk.
+    if let Some(rest) = line.strip_prefix(b"reserve-with-abort-timeout ") {
+        let mut f = Fields::new(rest);
+        let secs = f.u32()?;
+        f.end()?;
+        if secs > i32::MAX as u32 {
+            return Err(BadFormat);
+        }
+        return Ok(C::ReserveWithAbort(Some(secs)));
+    }
+    if let Some(rest) = line.strip_prefix(b"reserve-with-abort") {
+        return exact(C::ReserveWithAbort(None), rest);
     }
     if let Some(rest) = line.strip_prefix(b"reserve-job ") {
         return Ok(C::ReserveJob(Fields::new(rest).last_u64()?));
@@ -484,6 +503,24 @@ mod tests {
     fn nul_anywhere_is_bad_format() {
         assert_eq!(parse(b"stats\0"), Err(BadFormat));
         assert_eq!(parse(b"\0garbage"), Err(BadFormat));
+    }
+
+    #[test]
+    fn reserve_with_abort_is_exact_and_its_timeout_bounded() {
+        assert_eq!(parse(b"reserve-with-abort"), Ok(C::ReserveWithAbort(None)));
+        assert_eq!(parse(b"reserve-with-abort-timeout 07"), Ok(C::ReserveWithAbort(Some(7))));
+        let most = parse(b"reserve-with-abort-timeout 2147483647");
+        assert_eq!(most, Ok(C::ReserveWithAbort(Some(2147483647))));
+        for line in [
+            &b"reserve-with-abort "[..],
+            b"reserve-with-abortx",
+            b"reserve-with-abort-timeout",
+            b"reserve-with-abort-timeout ",
+            b"reserve-with-abort-timeout 1 junk",
+            b"reserve-with-abort-timeout 2147483648",
+        ] {
+            assert_eq!(parse(line), Err(BadFormat), "{:?}", String::from_utf8_lossy(line));
+        }
     }
 
     #[test]

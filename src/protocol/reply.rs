@@ -32,6 +32,8 @@ pub enum Reply<'a> {
     NotIgnored,
     DeadlineSoon,
     TimedOut,
+    /// A `reserve-with-abort` called off by a byte from its client.
+    Aborted,
     Draining,
     ExpectedCrlf,
     JobTooBig,
@@ -83,6 +85,7 @@ impl Reply<'_> {
             Reply::NotIgnored => "NOT_IGNORED",
             Reply::DeadlineSoon => "DEADLINE_SOON",
             Reply::TimedOut => "TIMED_OUT",
+            Reply::Aborted => "ABORTED",
             Reply::Draining => "DRAINING",
             Reply::ExpectedCrlf => "EXPECTED_CRLF",
             Reply::JobTooBig => "JOB_TOO_BIG",
@@ -165,5 +168,6 @@ mod tests {
         assert_eq!(encoded(Reply::Kicked), "KICKED\r\n");
         assert_eq!(encoded(Reply::NotFound), "NOT_FOUND\r\n");
         assert_eq!(encoded(Reply::DeadlineSoon), "DEADLINE_SOON\r\n");
+        assert_eq!(encoded(Reply::Aborted), "ABORTED\r\n");
     }
 }

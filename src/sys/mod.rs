@@ -31,8 +31,8 @@ pub use process::{become_user, ignore_sigpipe, soft_limit, Resource, SignalSet, 
 #[cfg(test)]
 pub use socket::keepalive;
 pub use socket::{
-    inherited_listener, peer_hung_up, set_backlog, set_keepalive, wait_readable, wait_until_readable,
-    HangupPoller, Inherited,
+    has_unread_bytes, inherited_listener, peer_hung_up, set_backlog, set_keepalive, wait_readable,
+    wait_until_readable, HangupPoller, Inherited,
 };
 
 #[repr(C)]

@@ -26,6 +26,7 @@ extern "C" {
     fn epoll_wait(epfd: c_int, events: *mut EpollEvent, max: c_int, timeout_ms: c_int) -> c_int;
     fn getsockopt(fd: c_int, level: c_int, name: c_int, value: *mut c_int, len: *mut u32) -> c_int;
     fn poll(fds: *mut PollFd, count: c_ulong, timeout_ms: c_int) -> c_int;
+    fn recv(fd: c_int, buf: *mut u8, len: usize, flags: c_int) -> isize;
     fn setsockopt(fd: c_int, level: c_int, name: c_int, value: *const c_int, len: u32) -> c_int;
 }
 
@@ -33,8 +34,12 @@ const EPOLL_CLOEXEC: c_int = 0o2000000;
 const EPOLL_CTL_ADD: c_int = 1;
 const EPOLL_CTL_MOD: c_int = 3;
 const EPOLLIN: u32 = 0x001;
+const EPOLLERR: u32 = 0x008;
+const EPOLLHUP: u32 = 0x010;
 const EPOLLRDHUP: u32 = 0x2000;
 const EPOLLONESHOT: u32 = 1 << 30;
+const MSG_PEEK: c_int = 0x2;
+const MSG_DONTWAIT: c_int = 0x40;
 const SOL_SOCKET: c_int = 1;
 const SO_TYPE: c_int = 3;
 const SO_KEEPALIVE: c_int = 9;
@@ -83,6 +88,18 @@ pub fn peer_hung_up(socket: &impl AsRawFd) -> bool {
     poll_fds([socket.as_raw_fd()], POLLRDHUP, 0).is_ok_and(|[revents]| revents & gone != 0)
 }
 
+/// True if connected socket `socket` holds at least one byte from its peer
+/// that nobody has read. Never blocks, and reads nothing (`MSG_PEEK`): the
+/// bytes stay for the next read. End of file, an error or an empty socket
+/// is false.
+pub fn has_unread_bytes(socket: &impl AsRawFd) -> bool {
+    let mut byte = 0u8;
+    // SAFETY: `byte` is one writable byte and 1 is passed as the length, so
+    // the kernel writes only into it; the fd is borrowed from a live socket.
+    let n = unsafe { recv(socket.as_raw_fd(), &mut byte, 1, MSG_PEEK | MSG_DONTWAIT) };
+    n > 0
+}
+
 /// Blocks until `first` or `second` is readable (or has an error or hang-up
 /// pending, which a read would report); returns which of them are. May
 /// return neither if a signal interrupts the wait.
@@ -108,7 +125,8 @@ pub fn set_backlog(socket: &impl AsRawFd, backlog: i32) -> io::Result<()> {
 
 /// An epoll instance that reports when a registered socket's peer hangs up
 /// (closes, or shuts down its sending side), and when a wake-up fd becomes
-/// readable. Data arriving on a registered socket is not reported.
+/// readable. Data arriving on a registered socket is reported only when
+/// its watch asks for it (`readable`).
 pub struct HangupPoller {
     epoll: OwnedFd,
 }
@@ -123,15 +141,17 @@ impl HangupPoller {
         Ok(HangupPoller { epoll: unsafe { OwnedFd::from_raw_fd(fd) } })
     }
 
-    /// Watches `fd` for a hang-up, reporting it once under `token`.
-    pub fn watch_hangup(&self, fd: RawFd, token: u64) -> io::Result<()> {
-        self.add(fd, EPOLLRDHUP | EPOLLONESHOT, token)
+    /// Watches `fd` for a hang-up, and for data too if `readable`,
+    /// reporting the first once under `token`.
+    pub fn watch_hangup(&self, fd: RawFd, token: u64, readable: bool) -> io::Result<()> {
+        self.add(fd, hangup_events(readable), token)
     }
 
     /// Arms again a hang-up watch that has fired or was set before (one-shot
-    /// watches stay registered, disarmed, after they fire).
-    pub fn rearm_hangup(&self, fd: RawFd, token: u64) -> io::Result<()> {
-        let mut event = EpollEvent { events: EPOLLRDHUP | EPOLLONESHOT, data: token };
+    /// watches stay registered, disarmed, after they fire), with or without
+    /// data (`readable`), whatever it watched before.
+    pub fn rearm_hangup(&self, fd: RawFd, token: u64, readable: bool) -> io::Result<()> {
+        let mut event = EpollEvent { events: hangup_events(readable), data: token };
         // SAFETY: as in `add`: a valid event that the kernel copies.
         check(unsafe { epoll_ctl(self.epoll.as_raw_fd(), EPOLL_CTL_MOD, fd, &mut event) }).map(drop)
     }
@@ -148,9 +168,10 @@ impl HangupPoller {
         check(unsafe { epoll_ctl(self.epoll.as_raw_fd(), EPOLL_CTL_ADD, fd, &mut event) }).map(drop)
     }
 
-    /// Blocks until at least one event, then returns the tokens of up to
-    /// `tokens.capacity()` (at least 1) of them.
-    pub fn wait(&self, tokens: &mut Vec<u64>) -> io::Result<()> {
+    /// Blocks until at least one event, then returns up to 64 of them: each
+    /// its token, and whether it reports a hang-up (or an error) rather than
+    /// data alone.
+    pub fn wait(&self, tokens: &mut Vec<(u64, bool)>) -> io::Result<()> {
         const MAX: usize = 64;
         let mut events = [EpollEvent { events: 0, data: 0 }; MAX];
         // SAFETY: `events` is a writable array of MAX epoll_events, and we pass
@@ -162,9 +183,15 @@ impl HangupPoller {
             Err(e) => return Err(e),
         };
         tokens.clear();
-        tokens.extend(events[..n].iter().map(|e| e.data));
+        let gone = EPOLLRDHUP | EPOLLHUP | EPOLLERR;
+        tokens.extend(events[..n].iter().map(|e| (e.data, e.events & gone != 0)));
         Ok(())
     }
+}
+
+/// A one-shot watch for a hang-up, and for data if `readable`.
+fn hangup_events(readable: bool) -> u32 {
+    EPOLLRDHUP | EPOLLONESHOT | (if readable { EPOLLIN } else { 0 })
 }
 
 /// Turns on TCP keepalive (`SO_KEEPALIVE`) for `socket`, as beanstalkd

@@ -67,6 +67,7 @@ pub enum Outcome {
     Reserved(u64),
     DeadlineSoon,
     TimedOut,
+    Aborted,
 }
 
 #[derive(Debug, Clone)]
@@ -82,6 +83,8 @@ pub struct MClient {
     /// Blocked in reserve.
     pub waiting: bool,
     pub timeout_at: Option<u64>,
+    /// The blocked reserve is a `reserve-with-abort` (reference §3.3a).
+    pub abortable: bool,
     /// How the last blocked reserve ended, until collected by `check_wait`.
     pub outcome: Option<Outcome>,
 }
@@ -327,6 +330,7 @@ impl Model {
             hung_up: false,
             waiting: false,
             timeout_at: None,
+            abortable: false,
             outcome: None,
         });
         id
@@ -449,6 +453,37 @@ impl Model {
     }
 
     pub fn reserve(&mut self, c: u64, timeout: Option<u32>, now: u64) -> Option<Vec<u8>> {
+        self.reserve_abortable(c, timeout, None, now)
+    }
+
+    /// `reserve-with-abort[-timeout]` (reference §3.3a): `input_waiting`
+    /// says bytes already came behind the command.
+    pub fn reserve_with_abort(
+        &mut self,
+        c: u64,
+        timeout: Option<u32>,
+        input_waiting: bool,
+        now: u64,
+    ) -> Option<Vec<u8>> {
+        self.reserve_abortable(c, timeout, Some(input_waiting), now)
+    }
+
+    /// A byte from `c` arrived and was noticed: it ends a
+    /// `reserve-with-abort`'s wait, and nothing else.
+    pub fn abort(&mut self, c: u64) {
+        let cl = self.client(c);
+        if cl.waiting && cl.abortable {
+            self.end_wait(c, Outcome::Aborted);
+        }
+    }
+
+    fn reserve_abortable(
+        &mut self,
+        c: u64,
+        timeout: Option<u32>,
+        abort: Option<bool>,
+        now: u64,
+    ) -> Option<Vec<u8>> {
         match timeout {
             None => self.cmds.reserve += 1,
             Some(_) => self.cmds.reserve_with_timeout += 1,
@@ -470,11 +505,15 @@ impl Model {
             // Only paused tubes have ready jobs: DEADLINE_SOON via the wait.
             return Some(line("DEADLINE_SOON"));
         }
+        if abort == Some(true) {
+            return Some(line("ABORTED"));
+        }
         if self.client(c).hung_up || timeout == Some(0) {
             return Some(line("TIMED_OUT"));
         }
         let cl = self.client_mut(c);
         cl.waiting = true;
+        cl.abortable = abort.is_some();
         cl.timeout_at = timeout.map(|s| now + u64::from(s) * NS);
         cl.outcome = None;
         self.waiters.push(c);
@@ -500,6 +539,7 @@ impl Model {
             Outcome::Reserved(id) => Some(self.reserved_reply(id)),
             Outcome::DeadlineSoon => Some(line("DEADLINE_SOON")),
             Outcome::TimedOut => Some(line("TIMED_OUT")),
+            Outcome::Aborted => Some(line("ABORTED")),
         }
     }
 

@@ -12,7 +12,8 @@
 //! Ids are the server's to give: a job's old id cannot be kept. Burying
 //! needs the new id in the stream itself, which a stream written ahead of
 //! the replies can only predict: it assumes the server gives the puts the
-//! ids `first_id`, `first_id + 1`, ... (1 on a fresh server; a server
+//! ids `first_id`, `first_id + step`, ... (`step` is the target's
+//! `--job-id-step`, 1 unless it is a shard; 1 on a fresh server; a server
 //! nobody else puts into, and no worker reserves from meanwhile, since a
 //! buried job is ready between its put and its bury). The mapping, old id to the k-th put and the id
 //! that put gets, goes to stderr; the server's replies (`INSERTED <id>`, in
@@ -24,6 +25,7 @@
 use std::io::{self, Write};
 
 use super::{Log, State};
+use crate::ids::IdRange;
 
 /// What the jobs will need of the server.
 #[derive(Debug, Default)]
@@ -34,10 +36,11 @@ pub struct Exported {
 }
 
 /// Writes the command stream to `out` and the id mapping to `mapping`.
-/// `log` must hold every body ([`super::Bodies::All`]).
+/// `log` must hold every body ([`super::Bodies::All`]). `ids` are the ids
+/// the target server will give the puts: from `ids.start`, `ids.step` apart.
 pub fn write(
     log: &Log,
-    first_id: u64,
+    ids: IdRange,
     out: &mut impl Write,
     mapping: &mut impl Write,
 ) -> io::Result<Exported> {
@@ -50,13 +53,24 @@ pub fn write(
         State::Buried { at } => (at, job.id),
         _ => (0, job.id),
     });
-    writeln!(
-        mapping,
-        "export of {}: {} jobs; put #k gets id {first_id}+k-1 on a server that gives the puts \
-         consecutive ids from {first_id} (a fresh server: from 1)",
-        log.dir.display(),
-        log.jobs.len()
-    )?;
+    let (first_id, step) = (ids.start, ids.step);
+    if step == 1 {
+        writeln!(
+            mapping,
+            "export of {}: {} jobs; put #k gets id {first_id}+k-1 on a server that gives the puts \
+             consecutive ids from {first_id} (a fresh server: from 1)",
+            log.dir.display(),
+            log.jobs.len()
+        )?;
+    } else {
+        writeln!(
+            mapping,
+            "export of {}: {} jobs; put #k gets id {first_id}+{step}(k-1) on a server that gives the \
+             puts the ids {first_id}, {first_id}+{step}, ... (--job-id-step {step})",
+            log.dir.display(),
+            log.jobs.len()
+        )?;
+    }
     for job in others.iter().chain(&buried) {
         let tube = log.tube(job);
         if tube != tube_in_use {
@@ -72,7 +86,7 @@ pub fn write(
         write!(out, "put {} {delay} {} {}\r\n", job.pri, job.ttr, body.len())?;
         out.write_all(body)?;
         out.write_all(b"\r\n")?;
-        let new_id = first_id.saturating_add(done.jobs as u64);
+        let new_id = first_id.saturating_add((done.jobs as u64).saturating_mul(step));
         done.jobs += 1;
         done.largest_body = done.largest_body.max(body.len());
         if let State::Buried { .. } = job.state {
@@ -133,7 +147,7 @@ mod tests {
             now: 1_000_000_000,
         };
         let (mut out, mut mapping) = (Vec::new(), Vec::new());
-        let done = write(&log, 10, &mut out, &mut mapping).unwrap();
+        let done = write(&log, IdRange { start: 10, step: 1 }, &mut out, &mut mapping).unwrap();
         assert_eq!(done.jobs, 4);
         let expected = "put 7 5 60 2\r\nd4\r\nput 7 0 60 4\r\nr\r\n6\r\nuse mail\r\n\
                         put 7 0 60 2\r\nb5\r\nreserve-job 12\r\nbury 12 7\r\n\
@@ -141,5 +155,24 @@ mod tests {
         assert_eq!(String::from_utf8(out).unwrap(), expected);
         let mapping = String::from_utf8(mapping).unwrap();
         assert!(mapping.contains("put #3: old id 5 -> new id 12 (mail, buried)"), "{mapping}");
+    }
+
+    #[test]
+    fn a_shard_s_ids_are_predicted_a_step_apart() {
+        let log = Log {
+            dir: "d".into(),
+            files: Vec::new(),
+            tubes: vec![TubeName::default_tube()],
+            jobs: vec![job(1, 0, State::Ready, b"r"), job(2, 0, State::Buried { at: 1 }, b"b")],
+            next_id: 3,
+            held_by: None,
+            notes: Vec::new(),
+            now: 1_000_000_000,
+        };
+        let (mut out, mut mapping) = (Vec::new(), Vec::new());
+        write(&log, IdRange { start: 7, step: 3 }, &mut out, &mut mapping).unwrap();
+        let expected = "put 7 0 60 1\r\nr\r\nput 7 0 60 1\r\nb\r\nreserve-job 10\r\nbury 10 7\r\nquit\r\n";
+        assert_eq!(String::from_utf8(out).unwrap(), expected);
+        assert!(String::from_utf8(mapping).unwrap().contains("put #2: old id 2 -> new id 10"));
     }
 }
