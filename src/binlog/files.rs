@@ -108,7 +108,7 @@ impl Binlog {
                 continue;
             }
             if syncing && !synced {
-                if let Err(e) = self.writer.sync_data() {
+                if let Err(e) = super::faults::io_point().and_then(|()| self.writer.sync_data()) {
                     crate::log::problem(format_args!("binlog: fsync failed, refusing further changes: {e}"));
                     self.failed = true;
                     return;
@@ -120,7 +120,7 @@ impl Binlog {
             let result = if corrupt {
                 std::fs::rename(&path, path.with_extension(format!("{n}.corrupt")))
             } else {
-                std::fs::remove_file(&path)
+                super::faults::io_point().and_then(|()| std::fs::remove_file(&path))
             };
             if let Err(e) = result {
                 // Keep it in the chain: dropping it from our books while it

@@ -67,6 +67,7 @@ pub mod dir;
 pub mod identity;
 pub(crate) mod beanstalkd;
 pub(crate) mod import;
+pub(crate) mod faults;
 pub mod inspect;
 
 use std::collections::BTreeMap;
@@ -317,6 +318,7 @@ impl Binlog {
         let leaving = self.files.get(&self.current).map(|old| old.used);
         if leaving.is_some() && syncing {
             // Everything in the file we leave is made durable first.
+            faults::io_point()?;
             self.writer.sync_data()?;
         }
         let opening = HEADER_LEN as u64 + DELETE_LEN as u64;
@@ -332,26 +334,31 @@ impl Binlog {
         }
         let path = replay::file_path(&self.dir, n);
         // `create_new` never follows a symbolic link out of the directory.
+        faults::io_point()?;
         let file = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path)?;
         let mut opening_bytes = record::header().to_vec();
         record::encode_next_id(&mut opening_bytes, self.next_id);
         // A disk too full for a whole file may still take what this write
         // needs: a smaller file, rather than no change at all.
-        let preallocated = crate::sys::preallocate(&file, size).or_else(|e| {
-            if e.raw_os_error() == Some(ENOSPC) && fitted < size {
-                size = fitted;
-                crate::sys::preallocate(&file, size)
-            } else {
-                Err(e)
-            }
-        });
-        let made = preallocated.and_then(|()| file.write_all_at(&opening_bytes, 0)).and_then(|()| {
-            if syncing {
-                file.sync_data().and_then(|()| sync_dir(&self.dir))
-            } else {
-                Ok(())
-            }
-        });
+        let preallocated =
+            faults::io_point().and_then(|()| crate::sys::preallocate(&file, size)).or_else(|e| {
+                if e.raw_os_error() == Some(ENOSPC) && fitted < size {
+                    size = fitted;
+                    crate::sys::preallocate(&file, size)
+                } else {
+                    Err(e)
+                }
+            });
+        let made = preallocated
+            .and_then(|()| faults::io_point())
+            .and_then(|()| file.write_all_at(&opening_bytes, 0))
+            .and_then(|()| {
+                if syncing {
+                    faults::io_point().and_then(|()| file.sync_data()).and_then(|()| sync_dir(&self.dir))
+                } else {
+                    Ok(())
+                }
+            });
         if let Err(e) = made {
             let _ = std::fs::remove_file(&path);
             return Err(e);
@@ -410,7 +417,7 @@ impl Binlog {
         let len = self.scratch.len() as u64;
         let info = self.files.entry(self.current).or_default();
         let at = info.used;
-        let written = self.writer.write_all_at(&self.scratch, at);
+        let written = faults::io_point().and_then(|()| self.writer.write_all_at(&self.scratch, at));
         if self.scratch.capacity() > 1 << 20 {
             // Do not keep a huge body's worth of buffer for the process's life.
             self.scratch = Vec::new();
@@ -431,5 +438,6 @@ impl Binlog {
 
 /// Makes a directory's entries (files created, removed) durable.
 fn sync_dir(dir: &Path) -> io::Result<()> {
+    faults::io_point()?;
     File::open(dir)?.sync_all()
 }

@@ -193,7 +193,7 @@ impl Durability {
         state.syncing = true;
         let target = self.written();
         drop(state);
-        let result = file.sync_data();
+        let result = super::faults::io_point().and_then(|()| file.sync_data());
         let mut state = self.lock();
         state.syncing = false;
         if let Err(e) = result {

@@ -59,6 +59,8 @@ pub(crate) mod id_map;
 
 #[cfg(test)]
 mod sweep;
+#[cfg(test)]
+mod log_sweep;
 
 use std::fmt::Debug;
 use std::sync::{Arc, Condvar};

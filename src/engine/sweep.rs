@@ -23,24 +23,24 @@ use crate::sys::failing::fail_nth;
 /// An engine with a job in every state and three clients: a producer
 /// using `jobs`, a worker watching `jobs` and `default` and holding a
 /// reserved job, and a waiter watching only `quiet`.
-struct World {
-    e: Engine,
-    producer: ClientId,
-    worker: ClientId,
-    waiter: ClientId,
-    ready: JobId,
-    delayed: JobId,
-    buried: JobId,
-    reserved: JobId,
+pub(super) struct World {
+    pub(super) e: Engine,
+    pub(super) producer: ClientId,
+    pub(super) worker: ClientId,
+    pub(super) waiter: ClientId,
+    pub(super) ready: JobId,
+    pub(super) delayed: JobId,
+    pub(super) buried: JobId,
+    pub(super) reserved: JobId,
     /// For a new connection: the server makes it before the engine's part.
-    waker: Arc<Condvar>,
+    pub(super) waker: Arc<Condvar>,
 }
 
-fn name(s: &str) -> TubeName {
+pub(super) fn name(s: &str) -> TubeName {
     TubeName::new(s.as_bytes()).unwrap()
 }
 
-const T0: Time = Time::ZERO;
+pub(super) const T0: Time = Time::ZERO;
 
 fn put(e: &mut Engine, c: ClientId, pri: u32, delay: u32, body: &[u8]) -> JobId {
     e.count_put();
@@ -52,7 +52,11 @@ fn put(e: &mut Engine, c: ClientId, pri: u32, delay: u32, body: &[u8]) -> JobId 
 }
 
 fn world() -> World {
-    let mut e = Engine::new(65535);
+    world_from(Engine::new(65535))
+}
+
+/// [`world`]'s clients and jobs, in the engine `e`.
+pub(super) fn world_from(mut e: Engine) -> World {
     let connect = |e: &mut Engine| e.connect(Arc::new(Condvar::new())).unwrap();
     let (producer, worker, waiter) = (connect(&mut e), connect(&mut e), connect(&mut e));
     e.use_tube(producer, &name("jobs"));
@@ -119,7 +123,7 @@ fn world_with_tube_of_one_job() -> World {
 /// compared. Leaves out what only says how the engine keeps its data
 /// (capacities, hash orders, caches) and the `cmd-*` counters, which count
 /// a command however it ends, as beanstalkd's do.
-fn state(e: &Engine) -> String {
+pub(super) fn state(e: &Engine) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -193,7 +197,7 @@ fn state(e: &Engine) -> String {
 
 /// One command, as a connection runs it: the engine's call, and the reply
 /// encoded into `out`.
-type Step = fn(&mut World, &mut Vec<u8>);
+pub(super) type Step = fn(&mut World, &mut Vec<u8>);
 
 fn process() -> ProcessStats<'static> {
     ProcessStats {
@@ -211,7 +215,7 @@ fn process() -> ProcessStats<'static> {
 }
 
 /// `put`, the way `Conn::put` makes it: a ticket, the body's memory, the job.
-fn put_step(w: &mut World, out: &mut Vec<u8>, delay: u32) {
+pub(super) fn put_step(w: &mut World, out: &mut Vec<u8>, delay: u32) {
     w.e.count_put();
     let Some(ticket) = w.e.start_put(w.producer, 4) else {
         return Reply::OutOfMemory.encode(out);
@@ -314,7 +318,7 @@ const COMMANDS: &[Case] = &[
 ];
 
 /// A connection's output buffer as it stands when a command starts.
-fn output() -> Vec<u8> {
+pub(super) fn output() -> Vec<u8> {
     let mut out = Vec::new();
     out.try_reserve(SHORT_REPLY_LEN).unwrap();
     out
