@@ -66,8 +66,8 @@
 //!   in [`framing`] finds the line; [`protocol::parse`] makes it a
 //!   `Command::Put`; `Conn::put` in [`conn`] asks [`engine::put`]'s
 //!   `start_put` for an id and memory, reads the body, and calls
-//!   `Engine::put`, which claims log room (`Journal::claim_put`), files the
-//!   job and writes its record ([`binlog::writing`]); `Conn::ask_engine`
+//!   `Engine::put`, which claims log room (`Journal::claim`), files the
+//!   job and records it (`Journal::record`, [`binlog::writing`]); `Conn::ask_engine`
 //!   holds `INSERTED 1` until the record is as durable as `-f` says
 //!   ([`binlog::sync`]), and `Reply::encode` writes it.
 //! - **How a blocked reserve is woken, and how FIFO is kept:**

@@ -27,11 +27,11 @@
 //! after a restart. Every file opens with the next id to hand out, so ids
 //! never go backwards, even after every old file is gone.
 //!
-//! Disk space is claimed before a change is made ([`Journal::claim_put`](crate::engine::Journal::claim_put)
-//! and friends): a put claims room for its full record *and* its eventual
-//! delete, so a delete can always be logged, even on a full disk. When the
-//! current file cannot take a claim, the next file is created; if that
-//! fails, the command is refused with `OUT_OF_MEMORY` and nothing changes.
+//! Disk space is claimed before a change is made
+//! ([`Journal::claim`](crate::engine::Journal::claim)): a put claims room
+//! for its full record *and* its eventual delete, so a delete can always
+//! be logged, even on a full disk. When the current file cannot take a
+//! claim, the next file is created; if that fails, the command is refused with `OUT_OF_MEMORY` and nothing changes.
 //!
 //! A file is deleted as soon as it holds no live job's latest full record
 //! and none of the older files it *refers to* remains. A file refers to file

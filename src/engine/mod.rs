@@ -67,7 +67,7 @@ use client::{Blocked, Client, Outcome, Soonest, Wait};
 use heap::Heap;
 pub use id_map::{ClientMap, IdMap};
 pub use job::{ClientId, Counters, Job, JobId, State, URGENT_PRIORITY};
-pub use journal::{Journal, LoggedJob, RestoredJob, RestoredState};
+pub use journal::{Change, Journal, LoggedJob, RestoredJob, RestoredState};
 use list::List;
 use table::JobTable;
 use tube::{Pause, TubeId, Tubes};

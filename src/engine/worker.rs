@@ -19,11 +19,8 @@ impl Engine {
         let tube = job.tube;
         // The delete record's room was claimed by the put: this cannot run
         // out of disk. If the write fails anyway the job is gone all the same.
-        let logged = match &mut self.journal {
-            Some(journal) => journal::logged_job(&self.jobs, &self.tubes, id)
-                .is_none_or(|job| journal.write_delete(&job).is_ok()),
-            None => true,
-        };
+        let was = journal::Picture::of(job);
+        let logged = self.journal_record(id, Some(was), false);
         self.unlink(id);
         if let Some(job) = self.jobs.remove(&id) {
             self.release_job_memory(job.body.len());
