@@ -58,6 +58,15 @@ impl Engine {
     }
 
     /// `bury <id> <pri>`.
+    ///
+    /// Burial order: a tube's buried list is in the order of burying
+    /// (reference §2.2), and the log keeps no list. After a restart the
+    /// order comes from each buried job's burial time, kept in its
+    /// `deadline` field (`Job::buried_at`), which the log stores and
+    /// `Engine::restore` sorts by. So every job that joins the back of a
+    /// buried list (here, and any command that moves a buried job into another tube) takes a fresh
+    /// time from `last_buried_at`, strictly later than every earlier one,
+    /// even within one clock tick or after a restart.
     pub fn bury(&mut self, c: ClientId, id: JobId, pri: u32, now: Time) -> Reply<'_> {
         self.cmds.bury += 1;
         if !self.is_reserved_by(id, c) {
