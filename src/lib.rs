@@ -70,6 +70,24 @@
 //!   job and records it (`Journal::record`, [`binlog::writing`]); `Conn::ask_engine`
 //!   holds `INSERTED 1` until the record is as durable as `-f` says
 //!   ([`binlog::sync`]), and `Reply::encode` writes it.
+//! - **A worker's command, `release 1 0 5`:** [`protocol::parse`] makes
+//!   it a `Command::Release`; `Conn::execute` in [`conn`] has one arm for
+//!   it, which calls `Engine::release` through `Conn::ask_engine` (the
+//!   lock, and `Engine::catch_up` first). [`engine::worker`] checks the
+//!   job's state (reference §3.20) and makes the change through
+//!   `Engine::journaled_change` ([`engine::journaling`]): claim log room,
+//!   take the job out of its queue and file it as delayed
+//!   ([`engine::moves`]), tell the log what the job now is
+//!   (`Journal::record`). `RELEASED` waits for the record's durability,
+//!   as a put's reply does.
+//! - **A restart with `-b`:** `Server::open_binlog` in [`server`] decides
+//!   the order: `Binlog::open` ([`binlog`]) locks the directory, surveys
+//!   it ([`binlog::dir`]), replays our files oldest first
+//!   ([`binlog::replay`]: a job's last record wins), imports beanstalkd's
+//!   files ([`binlog::import`]) and starts a new file; then
+//!   `Engine::restore` files every job (buried ones in the order of their
+//!   burial times), the log is handed to the engine, and the live jobs of
+//!   any damaged file are rewritten (`Engine::rewrite_files`).
 //! - **How a blocked reserve is woken, and how FIFO is kept:**
 //!   [`engine::reserve`], then `Engine::serve_waiters` in [`engine::moves`]
 //!   (a tube's waiters in order of arrival), the picture on `Blocked` in

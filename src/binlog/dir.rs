@@ -162,8 +162,6 @@ pub fn survey(dir: &Path) -> Result<Survey, BinlogError> {
             (Format::Unknown(why), _) => return Err(refuse(&path, &why)),
         }
     }
-    ours.sort_unstable();
-    survey.theirs.sort_unstable_by_key(|f| f.number);
     if ours.last().is_some_and(|&n| n > RENUMBER_ABOVE) {
         renumber(dir, &mut ours, &mut survey.notes)?;
     }
@@ -190,8 +188,9 @@ fn renumber(dir: &Path, ours: &mut [u32], notes: &mut Vec<String>) -> Result<(),
     Ok(())
 }
 
-/// Inserts `n` into the ascending `numbers`. (A directory holds a handful
-/// of log files; this avoids a sort's worth of code in a small binary.)
+/// Inserts `n` into the ascending `numbers`, which therefore never need a
+/// sort. (A directory holds a handful of log files; this avoids a sort's
+/// worth of code in a small binary.)
 fn insert_sorted(numbers: &mut Vec<u32>, n: u32) {
     let at = numbers.partition_point(|&m| m < n);
     numbers.insert(at, n);

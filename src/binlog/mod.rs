@@ -7,7 +7,9 @@
 //!   beanstalkd's `fcntl` lock, so two servers never share a directory
 //!   ([`dir`]).
 //! - `DIR/beanstalk.N`: the log, N counting up from 1. Every start begins a
-//!   new file after the highest existing one. A file is preallocated to `-s`
+//!   new file after the highest existing one; when that number has passed
+//!   2^30 (`dir.rs`'s `RENUMBER_ABOVE`), the files are first renamed 1, 2,
+//!   3, ... in their order, so the numbers never run out. A file is preallocated to `-s`
 //!   bytes (rounded up to 4096), plus the room claimed for the deletes of
 //!   the live jobs, when it is created, so running out of disk
 //!   shows up as a refused command, never as a failed write in the middle of

@@ -210,12 +210,12 @@ impl<'a> Conn<'a> {
         }
     }
 
-    /// `stats`: the engine's figures, then the process's, formatted outside
-    /// the lock.
+    /// `stats`: the engine's figures, brought up to the present as for
+    /// every command, then the process's, formatted outside the lock.
     fn stats(&mut self) {
         let shared = self.shared;
         let (stats, binlog) = {
-            let mut engine = shared.engine();
+            let (mut engine, _) = shared.engine_now();
             (engine.server_stats(), engine.journal_stats())
         };
         Reply::Ok(stats.to_yaml(&shared.process_stats(binlog))).encode(&mut self.output);
