@@ -200,8 +200,9 @@ fn insert_sorted(numbers: &mut Vec<u32>, n: u32) {
 /// write it (no sign, no leading zero).
 pub fn number_after(name: &str, prefix: &str) -> Option<u64> {
     let digits = name.strip_prefix(prefix)?;
+    let plain = digits.bytes().all(|b| b.is_ascii_digit()) && (digits == "0" || !digits.starts_with('0'));
     let n: u64 = digits.parse().ok()?;
-    (n.to_string() == digits).then_some(n)
+    plain.then_some(n)
 }
 
 fn refuse(path: &Path, why: &str) -> BinlogError {

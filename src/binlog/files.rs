@@ -80,7 +80,7 @@ impl Binlog {
         let Some(info) = self.files.get_mut(&file) else { return };
         info.live = info.live.saturating_sub(1);
         if info.live == 0 {
-            self.collect_unneeded([file]);
+            self.collect_unneeded(vec![file]);
         }
     }
 
@@ -99,10 +99,10 @@ impl Binlog {
     /// rewritten full records, in the current file) are on disk: so unless
     /// the user chose `-F`, the current file is fsynced before the first
     /// unlink and the directory after the last.
-    pub(super) fn collect_unneeded(&mut self, candidates: impl IntoIterator<Item = u32>) {
+    pub(super) fn collect_unneeded(&mut self, candidates: Vec<u32>) {
         let syncing = self.durability.mode() != Fsync::Never;
         let mut synced = false;
-        let mut work: Vec<u32> = candidates.into_iter().collect();
+        let mut work = candidates;
         while let Some(n) = work.pop() {
             if !self.is_unneeded(n) {
                 continue;

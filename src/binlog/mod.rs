@@ -336,7 +336,7 @@ impl Binlog {
         self.files.insert(n, FileInfo { used: opening_bytes.len() as u64, ..FileInfo::default() });
         self.disk_bytes += opening_bytes.len() as u64;
         self.free = size - opening_bytes.len() as u64;
-        self.collect_unneeded([previous]);
+        self.collect_unneeded(vec![previous]);
         Ok(())
     }
 

@@ -35,6 +35,20 @@ impl Engine {
         to: Option<TubeId>,
         change: impl FnOnce(&mut Engine),
     ) -> Result<(), Reply<'static>> {
+        let was = self.claim_change(id, to)?;
+        change(self);
+        if !self.journal_record(id, Some(was), true) {
+            return Err(Reply::InternalError);
+        }
+        self.compact();
+        Ok(())
+    }
+
+    /// Claims log room for a change to job `id` that leaves it in tube
+    /// `to` (`None`: its own), and pictures the job as it is before it.
+    /// (Apart from the generic [`Engine::journaled_change_to`], so that
+    /// each command's instance of that stays small.)
+    fn claim_change(&mut self, id: JobId, to: Option<TubeId>) -> Result<Picture, Reply<'static>> {
         let Some(was) = self.jobs.get(&id).map(Picture::of) else {
             return Err(Reply::NotFound);
         };
@@ -44,15 +58,11 @@ impl Engine {
             let now = to.map_or(was, |to| was_in_tube(&was, tubes, to));
             journal.claim(&Change { was: Some(was), now: Some(now) })
         });
-        if !claimed {
-            return Err(Reply::OutOfMemory);
+        if claimed {
+            Ok(was)
+        } else {
+            Err(Reply::OutOfMemory)
         }
-        change(self);
-        if !self.journal_record(id, Some(was), true) {
-            return Err(Reply::InternalError);
-        }
-        self.compact();
-        Ok(())
     }
 
     /// Makes a claim for log space with `claim`; if the disk is full, first
