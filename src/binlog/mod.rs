@@ -22,11 +22,13 @@
 //! - `DIR/binlog.N`: beanstalkd's log. Its jobs are imported at start-up and
 //!   the file is kept as `binlog.N.imported` (`import.rs`).
 //!
-//! What is logged: a full record (tube, parameters, body) when a job is put
-//! or rewritten; an update record when it is buried, released, kicked or
-//! taken by `reserve-job` from buried or delayed; a delete record when it is
-//! deleted. A reserved job is logged as ready, which is what it becomes
-//! after a restart. Every file opens with the next id to hand out, so ids
+//! What is logged: each change a command makes to a job (which commands
+//! do, the table of commands in reference §3.0 says), as the job's new
+//! state, which the log turns into a record itself (`writing.rs`): a full
+//! record (tube, parameters, body) for a new job, one whose tube changed,
+//! or one rewritten by compaction; an update record for any other change;
+//! a delete record when it is deleted. A reserved job is logged as ready,
+//! which is what it becomes after a restart. Every file opens with the next id to hand out, so ids
 //! never go backwards, even after every old file is gone.
 //!
 //! Disk space is claimed before a change is made
