@@ -177,6 +177,7 @@ impl<'a> Conn<'a> {
             Command::PauseTube { tube, delay } => {
                 self.ask_engine(|e, now| e.pause_tube(tube.as_ref(), delay, now))
             }
+            Command::MoveJob { id, tube } => self.ask_engine(|e, now| e.move_job(id, &tube, now)),
         }
         Ok(Next::Continue)
     }

@@ -91,7 +91,8 @@ impl State {
 /// (beanstalkd 1.12: about 299).
 #[derive(Debug)]
 pub struct Job {
-    /// The tube it is in, set by put.
+    /// The tube it is in: set by put, and changed by nothing else but
+    /// `move-job` (`Engine::move_to_tube`, in `moves.rs`).
     ///
     /// What relies on it, so what a change must keep true: the job sits
     /// in this tube's queue for its state, which `Engine::unlink` finds by
