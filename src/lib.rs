@@ -72,8 +72,9 @@
 //!   ([`binlog::sync`]), and `Reply::encode` writes it.
 //! - **A worker's command, `release 1 0 5`:** [`protocol::parse`] makes
 //!   it a `Command::Release`; `Conn::execute` in [`conn`] has one arm for
-//!   it, which calls `Engine::release` through `Conn::ask_engine` (the
-//!   lock, and `Engine::catch_up` first). [`engine::worker`] checks the
+//!   the commands that are one engine call, which `conn::answer` maps to
+//!   `Engine::release`, under the lock that `Conn::ask_engine` takes (and
+//!   `Engine::catch_up` first). [`engine::worker`] checks the
 //!   job's state (reference §3.20) and makes the change through
 //!   `Engine::journaled_change` ([`engine::journaling`]): claim log room,
 //!   take the job out of its queue and file it as delayed
@@ -130,9 +131,9 @@
 //!    `journaled_change_to` when the job changes tube). The log is told
 //!    the job before and after, and chooses the record and does its
 //!    bookkeeping itself: nothing in [`binlog`] changes.
-//! 5. **The connection** ([`conn`]): one arm in `Conn::execute`, calling
-//!    the engine through `Conn::ask_engine`, which holds the reply until
-//!    the log is as durable as `-f` says.
+//! 5. **The connection** ([`conn`]): one arm in `conn::answer`, calling
+//!    the engine's method; `Conn::ask_engine` runs it under the lock and
+//!    holds the reply until the log is as durable as `-f` says.
 //! 6. **Tests**: the exact bytes over TCP in the file of its area in
 //!    `tests/` (`worker.rs`, `tubes.rs`, ...); for a logged command, a
 //!    restart in `tests/binlog.rs`; and the command in `tests/model.rs`'s

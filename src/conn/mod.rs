@@ -142,7 +142,8 @@ impl<'a> Conn<'a> {
         Ok(next)
     }
 
-    /// One command, one arm: most are a single engine call.
+    /// One command, one arm: those the connection answers itself here,
+    /// and every other one through [`answer`], under the lock.
     fn execute(&mut self, command: Command) -> io::Result<Next> {
         let c = self.client;
         match command {
@@ -153,31 +154,7 @@ impl<'a> Conn<'a> {
             Command::ReserveWithTimeout(secs) => return self.reserve(Some(secs)),
             Command::Quit => return Ok(Next::Close),
             Command::Stats => self.stats(),
-            Command::Use(name) => self.ask_engine(|e, _| e.use_tube(c, &name)),
-            Command::ReserveJob(id) => self.ask_engine(|e, now| e.reserve_job(c, id, now)),
-            Command::Delete(id) => self.ask_engine(|e, _| e.delete(c, id)),
-            Command::Release { id, pri, delay } => {
-                self.ask_engine(|e, now| e.release(c, id, pri, delay, now))
-            }
-            Command::Bury { id, pri } => self.ask_engine(|e, now| e.bury(c, id, pri, now)),
-            Command::Touch(id) => self.ask_engine(|e, now| e.touch(c, id, now)),
-            Command::Watch(name) => self.ask_engine(|e, _| e.watch(c, &name)),
-            Command::Ignore(name) => self.ask_engine(|e, _| e.ignore(c, &name)),
-            Command::Peek(id) => self.ask_engine(|e, _| e.peek(id)),
-            Command::PeekReady => self.ask_engine(|e, _| e.peek_ready(c)),
-            Command::PeekDelayed => self.ask_engine(|e, _| e.peek_delayed(c)),
-            Command::PeekBuried => self.ask_engine(|e, _| e.peek_buried(c)),
-            Command::Kick(bound) => self.ask_engine(|e, now| e.kick(c, bound, now)),
-            Command::KickJob(id) => self.ask_engine(|e, now| e.kick_job(id, now)),
-            Command::StatsJob(id) => self.ask_engine(|e, now| e.stats_job(id, now)),
-            Command::StatsTube(name) => self.ask_engine(|e, now| e.stats_tube(&name, now)),
-            Command::ListTubes => self.ask_engine(|e, _| e.list_tubes()),
-            Command::ListTubeUsed => self.ask_engine(|e, _| e.list_tube_used(c)),
-            Command::ListTubesWatched => self.ask_engine(|e, _| e.list_tubes_watched(c)),
-            Command::PauseTube { tube, delay } => {
-                self.ask_engine(|e, now| e.pause_tube(tube.as_ref(), delay, now))
-            }
-            Command::MoveJob { id, tube } => self.ask_engine(|e, now| e.move_job(id, &tube, now)),
+            command => self.ask_engine(|e, now| answer(e, c, command, now)),
         }
         Ok(Next::Continue)
     }
@@ -301,5 +278,41 @@ impl<'a> Conn<'a> {
         // Blocked: sleep until the engine has an outcome for this client.
         self.wait_for_outcome();
         Ok(Next::Continue)
+    }
+}
+
+/// The engine's answer to a command that is one engine call, made for
+/// client `c` under the lock (`Conn::ask_engine`): one arm a command. (One
+/// function for them all, rather than a closure each, keeps one copy of
+/// the locking and durability code in the binary.)
+fn answer(e: &mut Engine, c: ClientId, command: Command, now: Time) -> Reply<'_> {
+    match command {
+        Command::Use(name) => e.use_tube(c, &name),
+        Command::ReserveJob(id) => e.reserve_job(c, id, now),
+        Command::Delete(id) => e.delete(c, id),
+        Command::Release { id, pri, delay } => e.release(c, id, pri, delay, now),
+        Command::Bury { id, pri } => e.bury(c, id, pri, now),
+        Command::Touch(id) => e.touch(c, id, now),
+        Command::Watch(name) => e.watch(c, &name),
+        Command::Ignore(name) => e.ignore(c, &name),
+        Command::Peek(id) => e.peek(id),
+        Command::PeekReady => e.peek_ready(c),
+        Command::PeekDelayed => e.peek_delayed(c),
+        Command::PeekBuried => e.peek_buried(c),
+        Command::Kick(bound) => e.kick(c, bound, now),
+        Command::KickJob(id) => e.kick_job(id, now),
+        Command::StatsJob(id) => e.stats_job(id, now),
+        Command::StatsTube(name) => e.stats_tube(&name, now),
+        Command::ListTubes => e.list_tubes(),
+        Command::ListTubeUsed => e.list_tube_used(c),
+        Command::ListTubesWatched => e.list_tubes_watched(c),
+        Command::PauseTube { tube, delay } => e.pause_tube(tube.as_ref(), delay, now),
+        Command::MoveJob { id, tube } => e.move_job(id, &tube, now),
+        // The connection's own (`Conn::execute`): they read or wait.
+        Command::Put { .. }
+        | Command::Reserve
+        | Command::ReserveWithTimeout(_)
+        | Command::Quit
+        | Command::Stats => Reply::InternalError,
     }
 }

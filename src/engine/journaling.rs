@@ -52,7 +52,7 @@ impl Engine {
         let Some(was) = self.jobs.get(&id).map(Picture::of) else {
             return Err(Reply::NotFound);
         };
-        let claimed = self.journal_has_room(|journal, jobs, tubes| {
+        let claimed = self.journal_has_room(&mut |journal, jobs, tubes| {
             let Some(body) = jobs.get(&id).map(|job| &job.body) else { return false };
             let was = was.logged(id, tubes, body);
             let now = to.map_or(was, |to| was_in_tube(&was, tubes, to));
@@ -68,9 +68,10 @@ impl Engine {
     /// Makes a claim for log space with `claim`; if the disk is full, first
     /// empties the oldest log files by rewriting their live jobs (deletes may
     /// have left a few live jobs pinning many files), then tries once more.
+    /// (`claim` is a `dyn`: one copy of this for every kind of claim.)
     pub(super) fn journal_has_room(
         &mut self,
-        mut claim: impl FnMut(&mut dyn Journal, &JobTable, &Tubes) -> bool,
+        claim: &mut dyn FnMut(&mut dyn Journal, &JobTable, &Tubes) -> bool,
     ) -> bool {
         let Engine { journal, jobs, tubes, .. } = self;
         let Some(journal) = journal.as_mut() else { return true };

@@ -96,7 +96,7 @@ impl Engine {
             file: 0,
             body: new.body,
         };
-        let claimed = self.journal_has_room(|journal, _, tubes| {
+        let claimed = self.journal_has_room(&mut |journal, _, tubes| {
             let now = Some(journal::Picture::of(&job).logged(id, tubes, &job.body));
             journal.claim(&Change { was: None, now })
         });

@@ -228,9 +228,12 @@ impl Tubes {
     /// order in which the engine handles events falling at one instant).
     pub fn due_at(&self, now: Time) -> Vec<TubeId> {
         let due = self.timed.iter().take_while(|&&(at, _)| at <= now);
-        let mut ids: Vec<TubeId> = due.map(|&(_, id)| id).collect();
-        ids.sort_unstable_by_key(|&id| self.get(id).list_index);
-        ids
+        // `(list index, id)` pairs, sorted as `Engine::restore` sorts its
+        // buried jobs: one sort's code in the binary.
+        let mut order: Vec<(u64, u64)> =
+            due.map(|&(_, id)| (self.get(id).list_index as u64, u64::from(id))).collect();
+        order.sort_unstable();
+        order.into_iter().map(|(_, id)| id as TubeId).collect()
     }
 
     /// Number of tubes in the timetable (for tests: idle tubes are not).
