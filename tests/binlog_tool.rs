@@ -354,7 +354,7 @@ fn check_on_a_busy_live_directory_reports_no_damage_that_is_not_there() {
         let dir = TempDir::new("tool-busy");
         let dir_arg = binary::arg(&dir.path);
         let server = binary::spawn(&["-b", dir_arg, "-s", file_size, "-F"]);
-        let busy = Busy::start(&server);
+        let busy = Busy::start(|| server.client());
         let started = std::time::Instant::now();
         for run in 0..100 {
             let (code, stdout, stderr) = tool(&["check", dir_arg]);
@@ -391,6 +391,25 @@ fn check_on_a_busy_live_directory_reports_no_damage_that_is_not_there() {
     }
 }
 
+/// The same on a directory beanstalkd is writing: its files, too, are
+/// preallocated and appended to one record at a time.
+#[test]
+fn check_on_beanstalkds_busy_live_directory_reports_no_damage() {
+    let Some(exe) = common::beanstalkd::path() else { return };
+    let dir = TempDir::new("tool-busy-theirs");
+    let dir_arg = binary::arg(&dir.path);
+    let b = Beanstalkd::start(&exe, &["-b", dir_arg, "-s", "4194304"]);
+    let busy = Busy::start(|| b.client());
+    for run in 0..100 {
+        let (code, stdout, stderr) = tool(&["check", dir_arg]);
+        let stdout = String::from_utf8(stdout).unwrap();
+        let alarms: Vec<&str> =
+            stdout.lines().filter(|l| !l.contains("a server holds the directory")).collect();
+        assert!(code == 0 && alarms.len() == 1, "run {run}: exit {code}\n{stdout}{stderr}");
+    }
+    busy.stop();
+}
+
 /// Two clients putting bodies of up to two pages (so records straddle
 /// pages) and deleting at random, keeping about 40 jobs, until stopped.
 struct Busy {
@@ -399,12 +418,12 @@ struct Busy {
 }
 
 impl Busy {
-    fn start(server: &Bin) -> Busy {
+    fn start(connect: impl Fn() -> Client) -> Busy {
         use std::sync::atomic::{AtomicBool, Ordering};
         let stop = std::sync::Arc::new(AtomicBool::new(false));
         let writers = (0..2u64)
             .map(|w| {
-                let (mut c, stop) = (server.client(), std::sync::Arc::clone(&stop));
+                let (mut c, stop) = (connect(), std::sync::Arc::clone(&stop));
                 std::thread::spawn(move || {
                     let mut rng = common::Rng::new(26 + w);
                     let mut kept = Vec::new();
