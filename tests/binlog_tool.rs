@@ -350,7 +350,7 @@ fn check_reports_damage_and_a_torn_tail_and_changes_nothing() {
 /// reported.
 #[test]
 fn check_on_a_busy_live_directory_reports_no_damage_that_is_not_there() {
-    for file_size in ["4194304", "65536"] {
+    for file_size in ["2097152", "65536"] {
         let dir = TempDir::new("tool-busy");
         let dir_arg = binary::arg(&dir.path);
         let server = binary::spawn(&["-b", dir_arg, "-s", file_size, "-F"]);
@@ -398,7 +398,7 @@ fn check_on_beanstalkds_busy_live_directory_reports_no_damage() {
     let Some(exe) = common::beanstalkd::path() else { return };
     let dir = TempDir::new("tool-busy-theirs");
     let dir_arg = binary::arg(&dir.path);
-    let b = Beanstalkd::start(&exe, &["-b", dir_arg, "-s", "4194304"]);
+    let b = Beanstalkd::start(&exe, &["-b", dir_arg, "-s", "2097152"]);
     let busy = Busy::start(|| b.client());
     for run in 0..100 {
         let (code, stdout, stderr) = tool(&["check", dir_arg]);
