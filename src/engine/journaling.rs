@@ -37,7 +37,7 @@ impl Engine {
     ) -> Result<(), Reply<'static>> {
         let was = self.claim_change(id, to)?;
         change(self);
-        if !self.journal_record(id, Some(was), true) {
+        if !self.journal_record(id, Some(was)) {
             return Err(Reply::InternalError);
         }
         self.compact();
@@ -88,10 +88,21 @@ impl Engine {
     }
 
     /// Tells the log that job `id` was `was` (`None`: it is new) and is now
-    /// what the table holds (`exists`), or gone (`!exists`: a delete, told
-    /// while the job is still in the table), and keeps the file of its
-    /// latest full record. False if the write failed.
-    pub(super) fn journal_record(&mut self, id: JobId, was: Option<Picture>, exists: bool) -> bool {
+    /// what the table holds, and keeps the file of its latest full record.
+    /// False if the write failed.
+    pub(super) fn journal_record(&mut self, id: JobId, was: Option<Picture>) -> bool {
+        self.tell_journal(id, was, true)
+    }
+
+    /// Tells the log that job `id`, still in the table, is deleted. False
+    /// if the write failed.
+    pub(super) fn journal_delete(&mut self, id: JobId) -> bool {
+        let was = self.jobs.get(&id).map(Picture::of);
+        self.tell_journal(id, was, false)
+    }
+
+    /// [`Engine::journal_record`] (`exists`) and [`Engine::journal_delete`].
+    fn tell_journal(&mut self, id: JobId, was: Option<Picture>, exists: bool) -> bool {
         let Some(journal) = self.journal.as_mut() else { return true };
         let Some(job) = self.jobs.get(&id) else { return true };
         let now = Picture::of(job);

@@ -108,7 +108,7 @@ impl Engine {
         self.jobs.insert(id, job);
         // Logged before it is queued: if the write fails, no client can have
         // seen the job, and it is forgotten as if never put.
-        if !self.journal_record(id, None, true) {
+        if !self.journal_record(id, None) {
             if let Some(job) = self.jobs.remove(&id) {
                 self.release_job_memory(job.body.len());
             }

@@ -20,8 +20,7 @@ impl Engine {
         let tube = job.tube;
         // The delete record's room was claimed by the put: this cannot run
         // out of disk. If the write fails anyway the job is gone all the same.
-        let was = journal::Picture::of(job);
-        let logged = self.journal_record(id, Some(was), false);
+        let logged = self.journal_delete(id);
         self.unlink(id);
         if let Some(job) = self.jobs.remove(&id) {
             self.release_job_memory(job.body.len());
