@@ -212,3 +212,42 @@ impl Binlog {
         self.forget_in(job.file);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::TubeName;
+    use crate::stats::Counters;
+    use crate::time::Time;
+
+    fn job<'a>(tube: &'a TubeName, state: State) -> LoggedJob<'a> {
+        LoggedJob {
+            id: 1,
+            tube,
+            pri: 0,
+            delay: 0,
+            ttr: 60,
+            state,
+            created: Time::ZERO,
+            when: Time::ZERO,
+            counters: Counters::default(),
+            body: b"body",
+            file: 1,
+        }
+    }
+
+    /// The log, not the command, chooses the record: only a new job, or a
+    /// field that only a full record holds, takes a full one.
+    #[test]
+    fn a_change_takes_the_record_its_fields_need() {
+        let (a, b) = (TubeName::new(b"a").unwrap(), TubeName::new(b"b").unwrap());
+        let kind_of = |was: Option<LoggedJob<'_>>, now: Option<LoggedJob<'_>>| kind(&Change { was, now });
+        assert_eq!(kind_of(None, Some(job(&a, State::Ready))), Kind::Full, "put");
+        assert_eq!(kind_of(Some(job(&a, State::Ready)), None), Kind::Delete);
+        let buried = Some(job(&a, State::Buried));
+        assert_eq!(kind_of(Some(job(&a, State::Reserved)), buried), Kind::Update, "bury");
+        assert_eq!(kind_of(Some(job(&a, State::Ready)), Some(job(&b, State::Ready))), Kind::Full, "move-job");
+        let longer = LoggedJob { ttr: 61, ..job(&a, State::Ready) };
+        assert_eq!(kind_of(Some(job(&a, State::Ready)), Some(longer)), Kind::Full, "a TTR changed");
+    }
+}
