@@ -27,7 +27,7 @@ fn put_reserve_delete(c: &mut Criterion) {
         b.iter(|| {
             let new = job(&mut engine, client, 0);
             engine.put(client, new, now);
-            let id = match engine.reserve(client, None, now) {
+            let id = match engine.reserve(client, None, now, &mut Vec::<u8>::new()) {
                 Some(beanstalk::protocol::Reply::Reserved(id, _)) => id,
                 other => panic!("{other:?}"),
             };
@@ -52,7 +52,7 @@ fn reserve_from_a_deep_queue(c: &mut Criterion) {
                 for _ in 0..1000 {
                     let new = job(engine, *client, 500);
                     engine.put(*client, new, Time::ZERO);
-                    let id = match engine.reserve(*client, None, Time::ZERO) {
+                    let id = match engine.reserve(*client, None, Time::ZERO, &mut Vec::<u8>::new()) {
                         Some(beanstalk::protocol::Reply::Reserved(id, _)) => id,
                         other => panic!("{other:?}"),
                     };

@@ -238,5 +238,11 @@ pub mod privileges;
 #[allow(unsafe_code)]
 mod sys;
 
+// The lib's own tests run under an allocator that can fail on request
+// (the allocation-failure sweep).
+#[cfg(test)]
+#[global_allocator]
+static FAILING: sys::failing::Failing = sys::failing::Failing;
+
 pub use config::Config;
 pub use server::{Handle, Running, Server};

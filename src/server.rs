@@ -293,8 +293,21 @@ impl Server {
             crate::log::event(format_args!("refuse {fd}: at the connection limit"));
             return; // dropping the stream closes it
         }
+        // A connection's record here, its `Arc` and its thread's start-up
+        // (std's, inside `spawn`) allocate with no way to fail soft; they
+        // are small, and the connection limit (`host.rs`) leaves room for
+        // them. The engine's record and the map's room are claimed, and
+        // their failure closes this connection alone.
         let shared_conn = Arc::new(SharedConn::new(stream));
-        let client = shared.engine().connect(shared_conn.clone());
+        let client = match connections.try_reserve(1) {
+            Ok(()) => shared.engine().connect(shared_conn.clone()),
+            Err(_) => None,
+        };
+        let Some(client) = client else {
+            drop(connections);
+            crate::log::event(format_args!("refuse {fd}: out of memory"));
+            return; // dropping the stream closes it
+        };
         connections.insert(client, Arc::clone(&shared_conn));
         drop(connections);
         crate::log::event(format_args!("accept {fd}"));

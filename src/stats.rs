@@ -80,8 +80,8 @@ pub struct JobStats<'a> {
 
 impl JobStats<'_> {
     /// The YAML document.
-    pub fn to_yaml(&self) -> String {
-        let mut y = String::with_capacity(REPLY_BUFFER_MIN);
+    pub fn to_yaml(&self) -> Option<String> {
+        let mut y = yaml_buffer(REPLY_BUFFER_MIN)?;
         let c = &self.counters;
         // Writing into a String cannot fail.
         let _ = write!(
@@ -104,7 +104,7 @@ impl JobStats<'_> {
             c.buries,
             c.kicks
         );
-        y
+        Some(y)
     }
 }
 
@@ -125,8 +125,8 @@ pub struct TubeStats<'a> {
 
 impl TubeStats<'_> {
     /// The YAML document.
-    pub fn to_yaml(&self) -> String {
-        let mut y = String::with_capacity(REPLY_BUFFER_MIN);
+    pub fn to_yaml(&self) -> Option<String> {
+        let mut y = yaml_buffer(REPLY_BUFFER_MIN)?;
         let j = &self.jobs;
         let _ = write!(
             y,
@@ -149,7 +149,7 @@ impl TubeStats<'_> {
             self.pause,
             self.pause_time_left
         );
-        y
+        Some(y)
     }
 }
 
@@ -205,10 +205,23 @@ pub struct ProcessStats<'a> {
 /// never did.
 const REPLY_BUFFER_MIN: usize = 1100;
 
+/// More than `stats` can take: 1,300 bytes of keys, 60 numbers of at most
+/// 20 digits, and the host's names.
+const SERVER_STATS_MOST: usize = 4096;
+
+/// An empty string with room for `most` bytes, which is more than the
+/// document written into it can take, so that writing never grows it;
+/// `None` if the memory cannot be had.
+fn yaml_buffer(most: usize) -> Option<String> {
+    let mut y = String::new();
+    y.try_reserve_exact(most).ok()?;
+    Some(y)
+}
+
 impl ServerStats {
     /// The YAML document of `stats`.
-    pub fn to_yaml(&self, p: &ProcessStats<'_>) -> String {
-        let mut y = String::with_capacity(REPLY_BUFFER_MIN.max(1200));
+    pub fn to_yaml(&self, p: &ProcessStats<'_>) -> Option<String> {
+        let mut y = yaml_buffer(SERVER_STATS_MOST)?;
         let (j, c, b) = (&self.jobs, &self.cmds, &p.binlog);
         let _ = write!(
             y,
@@ -280,7 +293,7 @@ impl ServerStats {
             p.os,
             p.platform
         );
-        y
+        Some(y)
     }
 }
 
@@ -319,7 +332,7 @@ mod tests {
             file: 0,
             counters: Counters::default(),
         };
-        let yaml = stats.to_yaml();
+        let yaml = stats.to_yaml().unwrap();
         assert_eq!(yaml.len(), 146);
         assert_eq!(
             yaml,

@@ -1248,6 +1248,49 @@ fn a_full_disk_refuses_new_work_keeps_old_jobs_deletable_and_recovers() {
     assert_eq!(c.stat("current-jobs-ready"), "1");
 }
 
+/// Scenario 4 of issue 23: 1 KB jobs fill a 2 MiB disk; once all but one
+/// job in 50 are deleted, puts succeed again.
+#[test]
+fn a_full_disk_recovers_once_deletes_leave_little_live_data() {
+    let Some(disk) = FullDisk::mount(2048) else {
+        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+        return;
+    };
+    let server = spawn(&disk.dir.path, &["-s", "262144"]);
+    let mut c = server.client();
+    let body = [b'x'; 1000];
+    let mut ids = Vec::new();
+    let refusal = loop {
+        assert!(ids.len() < 10_000, "2 MiB took {} jobs of 1 KB", ids.len());
+        let reply = put_body(&mut c, &body);
+        match reply.strip_prefix("INSERTED ") {
+            Some(id) => ids.push(id.trim_end().parse::<u64>().unwrap()),
+            None => break reply,
+        }
+    };
+    assert_eq!(refusal, "OUT_OF_MEMORY\r\n");
+    assert!(ids.len() > 1000, "only {} jobs before the disk filled", ids.len());
+    for (n, id) in ids.iter().enumerate() {
+        if n % 50 != 0 {
+            assert_eq!(c.cmd(&format!("delete {id}")), "DELETED\r\n");
+        }
+    }
+    for n in 0..200 {
+        assert!(put_body(&mut c, &body).starts_with("INSERTED "), "put {n} after the deletes refused");
+    }
+    // Every job kept is whole.
+    for id in ids.iter().step_by(50) {
+        assert!(c.cmd(&format!("peek {id}")).starts_with(&format!("FOUND {id} 1000\r\n")));
+    }
+}
+
+fn put_body(c: &mut common::Client, body: &[u8]) -> String {
+    c.send(format!("put 0 0 600 {}\r\n", body.len()));
+    c.send(body);
+    c.send(b"\r\n");
+    c.reply()
+}
+
 // -------------------------------------------------------------------
 // Bounds: compaction's work, disk use across restarts, file numbers
 // -------------------------------------------------------------------

@@ -81,3 +81,134 @@ fn a_connection_storm_in_a_small_address_space_is_served_or_refused_cleanly() {
     let limit = log.lines().find(|line| line.contains("max-connections")).unwrap_or_default();
     assert!(limit.contains("RLIMIT_AS"), "the limit line names another cap: {limit:?}");
 }
+
+/// Puts pipelined in batches until one is refused; returns the ids taken
+/// and the refusal.
+fn fill(c: &mut common::Client, body: &[u8], most: usize) -> (Vec<u64>, String) {
+    let mut ids = Vec::new();
+    let mut batch = Vec::new();
+    loop {
+        assert!(ids.len() < most, "{most} jobs of {} bytes fitted", body.len());
+        batch.clear();
+        for _ in 0..100 {
+            batch.extend_from_slice(format!("put 0 0 600 {}\r\n", body.len()).as_bytes());
+            batch.extend_from_slice(body);
+            batch.extend_from_slice(b"\r\n");
+        }
+        c.send(&batch);
+        let mut refusal = None;
+        for _ in 0..100 {
+            let reply = c.reply();
+            match reply.strip_prefix("INSERTED ") {
+                Some(id) => ids.push(id.trim_end().parse::<u64>().unwrap()),
+                None => refusal = refusal.or(Some(reply)),
+            }
+        }
+        if let Some(refusal) = refusal {
+            return (ids, refusal);
+        }
+    }
+}
+
+/// Deletes `ids`, pipelined.
+fn delete_all(c: &mut common::Client, ids: &[u64]) {
+    for chunk in ids.chunks(1000) {
+        let batch: String = chunk.iter().map(|id| format!("delete {id}\r\n")).collect();
+        c.send(batch);
+        for _ in chunk {
+            assert_eq!(c.reply(), "DELETED\r\n");
+        }
+    }
+}
+
+/// Scenario 3 of issue 23: a burst of small jobs fills a 256 MiB address
+/// space; once they are deleted, the memory they took serves anything
+/// again: big jobs, and new connections with their threads and buffers.
+#[test]
+fn memory_freed_by_small_jobs_serves_big_jobs_and_connections_again() {
+    let server = binary::spawn_with_address_space(256 * 1024, &["-z", "200000"]);
+    let mut producer = server.client();
+    let (small, refusal) = fill(&mut producer, &[b's'; 1000], 1_000_000);
+    assert_eq!(refusal, "OUT_OF_MEMORY\r\n");
+    assert!(small.len() > 100_000, "only {} small jobs fitted", small.len());
+    delete_all(&mut producer, &small);
+    // 100 KB each: beanstalkd fits about 2,600 here; before regions were
+    // given back, 326 to 365 did.
+    let (big, refusal) = fill(&mut producer, &[b'b'; 100_000], 100_000);
+    assert_eq!(refusal, "OUT_OF_MEMORY\r\n");
+    assert!(big.len() >= 1500, "only {} big jobs fitted after the drain", big.len());
+    delete_all(&mut producer, &big);
+    // And connections, each a thread and its buffers.
+    let mut clients: Vec<TcpStream> = (0..300).map(|_| TcpStream::connect(server.addr).unwrap()).collect();
+    let mut served = 0;
+    for client in &mut clients {
+        client.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let _ = client.write_all(b"list-tube-used\r\n");
+        let mut reply = [0; 64];
+        if matches!(client.read(&mut reply), Ok(n) if &reply[..n] == b"USING default\r\n") {
+            served += 1;
+        }
+    }
+    assert_eq!(served, 300, "of 300 new connections");
+}
+
+/// Scenario 1 of issue 23: with memory full of 1 MB jobs, `watch` of
+/// thousands of new tubes is answered `WATCHING` while tubes fit, then
+/// `OUT_OF_MEMORY`; the server and every job carry on.
+#[test]
+fn new_tubes_past_the_memory_left_are_refused_and_nothing_is_lost() {
+    let server = binary::spawn_with_address_space(256 * 1024, &["-z", "1000000"]);
+    // Connected first: a connection's thread needs memory of its own.
+    let (mut producer, mut watcher, mut observer) = (server.client(), server.client(), server.client());
+    let (jobs, refusal) = fill(&mut producer, &vec![b'j'; 1_000_000], 1000);
+    assert_eq!(refusal, "OUT_OF_MEMORY\r\n");
+    let (mut watching, mut refused) = (0, 0);
+    for batch in 0..100 {
+        let names: String = (0..200).map(|i| format!("watch fresh-{}\r\n", batch * 200 + i)).collect();
+        watcher.send(names);
+        for _ in 0..200 {
+            match watcher.reply().as_str() {
+                "OUT_OF_MEMORY\r\n" => refused += 1,
+                reply if reply.starts_with("WATCHING ") => watching += 1,
+                other => panic!("neither watching nor refused: {other:?}"),
+            }
+        }
+    }
+    assert_eq!(watching + refused, 20_000);
+    assert!(refused > 0, "20,000 tubes fitted: the test no longer runs out of memory");
+    assert_eq!(observer.stat("current-jobs-ready"), jobs.len().to_string());
+    assert_eq!(observer.stat("current-tubes"), (watching + 1).to_string());
+    // Memory back, tubes fit again.
+    delete_all(&mut producer, &jobs[..10]);
+    assert_eq!(watcher.cmd("watch one-more"), format!("WATCHING {}\r\n", watching + 2));
+}
+
+/// Scenario 2 of issue 23: a reserve whose reply cannot be had is
+/// `OUT_OF_MEMORY`, and the job stays ready for anyone, never reserved by
+/// a worker that was not told of it.
+#[test]
+fn a_reserve_that_cannot_send_its_job_leaves_the_job_ready() {
+    let server = binary::spawn_with_address_space(256 * 1024, &["-z", "1000000"]);
+    // Connected first: a connection's thread needs memory of its own.
+    let (mut worker, mut producer, mut observer) = (server.client(), server.client(), server.client());
+    let (jobs, refusal) = fill(&mut producer, &vec![b'j'; 1_000_000], 1000);
+    assert_eq!(refusal, "OUT_OF_MEMORY\r\n");
+    let mut delivered = 0;
+    for _ in 0..3 {
+        worker.send("reserve-with-timeout 0\r\n");
+        let reply = worker.reply_bytes();
+        if reply.starts_with(b"RESERVED ") {
+            delivered += 1;
+        } else {
+            assert_eq!(reply, b"OUT_OF_MEMORY\r\n");
+        }
+    }
+    assert_eq!(observer.stat("current-jobs-reserved"), delivered.to_string());
+    assert_eq!(observer.stat("current-jobs-ready"), (jobs.len() - delivered).to_string());
+    // With memory back, the next reserve delivers the job every other
+    // worker could have had.
+    delete_all(&mut producer, &jobs[jobs.len() - 5..]);
+    worker.send("reserve-with-timeout 0\r\n");
+    let reply = worker.reply_bytes();
+    assert!(reply.starts_with(format!("RESERVED {} 1000000\r\n", jobs[delivered]).as_bytes()));
+}

@@ -570,7 +570,10 @@ impl Harness {
                 self.cmp("ignore", &e, &m);
             }
             Op::Reserve(c, timeout) => {
-                let e = self.engine.reserve(ClientId(c), timeout, self.t()).map(|r| enc(&r));
+                let e = self
+                    .engine
+                    .reserve(ClientId(c), timeout, self.t(), &mut Vec::<u8>::new())
+                    .map(|r| enc(&r));
                 let m = self.model.reserve(c, timeout, now);
                 let what = match timeout {
                     None => "reserve",
@@ -583,7 +586,7 @@ impl Harness {
                 self.cmp_opt(what, e, m);
             }
             Op::ReserveJob(c, id) => {
-                let e = enc(&self.engine.reserve_job(ClientId(c), id, self.t()));
+                let e = enc(&self.engine.reserve_job(ClientId(c), id, self.t(), &mut Vec::<u8>::new()));
                 let m = self.model.reserve_job(c, id, now);
                 self.cmp("reserve-job", &e, &m);
             }
@@ -727,7 +730,7 @@ impl Harness {
     fn settle(&mut self) {
         let clients: Vec<u64> = self.slots.iter().flatten().copied().collect();
         for c in clients {
-            let e = self.engine.check_wait(ClientId(c), self.t()).map(|r| enc(&r));
+            let e = self.engine.check_wait(ClientId(c), self.t(), &mut Vec::<u8>::new()).map(|r| enc(&r));
             let m = self.model.check_wait(c, self.now);
             if let Some(e) = &e {
                 self.woke.push((c, String::from_utf8_lossy(e).into_owned()));

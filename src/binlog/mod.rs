@@ -297,6 +297,8 @@ impl Binlog {
     /// writes its header and the next id, and makes it current. On failure
     /// nothing has changed: a half-made file is removed again.
     fn start_file(&mut self, n: u32, need: u64) -> io::Result<()> {
+        /// `errno` for a full disk.
+        const ENOSPC: i32 = 28;
         let syncing = self.durability.mode() != Fsync::Never;
         let leaving = self.files.get(&self.current).map(|old| old.used);
         if leaving.is_some() && syncing {
@@ -319,11 +321,23 @@ impl Binlog {
         let file = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path)?;
         let mut opening_bytes = record::header().to_vec();
         record::encode_next_id(&mut opening_bytes, self.next_id);
-        let made = crate::sys::preallocate(&file, size)
-            .and_then(|()| file.write_all_at(&opening_bytes, 0))
-            .and_then(
-                |()| if syncing { file.sync_data().and_then(|()| sync_dir(&self.dir)) } else { Ok(()) },
-            );
+        // A disk too full for a whole file may still take what this write
+        // needs: a smaller file, rather than no change at all.
+        let preallocated = crate::sys::preallocate(&file, size).or_else(|e| {
+            if e.raw_os_error() == Some(ENOSPC) && fitted < size {
+                size = fitted;
+                crate::sys::preallocate(&file, size)
+            } else {
+                Err(e)
+            }
+        });
+        let made = preallocated.and_then(|()| file.write_all_at(&opening_bytes, 0)).and_then(|()| {
+            if syncing {
+                file.sync_data().and_then(|()| sync_dir(&self.dir))
+            } else {
+                Ok(())
+            }
+        });
         if let Err(e) = made {
             let _ = std::fs::remove_file(&path);
             return Err(e);
@@ -342,20 +356,33 @@ impl Binlog {
         Ok(())
     }
 
-    /// Makes sure `need` unclaimed bytes are free in the current file,
-    /// starting a new file if necessary.
-    fn make_room(&mut self, need: u64) -> bool {
+    /// Room kept free at the end of the current file for work that must
+    /// go on when the disk is full. A put leaves all of it; a rewrite by
+    /// compaction may use half; a change to a job already logged (a
+    /// release, a bury: existing jobs stay workable) may use it all. When
+    /// no new file can be made, compaction still has room to rewrite an old
+    /// file's few live jobs, that file goes, and its space lets new files
+    /// be made again: a full disk recovers once deletes leave little live
+    /// data.
+    pub(super) fn compaction_reserve(&self) -> u64 {
+        self.file_size / 8
+    }
+
+    /// Makes sure `need` unclaimed bytes are free in the current file, and
+    /// `keep` more besides, starting a new file if necessary.
+    fn make_room(&mut self, need: u64, keep: u64) -> bool {
         if self.failed || self.durability.failed() {
             return false;
         }
-        if self.free.saturating_sub(self.claimed) >= need {
+        let reserve = keep;
+        if self.free.saturating_sub(self.claimed) >= need + reserve {
             return true;
         }
         let Some(next) = self.current.checked_add(1) else {
             crate::log::problem(format_args!("binlog: file numbers exhausted; restart to renumber them"));
             return false;
         };
-        match self.start_file(next, need) {
+        match self.start_file(next, need + reserve) {
             Ok(()) => true,
             Err(e) => {
                 crate::log::problem(format_args!("binlog: cannot start a new file: {e}"));

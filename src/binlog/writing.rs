@@ -65,16 +65,19 @@ impl Journal for Binlog {
     fn claim(&mut self, change: &Change<'_>) -> bool {
         match (kind(change), &change.was, &change.now) {
             (Kind::Full, None, Some(job)) => {
-                // A new job: its full record, and its delete to come.
+                // A new job: its full record, and its delete to come; and
+                // it must leave compaction its reserve (`compaction_reserve`).
                 let full = record::full_len(job.tube.as_str().len(), job.body.len()) as u64;
-                if !self.make_room(full + DELETE_LEN as u64) {
+                if !self.make_room(full + DELETE_LEN as u64, self.compaction_reserve()) {
                     return false;
                 }
                 self.claimed += DELETE_LEN as u64;
                 true
             }
-            (Kind::Full, _, Some(job)) => self.make_room(full_len(job)),
-            (Kind::Update, ..) => self.make_room(UPDATE_LEN as u64),
+            // A change to a job already logged may use the reserve: existing
+            // jobs stay workable on a full disk.
+            (Kind::Full, _, Some(job)) => self.make_room(full_len(job), 0),
+            (Kind::Update, ..) => self.make_room(UPDATE_LEN as u64, 0),
             // The job's claim when it was new covered its delete.
             _ => true,
         }
@@ -121,7 +124,7 @@ impl Journal for Binlog {
     }
 
     fn claim_rewrite(&mut self, job: &LoggedJob<'_>) -> bool {
-        self.make_room(full_len(job))
+        self.make_room(full_len(job), self.compaction_reserve() / 2)
     }
 
     fn rewrite(&mut self, job: &LoggedJob<'_>) -> io::Result<u32> {

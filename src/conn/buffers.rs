@@ -122,8 +122,14 @@ impl Conn<'_> {
             self.output.clear();
             // A batch of replies past the buffer's size (a large job, a long
             // `list-tubes`) is not kept for the rest of a busy spell.
+            // Into a new buffer if one can be had (`shrink_to` would abort
+            // where the allocator must move the block and cannot): a busy
+            // connection never lets go of the buffer it has.
             if self.output.capacity() > OUTPUT_START {
-                self.output.shrink_to(OUTPUT_START);
+                let mut smaller = Vec::new();
+                if smaller.try_reserve_exact(OUTPUT_START).is_ok() {
+                    self.output = smaller;
+                }
             }
             result?;
         }
@@ -152,7 +158,7 @@ mod tests {
         let stream = Stream::Unix(ours);
         let condvar = Arc::new(Condvar::new());
         let waker: Arc<dyn crate::engine::Waker> = condvar.clone();
-        let client = shared.engine().connect(waker);
+        let client = shared.engine().connect(waker).unwrap();
         // 300 tubes with long names make `list-tubes` about 20 KB.
         for i in 0..300 {
             let name = TubeName::new(format!("a-tube-with-a-name-long-enough-to-matter-{i:03}").as_bytes());
@@ -186,7 +192,7 @@ mod tests {
         stream.set_idle_timeout(Duration::from_millis(10)).unwrap();
         let condvar = Arc::new(Condvar::new());
         let waker: Arc<dyn crate::engine::Waker> = condvar.clone();
-        let client = shared.engine().connect(waker);
+        let client = shared.engine().connect(waker).unwrap();
         let mut conn = Conn::new(shared, &stream, client, &condvar);
 
         // The client sends its command 20 idle timeouts late. The

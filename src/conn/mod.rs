@@ -31,7 +31,7 @@ use std::sync::{Arc, Condvar};
 
 use crate::engine::{ClientId, Engine, NewJob};
 use crate::framing::{Input, Line};
-use crate::protocol::{self, Command, Reply};
+use crate::protocol::{self, Command, Reply, ReplyRoom, SHORT_REPLY_LEN};
 use crate::shared::Shared;
 use crate::stream::{SharedConn, Stream};
 use crate::time::Time;
@@ -109,7 +109,12 @@ impl<'a> Conn<'a> {
                         return Ok(Next::Close);
                     }
                 }
-                Line::TooLong => Reply::BadFormat.encode(&mut self.output),
+                Line::TooLong => {
+                    if !self.output.claim(SHORT_REPLY_LEN) {
+                        return Ok(Next::Close);
+                    }
+                    Reply::BadFormat.encode(&mut self.output)
+                }
             }
             if self.output.len() >= OUTPUT_HIGH_WATER {
                 self.flush()?;
@@ -119,6 +124,16 @@ impl<'a> Conn<'a> {
     }
 
     fn execute_line(&mut self, start: usize, end: usize) -> io::Result<Next> {
+        // Room for any reply but one that carries data, claimed before the
+        // command runs: so no reply allocates after its command changed
+        // something. A full buffer is written out rather than grown. A
+        // connection that cannot have even this much ends, and only it.
+        if self.output.capacity() - self.output.len() < SHORT_REPLY_LEN {
+            self.flush()?;
+        }
+        if !self.output.claim(SHORT_REPLY_LEN) {
+            return Ok(Next::Close);
+        }
         let command = protocol::parse(self.input.line(start, end));
         let verbose = crate::log::enabled(crate::log::Kind::Trace);
         if verbose {
@@ -154,7 +169,7 @@ impl<'a> Conn<'a> {
             Command::ReserveWithTimeout(secs) => return self.reserve(Some(secs)),
             Command::Quit => return Ok(Next::Close),
             Command::Stats => self.stats(),
-            command => self.ask_engine(|e, now| answer(e, c, command, now)),
+            command => self.ask_engine(|e, now, room| answer(e, c, command, now, room)),
         }
         Ok(Next::Continue)
     }
@@ -163,15 +178,20 @@ impl<'a> Conn<'a> {
     /// the lock released, holds the reply back until the binlog records the
     /// call wrote are as durable as `-f` promises. If they cannot be, the
     /// reply must not claim success: it becomes `INTERNAL_ERROR`.
+    ///
+    /// The call gets the output buffer as the room its reply needs: a
+    /// command whose reply carries a job claims room for it there before
+    /// it changes anything (see `protocol::ReplyRoom`). Every shorter reply
+    /// fits in the room `execute_line` claimed before the command.
     fn ask_engine<F>(&mut self, call: F)
     where
-        F: for<'e> FnOnce(&'e mut Engine, Time) -> Reply<'e>,
+        F: for<'e> FnOnce(&'e mut Engine, Time, &mut dyn ReplyRoom) -> Reply<'e>,
     {
         let shared = self.shared;
         let (mut engine, now) = shared.engine_now();
         let logged_before = shared.journal_seq();
         let reply_start = self.output.len();
-        call(&mut engine, now).encode(&mut self.output);
+        call(&mut engine, now, &mut self.output).encode(&mut self.output);
         let logged = shared.journal_seq();
         drop(engine);
         self.hold_until_durable(logged_before, logged, reply_start);
@@ -196,7 +216,8 @@ impl<'a> Conn<'a> {
             let (mut engine, _) = shared.engine_now();
             (engine.server_stats(), engine.journal_stats())
         };
-        Reply::Ok(stats.to_yaml(&shared.process_stats(binlog))).encode(&mut self.output);
+        let yaml = stats.to_yaml(&shared.process_stats(binlog));
+        yaml.map_or(Reply::OutOfMemory, Reply::Ok).encode(&mut self.output);
     }
 
     /// `put`: the checks before the body, the body, then the engine
@@ -253,7 +274,7 @@ impl<'a> Conn<'a> {
         }
         let job = NewJob { ticket, pri, delay, ttr, created, body: body.into_boxed_slice() };
         let c = self.client;
-        self.ask_engine(|e, now| e.put(c, job, now));
+        self.ask_engine(|e, now, _| e.put(c, job, now));
         Ok(Next::Continue)
     }
 
@@ -270,14 +291,13 @@ impl<'a> Conn<'a> {
         let shared = self.shared;
         {
             let (mut engine, now) = shared.engine_now();
-            if let Some(reply) = engine.reserve(self.client, timeout, now) {
+            if let Some(reply) = engine.reserve(self.client, timeout, now, &mut self.output) {
                 reply.encode(&mut self.output);
                 return Ok(Next::Continue);
             }
         }
         // Blocked: sleep until the engine has an outcome for this client.
-        self.wait_for_outcome();
-        Ok(Next::Continue)
+        Ok(self.wait_for_outcome())
     }
 }
 
@@ -285,10 +305,16 @@ impl<'a> Conn<'a> {
 /// client `c` under the lock (`Conn::ask_engine`): one arm a command. (One
 /// function for them all, rather than a closure each, keeps one copy of
 /// the locking and durability code in the binary.)
-fn answer(e: &mut Engine, c: ClientId, command: Command, now: Time) -> Reply<'_> {
+fn answer<'e>(
+    e: &'e mut Engine,
+    c: ClientId,
+    command: Command,
+    now: Time,
+    room: &mut dyn ReplyRoom,
+) -> Reply<'e> {
     match command {
         Command::Use(name) => e.use_tube(c, &name),
-        Command::ReserveJob(id) => e.reserve_job(c, id, now),
+        Command::ReserveJob(id) => e.reserve_job(c, id, now, room),
         Command::Delete(id) => e.delete(c, id),
         Command::Release { id, pri, delay } => e.release(c, id, pri, delay, now),
         Command::Bury { id, pri } => e.bury(c, id, pri, now),

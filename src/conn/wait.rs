@@ -7,12 +7,13 @@
 use std::os::fd::AsRawFd;
 
 use super::buffers::IDLE_AFTER;
-use super::Conn;
+use super::{Conn, Next};
+use crate::protocol::{ReplyRoom, SHORT_REPLY_LEN};
 
 impl Conn<'_> {
     /// Sleeps until the engine ends this client's blocked reserve, then
     /// encodes the outcome. The engine's lock is let go while asleep.
-    pub(super) fn wait_for_outcome(&mut self) {
+    pub(super) fn wait_for_outcome(&mut self) -> Next {
         let shared = self.shared;
         self.watch_for_hang_up();
         // A wait may last hours: past IDLE_AFTER, hold no buffers through it.
@@ -21,10 +22,15 @@ impl Conn<'_> {
         let mut engine = shared.engine();
         loop {
             let now = shared.clock.now();
-            if let Some(reply) = engine.check_wait(self.client, now) {
-                self.restore_output();
+            // Room for the short replies (the buffer may have gone while
+            // idle); a job's reply claims its own. Without that much, the
+            // connection ends, and a job handed to it goes back.
+            if !self.output.claim(SHORT_REPLY_LEN) {
+                return Next::Close;
+            }
+            if let Some(reply) = engine.check_wait(self.client, now, &mut self.output) {
                 reply.encode(&mut self.output);
-                return;
+                return Next::Continue;
             }
             if !idle && now >= idle_at {
                 drop(engine);

@@ -75,7 +75,13 @@ impl<K: Ord + Copy> Heap<K> {
     pub fn fit(&mut self, entries: usize) {
         let need = entries.max(self.entries.len()).max(MIN_CAPACITY);
         if self.entries.capacity() > need * 4 {
-            self.entries.shrink_to(need * 2);
+            // Into a new block, if one can be had: `shrink_to` would abort
+            // where the allocator has to move the entries and cannot.
+            let mut smaller = Vec::new();
+            if smaller.try_reserve_exact(need * 2).is_ok() {
+                smaller.extend_from_slice(&self.entries);
+                self.entries = smaller;
+            }
         }
     }
 
@@ -112,6 +118,19 @@ impl<K: Ord + Copy> Heap<K> {
             self.sift_down(slot, set_pos);
         }
         (removed.0, removed.1.get())
+    }
+
+    /// The key of the entry at `slot`, if there is one.
+    pub fn key_at(&self, slot: usize) -> Option<K> {
+        self.entries.get(slot).map(|&(key, _)| key)
+    }
+
+    /// The id of the entry at `slot`.
+    ///
+    /// # Panics
+    /// If `slot` is out of range.
+    pub fn id_at(&self, slot: usize) -> JobId {
+        self.entries[slot].1.get()
     }
 
     /// Iterates over the entries in no particular order.

@@ -56,7 +56,7 @@ impl Engine {
             file: u64::from(job.file),
             counters: job.counters,
         };
-        Reply::Ok(stats.to_yaml())
+        stats.to_yaml().map_or(Reply::OutOfMemory, Reply::Ok)
     }
 
     /// `stats-tube <tube>`.
@@ -84,7 +84,7 @@ impl Engine {
             pause: tube.pause.map_or(0, |p| p.secs),
             pause_time_left: tube.pause.map_or(0, |p| p.until.secs_since(now)),
         };
-        Reply::Ok(stats.to_yaml())
+        stats.to_yaml().map_or(Reply::OutOfMemory, Reply::Ok)
     }
 
     /// `stats`: the engine's part of the server stats (the caller adds the

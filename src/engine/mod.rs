@@ -40,6 +40,7 @@ pub mod heap;
 pub mod list;
 pub mod tube;
 pub(crate) mod client;
+pub mod waiting;
 
 // The commands, by concept, each an `impl Engine` block over the state
 // declared below, in reading order.
@@ -56,10 +57,13 @@ pub(crate) mod journaling;
 // Second reading.
 pub(crate) mod id_map;
 
+#[cfg(test)]
+mod sweep;
+
 use std::fmt::Debug;
 use std::sync::{Arc, Condvar};
 
-use crate::protocol::{Reply, TubeName};
+use crate::protocol::{data_reply_len, Reply, ReplyRoom, TubeName};
 use crate::stats::{CommandCounts, JobCounts, JobStats, ServerStats, TubeStats};
 use crate::time::Time;
 pub use client::Waker;
@@ -166,7 +170,10 @@ impl Engine {
     /// limit, shown by `stats` (the connection enforces it while reading).
     pub fn new(max_job_size: u32) -> Engine {
         let mut tubes = Tubes::default();
-        tubes.find_or_create(&TubeName::default_tube());
+        // At start-up, before any client: a process that cannot allocate
+        // one tube cannot serve, and stops here as at any start-up failure.
+        let default = tubes.find_or_create(&TubeName::default_tube());
+        assert!(default.is_some(), "no memory for the default tube");
         Engine {
             jobs: JobTable::default(),
             tubes,
@@ -235,15 +242,19 @@ impl Engine {
         // Tubes come back only for jobs that survived, as they were made.
         let mut tube_ids: Vec<Option<TubeId>> = vec![None; tube_names.len()];
         // Buried jobs join their lists last, by burial time (the rule on
-        // `Engine::bury`); the heaps order the others themselves. (Sorted
-        // as `(u64, u64)` pairs, as `Tubes::due_at` sorts: one sort's code.)
+        // `Engine::bury`); the heaps order the others themselves.
         let mut buried: Vec<(u64, JobId)> = Vec::new();
         for r in jobs {
             self.next_job_id = self.next_job_id.max(r.id.saturating_add(1));
             let (Some(slot), Some(name)) = (tube_ids.get_mut(r.tube), tube_names.get(r.tube)) else {
                 continue;
             };
-            let tube = *slot.get_or_insert_with(|| self.tubes.find_or_create(name));
+            // At start-up: a server that cannot rebuild a tube must not
+            // start without its jobs, so this stops it, as any start-up
+            // failure does.
+            let tube = *slot.get_or_insert_with(|| {
+                self.tubes.find_or_create(name).unwrap_or_else(|| panic!("no memory for tube {name}"))
+            });
             let job = Job {
                 tube,
                 pri: r.pri,

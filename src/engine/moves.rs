@@ -150,8 +150,7 @@ impl Engine {
             if tube.is_paused() {
                 return;
             }
-            let (Some((_, id)), Some((&seq, &c))) = (tube.ready.peek(), tube.waiting.first_key_value())
-            else {
+            let (Some((_, id)), Some((seq, c))) = (tube.ready.peek(), tube.waiting.first()) else {
                 return;
             };
             if self.has_hung_up(c) {
@@ -161,7 +160,7 @@ impl Engine {
             }
             // Both paths took `c` out of line; this only guards the loop's
             // progress should the queue and the client ever disagree.
-            self.tubes.get_mut(t).waiting.remove(&seq);
+            self.tubes.get_mut(t).waiting.remove(seq);
         }
     }
 

@@ -15,42 +15,69 @@ impl Engine {
     /// Returns the reply when the reserve ends at once. Otherwise the client
     /// is now waiting and `None` is returned: the caller sleeps on the client's
     /// `Condvar` until [`Engine::wake_time`], then asks [`Engine::check_wait`].
-    pub fn reserve(&mut self, c: ClientId, timeout: Option<u32>, now: Time) -> Option<Reply<'_>> {
+    /// A job is reserved only once `room` has room for its reply.
+    pub fn reserve(
+        &mut self,
+        c: ClientId,
+        timeout: Option<u32>,
+        now: Time,
+        room: &mut dyn ReplyRoom,
+    ) -> Option<Reply<'_>> {
         match timeout {
             None => self.cmds.reserve += 1,
             Some(_) => self.cmds.reserve_with_timeout += 1,
-        }
-        let client = self.clients.get_mut(&c)?;
-        if !client.worker {
-            client.worker = true;
-            self.workers += 1;
         }
         let margin_at = self.soonest_margin(c);
         let in_margin = margin_at.is_some_and(|m| now >= m);
         // In the margin, a job that is ready counts even in a paused tube.
         if in_margin && !self.has_ready_job(c, true) {
+            self.become_worker(c);
             return Some(Reply::DeadlineSoon);
         }
         if let Some(id) = self.best_ready_job(c) {
+            if !self.claim_reply_room(id, room) {
+                return Some(Reply::OutOfMemory);
+            }
+            self.become_worker(c);
             self.reserve_for(c, id, now);
             return self.reserved_reply(id);
         }
-        let client = self.clients.get_mut(&c)?;
-        if in_margin {
-            return Some(Reply::DeadlineSoon);
-        }
-        if client.hung_up || timeout == Some(0) {
-            return Some(Reply::TimedOut);
+        let client = self.clients.get(&c)?;
+        if in_margin || client.hung_up || timeout == Some(0) {
+            self.become_worker(c);
+            return Some(if in_margin { Reply::DeadlineSoon } else { Reply::TimedOut });
         }
         let seq = self.next_wait_seq;
-        self.next_wait_seq += 1;
         let wait = Wait { seq, timeout_at: timeout.map(|secs| now.plus_secs(secs)), margin_at };
-        client.blocked = Some(Box::new(Blocked::Waiting(wait)));
+        // The wait's record is the one thing blocking allocates: room in
+        // the waiting queues was claimed by `watch`.
+        let Ok(blocked) = crate::sys::try_box(Blocked::Waiting(wait)) else {
+            return Some(Reply::OutOfMemory);
+        };
+        self.become_worker(c);
+        self.next_wait_seq += 1;
+        let client = self.clients.get_mut(&c)?;
+        client.blocked = Some(blocked);
         for &t in &client.watched {
             self.tubes.get_mut(t).waiting.insert(seq, c);
         }
         self.waiting_clients += 1;
         None
+    }
+
+    /// Counts client `c` in `current-workers` from its first reserve on.
+    fn become_worker(&mut self, c: ClientId) {
+        if let Some(client) = self.clients.get_mut(&c) {
+            if !client.worker {
+                client.worker = true;
+                self.workers += 1;
+            }
+        }
+    }
+
+    /// Claims room in `room` for the reply that delivers job `id`.
+    fn claim_reply_room(&self, id: JobId, room: &mut dyn ReplyRoom) -> bool {
+        self.jobs.get(&id).is_some_and(|job| room.claim(data_reply_len(job.body.len())))
     }
 
     /// When a blocked reserve of `c` must be checked again even if nobody
@@ -74,8 +101,12 @@ impl Engine {
     /// The engine first catches up with `now` ([`Engine::catch_up`]): a job
     /// handed over whose TTR has run out meanwhile was taken back by that,
     /// and the client is waiting again in its old place. So a `RESERVED`
-    /// reply this returns is for a job the client holds, with time left.
-    pub fn check_wait(&mut self, c: ClientId, now: Time) -> Option<Reply<'_>> {
+    /// reply this returns is for a job the client holds, and its TTR
+    /// starts now, when the client is told: however long the hand-off
+    /// waited for the lock, the worker gets its whole TTR. If `room` has
+    /// no room for the reply, the job goes back to the ready queue as if
+    /// never handed over, and the reserve ends with `OUT_OF_MEMORY`.
+    pub fn check_wait(&mut self, c: ClientId, now: Time, room: &mut dyn ReplyRoom) -> Option<Reply<'_>> {
         self.catch_up(now);
         let blocked = **self.clients.get(&c)?.blocked.as_ref()?;
         let outcome = match blocked {
@@ -92,21 +123,39 @@ impl Engine {
                 // job to a client that does not hold it is the one thing
                 // that must never happen.
                 self.resume_wait(c, wait, now);
-                return self.check_wait(c, now);
+                return self.check_wait(c, now, room);
             }
         }
         if let Some(client) = self.clients.get_mut(&c) {
             client.blocked = None;
         }
         match outcome {
-            Outcome::Reserved(id, _) => Some(self.reserved_reply(id).unwrap_or(Reply::InternalError)),
+            Outcome::Reserved(id, _) if !self.claim_reply_room(id, room) => {
+                self.take_back_handoff(id, now);
+                Some(Reply::OutOfMemory)
+            }
+            Outcome::Reserved(id, _) => {
+                self.restart_ttr(c, id, now);
+                Some(self.reserved_reply(id).unwrap_or(Reply::InternalError))
+            }
             Outcome::DeadlineSoon => Some(Reply::DeadlineSoon),
             Outcome::TimedOut => Some(Reply::TimedOut),
         }
     }
 
-    /// `reserve-job <id>`: reserves a ready, delayed or buried job in any tube.
-    pub fn reserve_job(&mut self, c: ClientId, id: JobId, now: Time) -> Reply<'_> {
+    /// A job handed over whose reply cannot be written goes back to ready,
+    /// as if it had never been reserved: no client saw it.
+    fn take_back_handoff(&mut self, id: JobId, now: Time) {
+        self.unlink(id);
+        if let Some(job) = self.jobs.get_mut(&id) {
+            job.counters.reserves = job.counters.reserves.wrapping_sub(1);
+        }
+        self.make_ready(id, now);
+    }
+
+    /// `reserve-job <id>`: reserves a ready, delayed or buried job in any
+    /// tube, once `room` has room for its reply.
+    pub fn reserve_job(&mut self, c: ClientId, id: JobId, now: Time, room: &mut dyn ReplyRoom) -> Reply<'_> {
         let Some(job) = self.jobs.get(&id) else {
             return Reply::NotFound;
         };
@@ -116,18 +165,17 @@ impl Engine {
         if !self.clients.contains_key(&c) {
             return Reply::InternalError;
         }
+        if !self.claim_reply_room(id, room) {
+            return Reply::OutOfMemory;
+        }
+        let state = job.state;
         let reserve = |e: &mut Engine| {
-            if let Some(client) = e.clients.get_mut(&c) {
-                if !client.worker {
-                    client.worker = true;
-                    e.workers += 1;
-                }
-            }
+            e.become_worker(c);
             e.reserve_for(c, id, now);
         };
         // Taken from buried or delayed, it comes back ready after a restart:
         // that is a change the log must hear of. Taken from ready, it is not.
-        if job.state == State::Ready {
+        if state == State::Ready {
             reserve(self);
         } else if let Err(refusal) = self.journaled_change(id, reserve) {
             return refusal;
@@ -170,7 +218,11 @@ impl Engine {
         let Some(client) = self.clients.get_mut(&c) else {
             return;
         };
-        client.blocked = Some(Box::new(Blocked::Waiting(Wait { margin_at, ..wait })));
+        // The ended wait's record is reused: resuming allocates nothing.
+        let Some(blocked) = client.blocked.as_deref_mut() else {
+            return;
+        };
+        *blocked = Blocked::Waiting(Wait { margin_at, ..wait });
         for &t in &client.watched {
             self.tubes.get_mut(t).waiting.insert(wait.seq, c);
         }
@@ -210,7 +262,7 @@ impl Engine {
         };
         *blocked = Blocked::Ended(Outcome::TimedOut);
         for &t in &client.watched {
-            self.tubes.get_mut(t).waiting.remove(&wait.seq);
+            self.tubes.get_mut(t).waiting.remove(wait.seq);
         }
         self.waiting_clients -= 1;
         Some(wait)

@@ -62,7 +62,8 @@ impl Engine {
         }
         // Only tubes with something due are visited: a tube waiting on
         // nothing, or on something later, costs nothing here.
-        for t in self.tubes.due_at(now) {
+        let due = self.tubes.take_due(now);
+        for &t in &due {
             while let Some((due, id)) = self.tubes.get(t).delayed.peek() {
                 if due > now {
                     break;
@@ -77,6 +78,7 @@ impl Engine {
                 self.serve_waiters(t, now);
             }
         }
+        self.tubes.return_due(due);
         self.timer_due = self.next_due();
         self.timer_due
     }

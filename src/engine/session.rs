@@ -7,30 +7,39 @@ use super::*;
 
 impl Engine {
     /// Registers a new client, using and watching `default`. `waker` wakes
-    /// its thread while blocked in reserve.
-    pub fn connect(&mut self, waker: Arc<dyn Waker>) -> ClientId {
+    /// its thread while blocked in reserve. `None` if the memory a client
+    /// needs cannot be had, and then nothing changed.
+    pub fn connect(&mut self, waker: Arc<dyn Waker>) -> Option<ClientId> {
+        // The default tube is never destroyed.
+        let default = self.tubes.find(&TubeName::default_tube())?;
+        let tube = self.tubes.get_mut(default);
+        let mut watched = Vec::new();
+        let room = self.clients.try_reserve(1).is_ok()
+            && watched.try_reserve_exact(1).is_ok()
+            && tube.waiting.try_make_room_for(tube.watching + 1);
+        if !room {
+            return None;
+        }
+        watched.push(default);
+        let client = Client {
+            used: default,
+            watched,
+            reserved: List::default(),
+            soonest_deadline: Soonest::Known(None),
+            producer: false,
+            worker: false,
+            hung_up: false,
+            blocked: None,
+            waker,
+        };
+        let client = crate::sys::try_box(client).ok()?;
         let id = self.next_client_id;
         self.next_client_id.0 += 1;
         self.total_connections += 1;
-        let default = self.tubes.find_or_create(&TubeName::default_tube());
-        let tube = self.tubes.get_mut(default);
         tube.using += 1;
         tube.watching += 1;
-        self.clients.insert(
-            id,
-            Box::new(Client {
-                used: default,
-                watched: vec![default],
-                reserved: List::default(),
-                soonest_deadline: Soonest::Known(None),
-                producer: false,
-                worker: false,
-                hung_up: false,
-                blocked: None,
-                waker,
-            }),
-        );
-        id
+        self.clients.insert(id, client);
+        Some(id)
     }
 
     /// Forgets a client that closed: its reservations go back to ready at once,
@@ -49,7 +58,9 @@ impl Engine {
         // that order, which `list-tubes` shows (reference §5.3).
         while !client.watched.is_empty() {
             let t = client.watched.swap_remove(0);
-            self.tubes.get_mut(t).watching -= 1;
+            let tube = self.tubes.get_mut(t);
+            tube.watching -= 1;
+            tube.waiting.fit(tube.watching);
             self.tubes.remove_if_unreferenced(t);
         }
         self.tubes.get_mut(client.used).using -= 1;
@@ -71,8 +82,11 @@ impl Engine {
     /// `use <tube>`.
     pub fn use_tube(&mut self, c: ClientId, name: &TubeName) -> Reply<'_> {
         self.cmds.use_ += 1;
-        let new = self.tubes.find_or_create(name);
+        let Some(new) = self.tubes.find_or_create(name) else {
+            return Reply::OutOfMemory;
+        };
         let Some(client) = self.clients.get_mut(&c) else {
+            self.tubes.remove_if_unreferenced(new);
             return Reply::InternalError;
         };
         let old = std::mem::replace(&mut client.used, new);
@@ -85,13 +99,28 @@ impl Engine {
     /// `watch <tube>`.
     pub fn watch(&mut self, c: ClientId, name: &TubeName) -> Reply<'_> {
         self.cmds.watch += 1;
-        let t = self.tubes.find_or_create(name);
+        let Some(client) = self.clients.get_mut(&c) else {
+            return Reply::InternalError;
+        };
+        if client.watched.try_reserve(1).is_err() {
+            return Reply::OutOfMemory;
+        }
+        let Some(t) = self.tubes.find_or_create(name) else {
+            return Reply::OutOfMemory;
+        };
         let Some(client) = self.clients.get_mut(&c) else {
             return Reply::InternalError;
         };
         if !client.watched.contains(&t) {
+            // Room in the tube's waiting queue for one more watcher, claimed
+            // before anything changes; a tube this created goes again.
+            let tube = self.tubes.get_mut(t);
+            if !tube.waiting.try_make_room_for(tube.watching + 1) {
+                self.tubes.remove_if_unreferenced(t);
+                return Reply::OutOfMemory;
+            }
+            tube.watching += 1;
             client.watched.push(t);
-            self.tubes.get_mut(t).watching += 1;
         }
         Reply::Watching(client.watched.len())
     }
@@ -112,7 +141,9 @@ impl Engine {
         // Swap-remove, as beanstalkd does: the watch list order shows it.
         let t = client.watched.swap_remove(slot);
         let count = client.watched.len();
-        self.tubes.get_mut(t).watching -= 1;
+        let tube = self.tubes.get_mut(t);
+        tube.watching -= 1;
+        tube.waiting.fit(tube.watching);
         self.tubes.remove_if_unreferenced(t);
         Reply::Watching(count)
     }

@@ -87,6 +87,9 @@ pub struct JobTable {
     overflow: IdMap<u32>,
     /// Live jobs.
     len: usize,
+    /// An index block allocated by `try_make_room` for the next id to need
+    /// one, so that inserting it allocates nothing.
+    spare_block: Option<Box<[u32]>>,
 }
 
 /// [`SLAB_CHUNK`] record slots. Slots are filled in order up to the
@@ -183,18 +186,29 @@ impl JobTable {
     /// accepts a body, so that running out of memory is a refusal
     /// (`OUT_OF_MEMORY`), never an abort with every job lost.
     pub fn try_make_room(&mut self, id: JobId) -> bool {
-        if self.chunk_with_room().is_none() || self.index.try_reserve(1).is_err() {
+        if self.chunk_with_room().is_none() {
             return false;
         }
-        if let Some((k, _)) = self.position(id) {
-            if self.index[k].is_none() {
-                let mut slots = Vec::new();
-                if slots.try_reserve_exact(INDEX_BLOCK).is_err() {
-                    return false;
-                }
-                slots.resize(INDEX_BLOCK, NO_SLOT);
-                self.index[k] = Some(IndexBlock { slots: slots.into_boxed_slice(), live: 0 });
+        let block = id / INDEX_BLOCK as u64;
+        let (low, high) = match self.index.len() as u64 {
+            0 => (block, block + 1),
+            blocks => (self.first_block.min(block), (self.first_block + blocks).max(block + 1)),
+        };
+        if high - low > MAX_INDEX_BLOCKS {
+            return self.overflow.try_reserve(1).is_ok();
+        }
+        let widening = (high - low) as usize - self.index.len();
+        if self.index.try_reserve(widening).is_err() {
+            return false;
+        }
+        let has_block = self.position(id).is_some_and(|(k, _)| self.index[k].is_some());
+        if !has_block && self.spare_block.is_none() {
+            let mut slots = Vec::new();
+            if slots.try_reserve_exact(INDEX_BLOCK).is_err() {
+                return false;
             }
+            slots.resize(INDEX_BLOCK, NO_SLOT);
+            self.spare_block = Some(slots.into_boxed_slice());
         }
         true
     }
@@ -212,9 +226,16 @@ impl JobTable {
         }
         // Reserved, not touched: the pages of a new chunk cost memory only
         // as records are written into them.
+        // With it, room for all its holes, and in the lists of chunks for
+        // one more: so that a delete, which fills these lists, allocates
+        // nothing.
         let mut records = Vec::new();
         records.try_reserve_exact(SLAB_CHUNK).ok()?;
-        self.with_room.try_reserve(1).ok()?;
+        let mut holes = Vec::new();
+        holes.try_reserve_exact(SLAB_CHUNK).ok()?;
+        let chunks = self.slab.len() + 1;
+        self.with_room.try_reserve(chunks.saturating_sub(self.with_room.len())).ok()?;
+        self.freed.try_reserve(chunks.saturating_sub(self.freed.len())).ok()?;
         let c = match self.freed.pop() {
             Some(c) => c as usize,
             None => {
@@ -223,7 +244,7 @@ impl JobTable {
                 self.slab.len() - 1
             }
         };
-        self.slab[c] = Chunk { records, holes: Vec::new(), live: 0, listed: true };
+        self.slab[c] = Chunk { records, holes, live: 0, listed: true };
         self.with_room.push(c as u32);
         Some(c)
     }
@@ -280,8 +301,11 @@ impl JobTable {
             self.overflow.insert(id, slot);
             return;
         };
+        let spare = &mut self.spare_block;
         let block = self.index[k].get_or_insert_with(|| IndexBlock {
-            slots: vec![NO_SLOT; INDEX_BLOCK].into_boxed_slice(),
+            // Claimed by `try_make_room` for a put; a restore at start-up
+            // allocates it here.
+            slots: spare.take().unwrap_or_else(|| vec![NO_SLOT; INDEX_BLOCK].into_boxed_slice()),
             live: 0,
         });
         block.slots[offset] = slot;

@@ -7,11 +7,9 @@
 //! (reference §5.2): no client uses or watches it, it holds no job in any state,
 //! and it is not `default`.
 
-use std::collections::{BTreeMap, BTreeSet};
-
 use super::heap::Heap;
 use super::list::List;
-use crate::ids::ClientId;
+use super::waiting::WaitQueue;
 use crate::protocol::TubeName;
 use crate::time::Time;
 
@@ -40,9 +38,9 @@ pub struct Tube {
     pub reserved: usize,
     /// Ready jobs with an urgent priority.
     pub urgent: usize,
-    /// Clients blocked in reserve that watch this tube, keyed by the order in
-    /// which they started waiting: the first entry is the longest waiter.
-    pub waiting: BTreeMap<u64, ClientId>,
+    /// Clients blocked in reserve that watch this tube, longest waiter
+    /// first; with room for every client that watches it.
+    pub waiting: WaitQueue,
     /// Clients whose used tube this is.
     pub using: usize,
     /// Clients watching this tube.
@@ -60,6 +58,8 @@ pub struct Tube {
     /// delayed job's due time and its pause's end, as last filed by
     /// [`Tubes::reschedule`]. `None`: nothing in this tube waits on time.
     timed_at: Option<Time>,
+    /// Its place in the timetable's heap, while `timed_at` is set.
+    timed_slot: u32,
 }
 
 impl Tube {
@@ -72,7 +72,7 @@ impl Tube {
             buried: List::default(),
             reserved: 0,
             urgent: 0,
-            waiting: BTreeMap::new(),
+            waiting: WaitQueue::default(),
             using: 0,
             watching: 0,
             pause: None,
@@ -81,6 +81,7 @@ impl Tube {
             cmd_pause_tube: 0,
             list_index,
             timed_at: None,
+            timed_slot: 0,
         }
     }
 
@@ -116,14 +117,21 @@ impl Tube {
 /// The timetable `timed` lists only the tubes that wait on time (a delayed
 /// job or a pause), by when: the timer finds what is due in O(log tubes)
 /// and never visits an idle tube, however many there are.
+///
+/// Every list here keeps room for every tube, claimed when a tube is
+/// created ([`Tubes::find_or_create`]), so that nothing done to a tube later
+/// (destroying it, filing it in the timetable) allocates.
 #[derive(Debug, Default)]
 pub struct Tubes {
     slots: Vec<Option<Tube>>,
     free: Vec<TubeId>,
     by_name: std::collections::HashMap<TubeName, TubeId>,
     order: Vec<TubeId>,
-    /// `(tube.timed_at, id)` of every tube whose `timed_at` is set.
-    timed: BTreeSet<(Time, TubeId)>,
+    /// `(tube.timed_at, id)` of every tube whose `timed_at` is set; each
+    /// tube's `timed_slot` says where it sits.
+    timed: Heap<Time>,
+    /// Room for [`Tubes::take_due`]'s answer.
+    due: Vec<TubeId>,
 }
 
 impl Tubes {
@@ -132,10 +140,23 @@ impl Tubes {
         self.by_name.get(name).copied()
     }
 
-    /// The tube called `name`, created if it does not exist.
-    pub fn find_or_create(&mut self, name: &TubeName) -> TubeId {
+    /// The tube called `name`, created if it does not exist; `None` if the
+    /// memory a new tube needs cannot be had, and then nothing changed.
+    pub fn find_or_create(&mut self, name: &TubeName) -> Option<TubeId> {
         if let Some(id) = self.find(name) {
-            return id;
+            return Some(id);
+        }
+        // Claim, then change: room in every list a tube enters, and in the
+        // lists a tube may enter later.
+        let tubes = self.order.len() + 1;
+        let room = (!self.free.is_empty() || self.slots.try_reserve(1).is_ok())
+            && self.free.try_reserve(self.slots.len().max(tubes).saturating_sub(self.free.len())).is_ok()
+            && self.by_name.try_reserve(1).is_ok()
+            && self.order.try_reserve(1).is_ok()
+            && self.timed.try_make_room_for(tubes)
+            && self.due.try_reserve(tubes.saturating_sub(self.due.len())).is_ok();
+        if !room {
+            return None;
         }
         let tube = Tube::new(name.clone(), self.order.len());
         let id = match self.free.pop() {
@@ -150,7 +171,7 @@ impl Tubes {
         };
         self.by_name.insert(name.clone(), id);
         self.order.push(id);
-        id
+        Some(id)
     }
 
     /// The live tube `id`.
@@ -175,8 +196,8 @@ impl Tubes {
         let Some(tube) = self.slots[id as usize].take() else {
             return;
         };
-        if let Some(at) = tube.timed_at {
-            self.timed.remove(&(at, id));
+        if tube.timed_at.is_some() {
+            self.timed.remove(tube.timed_slot as usize, &mut timed_slots(&mut self.slots));
         }
         self.by_name.remove(&tube.name);
         self.order.swap_remove(tube.list_index);
@@ -211,33 +232,67 @@ impl Tubes {
         if old == next {
             return;
         }
-        if let Some(old) = old {
-            self.timed.remove(&(old, id));
+        let slot = tube.timed_slot as usize;
+        if old.is_some() {
+            self.timed.remove(slot, &mut timed_slots(&mut self.slots));
         }
         if let Some(next) = next {
-            self.timed.insert((next, id));
+            // Within the room claimed when the tube was created.
+            self.timed.push(next, u64::from(id), &mut timed_slots(&mut self.slots));
         }
     }
 
     /// The soonest time at which some tube has something due.
     pub fn next_event(&self) -> Option<Time> {
-        self.timed.first().map(|&(at, _)| at)
+        self.timed.peek().map(|(at, _)| at)
     }
 
     /// The tubes with something due at `now`, in `list-tubes` order (the
     /// order in which the engine handles events falling at one instant).
-    pub fn due_at(&self, now: Time) -> Vec<TubeId> {
-        let due = self.timed.iter().take_while(|&&(at, _)| at <= now);
-        // `(list index, id)` pairs, sorted as `Engine::restore` sorts its
-        // buried jobs: one sort's code in the binary.
-        let mut order: Vec<(u64, u64)> =
-            due.map(|&(_, id)| (self.get(id).list_index as u64, u64::from(id))).collect();
-        order.sort_unstable();
-        order.into_iter().map(|(_, id)| id as TubeId).collect()
+    /// Visits only those tubes, and allocates nothing: the list's room was
+    /// claimed with the tubes. Give it back with [`Tubes::return_due`].
+    pub fn take_due(&mut self, now: Time) -> Vec<TubeId> {
+        let mut due = std::mem::take(&mut self.due);
+        due.clear();
+        // The due entries are a subtree at the heap's top: walk it, the
+        // list itself serving as the walk's queue of heap slots.
+        if self.timed.peek().is_some_and(|(at, _)| at <= now) {
+            due.push(0);
+        }
+        let mut next = 0;
+        while next < due.len() {
+            let slot = due[next] as usize;
+            for child in [2 * slot + 1, 2 * slot + 2] {
+                if self.timed.key_at(child).is_some_and(|at| at <= now) {
+                    due.push(child as TubeId);
+                }
+            }
+            next += 1;
+        }
+        for entry in due.iter_mut() {
+            *entry = self.timed.id_at(*entry as usize) as TubeId;
+        }
+        due.sort_unstable_by_key(|&id| self.get(id).list_index);
+        due
+    }
+
+    /// Gives back the list [`Tubes::take_due`] returned, with its room.
+    pub fn return_due(&mut self, due: Vec<TubeId>) {
+        self.due = due;
     }
 
     /// Number of tubes in the timetable (for tests: idle tubes are not).
     pub fn timed_len(&self) -> usize {
         self.timed.len()
+    }
+}
+
+/// The callback through which the timetable's heap reports where each tube
+/// now sits.
+fn timed_slots(slots: &mut [Option<Tube>]) -> impl FnMut(u64, usize) + '_ {
+    |id, slot| {
+        if let Some(Some(tube)) = slots.get_mut(id as usize) {
+            tube.timed_slot = slot as u32;
+        }
     }
 }

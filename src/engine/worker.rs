@@ -90,8 +90,14 @@ impl Engine {
         if !self.is_reserved_by(id, c) {
             return Reply::NotFound;
         }
+        self.restart_ttr(c, id, now);
+        Reply::Touched
+    }
+
+    /// Gives job `id`, reserved by `c`, a full TTR from `now`.
+    pub(super) fn restart_ttr(&mut self, c: ClientId, id: JobId, now: Time) {
         let Some(job) = self.jobs.get_mut(&id) else {
-            return Reply::InternalError;
+            return;
         };
         let (slot, deadline) = (job.heap_index as usize, now.plus_secs(job.ttr));
         let old_deadline = std::mem::replace(&mut job.deadline, deadline);
@@ -99,9 +105,10 @@ impl Engine {
             client.forget_deadline(old_deadline);
             client.note_deadline(deadline);
         }
+        // Out and back in: the heap keeps its size, so this allocates nothing.
         self.reserved.remove(slot, &mut positions(&mut self.jobs));
         self.reserved.push(deadline, id, &mut positions(&mut self.jobs));
-        Reply::Touched
+        self.schedule(deadline);
     }
 
     /// `kick <bound>`: up to `bound` buried jobs of the used tube, oldest
@@ -147,7 +154,9 @@ impl Engine {
             return Reply::NotFound;
         };
         let from = job.tube;
-        let t = self.tubes.find_or_create(to);
+        let Some(t) = self.tubes.find_or_create(to) else {
+            return Reply::OutOfMemory;
+        };
         if t == from {
             return Reply::Moved;
         }

@@ -97,11 +97,39 @@ impl Reply<'_> {
     }
 }
 
+/// Where a reply is written, and the room it needs claimed before the
+/// command that makes it changes anything (claim, then change): a
+/// `reserve` claims room for the job's body before it reserves the job, so
+/// a job is never reserved for a reply that cannot be written.
+pub trait ReplyRoom {
+    /// Makes sure `bytes` more bytes can be written without allocating;
+    /// false if that memory cannot be had.
+    fn claim(&mut self, bytes: usize) -> bool;
+}
+
+impl ReplyRoom for Vec<u8> {
+    fn claim(&mut self, bytes: usize) -> bool {
+        self.try_reserve(bytes).is_ok()
+    }
+}
+
+/// The most bytes a reply carrying `data` bytes of data takes: the data,
+/// its CRLF, and the longest header line (`RESERVED <20 digits> <10
+/// digits>\r\n` is 42 bytes).
+pub fn data_reply_len(data: usize) -> usize {
+    data.saturating_add(64)
+}
+
+/// The most bytes any reply without data takes (`USING` and a 200-byte
+/// name is the longest). The connection claims this much before each
+/// command, so that such a reply never allocates.
+pub const SHORT_REPLY_LEN: usize = 256;
+
 fn write_data(out: &mut Vec<u8>, word: &str, id: Option<JobId>, data: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     // The data's size is a client's doing (a job's body): if room for it
     // cannot be had, that client is told so, and the server goes on.
-    if out.try_reserve(data.len().saturating_add(64)).is_err() {
+    if !out.claim(data_reply_len(data.len())) {
         out.extend_from_slice(b"OUT_OF_MEMORY\r\n");
         return Ok(());
     }

@@ -62,6 +62,27 @@ pub fn tune_malloc() {
     }
 }
 
+/// `Box::new` that returns `value` back, instead of aborting, if its
+/// memory cannot be had (std has no stable `Box::try_new`).
+pub fn try_box<T>(value: T) -> Result<Box<T>, T> {
+    let layout = Layout::new::<T>();
+    if layout.size() == 0 {
+        return Ok(Box::new(value));
+    }
+    // SAFETY: a layout of non-zero size, as `alloc` asks.
+    let block = unsafe { std::alloc::alloc(layout) } as *mut T;
+    if block.is_null() {
+        return Err(value);
+    }
+    // SAFETY: `block` is a fresh allocation of `T`'s layout from the global
+    // allocator, which is what `Box::from_raw` takes ownership of; it is
+    // written before the box is made.
+    unsafe {
+        block.write(value);
+        Ok(Box::from_raw(block))
+    }
+}
+
 /// The block size from which [`Allocator`] gives every block a mapping of
 /// its own.
 pub const OWN_MAPPING_AT: usize = 64 * 1024;
@@ -204,7 +225,7 @@ unsafe impl GlobalAlloc for Allocator {
         } else if is_mapped(layout) {
             // SAFETY: `block` is a mapping of `layout.size()` bytes that
             // `alloc` made (same layout), and the caller gives it up.
-            unsafe { unmap_block(block, layout.size()) }
+            unsafe { unmap_block(block, layout.size()) };
         } else {
             // SAFETY: the caller's contract is System's.
             unsafe { System.dealloc(block, layout) }

@@ -17,6 +17,8 @@ use std::ffi::{c_char, c_int, c_long};
 use std::io;
 use std::time::Duration;
 
+#[cfg(test)]
+pub(crate) mod failing;
 pub(crate) mod file;
 pub(crate) mod memory;
 pub(crate) mod pages;
@@ -24,7 +26,7 @@ pub(crate) mod process;
 pub(crate) mod socket;
 
 pub use file::{lock_posix, posix_lock_holder, preallocate, O_NOFOLLOW};
-pub use memory::{tune_malloc, Allocator, OWN_MAPPING_AT};
+pub use memory::{try_box, tune_malloc, Allocator, OWN_MAPPING_AT};
 pub use process::{become_user, ignore_sigpipe, soft_limit, Resource, SignalSet, SIGINT, SIGTERM, SIGUSR1};
 #[cfg(test)]
 pub use socket::keepalive;

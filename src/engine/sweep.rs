@@ -1,0 +1,371 @@
+//! The allocation-failure sweep, in the way SQLite tests itself: every
+//! command runs over and over against the same starting state, first with
+//! its 1st allocation failing, then its 2nd, and so on, until a run needs
+//! no failure. Each run must end in the command's normal reply or
+//! `OUT_OF_MEMORY`, never an abort (an infallible allocation that fails
+//! aborts this test binary, see `sys/failing.rs`), and the engine must be
+//! either exactly as before (the refusal) or exactly as after a run with
+//! no failure. That is "claim, then change", checked for every allocation
+//! of every command rather than for the cases a review thought of.
+//!
+//! A run is what a connection does for the command: the engine call and
+//! the reply's encoding, into an output buffer holding the room a
+//! connection claims before each command (`protocol::SHORT_REPLY_LEN`).
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+
+use super::*;
+use crate::protocol::SHORT_REPLY_LEN;
+use crate::stats::ProcessStats;
+use crate::sys::failing::fail_nth;
+
+/// An engine with a job in every state and three clients: a producer
+/// using `jobs`, a worker watching `jobs` and `default` and holding a
+/// reserved job, and a waiter watching only `quiet`.
+struct World {
+    e: Engine,
+    producer: ClientId,
+    worker: ClientId,
+    waiter: ClientId,
+    ready: JobId,
+    delayed: JobId,
+    buried: JobId,
+    reserved: JobId,
+    /// For a new connection: the server makes it before the engine's part.
+    waker: Arc<Condvar>,
+}
+
+fn name(s: &str) -> TubeName {
+    TubeName::new(s.as_bytes()).unwrap()
+}
+
+const T0: Time = Time::ZERO;
+
+fn put(e: &mut Engine, c: ClientId, pri: u32, delay: u32, body: &[u8]) -> JobId {
+    e.count_put();
+    let ticket = e.start_put(c, body.len() as u32).unwrap();
+    let id = ticket.id();
+    let job = NewJob { ticket, pri, delay, ttr: 60, created: T0, body: Box::from(body) };
+    assert_eq!(e.put(c, job, T0), Reply::Inserted(id));
+    id
+}
+
+fn world() -> World {
+    let mut e = Engine::new(65535);
+    let connect = |e: &mut Engine| e.connect(Arc::new(Condvar::new())).unwrap();
+    let (producer, worker, waiter) = (connect(&mut e), connect(&mut e), connect(&mut e));
+    e.use_tube(producer, &name("jobs"));
+    e.watch(worker, &name("jobs"));
+    e.watch(waiter, &name("quiet"));
+    e.ignore(waiter, &name("default"));
+    let buried = put(&mut e, producer, 1, 0, b"buried");
+    assert!(matches!(e.reserve(worker, None, T0, &mut Vec::<u8>::new()), Some(Reply::Reserved(..))));
+    assert_eq!(e.bury(worker, buried, 1, T0), Reply::Buried);
+    let reserved = put(&mut e, producer, 2, 0, b"reserved");
+    assert!(matches!(e.reserve(worker, None, T0, &mut Vec::<u8>::new()), Some(Reply::Reserved(..))));
+    let ready = put(&mut e, producer, 3, 0, b"ready");
+    let delayed = put(&mut e, producer, 4, 100, b"delayed");
+    World { e, producer, worker, waiter, ready, delayed, buried, reserved, waker: Arc::new(Condvar::new()) }
+}
+
+/// The world with the waiter blocked in a reserve.
+fn world_with_waiter_blocked() -> World {
+    let mut w = world();
+    assert_eq!(w.e.reserve(w.waiter, None, T0, &mut Vec::<u8>::new()), None);
+    w
+}
+
+/// The world with the waiter blocked, and the producer using its tube.
+fn world_with_producer_for_waiter() -> World {
+    let mut w = world_with_waiter_blocked();
+    w.e.use_tube(w.producer, &name("quiet"));
+    w
+}
+
+/// The world with a job handed to the blocked waiter, not yet collected.
+fn world_with_job_handed_over() -> World {
+    let mut w = world_with_producer_for_waiter();
+    put(&mut w.e, w.producer, 0, 0, b"handed");
+    w
+}
+
+/// The world with the worker holding a job of the waiter's tube, and the
+/// waiter blocked.
+fn world_with_job_for_waiter_held() -> World {
+    let mut w = world();
+    w.e.watch(w.worker, &name("quiet"));
+    w.e.use_tube(w.producer, &name("quiet"));
+    let id = put(&mut w.e, w.producer, 0, 0, b"for the waiter");
+    assert!(
+        matches!(w.e.reserve(w.worker, None, T0, &mut Vec::<u8>::new()), Some(Reply::Reserved(r, _)) if r == id)
+    );
+    w.reserved = id;
+    assert_eq!(w.e.reserve(w.waiter, None, T0, &mut Vec::<u8>::new()), None);
+    w
+}
+
+/// The world with a tube `other` whose only job is ready.
+fn world_with_tube_of_one_job() -> World {
+    let mut w = world();
+    w.e.use_tube(w.producer, &name("other"));
+    w.ready = put(&mut w.e, w.producer, 0, 0, b"alone");
+    w.e.use_tube(w.producer, &name("jobs"));
+    w
+}
+
+/// Everything a client could ever learn of the engine, and what decides
+/// what it will learn next, written out so that two engines can be
+/// compared. Leaves out what only says how the engine keeps its data
+/// (capacities, hash orders, caches) and the `cmd-*` counters, which count
+/// a command however it ends, as beanstalkd's do.
+fn state(e: &Engine) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:?} total={} timeouts={} clients={} producers={} workers={} waiting={} memory={}",
+        e.job_counts,
+        e.total_jobs,
+        e.job_timeouts,
+        e.clients.len(),
+        e.producers,
+        e.workers,
+        e.waiting_clients,
+        e.job_memory
+    );
+    for &t in e.tubes.ids() {
+        let tube = e.tubes.get(t);
+        let buried: Vec<JobId> = tube.buried.ids(&e.jobs).collect();
+        let _ = writeln!(
+            s,
+            "tube {} ready={:?} delayed={:?} buried={buried:?} reserved={} urgent={} waiting={:?} \
+             using={} watching={} pause={:?} total={} deletes={} pauses={}",
+            tube.name,
+            tube.ready,
+            tube.delayed,
+            tube.reserved,
+            tube.urgent,
+            tube.waiting,
+            tube.using,
+            tube.watching,
+            tube.pause,
+            tube.total_jobs,
+            tube.cmd_delete,
+            tube.cmd_pause_tube
+        );
+    }
+    let _ = writeln!(s, "next event {:?}, reserved {:?}", e.tubes.next_event(), e.reserved);
+    for id in 1..e.next_job_id {
+        if let Some(job) = e.jobs.get(&id) {
+            let _ = writeln!(
+                s,
+                "job {id} in {} {:?} pri={} delay={} ttr={} deadline={:?} by={:?} {:?} body={:?}",
+                e.tubes.get(job.tube).name,
+                job.state,
+                job.pri,
+                job.delay,
+                job.ttr,
+                job.deadline,
+                job.reserved_by,
+                job.counters,
+                job.body
+            );
+        }
+    }
+    let mut clients: Vec<_> = e.clients.iter().collect();
+    clients.sort_by_key(|(id, _)| id.0);
+    for (id, c) in clients {
+        let watched: Vec<&str> = c.watched.iter().map(|&t| e.tubes.get(t).name.as_str()).collect();
+        let held: Vec<JobId> = c.reserved.ids(&e.jobs).collect();
+        let _ = writeln!(
+            s,
+            "client {} uses {} watches {watched:?} holds {held:?} producer={} worker={} hung_up={} {:?}",
+            id.0,
+            e.tubes.get(c.used).name,
+            c.producer,
+            c.worker,
+            c.hung_up,
+            c.blocked
+        );
+    }
+    s
+}
+
+/// One command, as a connection runs it: the engine's call, and the reply
+/// encoded into `out`.
+type Step = fn(&mut World, &mut Vec<u8>);
+
+fn process() -> ProcessStats<'static> {
+    ProcessStats {
+        pid: 1,
+        version: "1.13",
+        user_cpu: std::time::Duration::ZERO,
+        system_cpu: std::time::Duration::ZERO,
+        uptime_secs: 0,
+        binlog: Default::default(),
+        instance_id: "0123456789abcdef",
+        hostname: "host",
+        os: "os",
+        platform: "x86_64",
+    }
+}
+
+/// `put`, the way `Conn::put` makes it: a ticket, the body's memory, the job.
+fn put_step(w: &mut World, out: &mut Vec<u8>, delay: u32) {
+    w.e.count_put();
+    let Some(ticket) = w.e.start_put(w.producer, 4) else {
+        return Reply::OutOfMemory.encode(out);
+    };
+    let mut body = Vec::new();
+    if body.try_reserve_exact(4).is_err() {
+        w.e.cancel_put(ticket);
+        return Reply::OutOfMemory.encode(out);
+    }
+    body.extend_from_slice(b"body");
+    let job = NewJob { ticket, pri: 0, delay, ttr: 60, created: T0, body: body.into_boxed_slice() };
+    w.e.put(w.producer, job, T0).encode(out);
+}
+
+/// A case of the sweep: its name, the world it starts from, the command.
+type Case = (&'static str, fn() -> World, Step);
+
+const COMMANDS: &[Case] = &[
+    ("put", world, |w, out| put_step(w, out, 0)),
+    ("put with a delay", world, |w, out| put_step(w, out, 10)),
+    ("put to a blocked worker", world_with_producer_for_waiter, |w, out| put_step(w, out, 0)),
+    ("reserve, a job ready", world, |w, out| {
+        if let Some(reply) = w.e.reserve(w.worker, None, T0, out) {
+            reply.encode(out);
+        }
+    }),
+    ("reserve, none ready: it blocks", world, |w, out| {
+        if let Some(reply) = w.e.reserve(w.waiter, None, T0, out) {
+            reply.encode(out);
+        }
+    }),
+    ("reserve-with-timeout 0, none ready", world, |w, out| {
+        if let Some(reply) = w.e.reserve(w.waiter, Some(0), T0, out) {
+            reply.encode(out);
+        }
+    }),
+    ("a blocked reserve collects its job", world_with_job_handed_over, |w, out| {
+        if let Some(reply) = w.e.check_wait(w.waiter, Time::from_secs(1), out) {
+            reply.encode(out);
+        }
+    }),
+    ("a blocked reserve times out", world_with_waiter_blocked, |w, out| {
+        w.e.hang_up(w.waiter);
+        if let Some(reply) = w.e.check_wait(w.waiter, T0, out) {
+            reply.encode(out);
+        }
+    }),
+    ("reserve-job of a buried job", world, |w, out| {
+        let id = w.buried;
+        w.e.reserve_job(w.waiter, id, T0, out).encode(out);
+    }),
+    ("reserve-job of a ready job", world, |w, out| {
+        let id = w.ready;
+        w.e.reserve_job(w.waiter, id, T0, out).encode(out);
+    }),
+    ("release", world, |w, out| w.e.release(w.worker, w.reserved, 9, 0, T0).encode(out)),
+    ("release with a delay", world, |w, out| w.e.release(w.worker, w.reserved, 9, 5, T0).encode(out)),
+    ("release to a blocked worker", world_with_job_for_waiter_held, |w, out| {
+        w.e.release(w.worker, w.reserved, 9, 0, T0).encode(out);
+    }),
+    ("bury", world, |w, out| w.e.bury(w.worker, w.reserved, 9, T0).encode(out)),
+    ("kick", world, |w, out| w.e.kick(w.producer, 10, T0).encode(out)),
+    ("kick-job of a delayed job", world, |w, out| w.e.kick_job(w.delayed, T0).encode(out)),
+    ("move-job of a ready job to a new tube", world, |w, out| {
+        w.e.move_job(w.ready, &name("fresh"), T0).encode(out)
+    }),
+    ("move-job of a buried job to a tube that exists", world, |w, out| {
+        w.e.move_job(w.buried, &name("quiet"), T0).encode(out)
+    }),
+    ("move-job of a ready job to a blocked worker", world, |w, out| {
+        w.e.move_job(w.ready, &name("quiet"), T0).encode(out)
+    }),
+    ("delete", world, |w, out| w.e.delete(w.worker, w.reserved).encode(out)),
+    ("delete the last job of a tube", world_with_tube_of_one_job, |w, out| {
+        w.e.delete(w.producer, w.ready).encode(out);
+    }),
+    ("touch", world, |w, out| w.e.touch(w.worker, w.reserved, Time::from_secs(5)).encode(out)),
+    ("use of a new tube", world, |w, out| w.e.use_tube(w.producer, &name("fresh")).encode(out)),
+    ("use of a tube that exists", world, |w, out| w.e.use_tube(w.producer, &name("quiet")).encode(out)),
+    ("watch of a new tube", world, |w, out| w.e.watch(w.worker, &name("fresh")).encode(out)),
+    ("watch of a tube that exists", world, |w, out| w.e.watch(w.worker, &name("quiet")).encode(out)),
+    ("ignore", world, |w, out| w.e.ignore(w.worker, &name("jobs")).encode(out)),
+    ("pause-tube", world, |w, out| w.e.pause_tube(Some(&name("jobs")), 10, T0).encode(out)),
+    ("peek", world, |w, out| w.e.peek(w.ready).encode(out)),
+    ("peek-ready", world, |w, out| w.e.peek_ready(w.producer).encode(out)),
+    ("peek-delayed", world, |w, out| w.e.peek_delayed(w.producer).encode(out)),
+    ("peek-buried", world, |w, out| w.e.peek_buried(w.producer).encode(out)),
+    ("stats-job", world, |w, out| w.e.stats_job(w.buried, T0).encode(out)),
+    ("stats-tube", world, |w, out| w.e.stats_tube(&name("jobs"), T0).encode(out)),
+    ("stats", world, |w, out| {
+        let stats = w.e.server_stats();
+        stats.to_yaml(&process()).map_or(Reply::OutOfMemory, Reply::Ok).encode(out);
+    }),
+    ("list-tubes", world, |w, out| w.e.list_tubes().encode(out)),
+    ("list-tube-used", world, |w, out| w.e.list_tube_used(w.producer).encode(out)),
+    ("list-tubes-watched", world, |w, out| w.e.list_tubes_watched(w.worker).encode(out)),
+    ("a new connection", world, |w, out| {
+        let _ = write!(out, "{:?}", w.e.connect(w.waker.clone()).is_some());
+    }),
+    ("a connection closes", world, |w, _| w.e.disconnect(w.worker, T0)),
+    ("the timer: a TTR and a delay run out", world, |w, out| {
+        let _ = write!(out, "{:?}", w.e.tick(Time::from_secs(200)));
+    }),
+];
+
+/// A connection's output buffer as it stands when a command starts.
+fn output() -> Vec<u8> {
+    let mut out = Vec::new();
+    out.try_reserve(SHORT_REPLY_LEN).unwrap();
+    out
+}
+
+#[test]
+fn every_allocation_of_every_command_may_fail_cleanly() {
+    let mut failure_points = 0;
+    for &(command, start, step) in COMMANDS {
+        let (expected_reply, expected_state) = {
+            let mut w = start();
+            let mut out = output();
+            step(&mut w, &mut out);
+            (out, state(&w.e))
+        };
+        for n in 1.. {
+            let mut w = start();
+            let before = state(&w.e);
+            let mut out = output();
+            let ((), failed) = fail_nth(n, || step(&mut w, &mut out));
+            let after = state(&w.e);
+            if !failed {
+                assert_eq!(out, expected_reply, "{command}: no failure, another reply");
+                break;
+            }
+            failure_points += 1;
+            let refused = out.ends_with(b"OUT_OF_MEMORY\r\n") || out == b"false";
+            if refused {
+                assert_eq!(after, before, "{command}, allocation {n} failing: refused, yet changed");
+            } else {
+                assert_eq!(
+                    String::from_utf8_lossy(&out),
+                    String::from_utf8_lossy(&expected_reply),
+                    "{command}, allocation {n} failing"
+                );
+                assert_eq!(after, expected_state, "{command}, allocation {n} failing: half done");
+            }
+            // And the engine is whole: the same command, now with memory,
+            // succeeds (a put's id may have been used up by the refusal).
+            if refused {
+                let mut out = output();
+                step(&mut w, &mut out);
+                let again = String::from_utf8_lossy(&out);
+                assert!(!again.contains("OUT_OF_MEMORY") && again != "false", "{command}: retried, {again}");
+            }
+        }
+    }
+    eprintln!("allocation-failure sweep: {} commands, {failure_points} failure points", COMMANDS.len());
+    assert!(failure_points > 0, "no allocation failed: is the failing allocator in place?");
+}
