@@ -67,10 +67,29 @@
 //!   in [`framing`] finds the line; [`protocol::parse`] makes it a
 //!   `Command::Put`; `Conn::put` in [`conn`] asks [`engine::put`]'s
 //!   `start_put` for an id and memory, reads the body, and calls
-//!   `Engine::put`, which claims log room (`Journal::claim_put`), files the
-//!   job and writes its record ([`binlog::writing`]); `Conn::ask_engine`
+//!   `Engine::put`, which claims log room (`Journal::claim`), files the
+//!   job and records it (`Journal::record`, [`binlog::writing`]); `Conn::ask_engine`
 //!   holds `INSERTED 1` until the record is as durable as `-f` says
 //!   ([`binlog::sync`]), and `Reply::encode` writes it.
+//! - **A worker's command, `release 1 0 5`:** [`protocol::parse`] makes
+//!   it a `Command::Release`; `Conn::execute` in [`conn`] has one arm for
+//!   the commands that are one engine call, which `conn::answer` maps to
+//!   `Engine::release`, under the lock that `Conn::ask_engine` takes (and
+//!   `Engine::catch_up` first). [`engine::worker`] checks the
+//!   job's state (reference §3.20) and makes the change through
+//!   `Engine::journaled_change` ([`engine::journaling`]): claim log room,
+//!   take the job out of its queue and file it as delayed
+//!   ([`engine::moves`]), tell the log what the job now is
+//!   (`Journal::record`). `RELEASED` waits for the record's durability,
+//!   as a put's reply does.
+//! - **A restart with `-b`:** `Server::open_binlog` in [`server`] decides
+//!   the order: `Binlog::open` ([`binlog`]) locks the directory, surveys
+//!   it ([`binlog::dir`]), replays our files oldest first
+//!   ([`binlog::replay`]: a job's last record wins), imports beanstalkd's
+//!   files ([`binlog::import`]) and starts a new file; then
+//!   `Engine::restore` files every job (buried ones in the order of their
+//!   burial times), the log is handed to the engine, and the live jobs of
+//!   any damaged file are rewritten (`Engine::rewrite_files`).
 //! - **How a blocked reserve is woken, and how FIFO is kept:**
 //!   [`engine::reserve`], then `Engine::serve_waiters` in [`engine::moves`]
 //!   (a tube's waiters in order of arrival), the picture on `Blocked` in
@@ -82,6 +101,44 @@
 //!   [`binlog::files`].
 //! - **What SIGTERM does:** [`signals`], then `Handle::shutdown` and the
 //!   shutdown steps in [`server`].
+//!
+//! ### Adding a command
+//!
+//! The steps, in order; each file named is the only place its step goes.
+//!
+//! 1. **The reference** (`src/reference.md`): a row in the table of
+//!    commands (§3.0: replies, logged or not, section), which every other
+//!    document points to; its own section in §3, saying what it checks in
+//!    which order; its prefix in §1.3's list, placed so that no earlier
+//!    prefix matches it first; for a command on a job, a line in §3.20.
+//!    Then the README's cheat-sheet line: a test holds it, and the parser,
+//!    to the table.
+//! 2. **Parsing** ([`protocol`]): a [`protocol::Command`] variant and its
+//!    prefix in `parse`, in §1.3's order, with a unit test of its
+//!    arguments. A new reply word is a [`protocol::Reply`] variant, in
+//!    `encode` and `word` (`protocol/reply.rs`).
+//! 3. **The engine** ([`engine`]): one `pub fn` named after the command,
+//!    in the file of its concept ([`engine::worker`] for what is done to
+//!    a job, [`engine::session`] for a client's tubes, [`engine::inspect`]
+//!    for what only reads), taking the client and `now` and returning the
+//!    reply. It moves a job between queues only through
+//!    [`engine::moves`] (`unlink`, then `make_ready`, `make_delayed`,
+//!    `reserve_for` or the buried list), claims any memory before it
+//!    changes anything (room in a tube's heaps for a job that enters it:
+//!    see `start_put`), and keeps the invariants written on
+//!    [`engine::job::Job`]'s fields and on `Engine::bury`.
+//! 4. **Persistence**, if the change must survive a restart: make it
+//!    inside `Engine::journaled_change` ([`engine::journaling`];
+//!    `journaled_change_to` when the job changes tube). The log is told
+//!    the job before and after, and chooses the record and does its
+//!    bookkeeping itself: nothing in [`binlog`] changes.
+//! 5. **The connection** ([`conn`]): one arm in `conn::answer`, calling
+//!    the engine's method; `Conn::ask_engine` runs it under the lock and
+//!    holds the reply until the log is as durable as `-f` says.
+//! 6. **Tests**: the exact bytes over TCP in the file of its area in
+//!    `tests/` (`worker.rs`, `tubes.rs`, ...); for a logged command, a
+//!    restart in `tests/binlog.rs`; and the command in `tests/model.rs`'s
+//!    random histories, beside the naive model in `tests/model/`.
 //!
 //! **Thread per connection.** Each client gets a thread that blocks in
 //! `read` and writes its own replies, and one `Mutex` guards the engine.

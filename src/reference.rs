@@ -2,3 +2,140 @@
 //! command, and where this server differs from beanstalkd. Code and tests
 //! cite it as "reference §N". It holds no code; `cargo doc` renders it.
 #![doc = include_str!("reference.md")]
+
+#[cfg(test)]
+mod tests {
+    //! The table of commands (§3.0) is the one list: these tests hold the
+    //! parser, the prefix list of §1.3 and the README's cheat-sheet to it.
+
+    use std::collections::BTreeSet;
+
+    use crate::protocol::parse;
+
+    const REFERENCE: &str = include_str!("reference.md");
+    const README: &str = include_str!("../README.md");
+    const PROTOCOL: &str = include_str!("protocol/mod.rs");
+
+    /// One row of the table of commands.
+    struct Row {
+        /// As written: `release <id> <pri> <delay>`.
+        syntax: String,
+        /// The reply words: `RELEASED`, `NOT_FOUND`.
+        replies: BTreeSet<String>,
+    }
+
+    impl Row {
+        fn name(&self) -> &str {
+            self.syntax.split(' ').next().unwrap_or_default()
+        }
+
+        /// A line that the parser must take for this command.
+        fn example(&self) -> String {
+            let arguments = self.syntax.split(' ').skip(1).map(|field| match field {
+                "<tube>" => "tube",
+                _ => "1",
+            });
+            std::iter::once(self.name()).chain(arguments).collect::<Vec<_>>().join(" ")
+        }
+    }
+
+    fn table() -> Vec<Row> {
+        let section = REFERENCE.split("### 3.0 ").nth(1).expect("§3.0 in reference.md");
+        let section = section.split("\n### ").next().unwrap_or_default();
+        let rows: Vec<Row> = section
+            .lines()
+            .filter(|line| line.starts_with("| `"))
+            .map(|line| {
+                let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+                Row { syntax: cells[1].trim_matches('`').to_owned(), replies: reply_words(cells[2]) }
+            })
+            .collect();
+        assert!(rows.len() > 20, "the table of commands, §3.0, has {} rows", rows.len());
+        rows
+    }
+
+    /// The words in capitals of `text`: the replies it names.
+    fn reply_words(text: &str) -> BTreeSet<String> {
+        text.split(|c: char| !(c.is_ascii_uppercase() || c == '_'))
+            .filter(|word| word.len() > 1)
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// `ReserveWithTimeout` as the protocol writes it: `reserve-with-timeout`.
+    fn kebab(variant: &str) -> String {
+        let mut name = String::new();
+        for c in variant.chars() {
+            if c.is_ascii_uppercase() && !name.is_empty() {
+                name.push('-');
+            }
+            name.push(c.to_ascii_lowercase());
+        }
+        name
+    }
+
+    /// The variants of `enum Command`, read from its source.
+    fn command_variants() -> Vec<String> {
+        let body = PROTOCOL.split("pub enum Command {").nth(1).expect("enum Command");
+        let body = body.split("\n}").next().unwrap_or_default();
+        body.lines()
+            .filter_map(|line| line.strip_prefix("    "))
+            .filter(|line| line.starts_with(|c: char| c.is_ascii_uppercase()))
+            .map(|line| {
+                line.split(|c: char| !c.is_ascii_alphanumeric()).next().unwrap_or_default().to_owned()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_command_of_the_parser_is_in_the_table_and_nothing_else() {
+        let in_table: BTreeSet<String> = table().iter().map(|row| row.name().to_owned()).collect();
+        let parsed: BTreeSet<String> = command_variants().iter().map(|v| kebab(v)).collect();
+        assert!(parsed.len() > 20, "{parsed:?}");
+        assert_eq!(parsed, in_table, "protocol::Command against the table of commands, reference §3.0");
+    }
+
+    #[test]
+    fn each_row_of_the_table_parses_as_its_command() {
+        for row in table() {
+            let line = row.example();
+            let command = parse(line.as_bytes()).unwrap_or_else(|e| panic!("{line:?}: {e:?}"));
+            let variant = format!("{command:?}");
+            let variant = variant.split(|c: char| !c.is_ascii_alphanumeric()).next().unwrap_or_default();
+            assert_eq!(kebab(variant), row.name(), "{line:?}");
+        }
+    }
+
+    #[test]
+    fn every_command_has_its_prefix_in_section_1_3() {
+        let section =
+            REFERENCE.split("### 1.3 ").nth(1).expect("§1.3").split("\n### ").next().unwrap_or_default();
+        for row in table() {
+            assert!(section.contains(&format!("\"{}", row.name())), "{} is not in §1.3", row.name());
+        }
+    }
+
+    #[test]
+    fn the_readme_cheat_sheet_is_a_copy_of_the_table() {
+        let table = table();
+        let sheet = README.split("## Protocol cheat-sheet").nth(1).expect("the README's cheat-sheet");
+        let sheet = sheet.split("```text\n").nth(1).and_then(|s| s.split("```").next()).unwrap_or_default();
+        let mut named = BTreeSet::new();
+        for line in sheet.lines() {
+            // Commands, then at least three spaces, then their replies.
+            let (commands, replies) = line.split_once("   ").unwrap_or((line, ""));
+            let names: Vec<&str> =
+                commands.split(" | ").map(|c| c.split(' ').next().unwrap_or_default()).collect();
+            let mut want = BTreeSet::new();
+            for name in &names {
+                let row = table.iter().find(|row| row.name() == *name);
+                let row = row.unwrap_or_else(|| panic!("the cheat-sheet's {name} is not in the table"));
+                want.extend(row.replies.iter().cloned());
+                named.insert(name.to_string());
+            }
+            assert_eq!(reply_words(replies), want, "the cheat-sheet's line {line:?}");
+        }
+        let all: BTreeSet<String> = table.iter().map(|row| row.name().to_owned()).collect();
+        assert_eq!(named, all, "commands of the table missing from the cheat-sheet");
+    }
+}

@@ -234,7 +234,7 @@ impl Server {
     /// Opens the binlog if that was not done yet, and starts the timer and
     /// hang-up threads.
     fn start(&self) -> io::Result<Helpers> {
-        self.open_binlog().map_err(io::Error::other)?;
+        self.open_binlog().map_err(|e| io::Error::other(e.to_string()))?;
         let shared = &self.shared;
         let timer = {
             let s = Arc::clone(shared);

@@ -363,6 +363,53 @@ fn tubes_are_recreated_only_for_jobs_that_survive() {
     server.kill();
 }
 
+/// `move-job` is logged: after a restart each moved job is in its new
+/// tube, in its state, with its fields; a buried one keeps its place at
+/// the end of its new tube's buried queue; the tube it left is gone.
+#[test]
+fn moved_jobs_stay_moved_after_a_restart() {
+    let dir = TempDir::new("move-job");
+    let server = spawn(&dir.path, &[]);
+    let mut c = server.client();
+    assert_eq!(c.cmd("use old"), "USING old\r\n");
+    let ready = put_bytes(&mut c, 3, 0, 40, b"ready");
+    let delayed = put_bytes(&mut c, 4, 100, 50, b"delayed");
+    let buried = put_bytes(&mut c, 5, 0, 60, b"buried");
+    assert_eq!(c.cmd("use new"), "USING new\r\n");
+    let there = put_bytes(&mut c, 6, 0, 70, b"there");
+    for id in [there, buried] {
+        assert!(c.cmd(&format!("reserve-job {id}")).starts_with("RESERVED"));
+        assert_eq!(c.cmd(&format!("bury {id} 0")), "BURIED\r\n");
+    }
+    assert_eq!(c.cmd("use default"), "USING default\r\n");
+    for id in [ready, delayed, buried] {
+        assert_eq!(c.cmd(&format!("move-job {id} new")), "MOVED\r\n");
+    }
+    let before: Vec<_> = [ready, delayed, buried].iter().map(|&id| stats_job(&mut c, id)).collect();
+    drop(c);
+    server.kill();
+
+    let server = spawn(&dir.path, &[]);
+    let mut c = server.client();
+    assert_eq!(c.cmd("list-tubes"), "OK 20\r\n---\n- default\n- new\n\r\n");
+    for (want, id) in before.iter().zip([ready, delayed, buried]) {
+        let got = stats_job(&mut c, id);
+        for key in ["tube", "state", "pri", "delay", "ttr", "reserves", "releases", "buries", "kicks"] {
+            assert_eq!(want[key], got[key], "job {id}: {key}");
+        }
+    }
+    let left: u64 = stats_job(&mut c, delayed)["time-left"].parse().unwrap();
+    assert!((95..=100).contains(&left), "time-left {left}");
+    assert_eq!(c.cmd("use new"), "USING new\r\n");
+    assert_eq!(c.cmd("peek-buried"), format!("FOUND {there} 5\r\nthere\r\n"));
+    assert_eq!(c.cmd("kick 1"), "KICKED 1\r\n");
+    assert_eq!(c.cmd("peek-buried"), format!("FOUND {buried} 6\r\nburied\r\n"));
+    assert_eq!(c.cmd(&format!("delete {there}")), "DELETED\r\n");
+    assert_eq!(c.cmd("peek-ready"), format!("FOUND {ready} 5\r\nready\r\n"));
+    drop(c);
+    server.kill();
+}
+
 #[test]
 fn delayed_jobs_keep_their_wall_clock_deadline() {
     let dir = TempDir::new("deadline");

@@ -103,6 +103,7 @@ enum Op {
     ListTubeUsed(u64),
     ListTubesWatched(u64),
     PauseTube(Option<&'static str>, u32),
+    MoveJob(u64, &'static str),
     Drain,
     Advance(u64),
 }
@@ -519,6 +520,7 @@ impl Harness {
             }
             830..=841 => Op::Disconnect(c),
             842..=846 => Op::HangUp(c),
+            847..=871 => Op::MoveJob(self.gen_job(c), self.gen_tube()),
             _ => self.gen_advance(),
         }
     }
@@ -738,6 +740,11 @@ impl Harness {
                 let e = enc(&self.engine.pause_tube(tube.as_ref(), delay, self.t()));
                 let m = self.model.pause_tube(t, delay, now);
                 self.cmp(if delay == 0 { "pause-tube-0" } else { "pause-tube" }, &e, &m);
+            }
+            Op::MoveJob(id, t) => {
+                let e = enc(&self.engine.move_job(id, &name(t), self.t()));
+                let m = self.model.move_job(id, t, now);
+                self.cmp("move-job", &e, &m);
             }
             Op::Drain => {
                 self.engine.start_draining();

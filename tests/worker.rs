@@ -739,3 +739,106 @@ fn a_reserve_blocked_past_the_idle_timeout_still_gets_its_job() {
     worker.expect("RESERVED 1 8\r\nlate job\r\n");
     assert_eq!(worker.cmd("delete 1"), "DELETED\r\n");
 }
+
+// ---------------------------------------------------------------------
+// move-job (ours, reference §3.21)
+// ---------------------------------------------------------------------
+
+#[test]
+fn move_job_moves_ready_delayed_and_buried_jobs_and_refuses_reserved_or_missing() {
+    let server = common::start();
+    let States { mut me, mut other } = states(&server);
+    for id in [READY, DELAYED, BURIED] {
+        assert_eq!(me.cmd(&format!("move-job {id} elsewhere")), "MOVED\r\n", "job {id}");
+    }
+    for id in [MINE, OTHERS, MISSING] {
+        assert_eq!(me.cmd(&format!("move-job {id} elsewhere")), "NOT_FOUND\r\n", "job {id}");
+    }
+    assert_eq!(other.cmd(&format!("move-job {OTHERS} elsewhere")), "NOT_FOUND\r\n", "reserved by me");
+    for (id, want) in [(READY, "ready"), (DELAYED, "delayed"), (BURIED, "buried")] {
+        let job = me.yaml_map(&format!("stats-job {id}"));
+        assert_eq!((job["tube"].as_str(), job["state"].as_str()), ("\"elsewhere\"", want), "job {id}");
+    }
+    let tube = me.yaml_map("stats-tube elsewhere");
+    let counts =
+        ["current-jobs-ready", "current-jobs-delayed", "current-jobs-buried"].map(|k| tube[k].as_str());
+    assert_eq!(counts, ["1", "1", "1"]);
+    assert_eq!(me.cmd("peek-ready"), "NOT_FOUND\r\n", "default has no ready job left");
+    assert_eq!(me.cmd("move-job 1 bad*name"), "BAD_FORMAT\r\n");
+    assert_eq!(me.cmd("move-job 1 -bad"), "BAD_FORMAT\r\n");
+    assert_eq!(me.cmd("move-job 1"), "BAD_FORMAT\r\n");
+    assert_eq!(me.cmd("move-job 1  elsewhere"), "BAD_FORMAT\r\n");
+    assert_eq!(me.cmd("move-job 1 elsewhere"), "MOVED\r\n", "to its own tube: nothing changes");
+}
+
+#[test]
+fn move_job_keeps_the_id_priority_delay_ttr_body_and_counters() {
+    let server = common::start();
+    let mut c = server.connect();
+    assert_eq!(c.put(7, 0, 30, "hello"), "INSERTED 1\r\n");
+    assert_eq!(c.cmd("reserve"), "RESERVED 1 5\r\nhello\r\n");
+    assert_eq!(c.cmd("release 1 5 100"), "RELEASED\r\n");
+    let before = c.yaml_map("stats-job 1");
+    assert_eq!(c.cmd("move-job 1 other"), "MOVED\r\n");
+    let after = c.yaml_map("stats-job 1");
+    for key in ["id", "state", "pri", "delay", "ttr", "reserves", "timeouts", "releases", "buries", "kicks"] {
+        assert_eq!(before[key], after[key], "{key}");
+    }
+    let left: u64 = after["time-left"].parse().unwrap();
+    assert!((98..=100).contains(&left), "a delayed job stays due when it was: time-left {left}");
+    assert_eq!(after["tube"], "\"other\"");
+    assert_eq!(c.cmd("peek 1"), "FOUND 1 5\r\nhello\r\n");
+    assert_eq!(c.cmd("use other"), "USING other\r\n");
+    assert_eq!(c.cmd("peek-delayed"), "FOUND 1 5\r\nhello\r\n");
+}
+
+#[test]
+fn a_worker_waiting_on_the_new_tube_gets_a_moved_job_at_once() {
+    let server = common::start();
+    let mut worker = server.connect();
+    assert_eq!(worker.cmd("watch other"), "WATCHING 2\r\n");
+    assert_eq!(worker.cmd("ignore default"), "WATCHING 1\r\n");
+    worker.send("reserve-with-timeout 10\r\n");
+    let mut admin = server.connect();
+    assert_eq!(admin.put(0, 0, 60, "hello"), "INSERTED 1\r\n");
+    worker.expect_silence(QUIET);
+    let started = Instant::now();
+    assert_eq!(admin.cmd("move-job 1 other"), "MOVED\r\n");
+    assert_eq!(worker.reply(), "RESERVED 1 5\r\nhello\r\n");
+    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+}
+
+#[test]
+fn a_moved_buried_job_joins_the_end_of_its_new_tubes_buried_queue() {
+    let server = common::start();
+    let mut c = server.connect();
+    for (id, tube) in [(1, "a"), (2, "b"), (3, "b")] {
+        assert_eq!(c.cmd(&format!("use {tube}")), format!("USING {tube}\r\n"));
+        assert_eq!(c.put(0, 0, 60, &format!("job{id}")), format!("INSERTED {id}\r\n"));
+    }
+    // Buried in the order 1, 2, 3: job 1 (in `a`) first.
+    for id in 1..=3 {
+        assert!(c.cmd(&format!("reserve-job {id}")).starts_with("RESERVED"));
+        assert_eq!(c.cmd(&format!("bury {id} 0")), "BURIED\r\n");
+    }
+    assert_eq!(c.cmd("move-job 1 b"), "MOVED\r\n");
+    assert_eq!(c.cmd("use b"), "USING b\r\n");
+    for id in [2, 3, 1] {
+        assert_eq!(c.cmd("peek-buried"), format!("FOUND {id} 4\r\njob{id}\r\n"));
+        assert_eq!(c.cmd("kick 1"), "KICKED 1\r\n");
+    }
+}
+
+#[test]
+fn the_tube_a_moved_job_leaves_goes_when_nothing_else_holds_it() {
+    let server = common::start();
+    let mut c = server.connect();
+    assert_eq!(c.cmd("use a"), "USING a\r\n");
+    assert_eq!(c.put(0, 0, 60, "x"), "INSERTED 1\r\n");
+    assert_eq!(c.cmd("use default"), "USING default\r\n");
+    assert_eq!(c.cmd("list-tubes"), "OK 18\r\n---\n- default\n- a\n\r\n");
+    assert_eq!(c.cmd("move-job 1 b"), "MOVED\r\n");
+    assert_eq!(c.cmd("list-tubes"), "OK 18\r\n---\n- default\n- b\n\r\n");
+    assert_eq!(c.cmd("move-job 2 c"), "NOT_FOUND\r\n");
+    assert_eq!(c.cmd("list-tubes"), "OK 18\r\n---\n- default\n- b\n\r\n", "a refused move makes no tube");
+}

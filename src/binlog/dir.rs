@@ -74,6 +74,24 @@ pub fn our_path(dir: &Path, n: u32) -> PathBuf {
     dir.join(format!("{OURS}{n}"))
 }
 
+/// [`our_path`], or `None` if the memory for it cannot be had: what the
+/// server's log uses while it runs, where a failed allocation must not
+/// abort.
+pub fn try_our_path(dir: &Path, n: u32) -> Option<PathBuf> {
+    use std::io::Write;
+    let mut name = [0u8; 32];
+    let mut cursor = std::io::Cursor::new(&mut name[..]);
+    write!(cursor, "{OURS}{n}").ok()?;
+    let len = cursor.position() as usize;
+    let name = std::str::from_utf8(&name[..len]).ok()?;
+    let mut path = std::ffi::OsString::new();
+    path.try_reserve(dir.as_os_str().len() + 1 + len).ok()?;
+    path.push(dir.as_os_str());
+    path.push("/");
+    path.push(name);
+    Some(PathBuf::from(path))
+}
+
 /// Takes `DIR/lock`, creating it with mode 0600, never through a symbolic
 /// link. The returned file must stay open for the life of the process: its
 /// locks go when it is closed.
@@ -162,8 +180,6 @@ pub fn survey(dir: &Path) -> Result<Survey, BinlogError> {
             (Format::Unknown(why), _) => return Err(refuse(&path, &why)),
         }
     }
-    ours.sort_unstable();
-    survey.theirs.sort_unstable_by_key(|f| f.number);
     if ours.last().is_some_and(|&n| n > RENUMBER_ABOVE) {
         renumber(dir, &mut ours, &mut survey.notes)?;
     }
@@ -190,8 +206,9 @@ fn renumber(dir: &Path, ours: &mut [u32], notes: &mut Vec<String>) -> Result<(),
     Ok(())
 }
 
-/// Inserts `n` into the ascending `numbers`. (A directory holds a handful
-/// of log files; this avoids a sort's worth of code in a small binary.)
+/// Inserts `n` into the ascending `numbers`, which therefore never need a
+/// sort. (A directory holds a handful of log files; this avoids a sort's
+/// worth of code in a small binary.)
 fn insert_sorted(numbers: &mut Vec<u32>, n: u32) {
     let at = numbers.partition_point(|&m| m < n);
     numbers.insert(at, n);
@@ -201,8 +218,9 @@ fn insert_sorted(numbers: &mut Vec<u32>, n: u32) {
 /// write it (no sign, no leading zero).
 pub fn number_after(name: &str, prefix: &str) -> Option<u64> {
     let digits = name.strip_prefix(prefix)?;
+    let plain = digits.bytes().all(|b| b.is_ascii_digit()) && (digits == "0" || !digits.starts_with('0'));
     let n: u64 = digits.parse().ok()?;
-    (n.to_string() == digits).then_some(n)
+    plain.then_some(n)
 }
 
 fn refuse(path: &Path, why: &str) -> BinlogError {

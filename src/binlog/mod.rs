@@ -7,7 +7,9 @@
 //!   beanstalkd's `fcntl` lock, so two servers never share a directory
 //!   ([`dir`]).
 //! - `DIR/beanstalk.N`: the log, N counting up from 1. Every start begins a
-//!   new file after the highest existing one. A file is preallocated to `-s`
+//!   new file after the highest existing one; when that number has passed
+//!   2^30 (`dir.rs`'s `RENUMBER_ABOVE`), the files are first renamed 1, 2,
+//!   3, ... in their order, so the numbers never run out. A file is preallocated to `-s`
 //!   bytes (rounded up to 4096), plus the room claimed for the deletes of
 //!   the live jobs, when it is created, so running out of disk
 //!   shows up as a refused command, never as a failed write in the middle of
@@ -22,18 +24,20 @@
 //! - `DIR/server-id`: the `id` that `stats` reports, kept across restarts
 //!   ([`identity`]).
 //!
-//! What is logged: a full record (tube, parameters, body) when a job is put
-//! or rewritten; an update record when it is buried, released, kicked or
-//! taken by `reserve-job` from buried or delayed; a delete record when it is
-//! deleted. A reserved job is logged as ready, which is what it becomes
-//! after a restart. Every file opens with the next id to hand out, so ids
+//! What is logged: each change a command makes to a job (which commands
+//! do, the table of commands in reference §3.0 says), as the job's new
+//! state, which the log turns into a record itself (`writing.rs`): a full
+//! record (tube, parameters, body) for a new job, one whose tube changed,
+//! or one rewritten by compaction; an update record for any other change;
+//! a delete record when it is deleted. A reserved job is logged as ready,
+//! which is what it becomes after a restart. Every file opens with the next id to hand out, so ids
 //! never go backwards, even after every old file is gone.
 //!
-//! Disk space is claimed before a change is made ([`Journal::claim_put`](crate::engine::Journal::claim_put)
-//! and friends): a put claims room for its full record *and* its eventual
-//! delete, so a delete can always be logged, even on a full disk. When the
-//! current file cannot take a claim, the next file is created; if that
-//! fails, the command is refused with `OUT_OF_MEMORY` and nothing changes.
+//! Disk space is claimed before a change is made
+//! ([`Journal::claim`](crate::engine::Journal::claim)): a put claims room
+//! for its full record *and* its eventual delete, so a delete can always
+//! be logged, even on a full disk. When the current file cannot take a
+//! claim, the next file is created; if that fails, the command is refused with `OUT_OF_MEMORY` and nothing changes.
 //!
 //! A file is deleted as soon as it holds no live job's latest full record
 //! and none of the older files it *refers to* remains. A file refers to file
@@ -70,7 +74,6 @@ pub(crate) mod import;
 pub(crate) mod faults;
 pub mod inspect;
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -171,7 +174,10 @@ pub struct Binlog {
     claimed: u64,
 
     // When a file may go (`files.rs`).
-    files: BTreeMap<u32, FileInfo>,
+    files: files::Files,
+    /// Room for `collect_unneeded`'s work list: a file each, claimed as
+    /// files are made.
+    unneeded: Vec<u32>,
     /// `records_written` when `Journal::files_to_free` last answered.
     freed_at: Option<u64>,
 
@@ -261,6 +267,7 @@ impl Binlog {
             _lock: lock,
             file_size,
             files,
+            unneeded: Vec::new(),
             current,
             // Replaced by the first real file just below.
             writer: Arc::new(File::open("/dev/null").map_err(open_error)?),
@@ -287,7 +294,8 @@ impl Binlog {
             binlog.file_size = file_size;
         }
         let all: Vec<u32> = binlog.files.keys().copied().collect();
-        binlog.collect_unneeded(all);
+        let _ = binlog.unneeded.try_reserve(binlog.files.len() + 1);
+        binlog.collect_unneeded(&all);
         Durability::start_syncer(&binlog.durability).map_err(open_error)?;
         let mut warnings = survey.notes;
         warnings.extend(imported.notes);
@@ -332,12 +340,20 @@ impl Binlog {
         if size - self.claimed - opening < self.file_size / 2 {
             size = (self.claimed + need.max(self.file_size) + opening).div_ceil(BLOCK) * BLOCK;
         }
-        let path = replay::file_path(&self.dir, n);
+        // Claim, then change: the memory a new file's books need, first.
+        let files = self.files.len() + 1;
+        let mut opening_bytes = Vec::new();
+        let claimed = self.files.try_make_room()
+            && self.unneeded.try_reserve(files.saturating_sub(self.unneeded.len())).is_ok()
+            && opening_bytes.try_reserve(opening as usize + 32).is_ok();
+        let Some(path) = replay::try_file_path(&self.dir, n).filter(|_| claimed) else {
+            return Err(io::Error::from(io::ErrorKind::OutOfMemory));
+        };
+        opening_bytes.extend_from_slice(&record::header());
+        record::encode_next_id(&mut opening_bytes, self.next_id);
         // `create_new` never follows a symbolic link out of the directory.
         faults::io_point()?;
         let file = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path)?;
-        let mut opening_bytes = record::header().to_vec();
-        record::encode_next_id(&mut opening_bytes, self.next_id);
         // A disk too full for a whole file may still take what this write
         // needs: a smaller file, rather than no change at all.
         let preallocated =
@@ -373,7 +389,7 @@ impl Binlog {
         self.files.insert(n, FileInfo { used: opening_bytes.len() as u64, ..FileInfo::default() });
         self.disk_bytes += opening_bytes.len() as u64;
         self.free = size - opening_bytes.len() as u64;
-        self.collect_unneeded([previous]);
+        self.collect_unneeded(&[previous]);
         Ok(())
     }
 
@@ -415,7 +431,9 @@ impl Binlog {
     /// Appends the encoded record in `scratch` to the current file.
     fn append(&mut self) -> io::Result<u64> {
         let len = self.scratch.len() as u64;
-        let info = self.files.entry(self.current).or_default();
+        let Some(info) = self.files.get_mut(&self.current) else {
+            return Err(io::Error::other("no current file"));
+        };
         let at = info.used;
         let written = faults::io_point().and_then(|()| self.writer.write_all_at(&self.scratch, at));
         if self.scratch.capacity() > 1 << 20 {

@@ -17,11 +17,14 @@
 //! ```
 //!
 //! All integers are little-endian. Times are nanoseconds since the Unix
-//! epoch. `state` is 1 ready, 2 delayed, 3 buried (a reserved job is
-//! written as ready: that is what it becomes after a restart). `deadline`
-//! is when a delayed job becomes ready, and when a buried job was buried:
-//! the engine keeps those times strictly increasing, so they also give the
-//! order of the buried list after a restart. A `length` of
+//! epoch, but for a buried job's `deadline`. `state` is 1 ready, 2
+//! delayed, 3 buried (a reserved job is written as ready: that is what it
+//! becomes after a restart). `deadline` is when a delayed job becomes
+//! ready (Unix time), 0 for a ready job, and for a buried job when it was
+//! buried, in the writing server's own clock (`time.rs`), unconverted:
+//! it is only compared, the engine keeps those times strictly increasing,
+//! even across restarts, and they give the order of the buried list after
+//! a restart. A `length` of
 //! zero marks the end of the data, which is how the preallocated zero tail of
 //! a file reads. The version is bumped for any incompatible change; a reader
 //! refuses versions it does not know rather than guess. Version 1 had no
@@ -81,7 +84,9 @@ pub struct JobState {
     pub pri: u32,
     pub delay: u32,
     pub state: LoggedState,
-    /// When a delayed job becomes ready (Unix ns); 0 otherwise.
+    /// Delayed: when it becomes ready (Unix ns). Buried: when it was
+    /// buried, in the server's own clock (only compared, for the buried
+    /// list's order). Ready: 0.
     pub deadline: u64,
     pub counters: Counters,
 }

@@ -195,6 +195,11 @@ pub fn file_path(dir: &Path, n: u32) -> PathBuf {
     super::dir::our_path(dir, n)
 }
 
+/// [`file_path`], or `None` if its memory cannot be had.
+pub fn try_file_path(dir: &Path, n: u32) -> Option<PathBuf> {
+    super::dir::try_our_path(dir, n)
+}
+
 #[derive(Debug, PartialEq, Eq)]
 enum Bad {
     /// The file ends inside a record.

@@ -1,14 +1,15 @@
 //! The log's side of the [`Journal`] trait: claiming disk room before a
-//! change, encoding each change as a record and appending it, and the
-//! bookkeeping each record brings (live jobs per file, the references
-//! between files, compaction's budget).
+//! change, choosing the record a change takes (full, update or delete,
+//! from the job before and after it), appending it, and the bookkeeping
+//! each record brings (live jobs per file, the references between files,
+//! compaction's budget).
 
 use std::io;
 
 use super::compaction::live_len;
 use super::record::{self, JobState, LoggedState, DELETE_LEN, UPDATE_LEN};
 use super::Binlog;
-use crate::engine::{JobId, Journal, LoggedJob, State};
+use crate::engine::{Change, JobId, Journal, LoggedJob, State};
 use crate::stats::BinlogStats;
 use crate::time::Clock;
 
@@ -28,82 +29,111 @@ fn job_state(id: JobId, job: &LoggedJob<'_>, clock: &Clock) -> JobState {
     JobState { id, pri: job.pri, delay: job.delay, state, deadline, counters: job.counters }
 }
 
+/// Which record a change takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A new job, or one whose tube changed: only a full record holds the
+    /// tube (and the TTR, creation time and body, which never change).
+    Full,
+    /// An existing job's other fields: state, priority, delay, counters.
+    Update,
+    Delete,
+}
+
+/// The record `change` takes. Fields an update record lacks are compared
+/// whatever the engine lets change today, so that a command that one day
+/// changes one of them is logged right without a word here.
+fn kind(change: &Change<'_>) -> Kind {
+    match (&change.was, &change.now) {
+        (_, None) => Kind::Delete,
+        (None, Some(_)) => Kind::Full,
+        (Some(was), Some(now)) => {
+            let same = was.tube == now.tube
+                && was.ttr == now.ttr
+                && was.created == now.created
+                && was.body.len() == now.body.len();
+            if same {
+                Kind::Update
+            } else {
+                Kind::Full
+            }
+        }
+    }
+}
+
 impl Journal for Binlog {
-    fn claim_put(&mut self, tube_len: usize, body_len: usize) -> bool {
-        let full = record::full_len(tube_len, body_len) as u64;
-        if !self.make_room(full + DELETE_LEN as u64, self.compaction_reserve()) {
-            return false;
+    fn claim(&mut self, change: &Change<'_>) -> bool {
+        match (kind(change), &change.was, &change.now) {
+            (Kind::Full, None, Some(job)) => {
+                // A new job: its full record, and its delete to come; and
+                // it must leave compaction its reserve (`compaction_reserve`).
+                let full = record::full_len(job.tube.as_str().len(), job.body.len()) as u64;
+                if !self.make_room(full + DELETE_LEN as u64, self.compaction_reserve()) {
+                    return false;
+                }
+                self.claimed += DELETE_LEN as u64;
+                true
+            }
+            // A change to a job already logged may use the reserve: existing
+            // jobs stay workable on a full disk.
+            (Kind::Full, _, Some(job)) => self.make_room(full_len(job), 0),
+            (Kind::Update, ..) => self.make_room(UPDATE_LEN as u64, 0),
+            // The job's claim when it was new covered its delete.
+            _ => true,
         }
-        self.claimed += DELETE_LEN as u64;
-        true
     }
 
-    fn claim_update(&mut self) -> bool {
-        self.make_room(UPDATE_LEN as u64, 0)
+    fn record(&mut self, change: &Change<'_>) -> io::Result<u32> {
+        match (kind(change), &change.was, &change.now) {
+            (Kind::Full, was, Some(now)) => {
+                let len = self.append_full(now)?;
+                self.earn_rewrites(len);
+                self.live_bytes += live_len(now.tube.as_str().len(), now.body.len());
+                if let Some(was) = was {
+                    // Its full record moves here: the old one is stale.
+                    self.live_bytes = self.live_bytes.saturating_sub(live_bytes(was));
+                    self.leave_file(was);
+                }
+                Ok(self.current)
+            }
+            (Kind::Update, Some(was), Some(now)) => {
+                self.scratch.clear();
+                record::encode_update(&mut self.scratch, &job_state(now.id, now, &self.clock));
+                let len = self.append()?;
+                self.earn_rewrites(len);
+                self.refer_to(was.file);
+                Ok(was.file)
+            }
+            (_, Some(was), _) => {
+                self.scratch.clear();
+                record::encode_delete(&mut self.scratch, was.id);
+                // Its claim as a new job covered this room.
+                self.claimed = self.claimed.saturating_sub(DELETE_LEN as u64);
+                let result = self.append();
+                self.live_bytes = self.live_bytes.saturating_sub(live_bytes(was));
+                if let Ok(len) = result {
+                    self.earn_rewrites(len);
+                    self.refer_to(was.file);
+                }
+                self.forget_in(was.file);
+                result.map(|_| 0)
+            }
+            // Neither before nor after: nothing to say.
+            _ => Ok(0),
+        }
     }
 
-    fn claim_rewrite(&mut self, tube_len: usize, body_len: usize) -> bool {
-        self.make_room(record::full_len(tube_len, body_len) as u64, self.compaction_reserve() / 2)
+    fn claim_rewrite(&mut self, job: &LoggedJob<'_>) -> bool {
+        self.make_room(full_len(job), self.compaction_reserve() / 2)
     }
 
-    fn write_full(&mut self, job: &LoggedJob<'_>) -> io::Result<u32> {
-        let (id, tube) = (job.id, job.tube);
-        self.scratch.clear();
-        // A record is as big as its job's body: memory that cannot be had
-        // fails this write (and the command that asked for it), nothing more.
-        let len = record::full_len(tube.as_str().len(), job.body.len());
-        self.scratch.try_reserve(len).map_err(|_| io::Error::from(io::ErrorKind::OutOfMemory))?;
-        record::encode_full(
-            &mut self.scratch,
-            &job_state(id, job, &self.clock),
-            job.ttr,
-            self.clock.to_unix(job.created),
-            tube.as_str().as_bytes(),
-            job.body,
-        );
-        let len = self.append()?;
-        self.next_id = self.next_id.max(id.saturating_add(1));
-        if job.file == 0 {
-            self.live_bytes += live_len(tube.as_str().len(), job.body.len());
-            self.earn_rewrites(len);
-        } else {
-            self.records_migrated += 1;
-            self.rewrite_credit -= len as i64;
-            self.forget_written(job.file, id);
-            self.refer_to(job.file);
-            self.forget_in(job.file);
-        }
-        if let Some(info) = self.files.get_mut(&self.current) {
-            info.live += 1;
-            info.written.push(id);
-        }
+    fn rewrite(&mut self, job: &LoggedJob<'_>) -> io::Result<u32> {
+        let len = self.append_full(job)?;
+        // Compaction's own writing spends its budget, and earns none.
+        self.records_migrated += 1;
+        self.rewrite_credit -= len as i64;
+        self.leave_file(job);
         Ok(self.current)
-    }
-
-    fn write_update(&mut self, job: &LoggedJob<'_>) -> io::Result<()> {
-        let id = job.id;
-        self.scratch.clear();
-        record::encode_update(&mut self.scratch, &job_state(id, job, &self.clock));
-        let len = self.append()?;
-        self.earn_rewrites(len);
-        self.refer_to(job.file);
-        Ok(())
-    }
-
-    fn write_delete(&mut self, job: &LoggedJob<'_>) -> io::Result<()> {
-        let (id, tube) = (job.id, job.tube);
-        self.scratch.clear();
-        record::encode_delete(&mut self.scratch, id);
-        // The put claimed this room.
-        self.claimed = self.claimed.saturating_sub(DELETE_LEN as u64);
-        let result = self.append();
-        self.live_bytes = self.live_bytes.saturating_sub(live_len(tube.as_str().len(), job.body.len()));
-        if let Ok(len) = result {
-            self.earn_rewrites(len);
-            self.refer_to(job.file);
-        }
-        self.forget_in(job.file);
-        result.map(drop)
     }
 
     fn next_rewrite(&mut self) -> Option<(u32, JobId)> {
@@ -134,5 +164,100 @@ impl Journal for Binlog {
             records_written: self.records_written,
             max_size: self.max_size_shown,
         }
+    }
+}
+
+/// Bytes of `job`'s full record.
+fn full_len(job: &LoggedJob<'_>) -> u64 {
+    record::full_len(job.tube.as_str().len(), job.body.len()) as u64
+}
+
+/// What `job`'s latest records count for in the compaction budget.
+fn live_bytes(job: &LoggedJob<'_>) -> u64 {
+    live_len(job.tube.as_str().len(), job.body.len())
+}
+
+impl Binlog {
+    /// Appends `job`'s full record to the current file, which now holds its
+    /// latest full record. Returns the record's length.
+    fn append_full(&mut self, job: &LoggedJob<'_>) -> io::Result<u64> {
+        self.scratch.clear();
+        // A record is as big as its job's body: memory that cannot be had
+        // fails this write (and the command that asked for it), nothing more.
+        let len = record::full_len(job.tube.as_str().len(), job.body.len());
+        self.scratch.try_reserve(len).map_err(|_| io::Error::from(io::ErrorKind::OutOfMemory))?;
+        record::encode_full(
+            &mut self.scratch,
+            &job_state(job.id, job, &self.clock),
+            job.ttr,
+            self.clock.to_unix(job.created),
+            job.tube.as_str().as_bytes(),
+            job.body,
+        );
+        // Room in compaction's work list first: the record must not be
+        // written unless the log can account for it.
+        let listed =
+            self.files.get_mut(&self.current).is_some_and(|info| info.written.try_reserve(1).is_ok());
+        if !listed {
+            return Err(self.out_of_memory());
+        }
+        let len = self.append()?;
+        self.next_id = self.next_id.max(job.id.saturating_add(1));
+        if let Some(info) = self.files.get_mut(&self.current) {
+            info.live += 1;
+            info.written.push(job.id);
+        }
+        Ok(len)
+    }
+
+    /// `job`'s latest full record was in `job.file`, and is now in the
+    /// current file: that file has one live job fewer, and the current file
+    /// supersedes something in it.
+    fn leave_file(&mut self, job: &LoggedJob<'_>) {
+        if job.file == 0 {
+            return;
+        }
+        self.forget_written(job.file, job.id);
+        self.refer_to(job.file);
+        self.forget_in(job.file);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::TubeName;
+    use crate::stats::Counters;
+    use crate::time::Time;
+
+    fn job<'a>(tube: &'a TubeName, state: State) -> LoggedJob<'a> {
+        LoggedJob {
+            id: 1,
+            tube,
+            pri: 0,
+            delay: 0,
+            ttr: 60,
+            state,
+            created: Time::ZERO,
+            when: Time::ZERO,
+            counters: Counters::default(),
+            body: b"body",
+            file: 1,
+        }
+    }
+
+    /// The log, not the command, chooses the record: only a new job, or a
+    /// field that only a full record holds, takes a full one.
+    #[test]
+    fn a_change_takes_the_record_its_fields_need() {
+        let (a, b) = (TubeName::new(b"a").unwrap(), TubeName::new(b"b").unwrap());
+        let kind_of = |was: Option<LoggedJob<'_>>, now: Option<LoggedJob<'_>>| kind(&Change { was, now });
+        assert_eq!(kind_of(None, Some(job(&a, State::Ready))), Kind::Full, "put");
+        assert_eq!(kind_of(Some(job(&a, State::Ready)), None), Kind::Delete);
+        let buried = Some(job(&a, State::Buried));
+        assert_eq!(kind_of(Some(job(&a, State::Reserved)), buried), Kind::Update, "bury");
+        assert_eq!(kind_of(Some(job(&a, State::Ready)), Some(job(&b, State::Ready))), Kind::Full, "move-job");
+        let longer = LoggedJob { ttr: 61, ..job(&a, State::Ready) };
+        assert_eq!(kind_of(Some(job(&a, State::Ready)), Some(longer)), Kind::Full, "a TTR changed");
     }
 }

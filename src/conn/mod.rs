@@ -157,7 +157,8 @@ impl<'a> Conn<'a> {
         Ok(next)
     }
 
-    /// One command, one arm: most are a single engine call.
+    /// One command, one arm: those the connection answers itself here,
+    /// and every other one through [`answer`], under the lock.
     fn execute(&mut self, command: Command) -> io::Result<Next> {
         let c = self.client;
         match command {
@@ -169,30 +170,7 @@ impl<'a> Conn<'a> {
             Command::ReserveWithAbort(timeout) => return self.reserve(timeout, true),
             Command::Quit => return Ok(Next::Close),
             Command::Stats => self.stats(),
-            Command::Use(name) => self.ask_engine(|e, _, _| e.use_tube(c, &name)),
-            Command::ReserveJob(id) => self.ask_engine(|e, now, room| e.reserve_job(c, id, now, room)),
-            Command::Delete(id) => self.ask_engine(|e, _, _| e.delete(c, id)),
-            Command::Release { id, pri, delay } => {
-                self.ask_engine(|e, now, _| e.release(c, id, pri, delay, now))
-            }
-            Command::Bury { id, pri } => self.ask_engine(|e, now, _| e.bury(c, id, pri, now)),
-            Command::Touch(id) => self.ask_engine(|e, now, _| e.touch(c, id, now)),
-            Command::Watch(name) => self.ask_engine(|e, _, _| e.watch(c, &name)),
-            Command::Ignore(name) => self.ask_engine(|e, _, _| e.ignore(c, &name)),
-            Command::Peek(id) => self.ask_engine(|e, _, _| e.peek(id)),
-            Command::PeekReady => self.ask_engine(|e, _, _| e.peek_ready(c)),
-            Command::PeekDelayed => self.ask_engine(|e, _, _| e.peek_delayed(c)),
-            Command::PeekBuried => self.ask_engine(|e, _, _| e.peek_buried(c)),
-            Command::Kick(bound) => self.ask_engine(|e, now, _| e.kick(c, bound, now)),
-            Command::KickJob(id) => self.ask_engine(|e, now, _| e.kick_job(id, now)),
-            Command::StatsJob(id) => self.ask_engine(|e, now, _| e.stats_job(id, now)),
-            Command::StatsTube(name) => self.ask_engine(|e, now, _| e.stats_tube(&name, now)),
-            Command::ListTubes => self.ask_engine(|e, _, _| e.list_tubes()),
-            Command::ListTubeUsed => self.ask_engine(|e, _, _| e.list_tube_used(c)),
-            Command::ListTubesWatched => self.ask_engine(|e, _, _| e.list_tubes_watched(c)),
-            Command::PauseTube { tube, delay } => {
-                self.ask_engine(|e, now, _| e.pause_tube(tube.as_ref(), delay, now))
-            }
+            command => self.ask_engine(|e, now, room| answer(e, c, command, now, room)),
         }
         Ok(Next::Continue)
     }
@@ -231,12 +209,12 @@ impl<'a> Conn<'a> {
         }
     }
 
-    /// `stats`: the engine's figures, then the process's, formatted outside
-    /// the lock.
+    /// `stats`: the engine's figures, brought up to the present as for
+    /// every command, then the process's, formatted outside the lock.
     fn stats(&mut self) {
         let shared = self.shared;
         let (stats, binlog) = {
-            let mut engine = shared.engine();
+            let (mut engine, _) = shared.engine_now();
             (engine.server_stats(), engine.journal_stats())
         };
         let yaml = stats.to_yaml(&shared.process_stats(binlog));
@@ -331,5 +309,48 @@ impl<'a> Conn<'a> {
         }
         // Blocked: sleep until the engine has an outcome for this client.
         Ok(self.wait_for_outcome(abortable))
+    }
+}
+
+/// The engine's answer to a command that is one engine call, made for
+/// client `c` under the lock (`Conn::ask_engine`): one arm a command. (One
+/// function for them all, rather than a closure each, keeps one copy of
+/// the locking and durability code in the binary.)
+fn answer<'e>(
+    e: &'e mut Engine,
+    c: ClientId,
+    command: Command,
+    now: Time,
+    room: &mut dyn ReplyRoom,
+) -> Reply<'e> {
+    match command {
+        Command::Use(name) => e.use_tube(c, &name),
+        Command::ReserveJob(id) => e.reserve_job(c, id, now, room),
+        Command::Delete(id) => e.delete(c, id),
+        Command::Release { id, pri, delay } => e.release(c, id, pri, delay, now),
+        Command::Bury { id, pri } => e.bury(c, id, pri, now),
+        Command::Touch(id) => e.touch(c, id, now),
+        Command::Watch(name) => e.watch(c, &name),
+        Command::Ignore(name) => e.ignore(c, &name),
+        Command::Peek(id) => e.peek(id),
+        Command::PeekReady => e.peek_ready(c),
+        Command::PeekDelayed => e.peek_delayed(c),
+        Command::PeekBuried => e.peek_buried(c),
+        Command::Kick(bound) => e.kick(c, bound, now),
+        Command::KickJob(id) => e.kick_job(id, now),
+        Command::StatsJob(id) => e.stats_job(id, now),
+        Command::StatsTube(name) => e.stats_tube(&name, now),
+        Command::ListTubes => e.list_tubes(),
+        Command::ListTubeUsed => e.list_tube_used(c),
+        Command::ListTubesWatched => e.list_tubes_watched(c),
+        Command::PauseTube { tube, delay } => e.pause_tube(tube.as_ref(), delay, now),
+        Command::MoveJob { id, tube } => e.move_job(id, &tube, now),
+        // The connection's own (`Conn::execute`): they read or wait.
+        Command::Put { .. }
+        | Command::Reserve
+        | Command::ReserveWithTimeout(_)
+        | Command::ReserveWithAbort(_)
+        | Command::Quit
+        | Command::Stats => Reply::InternalError,
     }
 }

@@ -91,7 +91,20 @@ impl State {
 /// (beanstalkd 1.12: about 299).
 #[derive(Debug)]
 pub struct Job {
-    /// The tube it was put into; never changes.
+    /// The tube it is in: set by put, and changed by nothing else but
+    /// `move-job` (`Engine::move_to_tube`, in `moves.rs`).
+    ///
+    /// What relies on it, so what a change must keep true: the job sits
+    /// in this tube's queue for its state, which `Engine::unlink` finds by
+    /// this field; it counts in this tube's `job_count` (which keeps the
+    /// tube alive, reference §5.2), its `reserved` and `urgent`; this
+    /// tube's heaps hold room for it, claimed at put so that no later move
+    /// allocates; and its log records name this tube (a change of tube
+    /// takes a full record, which the log works out for itself). So a
+    /// command may change the tube only while the job is unlinked from every queue,
+    /// after room was claimed in the new tube's heaps, and the job is then
+    /// filed into the new tube's queues; a tube left empty is removed only
+    /// after the change is logged, since the log is told its name.
     pub(super) tube: TubeId,
     pub(super) pri: u32,
     /// Seconds of the last delay given by put or release.
@@ -134,7 +147,10 @@ pub struct Links {
 impl Job {
     /// When a buried job was buried: it orders the buried list after a
     /// restart. It shares the `deadline` field, which a buried job has no
-    /// other use for, so that the record stays 104 bytes.
+    /// other use for, so that the record stays 104 bytes. The time is the
+    /// server's own clock's, never converted to the wall clock, since it is
+    /// only ever compared (see `Engine::bury` for the rule that keeps the
+    /// order right).
     pub(super) fn buried_at(&self) -> Time {
         self.deadline
     }

@@ -11,37 +11,42 @@
 use std::fmt;
 use std::io;
 
-use super::job::{JobId, State};
-use super::table::JobTable;
+use super::job::{Job, JobId, State, TubeId};
 use super::tube::Tubes;
 use crate::protocol::TubeName;
 use crate::stats::BinlogStats;
 use crate::time::Time;
 
 /// A write-ahead log of job changes.
+///
+/// A command that changes a job says only what the job was and what it is
+/// now, as a [`Change`]: first to [`Journal::claim`] room, then to
+/// [`Journal::record`] it once made. Which record that takes, and the
+/// log's bookkeeping (its live bytes, which files hold what), the log works
+/// out from the two pictures, so a new command needs no record kind and no
+/// knowledge of the log's files. Compaction's rewrites are the log's own
+/// business, asked for by [`Journal::next_rewrite`] and done through
+/// [`Journal::rewrite`].
 pub trait Journal: Send + fmt::Debug {
-    /// Claims room for a put's full record and the delete that will one day
-    /// follow it. `false`: no room, refuse the put.
-    fn claim_put(&mut self, tube_len: usize, body_len: usize) -> bool;
+    /// Claims room for `change`'s record, before the change is made (a
+    /// new job's claim covers its delete to come). `false`: no room;
+    /// refuse the command and change nothing.
+    fn claim(&mut self, change: &Change<'_>) -> bool;
 
-    /// Claims room for one update record (bury, release, kick, reserve-job).
-    fn claim_update(&mut self) -> bool;
+    /// Records `change`, now made: the job's state is now `change.now`
+    /// (`None`: deleted). Returns the file that holds the job's latest
+    /// full record, which the engine keeps in the job (`LoggedJob::file`)
+    /// for the next change. A delete needs no claim: its new job's claim
+    /// covered it.
+    fn record(&mut self, change: &Change<'_>) -> io::Result<u32>;
 
     /// Claims room to rewrite a live job's full record (compaction).
-    fn claim_rewrite(&mut self, tube_len: usize, body_len: usize) -> bool;
+    fn claim_rewrite(&mut self, job: &LoggedJob<'_>) -> bool;
 
-    /// Writes a job's full record, put or rewritten, and returns the number
-    /// of the file it went to. `job.file` is the file of its previous full
-    /// record (0 for a new job). (A job record does not hold its own id:
-    /// the job table's index does, so every call names it.)
-    fn write_full(&mut self, job: &LoggedJob<'_>) -> io::Result<u32>;
-
-    /// Writes a job's new state after bury, release, kick or reserve-job.
-    fn write_update(&mut self, job: &LoggedJob<'_>) -> io::Result<()>;
-
-    /// Writes that a job was deleted. Needs no claim of its own: its room
-    /// was claimed by the put.
-    fn write_delete(&mut self, job: &LoggedJob<'_>) -> io::Result<()>;
+    /// Writes an unchanged job's full record again, into the current file,
+    /// so that its old file can go (compaction, a full disk, corruption).
+    /// Returns the file it went to.
+    fn rewrite(&mut self, job: &LoggedJob<'_>) -> io::Result<u32>;
 
     /// The next job that compaction should rewrite into the current file,
     /// as `(file, id)`: job `id`'s full record was written into old file
@@ -99,6 +104,16 @@ pub enum RestoredState {
     },
 }
 
+/// One change to one job, as the log is told it: the job before and after
+/// (reference §8.2 says which commands make one).
+#[derive(Debug, Clone, Copy)]
+pub struct Change<'a> {
+    /// `None`: a new job (put).
+    pub was: Option<LoggedJob<'a>>,
+    /// `None`: the job is gone (delete).
+    pub now: Option<LoggedJob<'a>>,
+}
+
 /// What the log sees of a job: the fields a record stores, and nothing of
 /// where the job sits in the engine's queues. The engine hands one to each
 /// write (see `logged_job`); the job record itself stays the engine's.
@@ -120,20 +135,53 @@ pub struct LoggedJob<'a> {
     pub file: u32,
 }
 
-/// The log's view of job `id`, if it exists.
-pub(super) fn logged_job<'a>(jobs: &'a JobTable, tubes: &'a Tubes, id: JobId) -> Option<LoggedJob<'a>> {
-    let job = jobs.get(&id)?;
-    Some(LoggedJob {
-        id,
-        tube: &tubes.get(job.tube).name,
-        pri: job.pri,
-        delay: job.delay,
-        ttr: job.ttr,
-        state: job.state,
-        created: job.created,
-        when: if job.state == State::Buried { job.buried_at() } else { job.deadline },
-        counters: job.counters,
-        body: &job.body,
-        file: job.file,
-    })
+/// The fields of a job that its log records hold, but for its body: taken
+/// before a change, and kept (it owns nothing) while the change is made, so
+/// that the log can be told what the job was ([`Change::was`]). The body
+/// never changes, and the tube it names still exists when the change is
+/// recorded: a tube a job leaves is removed, if unreferenced, only after.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Picture {
+    tube: TubeId,
+    pri: u32,
+    delay: u32,
+    ttr: u32,
+    state: State,
+    created: Time,
+    when: Time,
+    counters: super::Counters,
+    file: u32,
+}
+
+impl Picture {
+    pub(super) fn of(job: &Job) -> Picture {
+        Picture {
+            tube: job.tube,
+            pri: job.pri,
+            delay: job.delay,
+            ttr: job.ttr,
+            state: job.state,
+            created: job.created,
+            when: if job.state == State::Buried { job.buried_at() } else { job.deadline },
+            counters: job.counters,
+            file: job.file,
+        }
+    }
+
+    /// This picture as the log sees it, for job `id` with body `body`.
+    pub(super) fn logged<'a>(&self, id: JobId, tubes: &'a Tubes, body: &'a [u8]) -> LoggedJob<'a> {
+        LoggedJob {
+            id,
+            tube: &tubes.get(self.tube).name,
+            pri: self.pri,
+            delay: self.delay,
+            ttr: self.ttr,
+            state: self.state,
+            created: self.created,
+            when: self.when,
+            counters: self.counters,
+            body,
+            file: self.file,
+        }
+    }
 }

@@ -3,42 +3,79 @@
 //! oldest log file's live jobs a few at a time so that it can be deleted.
 //! The log itself is behind the [`Journal`] trait.
 
+use super::journal::Picture;
 use super::*;
 
 impl Engine {
-    /// The one way a logged change is made to job `id` (bury, release, kick,
-    /// `reserve-job` of a buried or delayed job): claim room for its update
-    /// record first, and if there is none refuse with `OUT_OF_MEMORY`,
-    /// leaving the job exactly as it was; then `change` it, log its new
-    /// state, and let compaction run. `Err` is the reply to send instead of
-    /// the command's own.
+    /// The one way a logged change is made to an existing job `id` (bury,
+    /// release, kick, `reserve-job` of a buried or delayed job): claim room
+    /// for its record first, and if there is none refuse with
+    /// `OUT_OF_MEMORY`, leaving the job exactly as it was; then `change` it,
+    /// log what it now is, and let compaction run. `Err` is the reply to
+    /// send instead of the command's own.
+    ///
+    /// The log is told the job before and after, and works out the rest;
+    /// `change` may do anything to the job but drop it.
     pub(super) fn journaled_change(
         &mut self,
         id: JobId,
         change: impl FnOnce(&mut Engine),
     ) -> Result<(), Reply<'static>> {
-        if !self.has_room_for_update() {
-            return Err(Reply::OutOfMemory);
-        }
+        self.journaled_change_to(id, None, change)
+    }
+
+    /// [`Engine::journaled_change`] for a change that also moves the job
+    /// into tube `to` (`move-job`), so that the claim is made for the
+    /// record the new tube's name takes. `change` must leave the tube it
+    /// takes the job out of in place: the log is told the old tube's name,
+    /// so remove it, if unreferenced, after this returns.
+    pub(super) fn journaled_change_to(
+        &mut self,
+        id: JobId,
+        to: Option<TubeId>,
+        change: impl FnOnce(&mut Engine),
+    ) -> Result<(), Reply<'static>> {
+        let was = self.claim_change(id, to)?;
         change(self);
-        if !self.journal_update(id) {
+        if !self.journal_record(id, Some(was)) {
             return Err(Reply::InternalError);
         }
         self.compact();
         Ok(())
     }
 
-    /// True when an update record can be written (always, without a log).
-    pub(super) fn has_room_for_update(&mut self) -> bool {
-        self.journal_has_room(|journal| journal.claim_update())
+    /// Claims log room for a change to job `id` that leaves it in tube
+    /// `to` (`None`: its own), and pictures the job as it is before it.
+    /// (Apart from the generic [`Engine::journaled_change_to`], so that
+    /// each command's instance of that stays small.)
+    fn claim_change(&mut self, id: JobId, to: Option<TubeId>) -> Result<Picture, Reply<'static>> {
+        let Some(was) = self.jobs.get(&id).map(Picture::of) else {
+            return Err(Reply::NotFound);
+        };
+        let claimed = self.journal_has_room(&mut |journal, jobs, tubes| {
+            let Some(body) = jobs.get(&id).map(|job| &job.body) else { return false };
+            let was = was.logged(id, tubes, body);
+            let now = to.map_or(was, |to| was_in_tube(&was, tubes, to));
+            journal.claim(&Change { was: Some(was), now: Some(now) })
+        });
+        if claimed {
+            Ok(was)
+        } else {
+            Err(Reply::OutOfMemory)
+        }
     }
 
     /// Makes a claim for log space with `claim`; if the disk is full, first
     /// empties the oldest log files by rewriting their live jobs (deletes may
     /// have left a few live jobs pinning many files), then tries once more.
-    pub(super) fn journal_has_room(&mut self, mut claim: impl FnMut(&mut Box<dyn Journal>) -> bool) -> bool {
-        let Some(journal) = self.journal.as_mut() else { return true };
-        if claim(journal) {
+    /// (`claim` is a `dyn`: one copy of this for every kind of claim.)
+    pub(super) fn journal_has_room(
+        &mut self,
+        claim: &mut dyn FnMut(&mut dyn Journal, &JobTable, &Tubes) -> bool,
+    ) -> bool {
+        let Engine { journal, jobs, tubes, .. } = self;
+        let Some(journal) = journal.as_mut() else { return true };
+        if claim(journal.as_mut(), jobs, tubes) {
             return true;
         }
         let files = journal.files_to_free();
@@ -46,15 +83,34 @@ impl Engine {
             return false;
         }
         self.rewrite_files(&files);
-        self.journal.as_mut().is_some_and(claim)
+        let Engine { journal, jobs, tubes, .. } = self;
+        journal.as_mut().is_some_and(|journal| claim(journal.as_mut(), jobs, tubes))
     }
 
-    /// Logs job `id`'s full record and remembers which file it is in.
+    /// Tells the log that job `id` was `was` (`None`: it is new) and is now
+    /// what the table holds, and keeps the file of its latest full record.
     /// False if the write failed.
-    pub(super) fn journal_full(&mut self, id: JobId) -> bool {
+    pub(super) fn journal_record(&mut self, id: JobId, was: Option<Picture>) -> bool {
+        self.tell_journal(id, was, true)
+    }
+
+    /// Tells the log that job `id`, still in the table, is deleted. False
+    /// if the write failed.
+    pub(super) fn journal_delete(&mut self, id: JobId) -> bool {
+        let was = self.jobs.get(&id).map(Picture::of);
+        self.tell_journal(id, was, false)
+    }
+
+    /// [`Engine::journal_record`] (`exists`) and [`Engine::journal_delete`].
+    fn tell_journal(&mut self, id: JobId, was: Option<Picture>, exists: bool) -> bool {
         let Some(journal) = self.journal.as_mut() else { return true };
-        let Some(job) = journal::logged_job(&self.jobs, &self.tubes, id) else { return true };
-        match journal.write_full(&job) {
+        let Some(job) = self.jobs.get(&id) else { return true };
+        let now = Picture::of(job);
+        let change = Change {
+            was: was.map(|was| was.logged(id, &self.tubes, &job.body)),
+            now: exists.then(|| now.logged(id, &self.tubes, &job.body)),
+        };
+        match journal.record(&change) {
             Ok(file) => {
                 if let Some(job) = self.jobs.get_mut(&id) {
                     job.file = file;
@@ -63,12 +119,6 @@ impl Engine {
             }
             Err(_) => false,
         }
-    }
-
-    /// Logs job `id`'s new state. False if the write failed.
-    pub(super) fn journal_update(&mut self, id: JobId) -> bool {
-        let Some(journal) = self.journal.as_mut() else { return true };
-        journal::logged_job(&self.jobs, &self.tubes, id).is_none_or(|job| journal.write_update(&job).is_ok())
     }
 
     /// Keeps the log's size in proportion to its live data: rewrites the
@@ -106,7 +156,23 @@ impl Engine {
             journal.forget_written(file, id);
             return true;
         };
-        let (tube_len, body_len) = (self.tubes.get(job.tube).name.as_str().len(), job.body.len());
-        journal.claim_rewrite(tube_len, body_len) && self.journal_full(id)
+        let logged = Picture::of(job).logged(id, &self.tubes, &job.body);
+        if !journal.claim_rewrite(&logged) {
+            return false;
+        }
+        match journal.rewrite(&logged) {
+            Ok(file) => {
+                if let Some(job) = self.jobs.get_mut(&id) {
+                    job.file = file;
+                }
+                true
+            }
+            Err(_) => false,
+        }
     }
+}
+
+/// `was` as it will be in tube `tube`: what a change is claimed for.
+fn was_in_tube<'a>(was: &LoggedJob<'a>, tubes: &'a Tubes, tube: TubeId) -> LoggedJob<'a> {
+    LoggedJob { tube: &tubes.get(tube).name, ..*was }
 }

@@ -74,7 +74,7 @@ use client::{Blocked, Client, Outcome, Soonest, Wait};
 use heap::Heap;
 pub use id_map::{ClientMap, IdMap};
 pub use job::{ClientId, Counters, Job, JobId, State, URGENT_PRIORITY};
-pub use journal::{Journal, LoggedJob, RestoredJob, RestoredState};
+pub use journal::{Change, Journal, LoggedJob, RestoredJob, RestoredState};
 use list::List;
 use table::JobTable;
 use tube::{Pause, TubeId, Tubes};
@@ -253,20 +253,12 @@ impl Engine {
     /// first above every id the log has seen. Each job names its tube by an
     /// index into `tube_names`. Buried jobs go back in the order they were
     /// buried.
-    pub fn restore(
-        &mut self,
-        tube_names: &[TubeName],
-        mut jobs: Vec<RestoredJob>,
-        next_id: JobId,
-        now: Time,
-    ) {
-        let buried_at = |job: &RestoredJob| match job.state {
-            RestoredState::Buried { at } => at,
-            _ => Time::ZERO,
-        };
-        jobs.sort_unstable_by_key(|job| (buried_at(job), job.id));
+    pub fn restore(&mut self, tube_names: &[TubeName], jobs: Vec<RestoredJob>, next_id: JobId, now: Time) {
         // Tubes come back only for jobs that survived, as they were made.
         let mut tube_ids: Vec<Option<TubeId>> = vec![None; tube_names.len()];
+        // Buried jobs join their lists last, by burial time (the rule on
+        // `Engine::bury`); the heaps order the others themselves.
+        let mut buried: Vec<(u64, JobId)> = Vec::new();
         for r in jobs {
             self.next_job_id = self.next_job_id.max(r.id.saturating_add(1));
             let (Some(slot), Some(name)) = (tube_ids.get_mut(r.tube), tube_names.get(r.tube)) else {
@@ -303,10 +295,16 @@ impl Engine {
                         job.set_buried_at(at);
                     }
                     tally(&mut self.job_counts, State::Buried, r.pri, true);
-                    self.tubes.get_mut(tube).buried.push_back(&mut self.jobs, r.id);
+                    buried.push((at.0, r.id));
                 }
                 RestoredState::Delayed { until } if until > now => self.make_delayed(r.id, until),
                 _ => self.make_ready(r.id, now),
+            }
+        }
+        buried.sort_unstable();
+        for (_, id) in buried {
+            if let Some(tube) = self.jobs.get(&id).map(|job| job.tube) {
+                self.tubes.get_mut(tube).buried.push_back(&mut self.jobs, id);
             }
         }
         // The room later moves need, as `start_put` would have claimed it.

@@ -66,6 +66,44 @@ impl Engine {
         self.schedule(until);
     }
 
+    /// Files an unlinked job at the end of its tube's buried list, with a
+    /// burial time strictly after every earlier one, even within one clock
+    /// tick (the burial order's rule, on `Engine::bury`).
+    pub(super) fn make_buried(&mut self, id: JobId, now: Time) {
+        self.last_buried_at = now.max(Time(self.last_buried_at.0.saturating_add(1)));
+        let Some(job) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        job.state = State::Buried;
+        job.set_buried_at(self.last_buried_at);
+        let (t, pri) = (job.tube, job.pri);
+        tally(&mut self.job_counts, State::Buried, pri, true);
+        self.tubes.get_mut(t).buried.push_back(&mut self.jobs, id);
+    }
+
+    /// Moves a ready, delayed or buried job into tube `to`, in the same
+    /// state, keeping the rules on `Job::tube`: out of its old tube's queue,
+    /// then its tube changed, then filed in `to`'s. A ready job is ready
+    /// there (and `to`'s waiters are served), a delayed job is due when it
+    /// was, and a buried job joins the end of `to`'s buried list, as if
+    /// buried now. `to`'s heaps must have room (claimed by the caller).
+    pub(super) fn move_to_tube(&mut self, id: JobId, to: TubeId, now: Time) {
+        let Some(job) = self.jobs.get(&id).filter(|job| job.state != State::Reserved) else {
+            // A reserved job is in its holder's list too: callers refuse it.
+            return;
+        };
+        let (state, due) = (job.state, job.deadline);
+        self.unlink(id);
+        if let Some(job) = self.jobs.get_mut(&id) {
+            job.tube = to;
+        }
+        match state {
+            State::Ready => self.make_ready(id, now),
+            State::Delayed => self.make_delayed(id, due),
+            State::Buried | State::Reserved => self.make_buried(id, now),
+        }
+    }
+
     /// Takes a ready, delayed or buried job out of its queue and reserves it
     /// for client `c`.
     pub(super) fn reserve_for(&mut self, c: ClientId, id: JobId, now: Time) {

@@ -80,13 +80,6 @@ impl Engine {
         };
         let tube = client.used;
         let id = new.ticket.id;
-        let tube_len = self.tubes.get(tube).name.as_str().len();
-        let body_len = new.body.len();
-        if !self.journal_has_room(|journal| journal.claim_put(tube_len, body_len)) {
-            // No disk space: the id stays used up, the job is forgotten.
-            self.release_job_memory(body_len);
-            return Reply::OutOfMemory;
-        }
         let job = Job {
             tube,
             pri: new.pri,
@@ -103,10 +96,19 @@ impl Engine {
             file: 0,
             body: new.body,
         };
+        let claimed = self.journal_has_room(&mut |journal, _, tubes| {
+            let now = Some(journal::Picture::of(&job).logged(id, tubes, &job.body));
+            journal.claim(&Change { was: None, now })
+        });
+        if !claimed {
+            // No disk space: the id stays used up, the job is forgotten.
+            self.release_job_memory(job.body.len());
+            return Reply::OutOfMemory;
+        }
         self.jobs.insert(id, job);
         // Logged before it is queued: if the write fails, no client can have
         // seen the job, and it is forgotten as if never put.
-        if !self.journal_full(id) {
+        if !self.journal_record(id, None) {
             if let Some(job) = self.jobs.remove(&id) {
                 self.release_job_memory(job.body.len());
             }

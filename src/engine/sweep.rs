@@ -284,6 +284,15 @@ const COMMANDS: &[Case] = &[
     ("bury", world, |w, out| w.e.bury(w.worker, w.reserved, 9, T0).encode(out)),
     ("kick", world, |w, out| w.e.kick(w.producer, 10, T0).encode(out)),
     ("kick-job of a delayed job", world, |w, out| w.e.kick_job(w.delayed, T0).encode(out)),
+    ("move-job of a ready job to a new tube", world, |w, out| {
+        w.e.move_job(w.ready, &name("fresh"), T0).encode(out)
+    }),
+    ("move-job of a buried job to a tube that exists", world, |w, out| {
+        w.e.move_job(w.buried, &name("quiet"), T0).encode(out)
+    }),
+    ("move-job of a ready job to a blocked worker", world, |w, out| {
+        w.e.move_job(w.ready, &name("quiet"), T0).encode(out)
+    }),
     ("delete", world, |w, out| w.e.delete(w.worker, w.reserved).encode(out)),
     ("delete the last job of a tube", world_with_tube_of_one_job, |w, out| {
         w.e.delete(w.producer, w.ready).encode(out);

@@ -1,5 +1,6 @@
-//! What a worker does with a job it holds, and kicking: `delete`,
-//! `release`, `bury`, `touch`, `kick`, `kick-job`. Each checks the job's
+//! What a worker does with a job it holds, kicking, and moving a job to
+//! another tube: `delete`, `release`, `bury`, `touch`, `kick`, `kick-job`,
+//! `move-job`. Each checks the job's
 //! state (reference §3.20), then makes its change through
 //! [`Engine::journaled_change`], which claims log room first, logs the change
 //! after, and lets compaction run.
@@ -19,11 +20,7 @@ impl Engine {
         let tube = job.tube;
         // The delete record's room was claimed by the put: this cannot run
         // out of disk. If the write fails anyway the job is gone all the same.
-        let logged = match &mut self.journal {
-            Some(journal) => journal::logged_job(&self.jobs, &self.tubes, id)
-                .is_none_or(|job| journal.write_delete(&job).is_ok()),
-            None => true,
-        };
+        let logged = self.journal_delete(id);
         self.unlink(id);
         if let Some(job) = self.jobs.remove(&id) {
             self.release_job_memory(job.body.len());
@@ -61,6 +58,16 @@ impl Engine {
     }
 
     /// `bury <id> <pri>`.
+    ///
+    /// Burial order: a tube's buried list is in the order of burying
+    /// (reference §2.2), and the log keeps no list. After a restart the
+    /// order comes from each buried job's burial time, kept in its
+    /// `deadline` field (`Job::buried_at`), which the log stores and
+    /// `Engine::restore` sorts by. So every job that joins the back of a
+    /// buried list takes a fresh
+    /// time from `last_buried_at`, strictly later than every earlier one,
+    /// even within one clock tick or after a restart: `Engine::make_buried`
+    /// (`moves.rs`) does, for this and `move-job`.
     pub fn bury(&mut self, c: ClientId, id: JobId, pri: u32, now: Time) -> Reply<'_> {
         self.cmds.bury += 1;
         if !self.is_reserved_by(id, c) {
@@ -68,16 +75,11 @@ impl Engine {
         }
         let buried = self.journaled_change(id, |e| {
             e.unlink(id);
-            // Strictly after the previous burial, even within one clock tick.
-            e.last_buried_at = now.max(Time(e.last_buried_at.0.saturating_add(1)));
-            let Some(job) = e.jobs.get_mut(&id) else { return };
-            job.pri = pri;
-            job.counters.buries = job.counters.buries.wrapping_add(1);
-            job.state = State::Buried;
-            job.set_buried_at(e.last_buried_at);
-            let tube = job.tube;
-            tally(&mut e.job_counts, State::Buried, pri, true);
-            e.tubes.get_mut(tube).buried.push_back(&mut e.jobs, id);
+            if let Some(job) = e.jobs.get_mut(&id) {
+                job.pri = pri;
+                job.counters.buries = job.counters.buries.wrapping_add(1);
+            }
+            e.make_buried(id, now);
         });
         buried.map_or_else(|refusal| refusal, |()| Reply::Buried)
     }
@@ -141,5 +143,37 @@ impl Engine {
             }
             _ => Reply::NotFound,
         }
+    }
+
+    /// `move-job <id> <tube>` (ours, reference §3.21): a ready, delayed or
+    /// buried job into tube `to`, created if need be, keeping its id,
+    /// priority, delay, TTR, body and counters; see `move_to_tube` for
+    /// where it lands. A reserved job is its holder's business: `NOT_FOUND`.
+    pub fn move_job(&mut self, id: JobId, to: &TubeName, now: Time) -> Reply<'_> {
+        let Some(job) = self.jobs.get(&id).filter(|job| job.state != State::Reserved) else {
+            return Reply::NotFound;
+        };
+        let from = job.tube;
+        let Some(t) = self.tubes.find_or_create(to) else {
+            return Reply::OutOfMemory;
+        };
+        if t == from {
+            return Reply::Moved;
+        }
+        // Room in the new tube's heaps, claimed before anything changes, as
+        // `start_put` claims it: no later move of the job allocates.
+        let in_tube = self.tubes.get(t).job_count() + self.puts_in_flight + 1;
+        let tube = self.tubes.get_mut(t);
+        let moved = if tube.ready.try_make_room_for(in_tube) && tube.delayed.try_make_room_for(in_tube) {
+            self.journaled_change_to(id, Some(t), |e| e.move_to_tube(id, t, now))
+        } else {
+            Err(Reply::OutOfMemory)
+        };
+        // The tube the job left may have nothing left to live for; or the
+        // new one, made for a move that was refused.
+        self.give_back_room(from);
+        self.tubes.remove_if_unreferenced(from);
+        self.tubes.remove_if_unreferenced(t);
+        moved.map_or_else(|refusal| refusal, |()| Reply::Moved)
     }
 }

@@ -176,6 +176,11 @@ pub enum Command {
         delay: u32,
     },
     Quit,
+    /// `move-job <id> <tube>`: ours, not beanstalkd's (reference §3.21).
+    MoveJob {
+        id: JobId,
+        tube: TubeName,
+    },
 }
 
 /// Why a line is not a command.
@@ -317,6 +322,13 @@ pub fn parse(line: &[u8]) -> Result<Command, ParseError> {
     }
     if let Some(rest) = line.strip_prefix(b"pause-tube") {
         return parse_pause_tube(rest);
+    }
+    if let Some(rest) = line.strip_prefix(b"move-job ") {
+        // The id, one space, and the name to the end of the line, as `use`.
+        let mut f = Fields::new(rest);
+        let id = f.u64()?;
+        let name = f.rest.strip_prefix(b" ").ok_or(BadFormat)?;
+        return Ok(C::MoveJob { id, tube: TubeName::new(name).ok_or(BadFormat)? });
     }
     Err(ParseError::UnknownCommand)
 }
@@ -567,6 +579,26 @@ mod tests {
         let longest = [b'a'; MAX_TUBE_NAME];
         assert!(TubeName::new(&longest).is_some());
         assert!(TubeName::new(&[b'a'; MAX_TUBE_NAME + 1]).is_none());
+    }
+
+    #[test]
+    fn move_job_takes_an_id_and_a_name_to_the_end_of_the_line() {
+        assert_eq!(parse(b"move-job 5 other"), Ok(C::MoveJob { id: 5, tube: name("other") }));
+        assert_eq!(parse(b"move-job  05 a-b"), Ok(C::MoveJob { id: 5, tube: name("a-b") }));
+        for line in [
+            &b"move-job 5"[..],
+            b"move-job 5 ",
+            b"move-job 5  other",
+            b"move-job 5 other ",
+            b"move-job 5 -other",
+            b"move-job 5 a*b",
+            b"move-job x other",
+            b"move-job 5x other",
+            b"move-job 18446744073709551616 other",
+        ] {
+            assert_eq!(parse(line), Err(BadFormat), "{:?}", String::from_utf8_lossy(line));
+        }
+        assert_eq!(parse(b"move-job"), Err(UnknownCommand));
     }
 
     #[test]

@@ -28,6 +28,8 @@ pub enum Reply<'a> {
     Released,
     Touched,
     Paused,
+    /// `MOVED`, the answer to `move-job`.
+    Moved,
     NotFound,
     NotIgnored,
     DeadlineSoon,
@@ -81,6 +83,7 @@ impl Reply<'_> {
             Reply::Released => "RELEASED",
             Reply::Touched => "TOUCHED",
             Reply::Paused => "PAUSED",
+            Reply::Moved => "MOVED",
             Reply::NotFound => "NOT_FOUND",
             Reply::NotIgnored => "NOT_IGNORED",
             Reply::DeadlineSoon => "DEADLINE_SOON",

@@ -666,6 +666,34 @@ impl Model {
         line(&format!("KICKED {kicked}"))
     }
 
+    /// reference §3.21: a ready, delayed or buried job into tube `name`,
+    /// all else kept; a buried one goes to the end of the new tube's queue,
+    /// a ready one to its waiters. The tube it left may go.
+    pub fn move_job(&mut self, id: u64, name: &str, now: u64) -> Vec<u8> {
+        self.touched.push(id);
+        let Some(j) = self.job(id) else { return line("NOT_FOUND") };
+        if j.state == St::Reserved {
+            return line("NOT_FOUND");
+        }
+        if j.tube == name {
+            return line("MOVED");
+        }
+        let (from, state) = (j.tube.clone(), j.state);
+        self.find_or_create(name);
+        let seq = self.next_bury_seq;
+        let j = self.job_mut(id);
+        j.tube = name.into();
+        if state == St::Buried {
+            j.bury_seq = seq;
+            self.next_bury_seq += 1;
+        }
+        if state == St::Ready {
+            self.dispatch(now);
+        }
+        self.maybe_destroy(&from);
+        line("MOVED")
+    }
+
     pub fn kick_job(&mut self, id: u64, now: u64) -> Vec<u8> {
         self.touched.push(id);
         match self.job(id).map(|j| j.state) {

@@ -72,6 +72,7 @@ pub(super) struct Found {
 pub(super) fn survey(dir: &Path) -> Result<Found, String> {
     let unreadable = |e: std::io::Error| format!("{}: cannot read the directory: {e}", dir.display());
     let mut found = Found::default();
+    let held = holder(dir).is_some();
     for entry in fs::read_dir(dir).map_err(unreadable)? {
         let entry = entry.map_err(unreadable)?;
         let Ok(name) = entry.file_name().into_string() else { continue };
@@ -95,11 +96,30 @@ pub(super) fn survey(dir: &Path) -> Result<Found, String> {
                 _ => continue,
             };
         let refuse = |why: &str| format!("{}: {why}; no server can start on this directory", path.display());
-        let meta = fs::symlink_metadata(&path).map_err(|e| refuse(&e.to_string()))?;
+        // A running server may delete a file between the listing and this
+        // look at it (compaction): it is gone, not unreadable.
+        let gone = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
+        let meta = match fs::symlink_metadata(&path) {
+            Err(e) if gone(&e) => continue,
+            meta => meta.map_err(|e| refuse(&e.to_string()))?,
+        };
         if !meta.file_type().is_file() {
             return Err(refuse("is not a regular file"));
         }
-        match (dir::classify(&path).map_err(|e| refuse(&e.to_string()))?, is_ours) {
+        let mut format = match dir::classify(&path) {
+            Err(e) if gone(&e) => continue,
+            format => format.map_err(|e| refuse(&e.to_string()))?,
+        };
+        if matches!(format, Format::Unknown(_)) && held {
+            // A file a running server has just made can show its records
+            // before its header (the read race `check.rs` describes); the
+            // header was written first, so a second look sees it.
+            format = match dir::classify(&path) {
+                Err(e) if gone(&e) => continue,
+                format => format.map_err(|e| refuse(&e.to_string()))?,
+            };
+        }
+        match (format, is_ours) {
             (Format::Ours, true) | (Format::Theirs(Theirs::Empty), true) => found.ours.push((number, path)),
             (Format::Ours, false) => {
                 return Err(refuse("is in this server's format under beanstalkd's name"))
