@@ -36,10 +36,12 @@
 //!    data first: [`engine::job`] (a job, and the picture of its states),
 //!    [`engine::table`] (the map from id to job), [`engine::heap`] (ready,
 //!    delayed and reserved jobs), [`engine::list`] (buried jobs, a client's
-//!    reservations), [`engine::tube`], [`engine::client`] (what the engine
+//!    reservations), [`engine::tube`], [`engine::waiting`] (a tube's
+//!    blocked reserves, longest waiter first), [`engine::client`] (what the engine
 //!    knows of a connection, and the picture of a blocked reserve). Then the commands: [`engine::session`] (connect, close,
 //!    `use`, `watch`, `ignore`), [`engine::put`], [`engine::moves`] (jobs
 //!    between queues, and serving waiters), [`engine::reserve`],
+//!    [`engine::handoff`] (a job given to a blocked reserve, and taken back),
 //!    [`engine::worker`] (`delete`, `release`, `bury`, `touch`, `kick`),
 //!    [`engine::inspect`] (`peek`, `stats-*`, `list-*`),
 //!    [`engine::schedule`] (TTRs, delays and pauses falling due),
@@ -163,6 +165,11 @@
 //! Each of these buys something the protocol does not need, measured in
 //! the README; the first reading makes sense without them.
 //!
+//! - **Running out.** Every command claims the memory and the log room it
+//!   needs before it changes anything, and two sweeps prove it, failing
+//!   every allocation (`engine/sweep.rs`, through `sys/failing.rs`) and
+//!   every write and fsync of the log (`engine/log_sweep.rs`, through
+//!   `binlog/faults.rs`) of every command in turn.
 //! - **Memory.** [`conn::buffers`]: a connection lets its buffers go when
 //!   idle. [`sys::memory`]: the binary's allocator, big blocks as mappings
 //!   of their own, and [`sys::pages`]: small blocks in pages of their own

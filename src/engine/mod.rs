@@ -48,6 +48,7 @@ pub(crate) mod session;
 pub(crate) mod put;
 pub(crate) mod moves;
 pub(crate) mod reserve;
+pub(crate) mod handoff;
 pub(crate) mod worker;
 pub(crate) mod inspect;
 pub(crate) mod schedule;
@@ -359,3 +360,5 @@ fn positions(jobs: &mut JobTable) -> impl FnMut(JobId, usize) + '_ {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod handoff_tests;

@@ -213,16 +213,6 @@ impl Engine {
         }
     }
 
-    /// A job handed over whose reply cannot be written goes back to ready,
-    /// as if it had never been reserved: no client saw it.
-    fn take_back_handoff(&mut self, id: JobId, now: Time) {
-        self.unlink(id);
-        if let Some(job) = self.jobs.get_mut(&id) {
-            job.counters.reserves = job.counters.reserves.wrapping_sub(1);
-        }
-        self.make_ready(id, now);
-    }
-
     /// `reserve-job <id>`: reserves a ready, delayed or buried job in any
     /// tube, once `room` has room for its reply.
     pub fn reserve_job(&mut self, c: ClientId, id: JobId, now: Time, room: &mut dyn ReplyRoom) -> Reply<'_> {
@@ -251,95 +241,6 @@ impl Engine {
             return refusal;
         }
         self.reserved_reply(id).unwrap_or(Reply::InternalError)
-    }
-
-    /// Reserves job `id` for blocked client `c` and wakes its thread to
-    /// collect it.
-    pub(super) fn hand_over(&mut self, c: ClientId, id: JobId, now: Time) {
-        let Some(wait) = self.stop_waiting(c) else {
-            return;
-        };
-        self.reserve_for(c, id, now);
-        self.set_outcome(c, Outcome::Reserved(id, wait));
-    }
-
-    /// Job `id`, reserved by `holder`, has just run out of TTR. If it was
-    /// handed to `holder` while blocked and its thread has not collected it
-    /// yet (another command held the lock for longer than the TTR), the
-    /// client never heard of the job: its reserve goes on, in the place in
-    /// line it had, rather than receive a job that may by now be someone
-    /// else's. The job's counters keep the reservation and its timeout:
-    /// both happened, as far as the queue is concerned.
-    pub(super) fn recall_handoff(&mut self, holder: ClientId, id: JobId, now: Time) {
-        let blocked = self.clients.get(&holder).and_then(|client| client.blocked.as_deref());
-        let Some(&Blocked::Ended(Outcome::Reserved(handed, wait))) = blocked else {
-            return;
-        };
-        if handed == id {
-            self.resume_wait(holder, wait, now);
-        }
-    }
-
-    /// Puts client `c` back into the waiting queues with `wait`'s place in
-    /// line and timeout, or hands it a job at once if one of its tubes has
-    /// one (one may have become ready while it was out of line).
-    pub(super) fn resume_wait(&mut self, c: ClientId, wait: Wait, now: Time) {
-        let margin_at = self.soonest_margin(c);
-        let Some(client) = self.clients.get_mut(&c) else {
-            return;
-        };
-        // The ended wait's record is reused: resuming allocates nothing.
-        let Some(blocked) = client.blocked.as_deref_mut() else {
-            return;
-        };
-        *blocked = Blocked::Waiting(Wait { margin_at, ..wait });
-        for &t in &client.watched {
-            self.tubes.get_mut(t).waiting.insert(wait.seq, c);
-        }
-        self.waiting_clients += 1;
-        if client.hung_up || self.has_hung_up(c) {
-            self.hang_up(c);
-        } else if self.has_abort_input(c) {
-            // Bytes that came while it held the job it never received: the
-            // watcher's report of them found no wait to end.
-            self.finish_wait(c, Outcome::Aborted);
-        } else if let Some(id) = self.best_ready_job(c) {
-            self.hand_over(c, id, now);
-        }
-    }
-
-    /// Ends client `c`'s wait with `outcome` and wakes its thread.
-    pub(super) fn finish_wait(&mut self, c: ClientId, outcome: Outcome) {
-        self.stop_waiting(c);
-        self.set_outcome(c, outcome);
-    }
-
-    /// Leaves `outcome` for client `c`'s thread and wakes it.
-    pub(super) fn set_outcome(&mut self, c: ClientId, outcome: Outcome) {
-        if let Some(client) = self.clients.get_mut(&c) {
-            if let Some(blocked) = &mut client.blocked {
-                **blocked = Blocked::Ended(outcome);
-            }
-            client.waker.wake();
-        }
-    }
-
-    /// Takes client `c` out of every waiting queue; returns the wait it
-    /// ended, if it was waiting. The reserve is then over, with `TIMED_OUT`
-    /// unless the caller leaves another outcome: a blocked client is never
-    /// left with neither a wait nor an outcome, which no wake-up would end.
-    pub(super) fn stop_waiting(&mut self, c: ClientId) -> Option<Wait> {
-        let client = self.clients.get_mut(&c)?;
-        let blocked = client.blocked.as_deref_mut()?;
-        let Blocked::Waiting(wait) = *blocked else {
-            return None;
-        };
-        *blocked = Blocked::Ended(Outcome::TimedOut);
-        for &t in &client.watched {
-            self.tubes.get_mut(t).waiting.remove(wait.seq);
-        }
-        self.waiting_clients -= 1;
-        Some(wait)
     }
 
     // The questions a reserve asks.
