@@ -29,6 +29,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use crate::engine::{ClientId, Engine};
+use crate::shared::EngineGuard;
 use crate::sys::HangupPoller;
 
 /// The token of the watcher's own wake-up socket; client ids start at 1.
@@ -85,7 +86,9 @@ pub(crate) fn run(watcher: &HangupWatcher, engine: &Mutex<Engine>, stopping: &At
             } else {
                 // Poisoned only if a thread panicked under the lock and the
                 // build unwinds: carry on with the engine as it is.
-                engine.lock().unwrap_or_else(|e| e.into_inner()).client_stirred(ClientId(token), hung_up);
+                // Through the guard: the wait this ends is woken as it unlocks.
+                EngineGuard::new(engine.lock().unwrap_or_else(|e| e.into_inner()))
+                    .client_stirred(ClientId(token), hung_up);
             }
         }
     }

@@ -54,8 +54,14 @@ pub fn line(kind: Kind, message: fmt::Arguments<'_>) {
         let prefix = PREFIX.get().map_or("beanstalk", String::as_str);
         // Made whole first, then one write: stderr is unbuffered, and a
         // line written piece by piece could be cut by another process's.
-        let line = format!("{prefix}: {message}\n");
-        let _ = std::io::stderr().lock().write_all(line.as_bytes());
+        // Made on the stack, not the heap: a line that says memory ran out
+        // must not need memory. A longer line goes out in pieces.
+        let mut buf = [0u8; 1024];
+        let mut cursor = std::io::Cursor::new(&mut buf[..]);
+        let whole = writeln!(cursor, "{prefix}: {message}").is_ok();
+        let made = cursor.position() as usize;
+        let mut stderr = std::io::stderr().lock();
+        let _ = if whole { stderr.write_all(&buf[..made]) } else { writeln!(stderr, "{prefix}: {message}") };
     }
 }
 

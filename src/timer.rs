@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
 
 use crate::engine::Engine;
+use crate::shared::EngineGuard;
 use crate::time::{Clock, LONGEST_SLEEP};
 
 /// The timer thread's body: runs `engine`'s time-driven work as it falls
@@ -22,17 +23,20 @@ use crate::time::{Clock, LONGEST_SLEEP};
 pub(crate) fn run(engine_lock: &Mutex<Engine>, clock: &Clock, timer: &Condvar, stopping: &AtomicBool) {
     // A poisoned lock means a thread panicked while holding it; going on
     // with the engine as it was left beats a cascade of panics.
-    let mut engine = engine_lock.lock().unwrap_or_else(|e| e.into_inner());
+    let mut engine = EngineGuard::new(engine_lock.lock().unwrap_or_else(|e| e.into_inner()));
     while !stopping.load(Ordering::SeqCst) {
         let now = clock.now();
-        engine = match engine.tick(now) {
+        let due = engine.tick(now);
+        // The reserves the tick ended are woken as the wait lets the lock go.
+        let guard = engine.into_inner();
+        engine = EngineGuard::new(match due {
             Some(due) => {
                 // Bounded, so that a suspend cannot make a due time late by
                 // more than LONGEST_SLEEP (see `time.rs`).
                 let sleep = due.duration_since(now).min(LONGEST_SLEEP);
-                timer.wait_timeout(engine, sleep).map_or_else(|e| e.into_inner().0, |r| r.0)
+                timer.wait_timeout(guard, sleep).map_or_else(|e| e.into_inner().0, |r| r.0)
             }
-            None => timer.wait(engine).unwrap_or_else(|e| e.into_inner()),
-        };
+            None => timer.wait(guard).unwrap_or_else(|e| e.into_inner()),
+        });
     }
 }

@@ -137,7 +137,9 @@ impl<'a> Conn<'a> {
         let command = protocol::parse(self.input.line(start, end));
         let verbose = crate::log::enabled(crate::log::Kind::Trace);
         if verbose {
-            let line = String::from_utf8_lossy(self.input.line(start, end)).into_owned();
+            // `Utf8Chunks` shows the bytes as text without a copy: logging
+            // allocates nothing, so `-VV` too runs out of memory cleanly.
+            let line = Lossy(self.input.line(start, end));
             crate::log::trace(format_args!("<{} command {line}", self.stream.as_raw_fd()));
         }
         let reply_from = self.output.len();
@@ -151,8 +153,7 @@ impl<'a> Conn<'a> {
         if verbose && self.output.len() > reply_from {
             let reply = &self.output[reply_from..];
             let first = reply.split(|&b| b == b'\r').next().unwrap_or_default();
-            let first = String::from_utf8_lossy(first).into_owned();
-            crate::log::trace(format_args!(">{} reply {first}", self.stream.as_raw_fd()));
+            crate::log::trace(format_args!(">{} reply {}", self.stream.as_raw_fd(), Lossy(first)));
         }
         Ok(next)
     }
@@ -352,5 +353,20 @@ fn answer<'e>(
         | Command::ReserveWithAbort(_)
         | Command::Quit
         | Command::Stats => Reply::InternalError,
+    }
+}
+
+/// Bytes shown as text, as `String::from_utf8_lossy` would, without a copy.
+struct Lossy<'a>(&'a [u8]);
+
+impl std::fmt::Display for Lossy<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for chunk in self.0.utf8_chunks() {
+            f.write_str(chunk.valid())?;
+            if !chunk.invalid().is_empty() {
+                f.write_str("\u{FFFD}")?;
+            }
+        }
+        Ok(())
     }
 }

@@ -10,6 +10,7 @@ use std::os::fd::AsRawFd;
 use super::buffers::IDLE_AFTER;
 use super::{Conn, Next};
 use crate::protocol::{ReplyRoom, SHORT_REPLY_LEN};
+use crate::shared::EngineGuard;
 
 impl Conn<'_> {
     /// Sleeps until the engine ends this client's blocked reserve, then
@@ -47,9 +48,14 @@ impl Conn<'_> {
                 Some(at) => {
                     // Bounded: a sleep does not count time suspended.
                     let wait = at.duration_since(now).min(crate::time::LONGEST_SLEEP);
-                    self.condvar.wait_timeout(engine, wait).map_or_else(|e| e.into_inner().0, |r| r.0)
+                    let guard = engine.into_inner();
+                    EngineGuard::new(
+                        self.condvar.wait_timeout(guard, wait).map_or_else(|e| e.into_inner().0, |r| r.0),
+                    )
                 }
-                None => self.condvar.wait(engine).unwrap_or_else(|e| e.into_inner()),
+                None => EngineGuard::new(
+                    self.condvar.wait(engine.into_inner()).unwrap_or_else(|e| e.into_inner()),
+                ),
             };
         }
     }

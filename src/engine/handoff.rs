@@ -71,14 +71,39 @@ impl Engine {
         self.set_outcome(c, outcome);
     }
 
-    /// Leaves `outcome` for client `c`'s thread and wakes it.
+    /// Leaves `outcome` for client `c`'s thread and wakes it: once the
+    /// lock is let go, if there is room to note it (see
+    /// [`Engine::take_woken`]), else now.
     pub(super) fn set_outcome(&mut self, c: ClientId, outcome: Outcome) {
         if let Some(client) = self.clients.get_mut(&c) {
             if let Some(blocked) = &mut client.blocked {
                 **blocked = Blocked::Ended(outcome);
             }
-            client.waker.wake();
+            if self.woken.len() < self.woken.capacity() {
+                self.woken.push(Arc::clone(&client.waker));
+            } else {
+                client.waker.wake();
+            }
         }
+    }
+
+    /// Moves the wakers of the waits ended since the lock was taken into
+    /// `into`, for the lock's holder to wake once it has let the lock go:
+    /// a thread woken under the lock would only find it taken and sleep
+    /// again, and the wake's system call would hold up everyone. Returns
+    /// how many it moved; any that do not fit are woken now.
+    pub fn take_woken(&mut self, into: &mut [Option<Arc<dyn Waker>>]) -> usize {
+        let mut moved = 0;
+        while let Some(waker) = self.woken.pop() {
+            match into.get_mut(moved) {
+                Some(slot) => {
+                    *slot = Some(waker);
+                    moved += 1;
+                }
+                None => waker.wake(),
+            }
+        }
+        moved
     }
 
     /// Takes client `c` out of every waiting queue; returns the wait it

@@ -75,12 +75,21 @@ impl<K: Ord + Copy> Heap<K> {
     pub fn fit(&mut self, entries: usize) {
         let need = entries.max(self.entries.len()).max(MIN_CAPACITY);
         if self.entries.capacity() > need * 4 {
-            // Into a new block, if one can be had: `shrink_to` would abort
-            // where the allocator has to move the entries and cannot.
-            let mut smaller = Vec::new();
-            if smaller.try_reserve_exact(need * 2).is_ok() {
-                smaller.extend_from_slice(&self.entries);
-                self.entries = smaller;
+            let bytes = need * 2 * std::mem::size_of::<(K, PackedId)>();
+            if bytes >= crate::sys::OWN_MAPPING_AT {
+                // A block this big is a mapping of its own, which the
+                // allocator shrinks in place (`sys/memory.rs`): no copy
+                // under the lock, and no failure.
+                self.entries.shrink_to(need * 2);
+            } else {
+                // Into a new block, if one can be had: `shrink_to` would
+                // abort where the allocator has to move the entries and
+                // cannot. At most 64 KiB are copied.
+                let mut smaller = Vec::new();
+                if smaller.try_reserve_exact(need * 2).is_ok() {
+                    smaller.extend_from_slice(&self.entries);
+                    self.entries = smaller;
+                }
             }
         }
     }

@@ -169,6 +169,10 @@ pub struct Engine {
     /// Jobs in each state over all tubes, kept as they move, so that `stats`
     /// costs the same with one tube or a million.
     job_counts: JobCounts,
+    /// The wakers of the blocked reserves ended under the lock now held,
+    /// woken once it is let go ([`Engine::take_woken`]). Room for one a
+    /// waiting client is claimed as it blocks.
+    woken: Vec<Arc<dyn Waker>>,
 }
 
 impl Engine {
@@ -206,6 +210,7 @@ impl Engine {
             memory_limit: None,
             last_buried_at: Time::ZERO,
             job_counts: JobCounts::default(),
+            woken: Vec::new(),
         }
     }
 

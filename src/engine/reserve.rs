@@ -99,8 +99,12 @@ impl Engine {
         let seq = self.next_wait_seq;
         let timeout_at = timeout.map(|secs| now.plus_secs(secs));
         let wait = Wait { seq, timeout_at, margin_at, abortable: abort.is_some() };
-        // The wait's record is the one thing blocking allocates: room in
-        // the waiting queues was claimed by `watch`.
+        // Blocking allocates the wait's record and room to note its wake-up;
+        // room in the waiting queues was claimed by `watch`.
+        let waits = self.waiting_clients + 1;
+        if self.woken.try_reserve(waits.saturating_sub(self.woken.len())).is_err() {
+            return Some(Reply::OutOfMemory);
+        }
         let Ok(blocked) = crate::sys::try_box(Blocked::Waiting(wait)) else {
             return Some(Reply::OutOfMemory);
         };

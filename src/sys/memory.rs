@@ -169,7 +169,14 @@ unsafe fn realloc_mapped(block: *mut u8, layout: Layout, new_layout: Layout) -> 
         // moves or grows it, keeping its contents, and the old address is
         // no longer valid, as `realloc` says.
         let moved = unsafe { mremap(block, layout.size(), new_layout.size(), MREMAP_MAYMOVE) };
-        return if moved == MAP_FAILED { std::ptr::null_mut() } else { moved };
+        if moved != MAP_FAILED {
+            return moved;
+        }
+        // A mapping shrinks in place, so shrinking never fails: if the
+        // kernel cannot trim it (past `vm.max_map_count`), the block stays
+        // as it was, big enough, and its tail is leaked when it is freed.
+        // Callers rely on this (`Heap::fit` shrinks under the engine's lock).
+        return if new_layout.size() <= layout.size() { block } else { std::ptr::null_mut() };
     }
     // SAFETY: the caller's contract.
     unsafe { move_block(block, layout, new_layout) }
