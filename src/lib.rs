@@ -27,7 +27,8 @@
 //! 2. [`stream`]: a client's socket, TCP or UNIX. [`framing`]: its bytes
 //!    cut into command lines, and a `put`'s body read by length.
 //! 3. [`protocol`]: a line becomes a [`protocol::Command`]; a
-//!    [`protocol::Reply`] becomes bytes (`protocol/reply.rs`).
+//!    [`protocol::Reply`] becomes bytes (`protocol/reply.rs`); a
+//!    [`protocol::TubeName`] is a name proved legal (`protocol/tube_name.rs`).
 //! 4. [`conn`]: one connection's thread: the command loop, `put`, `reserve`,
 //!    and the one rule for who writes a socket; [`conn::wait`] is a blocked
 //!    reserve's sleep.
