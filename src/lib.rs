@@ -174,8 +174,9 @@
 //! - **Memory.** [`conn::buffers`]: a connection lets its buffers go when
 //!   idle. [`sys::memory`]: the binary's allocator, big blocks as mappings
 //!   of their own, and [`sys::pages`]: small blocks in pages of their own
-//!   size, each unmapped when its last block goes, so freed memory goes
-//!   back with no pass and no pause. [`engine::table`]'s slab and index,
+//!   size, each page's memory given back when its last block goes, so
+//!   freed memory goes back with no pass and no pause; [`sys::regions`]:
+//!   where pages come from, 4 MiB regions unmapped whole when empty. [`engine::table`]'s slab and index,
 //!   [`engine::id_map`]'s hash and the heap's `PackedId`: a job in 233 bytes.
 //! - **The log over time.** [`binlog::compaction`]: rewriting old files'
 //!   live jobs at a pace bounded by what clients write. [`binlog::dir`]:
