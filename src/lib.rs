@@ -56,6 +56,7 @@
 //! 7. [`binlog`]: the write-ahead log (`-b`): what is logged, when a file
 //!    may go, and what durability means. Then [`binlog::record`] (the
 //!    bytes), [`binlog::writing`] (each change as a record),
+//!    [`binlog::current`] (the file being written: its room, its appends),
 //!    [`binlog::files`] (which files may be deleted), [`binlog::sync`]
 //!    (group commit, `-f`) and [`binlog::replay`] (start-up).
 //! 8. [`stats`]: the YAML bodies of `stats`, `stats-job`, `stats-tube` and
