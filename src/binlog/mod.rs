@@ -65,6 +65,7 @@ mod current;
 pub(crate) mod files;
 pub mod sync;
 pub mod replay;
+mod damage;
 
 // Second reading.
 pub(crate) mod compaction;
