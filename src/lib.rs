@@ -171,7 +171,8 @@
 //!   needs before it changes anything, and two sweeps prove it, failing
 //!   every allocation (`engine/sweep.rs`, through `sys/failing.rs`) and
 //!   every write and fsync of the log (`engine/log_sweep.rs`, through
-//!   `binlog/faults.rs`) of every command in turn.
+//!   `binlog/faults.rs`) of every command in turn, both counting with
+//!   `countdown.rs`.
 //! - **Memory.** [`conn::buffers`]: a connection lets its buffers go when
 //!   idle. [`sys::memory`]: the binary's allocator, big blocks as mappings
 //!   of their own, and [`sys::pages`]: small blocks in pages of their own
@@ -249,6 +250,11 @@ pub mod activation;
 pub mod privileges;
 #[allow(unsafe_code)]
 mod sys;
+
+// Test support: the countdown both failure sweeps count with
+// (`sys/failing.rs`, `binlog/faults.rs`).
+#[cfg(test)]
+mod countdown;
 
 // The lib's own tests run under an allocator that can fail on request
 // (the allocation-failure sweep).
