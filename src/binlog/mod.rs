@@ -61,7 +61,7 @@
 
 pub mod record;
 pub(crate) mod writing;
-mod current;
+pub(crate) mod current;
 pub(crate) mod files;
 pub mod sync;
 pub mod replay;

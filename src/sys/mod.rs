@@ -24,7 +24,7 @@ pub(crate) mod file;
 pub(crate) mod memory;
 pub(crate) mod pages;
 pub(crate) mod process;
-mod regions;
+pub(crate) mod regions;
 pub(crate) mod socket;
 
 pub use file::{lock_posix, posix_lock_holder, preallocate, O_NOFOLLOW};
