@@ -27,7 +27,8 @@
 //! 2. [`stream`]: a client's socket, TCP or UNIX. [`framing`]: its bytes
 //!    cut into command lines, and a `put`'s body read by length.
 //! 3. [`protocol`]: a line becomes a [`protocol::Command`]; a
-//!    [`protocol::Reply`] becomes bytes (`protocol/reply.rs`).
+//!    [`protocol::Reply`] becomes bytes (`protocol/reply.rs`); a
+//!    [`protocol::TubeName`] is a name proved legal (`protocol/tube_name.rs`).
 //! 4. [`conn`]: one connection's thread: the command loop, `put`, `reserve`,
 //!    and the one rule for who writes a socket; [`conn::wait`] is a blocked
 //!    reserve's sleep.
@@ -55,6 +56,7 @@
 //! 7. [`binlog`]: the write-ahead log (`-b`): what is logged, when a file
 //!    may go, and what durability means. Then [`binlog::record`] (the
 //!    bytes), [`binlog::writing`] (each change as a record),
+//!    [`binlog::current`] (the file being written: its room, its appends),
 //!    [`binlog::files`] (which files may be deleted), [`binlog::sync`]
 //!    (group commit, `-f`) and [`binlog::replay`] (start-up).
 //! 8. [`stats`]: the YAML bodies of `stats`, `stats-job`, `stats-tube` and
@@ -169,12 +171,14 @@
 //!   needs before it changes anything, and two sweeps prove it, failing
 //!   every allocation (`engine/sweep.rs`, through `sys/failing.rs`) and
 //!   every write and fsync of the log (`engine/log_sweep.rs`, through
-//!   `binlog/faults.rs`) of every command in turn.
+//!   `binlog/faults.rs`) of every command in turn, both counting with
+//!   `countdown.rs`.
 //! - **Memory.** [`conn::buffers`]: a connection lets its buffers go when
 //!   idle. [`sys::memory`]: the binary's allocator, big blocks as mappings
 //!   of their own, and [`sys::pages`]: small blocks in pages of their own
-//!   size, each unmapped when its last block goes, so freed memory goes
-//!   back with no pass and no pause. [`engine::table`]'s slab and index,
+//!   size, each page's memory given back when its last block goes, so
+//!   freed memory goes back with no pass and no pause; [`sys::regions`]:
+//!   where pages come from, 4 MiB regions unmapped whole when empty. [`engine::table`]'s slab and index,
 //!   [`engine::id_map`]'s hash and the heap's `PackedId`: a job in 233 bytes.
 //! - **The log over time.** [`binlog::compaction`]: rewriting old files'
 //!   live jobs at a pace bounded by what clients write. [`binlog::dir`]:
@@ -246,6 +250,11 @@ pub mod activation;
 pub mod privileges;
 #[allow(unsafe_code)]
 mod sys;
+
+// Test support: the countdown both failure sweeps count with
+// (`sys/failing.rs`, `binlog/faults.rs`).
+#[cfg(test)]
+mod countdown;
 
 // The lib's own tests run under an allocator that can fail on request
 // (the allocation-failure sweep).

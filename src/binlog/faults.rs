@@ -7,32 +7,20 @@
 use std::io;
 
 #[cfg(test)]
+use crate::countdown::{self, Countdown};
+
+#[cfg(test)]
 thread_local! {
-    /// Operations left before the one that fails; 0 when not armed.
-    static COUNTDOWN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-    static FAILED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// This thread's log operations, counted down to the one that fails.
+    static OPERATIONS: Countdown = const { Countdown::new() };
 }
 
 /// Called before each write, fsync, file creation, preallocation or
 /// removal the log makes: an error here is that operation's error.
 pub(super) fn io_point() -> io::Result<()> {
     #[cfg(test)]
-    {
-        let fail = COUNTDOWN.with(|countdown| match countdown.get() {
-            0 => false,
-            1 => {
-                countdown.set(0);
-                FAILED.with(|failed| failed.set(true));
-                true
-            }
-            n => {
-                countdown.set(n - 1);
-                false
-            }
-        });
-        if fail {
-            return Err(io::Error::other("injected failure"));
-        }
+    if OPERATIONS.with(Countdown::tick) {
+        return Err(io::Error::other("injected failure"));
     }
     Ok(())
 }
@@ -41,9 +29,5 @@ pub(super) fn io_point() -> io::Result<()> {
 /// returns what `f` returned and whether that operation came.
 #[cfg(test)]
 pub(crate) fn fail_nth<R>(n: u64, f: impl FnOnce() -> R) -> (R, bool) {
-    FAILED.with(|failed| failed.set(false));
-    COUNTDOWN.with(|countdown| countdown.set(n));
-    let result = f();
-    COUNTDOWN.with(|countdown| countdown.set(0));
-    (result, FAILED.with(|failed| failed.get()))
+    countdown::fail_nth(&OPERATIONS, n, f)
 }

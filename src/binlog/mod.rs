@@ -61,9 +61,11 @@
 
 pub mod record;
 pub(crate) mod writing;
+pub(crate) mod current;
 pub(crate) mod files;
 pub mod sync;
 pub mod replay;
+mod damage;
 
 // Second reading.
 pub(crate) mod compaction;
@@ -75,9 +77,8 @@ pub(crate) mod faults;
 pub mod inspect;
 
 use std::fmt;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -87,8 +88,7 @@ use crate::ids::IdRange;
 use crate::protocol::TubeName;
 use crate::time::Clock;
 use compaction::live_len;
-use files::FileInfo;
-use record::{DELETE_LEN, HEADER_LEN, UPDATE_LEN};
+use record::{DELETE_LEN, UPDATE_LEN};
 use sync::Durability;
 
 /// Preallocation granularity, as beanstalkd rounds `-s`.
@@ -314,143 +314,6 @@ impl Binlog {
     /// The durability handle connection threads use after their writes.
     pub fn durability(&self) -> Arc<Durability> {
         Arc::clone(&self.durability)
-    }
-
-    /// Creates file `n`, big enough for the claimed deletes plus `need`,
-    /// writes its header and the next id, and makes it current. On failure
-    /// nothing has changed: a half-made file is removed again.
-    fn start_file(&mut self, n: u32, need: u64) -> io::Result<()> {
-        /// `errno` for a full disk.
-        const ENOSPC: i32 = 28;
-        let syncing = self.durability.mode() != Fsync::Never;
-        let leaving = self.files.get(&self.current).map(|old| old.used);
-        if leaving.is_some() && syncing {
-            // Everything in the file we leave is made durable first.
-            faults::io_point()?;
-            self.writer.sync_data()?;
-        }
-        let opening = HEADER_LEN as u64 + DELETE_LEN as u64;
-        // `-s` bytes, unless the claimed deletes would leave less than half
-        // of that for records: then room for the claims and a whole file's
-        // worth beyond them. Sized to the claims alone, a file would take one
-        // record before the next was needed, and with many live jobs (whose
-        // claims outgrow `-s`) every write would start a file.
-        let fitted = (self.claimed + need + opening).div_ceil(BLOCK) * BLOCK;
-        let mut size = self.file_size.max(fitted);
-        if size - self.claimed - opening < self.file_size / 2 {
-            size = (self.claimed + need.max(self.file_size) + opening).div_ceil(BLOCK) * BLOCK;
-        }
-        // Claim, then change: the memory a new file's books need, first.
-        let files = self.files.len() + 1;
-        let mut opening_bytes = Vec::new();
-        let claimed = self.files.try_make_room()
-            && self.unneeded.try_reserve(files.saturating_sub(self.unneeded.len())).is_ok()
-            && opening_bytes.try_reserve(opening as usize + 32).is_ok();
-        let Some(path) = replay::try_file_path(&self.dir, n).filter(|_| claimed) else {
-            return Err(io::Error::from(io::ErrorKind::OutOfMemory));
-        };
-        opening_bytes.extend_from_slice(&record::header());
-        record::encode_next_id(&mut opening_bytes, self.next_id);
-        // `create_new` never follows a symbolic link out of the directory.
-        faults::io_point()?;
-        let file = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path)?;
-        // A disk too full for a whole file may still take what this write
-        // needs: a smaller file, rather than no change at all.
-        let preallocated =
-            faults::io_point().and_then(|()| crate::sys::preallocate(&file, size)).or_else(|e| {
-                if e.raw_os_error() == Some(ENOSPC) && fitted < size {
-                    size = fitted;
-                    crate::sys::preallocate(&file, size)
-                } else {
-                    Err(e)
-                }
-            });
-        let made = preallocated
-            .and_then(|()| faults::io_point())
-            .and_then(|()| file.write_all_at(&opening_bytes, 0))
-            .and_then(|()| {
-                if syncing {
-                    faults::io_point().and_then(|()| file.sync_data()).and_then(|()| sync_dir(&self.dir))
-                } else {
-                    Ok(())
-                }
-            });
-        if let Err(e) = made {
-            let _ = std::fs::remove_file(&path);
-            return Err(e);
-        }
-        if let Some(used) = leaving {
-            // Give back the preallocated space the old file did not use.
-            let _ = self.writer.set_len(used);
-        }
-        let previous = std::mem::replace(&mut self.current, n);
-        self.writer = Arc::new(file);
-        self.durability.set_file(Arc::clone(&self.writer));
-        self.files.insert(n, FileInfo { used: opening_bytes.len() as u64, ..FileInfo::default() });
-        self.disk_bytes += opening_bytes.len() as u64;
-        self.free = size - opening_bytes.len() as u64;
-        self.collect_unneeded(&[previous]);
-        Ok(())
-    }
-
-    /// Room kept free at the end of the current file for work that must
-    /// go on when the disk is full. A put leaves all of it; a rewrite by
-    /// compaction may use half; a change to a job already logged (a
-    /// release, a bury: existing jobs stay workable) may use it all. When
-    /// no new file can be made, compaction still has room to rewrite an old
-    /// file's few live jobs, that file goes, and its space lets new files
-    /// be made again: a full disk recovers once deletes leave little live
-    /// data.
-    pub(super) fn compaction_reserve(&self) -> u64 {
-        self.file_size / 8
-    }
-
-    /// Makes sure `need` unclaimed bytes are free in the current file, and
-    /// `keep` more besides, starting a new file if necessary.
-    fn make_room(&mut self, need: u64, keep: u64) -> bool {
-        if self.failed || self.durability.failed() {
-            return false;
-        }
-        let reserve = keep;
-        if self.free.saturating_sub(self.claimed) >= need + reserve {
-            return true;
-        }
-        let Some(next) = self.current.checked_add(1) else {
-            crate::log::problem(format_args!("binlog: file numbers exhausted; restart to renumber them"));
-            return false;
-        };
-        match self.start_file(next, need + reserve) {
-            Ok(()) => true,
-            Err(e) => {
-                crate::log::problem(format_args!("binlog: cannot start a new file: {e}"));
-                false
-            }
-        }
-    }
-
-    /// Appends the encoded record in `scratch` to the current file.
-    fn append(&mut self) -> io::Result<u64> {
-        let len = self.scratch.len() as u64;
-        let Some(info) = self.files.get_mut(&self.current) else {
-            return Err(io::Error::other("no current file"));
-        };
-        let at = info.used;
-        let written = faults::io_point().and_then(|()| self.writer.write_all_at(&self.scratch, at));
-        if self.scratch.capacity() > 1 << 20 {
-            // Do not keep a huge body's worth of buffer for the process's life.
-            self.scratch = Vec::new();
-        }
-        if let Err(e) = written {
-            self.failed = true;
-            crate::log::problem(format_args!("binlog: write failed, refusing further changes: {e}"));
-            return Err(e);
-        }
-        info.used += len;
-        self.free = self.free.saturating_sub(len);
-        self.disk_bytes += len;
-        self.records_written += 1;
-        self.durability.wrote_one();
-        Ok(len)
     }
 }
 

@@ -11,12 +11,15 @@
 //! `beanstalk.N.corrupt` when it becomes the oldest file). A file's zero
 //! tail, preallocated by a run that then crashed, is cut off, so a server
 //! that restarts over and over does not leave a full-size file each time.
+//! Which of the two a bad record is, `damage.rs` decides.
 
 use std::collections::{BTreeSet, HashMap};
 use std::fs::File;
-use std::io::{self, BufReader, Read, Seek, SeekFrom};
+use std::io::{self, BufReader};
 use std::path::{Path, PathBuf};
 
+use super::damage::{classify, Bad, FileEnd};
+pub(crate) use super::damage::{next_record, NextRecord};
 use super::dir::{read_up_to, rest_is_zero};
 use super::record::FileStamp;
 use super::record::{self, JobState, LoggedState, Record, HEADER_LEN, RECORD_HEADER_LEN};
@@ -200,26 +203,6 @@ pub fn try_file_path(dir: &Path, n: u32) -> Option<PathBuf> {
     super::dir::try_our_path(dir, n)
 }
 
-#[derive(Debug, PartialEq, Eq)]
-enum Bad {
-    /// The file ends inside a record.
-    Torn,
-    /// A record fails its checksum or cannot be parsed.
-    Corrupt,
-}
-
-enum FileEnd {
-    /// Every record read; only zeros from `data_end` to `file_len`.
-    Clean {
-        data_end: u64,
-        file_len: u64,
-    },
-    Bad {
-        offset: u64,
-        what: Bad,
-    },
-}
-
 /// What replaying one file changes.
 type ReplayState<'a> =
     (&'a mut IdMap<Pending>, &'a mut Tubes, &'a mut BTreeSet<u32>, &'a mut JobId, &'a mut Vec<FileStamp>);
@@ -290,81 +273,6 @@ fn replay_file(path: &Path, n: u32, state: ReplayState<'_>) -> io::Result<FileEn
     }
 }
 
-/// A bad record at `offset`: a torn tail if no valid record follows it
-/// anywhere in the file (a write cut short, then zeros or the end of the
-/// file), corruption otherwise (a damaged record with good ones after it,
-/// which must not be thrown away, whatever its length field says).
-///
-/// Linear in the rest of the file: a candidate at each offset is first
-/// checked for a consistent shape in O(1), and the checksums computed for
-/// the candidates that pass are paid from a budget of a few times the bytes
-/// looked at. A body can be crafted to look like records; if the budget
-/// runs out, the answer is "corrupt", which keeps every byte (a torn tail
-/// is cut off; a corrupt file is kept aside).
-fn classify(path: &Path, offset: u64) -> io::Result<FileEnd> {
-    // A torn tail is at most one record; far more than that is not one.
-    const LIMIT: u64 = 64 << 20;
-    let mut file = File::open(path)?;
-    file.seek(SeekFrom::Start(offset.saturating_add(1)))?;
-    let mut rest = Vec::new();
-    file.take(LIMIT + 1).read_to_end(&mut rest)?;
-    if rest.len() as u64 > LIMIT {
-        return Ok(FileEnd::Bad { offset, what: Bad::Corrupt });
-    }
-    let (what, _) = what_follows(&rest);
-    Ok(FileEnd::Bad { offset, what })
-}
-
-/// Whether a valid record starts anywhere in `rest` (then the damage
-/// before it is corruption) or none does (a torn tail); and how many bytes
-/// were checksummed to find out, which is at most a few times `rest.len()`.
-fn what_follows(rest: &[u8]) -> (Bad, usize) {
-    match next_record(rest, 0) {
-        (NextRecord::At(_) | NextRecord::GaveUp, checksummed) => (Bad::Corrupt, checksummed),
-        (NextRecord::None, checksummed) => (Bad::Torn, checksummed),
-    }
-}
-
-/// What a search for a readable record after damage found.
-pub(crate) enum NextRecord {
-    /// A record with a valid checksum starts here.
-    At(usize),
-    /// Looking further would cost too much (a body crafted to look like
-    /// records): assume one does.
-    GaveUp,
-    /// None starts anywhere after.
-    None,
-}
-
-/// The first offset at or after `from` where a record with a valid
-/// checksum starts, and how many bytes were checksummed to find it. Each
-/// offset is checked for a record's shape in O(1); checksums are paid from
-/// a budget of a few times the bytes looked at, so that a crafted body
-/// cannot make the search quadratic.
-pub(crate) fn next_record(bytes: &[u8], from: usize) -> (NextRecord, usize) {
-    let mut budget = 4 * bytes.len().saturating_sub(from) + (1 << 20);
-    let mut checksummed = 0;
-    for at in from..bytes.len() {
-        let Some(head) = bytes.get(at..at + RECORD_HEADER_LEN) else { break };
-        let (len, crc) =
-            record::parse_header([head[0], head[1], head[2], head[3], head[4], head[5], head[6], head[7]]);
-        let payload_at = at + RECORD_HEADER_LEN;
-        let Some(payload) = bytes.get(payload_at..payload_at.saturating_add(len)) else { continue };
-        if len == 0 || !record::plausible_payload(payload) {
-            continue;
-        }
-        if len > budget {
-            return (NextRecord::GaveUp, checksummed);
-        }
-        budget -= len;
-        checksummed += len;
-        if record::decode_payload(crc, payload).is_some() {
-            return (NextRecord::At(at), checksummed);
-        }
-    }
-    (NextRecord::None, checksummed)
-}
-
 fn apply(record: Record<'_>, file: u32, state: ReplayState<'_>) {
     let (jobs, tubes, refers_to, next_id, imported) = state;
     let mut saw = |id: JobId| *next_id = (*next_id).max(id.saturating_add(1));
@@ -398,68 +306,5 @@ fn apply(record: Record<'_>, file: u32, state: ReplayState<'_>) {
         Record::Imported(stamp) => {
             imported.push(stamp);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::stats::Counters;
-
-    fn state(id: JobId) -> JobState {
-        JobState {
-            id,
-            pri: 0,
-            delay: 0,
-            state: LoggedState::Ready,
-            deadline: 0,
-            counters: Counters::default(),
-        }
-    }
-
-    #[test]
-    fn a_valid_record_after_damage_means_corruption_and_none_a_torn_tail() {
-        let mut good = Vec::new();
-        record::encode_full(&mut good, &state(1), 60, 0, b"t", b"body");
-        let mut rest = vec![0xAB; 37];
-        rest.extend_from_slice(&good);
-        assert_eq!(what_follows(&rest).0, Bad::Corrupt);
-        let torn = &good[..good.len() - 3];
-        assert_eq!(what_follows(torn).0, Bad::Torn);
-        assert_eq!(what_follows(&[0; 4096]).0, Bad::Torn);
-    }
-
-    /// A body crafted so that every offset looks like the start of a large
-    /// record once cost a checksum of up to 64 KiB per byte: quadratic, and
-    /// minutes for a big file. The work is now bounded by the budget.
-    #[test]
-    fn looking_past_damage_is_linear_even_in_a_crafted_body() {
-        // At every offset: a length of 60_000 and a full record's shape
-        // (kind 1, a tube length, a body length that adds up), repeated.
-        let period = 64;
-        let mut unit = vec![0u8; period];
-        unit[..4].copy_from_slice(&60_000u32.to_le_bytes());
-        unit[8] = 1;
-        let rest: Vec<u8> = unit.iter().copied().cycle().take(1 << 20).collect();
-        let (what, checksummed) = what_follows(&rest);
-        assert_eq!(what, Bad::Torn);
-        assert!(
-            checksummed <= 4 * rest.len() + (1 << 20),
-            "{checksummed} bytes checksummed for {}",
-            rest.len()
-        );
-        // And a shape check that passes everywhere is paid from the budget.
-        let mut crafted = Vec::new();
-        for _ in 0..2000 {
-            let mut payload = vec![1u8; 63 + 4];
-            payload[58] = 0;
-            payload[59..63].copy_from_slice(&4u32.to_le_bytes());
-            let mut rec = (payload.len() as u32).to_le_bytes().to_vec();
-            rec.extend_from_slice(&0u32.to_le_bytes());
-            rec.extend_from_slice(&payload);
-            crafted.extend_from_slice(&rec);
-        }
-        let (_, checksummed) = what_follows(&crafted);
-        assert!(checksummed <= 4 * crafted.len() + (1 << 20));
     }
 }

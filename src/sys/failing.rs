@@ -11,13 +11,12 @@
 //! other tests, neither count nor fail.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+
+use crate::countdown::{self, Countdown};
 
 thread_local! {
-    /// Allocations left before the one that fails; 0 when not armed.
-    static COUNTDOWN: Cell<u64> = const { Cell::new(0) };
-    /// Whether the armed allocation has failed yet.
-    static FAILED: Cell<bool> = const { Cell::new(false) };
+    /// This thread's allocations, counted down to the one that fails.
+    static ALLOCATIONS: Countdown = const { Countdown::new() };
 }
 
 /// The lib's test binary's allocator: the system's, but for the
@@ -26,18 +25,7 @@ pub struct Failing;
 
 /// True if this allocation must fail; counts it otherwise.
 fn must_fail() -> bool {
-    COUNTDOWN.with(|countdown| match countdown.get() {
-        0 => false,
-        1 => {
-            countdown.set(0);
-            FAILED.with(|failed| failed.set(true));
-            true
-        }
-        n => {
-            countdown.set(n - 1);
-            false
-        }
-    })
+    ALLOCATIONS.with(Countdown::tick)
 }
 
 // SAFETY: every method is System's, or returns null, which is how an
@@ -77,9 +65,5 @@ unsafe impl GlobalAlloc for Failing {
 /// returns what `f` returned and whether that allocation came (false: `f`
 /// made fewer than `n` allocations, and none failed).
 pub fn fail_nth<R>(n: u64, f: impl FnOnce() -> R) -> (R, bool) {
-    FAILED.with(|failed| failed.set(false));
-    COUNTDOWN.with(|countdown| countdown.set(n));
-    let result = f();
-    COUNTDOWN.with(|countdown| countdown.set(0));
-    (result, FAILED.with(|failed| failed.get()))
+    countdown::fail_nth(&ALLOCATIONS, n, f)
 }

@@ -1,5 +1,6 @@
 //! Memory: the binary's allocator (small blocks in pages of their size,
-//! `pages.rs`; big ones as mappings of their own; `malloc` in between),
+//! `pages.rs`, carved from `regions.rs`; big ones as mappings of their
+//! own; `malloc` in between),
 //! and the two settings of glibc's that keep memory following what is
 //! alive now (one arena, no fast bins). Part
 //! of `sys`, the one place allowed `unsafe`; what the rest of the server
@@ -8,7 +9,8 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::ffi::c_int;
 
-use super::pages::{self, map_block, unmap_block, MAP_FAILED};
+use super::pages;
+use super::regions::{map_block, unmap_block, MAP_FAILED};
 
 #[cfg(target_env = "gnu")]
 extern "C" {

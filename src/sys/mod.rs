@@ -11,7 +11,8 @@
 //! One file a subject: this one (clocks, and what `stats` reads of the
 //! process), `socket.rs` (polls, epoll, socket options, inherited
 //! listeners), `process.rs` (signals, resource limits, changing user),
-//! `file.rs` (preallocation, `fcntl` locks) and `memory.rs`.
+//! `file.rs` (preallocation, `fcntl` locks) and `memory.rs` (the
+//! allocator, with `pages.rs` and `regions.rs`).
 
 use std::ffi::{c_char, c_int, c_long};
 use std::io;
@@ -23,6 +24,7 @@ pub(crate) mod file;
 pub(crate) mod memory;
 pub(crate) mod pages;
 pub(crate) mod process;
+pub(crate) mod regions;
 pub(crate) mod socket;
 
 pub use file::{lock_posix, posix_lock_holder, preallocate, O_NOFOLLOW};

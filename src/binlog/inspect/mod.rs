@@ -4,9 +4,10 @@
 //! directory would serve, plus what each file holds and the damage found.
 //!
 //! This module owns that model; `read` fills it from a directory (with
-//! `scan` for our files' records), and the other submodules each turn it
-//! into one subcommand's output: [`check`], [`usage`], [`list`] (and
-//! `show`), [`export`] and [`v7`] (`to-beanstalkd`).
+//! `scan` for our files' records, and `live_jobs` holding the jobs while
+//! it reads), and the other submodules each turn it into one subcommand's
+//! output: [`check`], [`usage`], [`list`] (and `show`), [`export`] and
+//! [`v7`] (`to-beanstalkd`).
 //!
 //! It must never change the directory it reads: no file is created,
 //! written, renamed, truncated or locked there (the server's replay cuts
@@ -22,6 +23,7 @@
 pub mod check;
 pub mod export;
 pub mod list;
+mod live_jobs;
 mod read;
 mod scan;
 pub mod usage;

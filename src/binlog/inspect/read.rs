@@ -10,12 +10,12 @@ use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use super::live_jobs::LiveJobs;
 use super::scan;
 use super::{holder, unix_now, Bodies, Damage, FileKind, Job, Log, LogFile, State};
 use crate::binlog::beanstalkd::{FileByFile, TheirState};
 use crate::binlog::dir::{self, Format, TheirFile, Theirs};
 use crate::binlog::record::{FileStamp, LoggedState, Record};
-use crate::engine::IdMap;
 use crate::ids::JobId;
 use crate::protocol::TubeName;
 
@@ -43,8 +43,13 @@ pub fn open(dir: &Path, bodies: Bodies) -> Result<Log, String> {
             dir.display()
         ));
     }
-    let mut reader =
-        Reader { log: &mut log, jobs: Jobs::default(), tubes: HashMap::new(), imported: Vec::new(), bodies };
+    let mut reader = Reader {
+        log: &mut log,
+        jobs: LiveJobs::default(),
+        tubes: HashMap::new(),
+        imported: Vec::new(),
+        bodies,
+    };
     let newest = found.ours.last().map(|f| f.0);
     for (number, path) in &found.ours {
         reader.our_file(*number, path, Some(*number) == newest)?;
@@ -138,7 +143,7 @@ pub(super) fn survey(dir: &Path) -> Result<Found, String> {
 /// A reading in progress: the live jobs so far, by id.
 struct Reader<'a> {
     log: &'a mut Log,
-    jobs: Jobs,
+    jobs: LiveJobs,
     tubes: HashMap<Vec<u8>, usize>,
     /// beanstalkd's files our log says it imported (see [`stamp_key`]).
     imported: Vec<String>,
@@ -346,50 +351,6 @@ impl Reader<'_> {
         }
         jobs.retain(|j| j.tube != BAD_TUBE);
         self.log.jobs = jobs;
-    }
-}
-
-/// The live jobs, in one vector found by id through a map of indices:
-/// about half the memory of a map of jobs, and sorted in place at the end
-/// rather than copied, so a million jobs fit in a few hundred bytes each.
-#[derive(Default)]
-struct Jobs {
-    list: Vec<Job>,
-    at: IdMap<u32>,
-}
-
-impl Jobs {
-    fn get(&self, id: &JobId) -> Option<&Job> {
-        self.list.get(*self.at.get(id)? as usize)
-    }
-
-    fn get_mut(&mut self, id: &JobId) -> Option<&mut Job> {
-        self.list.get_mut(*self.at.get(id)? as usize)
-    }
-
-    fn insert(&mut self, id: JobId, job: Job) {
-        match self.at.get(&id) {
-            Some(&i) => self.list[i as usize] = job,
-            None => {
-                self.at.insert(id, self.list.len() as u32);
-                self.list.push(job);
-            }
-        }
-    }
-
-    fn remove(&mut self, id: &JobId) {
-        let Some(i) = self.at.remove(id) else { return };
-        self.list.swap_remove(i as usize);
-        if let Some(moved) = self.list.get(i as usize) {
-            self.at.insert(moved.id, i);
-        }
-    }
-
-    fn into_sorted(self) -> Vec<Job> {
-        let Jobs { mut list, at } = self;
-        drop(at);
-        list.sort_unstable_by_key(|j| j.id);
-        list
     }
 }
 
