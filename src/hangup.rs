@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use crate::engine::{ClientId, Engine};
-use crate::shared::EngineGuard;
+use crate::engine_lock::EngineGuard;
 use crate::sys::HangupPoller;
 
 /// The token of the watcher's own wake-up socket; client ids start at 1.

@@ -61,7 +61,8 @@
 //!    (group commit, `-f`) and [`binlog::replay`] (start-up).
 //! 8. [`stats`]: the YAML bodies of `stats`, `stats-job`, `stats-tube` and
 //!    `list-*`.
-//! 9. [`shared`] (what every thread of a server shares), [`listen`] (the
+//! 9. [`shared`] (what every thread of a server shares; the engine's lock,
+//!    which wakes blocked reserves once let go, is [`engine_lock`]), [`listen`] (the
 //!    listening socket), [`server`] (accepting, a thread a connection,
 //!    shutdown) and [`signals`] (SIGTERM, SIGINT, SIGUSR1).
 //!
@@ -237,6 +238,7 @@ mod timer;
 mod hangup;
 pub mod binlog;
 pub mod stats;
+mod engine_lock;
 mod shared;
 mod listen;
 pub mod server;

@@ -13,7 +13,8 @@ use std::time::Instant;
 
 use crate::binlog::sync::Durability;
 use crate::config::Config;
-use crate::engine::{ClientId, Engine, Waker};
+use crate::engine::{ClientId, Engine};
+use crate::engine_lock::EngineGuard;
 use crate::hangup::HangupWatcher;
 use crate::host::ConnectionLimit;
 use crate::stats::{BinlogStats, ProcessStats};
@@ -162,58 +163,4 @@ fn instance_id() -> String {
         bytes = (nanos ^ u64::from(std::process::id()).rotate_left(32)).to_le_bytes();
     }
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The engine, locked. The blocked reserves its holder ended are woken
-/// once the lock is let go, not while it is held (see
-/// [`Engine::take_woken`]): so no woken worker finds the lock still taken,
-/// and no wake's system call holds everyone up.
-pub struct EngineGuard<'a> {
-    guard: Option<MutexGuard<'a, Engine>>,
-}
-
-/// Wake-ups carried out of the lock at a time; more are made under it.
-const WAKES_AFTER_UNLOCK: usize = 16;
-
-impl<'a> EngineGuard<'a> {
-    pub fn new(guard: MutexGuard<'a, Engine>) -> EngineGuard<'a> {
-        EngineGuard { guard: Some(guard) }
-    }
-
-    /// The lock itself, for a `Condvar` wait, which lets it go and takes it
-    /// back at once: what is pending is woken first, under it.
-    pub fn into_inner(mut self) -> MutexGuard<'a, Engine> {
-        let mut guard = self.guard.take().unwrap_or_else(|| unreachable!("held until dropped"));
-        let mut woken: [Option<Arc<dyn Waker>>; WAKES_AFTER_UNLOCK] = Default::default();
-        let n = guard.take_woken(&mut woken);
-        for waker in woken.iter_mut().take(n).filter_map(Option::take) {
-            waker.wake();
-        }
-        guard
-    }
-}
-
-impl std::ops::Deref for EngineGuard<'_> {
-    type Target = Engine;
-    fn deref(&self) -> &Engine {
-        self.guard.as_deref().unwrap_or_else(|| unreachable!("held until dropped"))
-    }
-}
-
-impl std::ops::DerefMut for EngineGuard<'_> {
-    fn deref_mut(&mut self) -> &mut Engine {
-        self.guard.as_deref_mut().unwrap_or_else(|| unreachable!("held until dropped"))
-    }
-}
-
-impl Drop for EngineGuard<'_> {
-    fn drop(&mut self) {
-        let Some(mut guard) = self.guard.take() else { return };
-        let mut woken: [Option<Arc<dyn Waker>>; WAKES_AFTER_UNLOCK] = Default::default();
-        let n = guard.take_woken(&mut woken);
-        drop(guard);
-        for waker in woken.iter_mut().take(n).filter_map(Option::take) {
-            waker.wake();
-        }
-    }
 }

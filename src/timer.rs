@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
 
 use crate::engine::Engine;
-use crate::shared::EngineGuard;
+use crate::engine_lock::EngineGuard;
 use crate::time::{Clock, LONGEST_SLEEP};
 
 /// The timer thread's body: runs `engine`'s time-driven work as it falls

@@ -9,8 +9,8 @@ use std::os::fd::AsRawFd;
 
 use super::buffers::IDLE_AFTER;
 use super::{Conn, Next};
+use crate::engine_lock::EngineGuard;
 use crate::protocol::{ReplyRoom, SHORT_REPLY_LEN};
-use crate::shared::EngineGuard;
 
 impl Conn<'_> {
     /// Sleeps until the engine ends this client's blocked reserve, then
