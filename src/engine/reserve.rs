@@ -29,10 +29,6 @@ impl Engine {
         now: Time,
         room: &mut dyn ReplyRoom,
     ) -> Option<Reply<'_>> {
-        match timeout {
-            None => self.cmds.reserve += 1,
-            Some(_) => self.cmds.reserve_with_timeout += 1,
-        }
         self.start_reserve(c, timeout, None, now, room)
     }
 
@@ -51,10 +47,6 @@ impl Engine {
         now: Time,
         room: &mut dyn ReplyRoom,
     ) -> Option<Reply<'_>> {
-        match timeout {
-            None => self.cmds.reserve += 1,
-            Some(_) => self.cmds.reserve_with_timeout += 1,
-        }
         self.start_reserve(c, timeout, Some(input_waiting), now, room)
     }
 
@@ -68,6 +60,10 @@ impl Engine {
         now: Time,
         room: &mut dyn ReplyRoom,
     ) -> Option<Reply<'_>> {
+        match timeout {
+            None => self.cmds.reserve += 1,
+            Some(_) => self.cmds.reserve_with_timeout += 1,
+        }
         let margin_at = self.soonest_margin(c);
         let in_margin = margin_at.is_some_and(|m| now >= m);
         // In the margin, a job that is ready counts even in a paused tube.
