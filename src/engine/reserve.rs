@@ -50,7 +50,7 @@ impl Engine {
         self.start_reserve(c, timeout, Some(input_waiting), now, room)
     }
 
-    /// The reserves' shared steps (reference §3.3). `abort` is `None` for a
+    /// The reserves' shared steps, counting included (reference §3.3). `abort` is `None` for a
     /// plain reserve, or whether input already waits for an abortable one.
     fn start_reserve(
         &mut self,
