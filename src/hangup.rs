@@ -26,10 +26,9 @@ use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
 
-use crate::engine::{ClientId, Engine};
-use crate::engine_lock::EngineGuard;
+use crate::engine::ClientId;
+use crate::engine_lock::EngineLock;
 use crate::sys::HangupPoller;
 
 /// The token of the watcher's own wake-up socket; client ids start at 1.
@@ -70,7 +69,7 @@ impl HangupWatcher {
 /// The watcher thread's body: reports each hang-up, and each arrival of
 /// data on an abortable wait, to `engine` until
 /// `stopping` is set and [`HangupWatcher::stop`] wakes it.
-pub(crate) fn run(watcher: &HangupWatcher, engine: &Mutex<Engine>, stopping: &AtomicBool) {
+pub(crate) fn run(watcher: &HangupWatcher, engine: &EngineLock, stopping: &AtomicBool) {
     let mut tokens = Vec::new();
     loop {
         if let Err(e) = watcher.poller.wait(&mut tokens) {
@@ -84,11 +83,8 @@ pub(crate) fn run(watcher: &HangupWatcher, engine: &Mutex<Engine>, stopping: &At
                     return;
                 }
             } else {
-                // Poisoned only if a thread panicked under the lock and the
-                // build unwinds: carry on with the engine as it is.
                 // Through the guard: the wait this ends is woken as it unlocks.
-                EngineGuard::new(engine.lock().unwrap_or_else(|e| e.into_inner()))
-                    .client_stirred(ClientId(token), hung_up);
+                engine.lock().client_stirred(ClientId(token), hung_up);
             }
         }
     }

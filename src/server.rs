@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use crate::binlog::{Binlog, BinlogError};
 use crate::config::Config;
 use crate::engine::{ClientId, Engine, RestoredState};
+use crate::engine_lock::EngineLock;
 use crate::hangup::HangupWatcher;
 use crate::host::{ConnectionLimit, HostLimits};
 use crate::listen::Listener;
@@ -89,7 +90,7 @@ impl Server {
         engine.set_memory_limit(config.max_job_memory);
         engine.set_id_range(config.job_ids);
         let shared = Arc::new(Shared {
-            engine: Mutex::new(engine),
+            engine: EngineLock::new(engine),
             clock: Clock::start(),
             timer,
             hangups: HangupWatcher::new()?,

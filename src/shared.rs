@@ -13,8 +13,8 @@ use std::time::Instant;
 
 use crate::binlog::sync::Durability;
 use crate::config::Config;
-use crate::engine::{ClientId, Engine};
-use crate::engine_lock::EngineGuard;
+use crate::engine::ClientId;
+use crate::engine_lock::{EngineGuard, EngineLock};
 use crate::hangup::HangupWatcher;
 use crate::host::ConnectionLimit;
 use crate::stats::{BinlogStats, ProcessStats};
@@ -30,7 +30,7 @@ pub(crate) struct AcceptWake {
 
 /// State shared by every thread of one server.
 pub(crate) struct Shared {
-    pub engine: Mutex<Engine>,
+    pub engine: EngineLock,
     pub clock: Clock,
     /// The timer thread sleeps on this; the engine notifies it.
     pub timer: Arc<Condvar>,
@@ -52,13 +52,9 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// Locks the engine, ignoring poisoning. A poisoned lock means a thread
-    /// panicked while holding it; the server's release binary aborts on a
-    /// panic instead, but a crate that embeds this library may unwind, and
-    /// then going on with the engine as it was left beats a cascade of
-    /// panics.
+    /// Locks the engine (see [`EngineLock::lock`]).
     pub fn engine(&self) -> EngineGuard<'_> {
-        EngineGuard::new(self.engine.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
+        self.engine.lock()
     }
 
     /// Locks the engine to answer a command, and brings it up to the

@@ -11,19 +11,16 @@
 //! is what moves jobs when no command comes.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::Condvar;
 
-use crate::engine::Engine;
-use crate::engine_lock::EngineGuard;
+use crate::engine_lock::{EngineGuard, EngineLock};
 use crate::time::{Clock, LONGEST_SLEEP};
 
 /// The timer thread's body: runs `engine`'s time-driven work as it falls
 /// due, sleeping on `timer` in between, until `stopping` is set and
 /// `timer` notified.
-pub(crate) fn run(engine_lock: &Mutex<Engine>, clock: &Clock, timer: &Condvar, stopping: &AtomicBool) {
-    // A poisoned lock means a thread panicked while holding it; going on
-    // with the engine as it was left beats a cascade of panics.
-    let mut engine = EngineGuard::new(engine_lock.lock().unwrap_or_else(|e| e.into_inner()));
+pub(crate) fn run(engine_lock: &EngineLock, clock: &Clock, timer: &Condvar, stopping: &AtomicBool) {
+    let mut engine = engine_lock.lock();
     while !stopping.load(Ordering::SeqCst) {
         let now = clock.now();
         let due = engine.tick(now);
