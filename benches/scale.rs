@@ -3,7 +3,8 @@
 //!
 //!     cargo bench --bench scale
 //!
-//! Three scenarios, each printing ours, theirs and the ratio:
+//! Three scenarios, each printing ours, theirs and the ratio (fan-out and
+//! the 1000-connection cycle are the `contention` benchmark's):
 //! - memory: fill 250k, 500k, 1M and 2M jobs with 100-byte bodies, each in
 //!   a fresh server; RSS and peak RSS (VmHWM) per job. After the 500k fill,
 //!   every job is deleted and RSS is read again a few seconds later.
@@ -11,15 +12,15 @@
 //!   delayed jobs falling due, with and without 200,000 idle tubes each
 //!   holding one far-delayed job (ours only: beanstalkd scans every tube on
 //!   every event and collapses well before 200,000).
-//! - fan-out tail: 1000 workers blocked in reserve, one producer putting
-//!   one job at a time; put -> RESERVED latency (p50, p99) and throughput.
 //! - give-back stall: 3,000,000 jobs of 64 bytes, then every other one
 //!   deleted, then the rest; an idle client's put+delete round trip, every
 //!   millisecond throughout and for 5 s after, max and p99. This is where
-//!   freed memory goes back to the system, and it must not stall anyone.
+//!   freed memory goes back to the system, and it must not stall anyone;
+//!   and the deletes come as pipelined batches of 1,000, so it is also
+//!   where one client's pipeline must not starve another of the lock.
 //!
 //! Set BEANSTALKD to another beanstalkd binary or "" to skip it; SCALE_ONLY
-//! to `memory`, `tubes`, `fanout` or `giveback` to run one scenario; SCALE_ROUNDS (default
+//! to `memory`, `tubes` or `giveback` to run one scenario; SCALE_ROUNDS (default
 //! 3) for the rounds of the timed scenarios; SCALE_OURS to measure another
 //! build of ours (an older commit, for before-and-after figures). Every server it starts is
 //! killed when its scenario ends.
@@ -32,7 +33,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{blocked_workers, status_kib, Client, Server};
+use common::{status_kib, Client, Server};
 
 fn main() {
     let ours = std::env::var("SCALE_OURS").unwrap_or_else(|_| env!("CARGO_BIN_EXE_beanstalk").to_owned());
@@ -47,9 +48,6 @@ fn main() {
     }
     if run("tubes") {
         many_tubes(&ours, rounds);
-    }
-    if run("fanout") {
-        fan_out_tail(&ours, theirs.as_deref(), rounds);
     }
     if run("giveback") {
         give_back_stall(&ours, theirs.as_deref());
@@ -252,67 +250,6 @@ fn cycle_beside_tubes(binary: &str, idle_tubes: usize) -> Cycle {
 // -------------------------------------------------------------------------
 // Fan-out tail
 // -------------------------------------------------------------------------
-
-struct FanOut {
-    rate: f64,
-    p50_ms: f64,
-    p99_ms: f64,
-}
-
-fn fan_out_tail(ours: &str, theirs: Option<&str>, rounds: usize) {
-    let (mut a, mut b) = (Vec::new(), Vec::new());
-    for round in 0..rounds {
-        if round % 2 == 1 {
-            if let Some(theirs) = theirs {
-                b.push(fan_out(theirs, 1000, 20_000));
-            }
-        }
-        a.push(fan_out(ours, 1000, 20_000));
-        if round % 2 == 0 {
-            if let Some(theirs) = theirs {
-                b.push(fan_out(theirs, 1000, 20_000));
-            }
-        }
-    }
-    let pick = |runs: &[FanOut], f: fn(&FanOut) -> f64| {
-        (!runs.is_empty()).then(|| median(runs.iter().map(f).collect()))
-    };
-    let ours = |f: fn(&FanOut) -> f64| pick(&a, f).unwrap_or(0.0);
-    row("fan-out 1000 workers: jobs/s", ours(|r| r.rate), pick(&b, |r| r.rate));
-    row("fan-out 1000 workers: p50 put->RESERVED (ms)", ours(|r| r.p50_ms), pick(&b, |r| r.p50_ms));
-    row("fan-out 1000 workers: p99 put->RESERVED (ms)", ours(|r| r.p99_ms), pick(&b, |r| r.p99_ms));
-}
-
-/// `workers` clients block in reserve; one producer puts `jobs` jobs, each
-/// after the previous one's INSERTED, whose bodies carry the moment the put
-/// was sent; each worker notes when the job reached it, deletes it and
-/// reserves again.
-fn fan_out(binary: &str, workers: usize, jobs: usize) -> FanOut {
-    let server = Server::start(binary);
-    let port = server.port;
-    let origin = Instant::now();
-    let ready = Arc::new(Barrier::new(workers + 1));
-    let handles = blocked_workers(port, workers, &ready, move |c| {
-        let arrived = origin.elapsed().as_nanos() as u64;
-        let sent: u64 = std::str::from_utf8(&c.body).unwrap().trim().parse().unwrap();
-        arrived.saturating_sub(sent)
-    });
-    ready.wait();
-    thread::sleep(Duration::from_millis(500)); // let every reserve block
-    let mut producer = Client::connect(port);
-    let began = Instant::now();
-    for _ in 0..jobs {
-        let sent = format!("{:020}", origin.elapsed().as_nanos() as u64);
-        producer.send(format!("put 0 0 60 20\r\n{sent}\r\n").as_bytes());
-        producer.reply();
-    }
-    let elapsed = began.elapsed();
-    let mut latencies: Vec<u64> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
-    assert_eq!(latencies.len(), jobs);
-    latencies.sort_unstable();
-    let ms = |q: usize| latencies[(latencies.len() * q / 100).min(latencies.len() - 1)] as f64 / 1e6;
-    FanOut { rate: jobs as f64 / elapsed.as_secs_f64(), p50_ms: ms(50), p99_ms: ms(99) }
-}
 
 // -------------------------------------------------------------------------
 // Give-back stall

@@ -17,6 +17,7 @@
 //! aside, so the price is paid only when it buys something: about one
 //! hand-over a millisecond to a starved thread.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
@@ -83,8 +84,8 @@ impl EngineLock {
     /// with the engine as it was left beats a cascade of panics.
     pub fn lock(&self) -> EngineGuard<'_> {
         let turns = &self.turns;
-        if turns.waiting.load(SeqCst) > 0 && turns.starving() {
-            turns.step_aside();
+        if turns.waiting.load(SeqCst) > 0 {
+            turns.wait_for_the_starved();
         }
         let guard = match self.engine.try_lock() {
             Ok(guard) => guard,
@@ -131,13 +132,32 @@ impl Turns {
         }
     }
 
+    /// Steps aside if this thread has already had the lock while a waiter
+    /// that is still waiting waited longer than [`FAIR_AFTER`]: that is
+    /// a pipeline starving it. A thread that comes once while many wait
+    /// (a thousand busy connections on two cores, where a woken waiter
+    /// waits for a CPU, not for the lock) goes ahead: stepping aside would
+    /// give the CPU to any of them and make everyone later.
+    fn wait_for_the_starved(&self) {
+        thread_local! {
+            /// `served` when this thread last came for the lock while
+            /// others waited.
+            static SERVED_AT_LAST_TURN: Cell<u64> = const { Cell::new(u64::MAX) };
+        }
+        let served = self.served.load(SeqCst);
+        let again = SERVED_AT_LAST_TURN.with(|last| last.replace(served)) == served;
+        if again && self.starving() {
+            self.step_aside(served);
+            SERVED_AT_LAST_TURN.with(|last| last.set(self.served.load(SeqCst)));
+        }
+    }
+
     /// Sleeps until a waiter has been served, or no one waits any more, or
     /// [`LONGEST_STEP_ASIDE`] has passed.
-    fn step_aside(&self) {
+    fn step_aside(&self, served: u64) {
         let gate = self.gate.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         self.steps_aside.fetch_add(1, SeqCst);
         self.aside.fetch_add(1, SeqCst);
-        let served = self.served.load(SeqCst);
         let still_waiting = |_: &mut ()| self.served.load(SeqCst) == served && self.waiting.load(SeqCst) > 0;
         let gate = self.turn.wait_timeout_while(gate, LONGEST_STEP_ASIDE, still_waiting);
         self.aside.fetch_sub(1, SeqCst);
@@ -229,7 +249,8 @@ mod tests {
         pretend_waiting_since(&lock, 0);
         let taker = {
             let lock = Arc::clone(&lock);
-            thread::spawn(move || drop(lock.lock()))
+            // The first time, it goes ahead; the second, it is a pipeline.
+            thread::spawn(move || (0..2).for_each(|_| drop(lock.lock())))
         };
         // The taker is aside (or, on a slow day, has given up waiting).
         while lock.turns.steps_aside.load(SeqCst) == 0 {
@@ -258,7 +279,22 @@ mod tests {
         thread::sleep(FAIR_AFTER * 2);
         pretend_waiting_since(&lock, 0);
         drop(lock.lock());
+        drop(lock.lock());
         assert_eq!(lock.turns.steps_aside.load(SeqCst), 1);
+    }
+
+    #[test]
+    fn a_thread_that_comes_once_while_others_wait_goes_ahead() {
+        let lock = lock();
+        thread::sleep(FAIR_AFTER * 2);
+        pretend_waiting_since(&lock, 0);
+        drop(lock.lock());
+        assert_eq!(lock.turns.steps_aside.load(SeqCst), 0);
+        // Another waiter was served since: a turn has passed.
+        lock.turns.end_wait();
+        pretend_waiting_since(&lock, 0);
+        drop(lock.lock());
+        assert_eq!(lock.turns.steps_aside.load(SeqCst), 0);
     }
 
     #[test]
