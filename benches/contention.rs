@@ -42,8 +42,8 @@ fn main() {
         let (a, b) = alternate(&ours, theirs.as_deref(), rounds, |binary| fan_out(binary, 1000, 20_000));
         let figures: [Figure<4>; 4] = [
             ("fan-out 1000 workers: jobs/s", |f| f[0]),
-            ("fan-out 1000 workers: p50 put->RESERVED (ms)", |f| f[1]),
-            ("fan-out 1000 workers: p99 put->RESERVED (ms)", |f| f[2]),
+            ("fan-out 1000 workers: p50 put->RESERVED (us)", |f| f[1] * 1e3),
+            ("fan-out 1000 workers: p99 put->RESERVED (us)", |f| f[2] * 1e3),
             ("fan-out 1000 workers: server CPU a job (us)", |f| f[3]),
         ];
         rows(&figures, &a, &b);

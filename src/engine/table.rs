@@ -27,7 +27,9 @@
 //!
 //! - **The slab** holds the records in chunks of [`SLAB_CHUNK`] slots.
 //!   A chunk is allocated when every other is full, and freed the moment
-//!   its last job goes, so memory follows the jobs alive now with no pass
+//!   its last job goes (but for one, kept empty, so that a queue that
+//!   empties and fills again does not map and unmap a chunk for every job),
+//!   so memory follows the jobs alive now with no pass
 //!   over the table, ever: growing never copies a record, never needs the
 //!   old and the new storage at once, and never leaves half of a doubled
 //!   table empty (as a hash table does right after it grows). A deleted
@@ -36,7 +38,7 @@
 //!   and jobs mostly die in roughly the order they were born, so the live
 //!   ids sit in one window of the id space: the index is a deque of blocks of
 //!   [`INDEX_BLOCK`] slot numbers (4 bytes per id), one block per run of
-//!   ids, dropped when its last job goes. Ids that would stretch the window
+//!   ids, dropped when its last job goes (one is kept, as the next block). Ids that would stretch the window
 //!   past [`MAX_INDEX_BLOCKS`] (a job that outlives billions of later ones,
 //!   or a restored log with far-apart ids) go to a small hash map instead.
 //!
@@ -78,6 +80,11 @@ pub struct JobTable {
     with_room: Vec<u32>,
     /// Chunks given back, whose numbers the next new chunk reuses.
     freed: Vec<u32>,
+    /// One chunk that emptied and was kept rather than freed, until a job
+    /// goes into it: so that a queue that empties and fills again (one
+    /// job at a time, as a worker pool waiting for work sees it) does not
+    /// map and unmap a chunk, under the engine's lock, for every job.
+    kept_empty: Option<u32>,
     /// `index[k]` holds the slots of ids `(first_block + k) * INDEX_BLOCK`
     /// onwards; `None` for a block with no live job. Never starts or ends
     /// with `None`.
@@ -153,7 +160,7 @@ impl JobTable {
     }
 
     /// Takes job `id` out of the table. Its chunk is freed if it was the
-    /// chunk's last job.
+    /// chunk's last job, unless no other empty chunk is kept.
     pub fn remove(&mut self, id: &JobId) -> Option<Job> {
         let slot = self.clear_slot(*id)? as usize;
         let (c, at) = (slot / SLAB_CHUNK, slot % SLAB_CHUNK);
@@ -161,10 +168,13 @@ impl JobTable {
         let job = chunk.records[at].take();
         chunk.live -= 1;
         self.len -= 1;
-        if chunk.live == 0 {
+        if chunk.live == 0 && self.kept_empty.is_some() {
             *chunk = Chunk::default();
             self.freed.push(c as u32);
         } else {
+            if chunk.live == 0 {
+                self.kept_empty = Some(c as u32);
+            }
             chunk.holes.push(at as u16);
             if !chunk.listed {
                 chunk.listed = true;
@@ -256,6 +266,9 @@ impl JobTable {
         let Some(c) = self.chunk_with_room() else {
             std::alloc::handle_alloc_error(std::alloc::Layout::new::<[Option<Job>; SLAB_CHUNK]>());
         };
+        if self.kept_empty == Some(c as u32) {
+            self.kept_empty = None;
+        }
         let chunk = &mut self.slab[c];
         chunk.live += 1;
         let at = match chunk.holes.pop() {
@@ -324,7 +337,11 @@ impl JobTable {
         }
         block.live -= 1;
         if block.live == 0 {
-            self.index[k] = None;
+            // Every slot is NO_SLOT again: it is the next block's spare.
+            let block = self.index[k].take();
+            if self.spare_block.is_none() {
+                self.spare_block = block.map(|block| block.slots);
+            }
             self.trim_window();
         }
         Some(slot)
@@ -446,25 +463,38 @@ mod tests {
         }
         assert_eq!(table.capacity(), 20 * SLAB_CHUNK);
         // Keep every hundredth job of the first half: the second half's
-        // chunks are freed as their last jobs go, the first half's kept.
+        // chunks are freed as their last jobs go, but for one kept empty;
+        // the first half's stay.
         for id in (1..=n).filter(|id| *id > n / 2 || id % 100 != 0) {
             table.remove(&id);
         }
-        assert_eq!(table.capacity(), 10 * SLAB_CHUNK);
+        assert_eq!(table.capacity(), 11 * SLAB_CHUNK);
         check(&table, (1..=n).filter(|id| *id <= n / 2 && id % 100 == 0));
         // New jobs fill the holes before any chunk is allocated again.
         let survivors = table.len() as u64;
-        for id in n + 1..=n + 10 * SLAB_CHUNK as u64 - survivors {
+        for id in n + 1..=n + 11 * SLAB_CHUNK as u64 - survivors {
             table.insert(id, job(id));
         }
-        assert_eq!(table.capacity(), 10 * SLAB_CHUNK);
-        table.insert(2 * n, job(2 * n));
         assert_eq!(table.capacity(), 11 * SLAB_CHUNK);
-        // Emptied, it holds nothing.
+        table.insert(2 * n, job(2 * n));
+        assert_eq!(table.capacity(), 12 * SLAB_CHUNK);
+        // Emptied, it holds one empty chunk and one spare index block.
         let live: Vec<JobId> = (1..=2 * n).filter(|id| table.get(id).is_some()).collect();
         for id in live {
             table.remove(&id);
         }
-        assert_eq!((table.capacity(), table.index.len(), table.len()), (0, 0, 0));
+        assert_eq!((table.capacity(), table.index.len(), table.len()), (SLAB_CHUNK, 0, 0));
+        assert!(table.spare_block.is_some());
+    }
+
+    #[test]
+    fn a_queue_that_empties_and_fills_again_keeps_its_chunk() {
+        let mut table = JobTable::default();
+        for id in 1..=3 * INDEX_BLOCK as u64 {
+            assert!(table.try_make_room(id));
+            table.insert(id, job(id));
+            table.remove(&id);
+            assert_eq!((table.capacity(), table.len()), (SLAB_CHUNK, 0));
+        }
     }
 }
