@@ -231,3 +231,57 @@ fn one_round(target: &Target, producer: &mut Conn, observer: &mut Conn, slow: &s
         _ => panic!("no worker got the job"),
     }
 }
+
+/// Issue 24's first defect. W1 then W2 block in reserve. One write carries
+/// a TTR-1 put (handed to W1) and a kick that holds the engine's lock for
+/// most of that second. W1's thread collects the job once the lock is
+/// free, and its TTR starts then: W1 holds it a full second from its
+/// `RESERVED`, and W2 never sees it. (Counted from the hand-off, the TTR
+/// ran out a moment after W1 was told, and W2 got the job while W1 still
+/// believed it held it.)
+#[test]
+fn a_worker_s_ttr_starts_when_it_is_told_not_when_the_lock_was_busy() {
+    let target = Target::start(false, &[]);
+    let mut producer = target.connect();
+    // A kick that holds the lock 0.5 to 0.9 s on this machine and build.
+    let mut count = 50_000;
+    let mut calibrated = false;
+    for round in 0..6 {
+        let tube = format!("calibrate-{round}");
+        put_delayed(&mut producer, &tube, count);
+        let started = Instant::now();
+        assert_eq!(producer.cmd(&format!("kick {count}")), format!("KICKED {count}\r\n"));
+        let took = started.elapsed().as_secs_f64();
+        if (0.5..=0.9).contains(&took) {
+            calibrated = true;
+            break;
+        }
+        // Aim at 0.7 s; round to whole thousands, as put_delayed puts.
+        count = ((count as f64 * 0.7 / took.max(0.01)) as usize).clamp(1000, 4_000_000) / 1000 * 1000;
+    }
+    if !calibrated {
+        eprintln!("skipped: no kick of up to 4,000,000 jobs took 0.5 to 0.9 s here");
+        return;
+    }
+    put_delayed(&mut producer, "slow", count);
+    assert_eq!(producer.cmd("use default"), "USING default\r\n");
+    let mut observer = target.connect();
+    let mut workers = Vec::new();
+    for n in 1..=2 {
+        let mut w = target.connect();
+        w.send("reserve\r\n");
+        let waiting = || observer.cmd("stats").contains(&format!("current-waiting: {n}\n"));
+        assert!(common::settle(Duration::from_secs(10), waiting));
+        workers.push(w);
+    }
+    let (mut w1, mut w2) = (workers.remove(0), workers.remove(0));
+    producer.send(format!("put 0 0 1 1\r\nx\r\nuse slow\r\nkick {count}\r\n"));
+    let id = inserted(&producer.reply());
+    assert_eq!(w1.reply_within(Duration::from_secs(10)), Some(format!("RESERVED {id} 1\r\nx\r\n")));
+    // Well inside the second W1 was promised, past the one the hand-off saw.
+    thread::sleep(Duration::from_millis(600));
+    assert_eq!(w1.cmd(&format!("delete {id}")), "DELETED\r\n");
+    assert_eq!(producer.reply(), "USING slow\r\n");
+    assert_eq!(producer.reply(), format!("KICKED {count}\r\n"));
+    assert_eq!(w2.reply_within(Duration::from_millis(1500)), None, "W2 got the job W1 held");
+}
