@@ -285,3 +285,55 @@ fn a_worker_s_ttr_starts_when_it_is_told_not_when_the_lock_was_busy() {
     assert_eq!(producer.reply(), format!("KICKED {count}\r\n"));
     assert_eq!(w2.reply_within(Duration::from_millis(1500)), None, "W2 got the job W1 held");
 }
+
+/// No wake is lost: rounds of workers blocked in `reserve`, some of which
+/// hang up while blocked, woken all at once by producers putting from
+/// several connections together (so wakes are carried out of the lock by
+/// several threads, the fair lock's step-asides among them). Every job
+/// reaches a worker that stayed, once, within the round's deadline.
+#[test]
+fn every_blocked_worker_is_woken_when_many_puts_land_at_once() {
+    let target = Target::start(false, &[]);
+    let mut observer = target.connect();
+    const WORKERS: usize = 12;
+    const QUITTERS: usize = 4;
+    for round in 0..40 {
+        let mut workers: Vec<_> = (0..WORKERS + QUITTERS).map(|_| target.connect()).collect();
+        for w in &mut workers {
+            w.send("reserve\r\n");
+        }
+        let all = WORKERS + QUITTERS;
+        let waiting = || observer.cmd("stats").contains(&format!("current-waiting: {all}\n"));
+        assert!(common::settle(Duration::from_secs(10), waiting), "round {round}: workers not waiting");
+        // Some hang up while blocked: a job must never be stuck with them.
+        workers.truncate(WORKERS);
+        let producers: Vec<_> = (0..4)
+            .map(|_| {
+                let mut p = target.connect();
+                thread::spawn(move || (0..WORKERS / 4).map(|_| p.put(60, b"j")).collect::<Vec<u64>>())
+            })
+            .collect();
+        let mut put: Vec<u64> = producers.into_iter().flat_map(|p| p.join().unwrap()).collect();
+        let readers: Vec<_> = workers
+            .into_iter()
+            .map(|mut w| thread::spawn(move || w.reply_within(Duration::from_secs(10))))
+            .collect();
+        let mut got: Vec<u64> = readers
+            .into_iter()
+            .map(|r| {
+                let reply =
+                    r.join().unwrap().unwrap_or_else(|| panic!("round {round}: a worker was never woken"));
+                reply.split(' ').nth(1).and_then(|id| id.parse().ok()).expect("RESERVED")
+            })
+            .collect();
+        put.sort_unstable();
+        got.sort_unstable();
+        assert_eq!(got, put, "round {round}: each job to one worker");
+        // The round's workers close; their jobs go back and are deleted.
+        let settled = || observer.cmd("stats").contains("current-jobs-ready: 12\n");
+        assert!(common::settle(Duration::from_secs(10), settled), "round {round}: jobs not released");
+        for id in put {
+            assert_eq!(observer.cmd(&format!("delete {id}")), "DELETED\r\n");
+        }
+    }
+}
