@@ -62,7 +62,8 @@
 //! 8. [`stats`]: the YAML bodies of `stats`, `stats-job`, `stats-tube` and
 //!    `list-*`.
 //! 9. [`shared`] (what every thread of a server shares; the engine's lock,
-//!    which wakes blocked reserves once let go, is [`engine_lock`]), [`listen`] (the
+//!    which wakes blocked reserves once let go and lets no client's
+//!    pipeline starve another, is [`engine_lock`]), [`listen`] (the
 //!    listening socket), [`server`] (accepting, a thread a connection,
 //!    shutdown) and [`signals`] (SIGTERM, SIGINT, SIGUSR1).
 //!
