@@ -27,7 +27,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{blocked_workers, Client, Server};
+use common::{blocked_workers, median, row, Client, Server};
 
 fn main() {
     let ours =
@@ -86,17 +86,9 @@ fn alternate<T>(
 /// Prints each figure's median over the rounds, ours against theirs.
 fn rows<const N: usize>(figures: &[Figure<N>], a: &[[f64; N]], b: &[[f64; N]]) {
     for (name, figure) in figures {
-        let ours = median(a.iter().map(figure).collect());
         let theirs = (!b.is_empty()).then(|| median(b.iter().map(figure).collect()));
-        let ratio = theirs.filter(|&t| t > 0.0).map_or("-".to_owned(), |t| format!("{:.2}", ours / t));
-        let theirs = theirs.map_or("-".to_owned(), |t| format!("{t:.2}"));
-        println!("{name:<52} {ours:>12.2} {theirs:>12} {ratio:>7}");
+        row(name, median(a.iter().map(figure).collect()), theirs);
     }
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
 }
 
 /// The `q`th percentile of sorted nanoseconds, in ms.

@@ -33,7 +33,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{status_kib, Client, Server};
+use common::{median, row, status_kib, Client, Server};
 
 fn main() {
     let ours = std::env::var("SCALE_OURS").unwrap_or_else(|_| env!("CARGO_BIN_EXE_beanstalk").to_owned());
@@ -52,17 +52,6 @@ fn main() {
     if run("giveback") {
         give_back_stall(&ours, theirs.as_deref());
     }
-}
-
-fn row(name: &str, ours: f64, theirs: Option<f64>) {
-    let ratio = theirs.filter(|&t| t > 0.0).map_or("-".to_owned(), |t| format!("{:.2}", ours / t));
-    let theirs = theirs.map_or("-".to_owned(), |t| format!("{t:.2}"));
-    println!("{name:<52} {ours:>12.2} {theirs:>12} {ratio:>7}");
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
 }
 
 // -------------------------------------------------------------------------

@@ -187,16 +187,23 @@ fn a_hand_off_that_lapsed_under_a_long_lock_goes_to_one_worker() {
     }
 }
 
+/// `count` new connections, each blocked in `reserve` before the next
+/// one sends its own (so they wait in that order), as `observer` sees.
+fn block_in_reserve(target: &Target, observer: &mut Conn, count: usize) -> Vec<Conn> {
+    (1..=count)
+        .map(|n| {
+            let mut w = target.connect();
+            w.send("reserve\r\n");
+            let waiting = || observer.cmd("stats").contains(&format!("current-waiting: {n}\n"));
+            assert!(common::settle(Duration::from_secs(10), waiting));
+            w
+        })
+        .collect()
+}
+
 /// One round of the scenario above: `slow` holds `count` delayed jobs.
 fn one_round(target: &Target, producer: &mut Conn, observer: &mut Conn, slow: &str, count: usize) {
-    let mut waiters = Vec::new();
-    for n in 1..=2 {
-        let mut w = target.connect();
-        w.send("reserve\r\n");
-        let waiting = || observer.cmd("stats").contains(&format!("current-waiting: {n}\n"));
-        assert!(common::settle(Duration::from_secs(10), waiting));
-        waiters.push(w);
-    }
+    let waiters = block_in_reserve(target, observer, 2);
     // Each worker notes when a job arrives and deletes it at once.
     let readers: Vec<_> = waiters
         .into_iter()
@@ -266,14 +273,7 @@ fn a_worker_s_ttr_starts_when_it_is_told_not_when_the_lock_was_busy() {
     put_delayed(&mut producer, "slow", count);
     assert_eq!(producer.cmd("use default"), "USING default\r\n");
     let mut observer = target.connect();
-    let mut workers = Vec::new();
-    for n in 1..=2 {
-        let mut w = target.connect();
-        w.send("reserve\r\n");
-        let waiting = || observer.cmd("stats").contains(&format!("current-waiting: {n}\n"));
-        assert!(common::settle(Duration::from_secs(10), waiting));
-        workers.push(w);
-    }
+    let mut workers = block_in_reserve(&target, &mut observer, 2);
     let (mut w1, mut w2) = (workers.remove(0), workers.remove(0));
     producer.send(format!("put 0 0 1 1\r\nx\r\nuse slow\r\nkick {count}\r\n"));
     let id = inserted(&producer.reply());

@@ -1,6 +1,7 @@
 //! What the load benchmarks share: starting a server binary on a free
 //! loopback port (killed when dropped), a blocking client, a pool of
-//! workers blocked in reserve, and reading the server's memory from `/proc`.
+//! workers blocked in reserve, reading the server's memory from `/proc`,
+//! and printing a row of ours against theirs.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -128,4 +129,17 @@ pub fn blocked_workers(
                 .unwrap()
         })
         .collect()
+}
+
+/// Prints one row of a side-by-side table: ours, theirs, and the ratio.
+pub fn row(name: &str, ours: f64, theirs: Option<f64>) {
+    let ratio = theirs.filter(|&t| t > 0.0).map_or("-".to_owned(), |t| format!("{:.2}", ours / t));
+    let theirs = theirs.map_or("-".to_owned(), |t| format!("{t:.2}"));
+    println!("{name:<52} {ours:>12.2} {theirs:>12} {ratio:>7}");
+}
+
+/// The middle of `values` (the upper one of an even count).
+pub fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
 }
