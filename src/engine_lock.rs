@@ -44,15 +44,17 @@ pub struct EngineLock {
 struct Turns {
     /// Threads blocked taking the lock now.
     waiting: AtomicUsize,
-    /// When the oldest of those began to wait, in ns since `epoch`: exact
-    /// for one waiter, the last time any waiter was served for several
-    /// (each was served in its turn, so none waited much longer).
+    /// When the oldest of those began to wait, in ns since `epoch`: the
+    /// moment the first began, or the last moment one was served, so never
+    /// older than a waiter's wait (each was served in its turn, so none
+    /// waited much longer).
     since_ns: AtomicU64,
     /// Waiters served so far: a taker stepping aside waits for it to move.
     served: AtomicU64,
     /// Takers stepping aside now, so a served waiter knows to tell them.
     aside: AtomicUsize,
-    /// Times a taker has stepped aside, ever (for tests and profiles).
+    /// Times a taker has stepped aside, ever, whether or not it then had
+    /// to wait (for tests and profiles).
     steps_aside: AtomicU64,
     /// Where takers step aside.
     gate: Mutex<()>,
@@ -113,16 +115,17 @@ impl Turns {
     }
 
     fn begin_wait(&self) {
-        let now = self.now_ns();
-        if self.waiting.fetch_add(1, SeqCst) == 0 {
-            self.since_ns.store(now, SeqCst);
+        // Before counting itself: so a taker that sees it waiting never
+        // reads the start of a wait that is over.
+        if self.waiting.load(SeqCst) == 0 {
+            self.since_ns.store(self.now_ns(), SeqCst);
         }
+        self.waiting.fetch_add(1, SeqCst);
     }
 
     fn end_wait(&self) {
-        if self.waiting.fetch_sub(1, SeqCst) > 1 {
-            self.since_ns.store(self.now_ns(), SeqCst);
-        }
+        self.since_ns.store(self.now_ns(), SeqCst);
+        self.waiting.fetch_sub(1, SeqCst);
         self.served.fetch_add(1, SeqCst);
         // Read after `served` moved, as `step_aside` counts itself before
         // it reads `served`: one of the two sees the other.
@@ -141,7 +144,8 @@ impl Turns {
     fn wait_for_the_starved(&self) {
         thread_local! {
             /// `served` when this thread last came for the lock while
-            /// others waited.
+            /// others waited. The thread's, not the lock's: a process with
+            /// two servers (tests) shares it, which costs at most a turn.
             static SERVED_AT_LAST_TURN: Cell<u64> = const { Cell::new(u64::MAX) };
         }
         let served = self.served.load(SeqCst);

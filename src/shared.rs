@@ -67,6 +67,9 @@ impl Shared {
         (engine, now)
     }
 
+    /// The table of open connections. Its lock may be held while taking
+    /// the engine's (the accept loop holds it across `Engine::connect`),
+    /// never the other way round.
     pub fn connections(&self) -> MutexGuard<'_, HashMap<ClientId, Arc<SharedConn>>> {
         self.connections.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }

@@ -1,7 +1,7 @@
 //! The job table: the one owner of every job record, found by id.
 //!
 //! It owns the records and nothing else: it knows no state, queue, tube or
-//! client, and it never frees memory on the hot path. Heaps and lists hold
+//! client. Heaps and lists hold
 //! ids; this table turns an id into its record.
 //!
 //! **A first reading can take it as a `HashMap<JobId, Job>`**: its API is
@@ -11,13 +11,13 @@
 //! --bench scale`, 100-byte bodies, against this table; `HashMap` with
 //! the crate's `IdHasher` or with SipHash, which cost the same), before
 //! the page allocator (`sys::pages`) took the drain's remainder from 1.3%
-//! to the README's 0.46%:
+//! to under 1% (the README has today's figure):
 //!
 //! | | this table | `HashMap<JobId, Job>` |
 //! |---|---|---|
 //! | RSS a job, 250k to 2M jobs | 232 B | 254 to 361 B, by where the count falls between two doublings |
 //! | peak RSS a job while growing | 232 B | up to 469 B: the old and new tables side by side |
-//! | RSS left 5 s after deleting 500k jobs | 1.3% of the growth (0.46% since, with `sys::pages`: README) | 66%: a map never shrinks |
+//! | RSS left 5 s after deleting 500k jobs | 1.3% of the growth (under 1% since, with `sys::pages`: README) | 66%: a map never shrinks |
 //! | pipelined puts, one connection | 1 | 0.65 |
 //!
 //! (beanstalkd: 299 B a job, 81% left after the drain.)
@@ -38,9 +38,10 @@
 //!   and jobs mostly die in roughly the order they were born, so the live
 //!   ids sit in one window of the id space: the index is a deque of blocks of
 //!   [`INDEX_BLOCK`] slot numbers (4 bytes per id), one block per run of
-//!   ids, dropped when its last job goes (one is kept, as the next block). Ids that would stretch the window
-//!   past [`MAX_INDEX_BLOCKS`] (a job that outlives billions of later ones,
-//!   or a restored log with far-apart ids) go to a small hash map instead.
+//!   ids, dropped when its last job goes (one is kept as `spare_block`, for
+//!   the next run). Ids that would stretch the window past
+//!   [`MAX_INDEX_BLOCKS`] (a job that outlives billions of later ones, or a
+//!   restored log with far-apart ids) go to a small hash map instead.
 //!
 //! Every operation is O(1) (amortised): nothing here walks the table, so
 //! no command and no timer waits on it.
@@ -71,8 +72,8 @@ const NO_SLOT: u32 = u32::MAX;
 /// Every job, by id. See the module documentation.
 #[derive(Debug, Default)]
 pub struct JobTable {
-    /// The records, a chunk per [`SLAB_CHUNK`] slots; a freed chunk is an
-    /// empty one, listed in `freed` for reuse.
+    /// The records, a chunk per [`SLAB_CHUNK`] slots; a freed chunk has
+    /// no storage and is listed in `freed` for reuse.
     slab: Vec<Chunk>,
     /// Chunks that may have room, the one to fill next last. May name a
     /// chunk that has since filled up or been freed: `chunk_with_room`
@@ -94,8 +95,9 @@ pub struct JobTable {
     overflow: IdMap<u32>,
     /// Live jobs.
     len: usize,
-    /// An index block allocated by `try_make_room` for the next id to need
-    /// one, so that inserting it allocates nothing.
+    /// An index block for the next id to need one, so that inserting it
+    /// allocates nothing: allocated by `try_make_room`, or the last block
+    /// that emptied (`clear_slot`), all of whose slots are `NO_SLOT`.
     spare_block: Option<Box<[u32]>>,
 }
 
@@ -159,8 +161,9 @@ impl JobTable {
         self.len += 1;
     }
 
-    /// Takes job `id` out of the table. Its chunk is freed if it was the
-    /// chunk's last job, unless no other empty chunk is kept.
+    /// Takes job `id` out of the table. If it was its chunk's last job, the
+    /// chunk is kept empty for the next put, or freed if another empty
+    /// chunk is kept already.
     pub fn remove(&mut self, id: &JobId) -> Option<Job> {
         let slot = self.clear_slot(*id)? as usize;
         let (c, at) = (slot / SLAB_CHUNK, slot % SLAB_CHUNK);
@@ -176,7 +179,11 @@ impl JobTable {
                 self.kept_empty = Some(c as u32);
             }
             chunk.holes.push(at as u16);
-            if !chunk.listed {
+            // The list's room was claimed with the chunks, but a freed
+            // chunk's stale entry may still take a place in it: without
+            // room, the chunk stays unlisted until a later delete, which
+            // costs its holes a while and never aborts.
+            if !chunk.listed && self.with_room.try_reserve(1).is_ok() {
                 chunk.listed = true;
                 self.with_room.push(c as u32);
             }
