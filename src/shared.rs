@@ -58,7 +58,7 @@ impl Shared {
     }
 
     /// Locks the engine to answer a command, and brings it up to the
-    /// present first ([`Engine::catch_up`]): returns the lock and the time
+    /// present first ([`Engine::catch_up`](crate::engine::Engine::catch_up)): returns the lock and the time
     /// the command is answered at.
     pub fn engine_now(&self) -> (EngineGuard<'_>, Time) {
         let mut engine = self.engine();
