@@ -54,12 +54,6 @@ impl Input {
         self.start == self.end
     }
 
-    /// The next `count` bytes, if that many are buffered, left in place.
-    pub fn peek(&self, count: usize) -> Option<&[u8]> {
-        let stop = self.start.checked_add(count).filter(|&stop| stop <= self.end)?;
-        Some(&self.buf[self.start..stop])
-    }
-
     /// The bytes of a line [`Input::next_line`] found.
     pub fn line(&self, start: usize, end: usize) -> &[u8] {
         &self.buf[start..end]

@@ -227,20 +227,6 @@ impl<'a> Conn<'a> {
     fn put(&mut self, pri: u32, delay: u32, ttr: u32, bytes: u32, junk: bool) -> io::Result<Next> {
         let shared = self.shared;
         let created = shared.clock.now();
-        if !junk && bytes <= shared.config.max_job_size {
-            if let Some(body) = self.buffered_body(bytes) {
-                // The whole job is here: one trip through the lock.
-                let c = self.client;
-                self.ask_engine(|e, now, _| {
-                    e.count_put();
-                    match e.start_put(c, bytes) {
-                        Some(ticket) => e.put(c, NewJob { ticket, pri, delay, ttr, created, body }, now),
-                        None => Reply::OutOfMemory,
-                    }
-                });
-                return Ok(Next::Continue);
-            }
-        }
         let started = {
             let (mut engine, _) = shared.engine_now();
             engine.count_put();
@@ -292,20 +278,6 @@ impl<'a> Conn<'a> {
         let c = self.client;
         self.ask_engine(|e, now, _| e.put(c, job, now));
         Ok(Next::Continue)
-    }
-
-    /// A put's body and its CRLF, if both are already buffered and memory
-    /// for the body can be had: taken from the input, the body returned.
-    /// Otherwise nothing is taken, and the put goes the long way, which
-    /// claims its memory before it reads the body.
-    fn buffered_body(&mut self, bytes: u32) -> Option<Box<[u8]>> {
-        let len = bytes as usize;
-        let whole = self.input.peek(len + 2).filter(|whole| whole.ends_with(b"\r\n"))?;
-        let mut body = Vec::new();
-        body.try_reserve_exact(len).ok()?;
-        body.extend_from_slice(&whole[..len]);
-        self.input.skip(len as u64 + 2);
-        Some(body.into_boxed_slice())
     }
 
     /// `reserve` / `reserve-with-timeout`, and with `abortable` their
