@@ -99,14 +99,17 @@ impl EngineLock {
         let guard = match self.engine.try_lock() {
             Ok(guard) => guard,
             Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-            Err(TryLockError::WouldBlock) => {
-                turns.begin_wait();
-                let guard = self.engine.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-                turns.end_wait();
-                guard
-            }
+            Err(TryLockError::WouldBlock) => self.wait_for_lock(),
         };
         EngineGuard::new(guard)
+    }
+
+    /// The slow path: blocks for the lock, counted among its waiters.
+    fn wait_for_lock(&self) -> MutexGuard<'_, Engine> {
+        self.turns.begin_wait();
+        let guard = self.engine.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        self.turns.end_wait();
+        guard
     }
 }
 
@@ -195,14 +198,21 @@ impl<'a> EngineGuard<'a> {
     /// The lock itself, for a `Condvar` wait, which lets it go and takes it
     /// back at once: what is pending is woken first, under it.
     pub fn into_inner(mut self) -> MutexGuard<'a, Engine> {
-        let mut guard = self.guard.take().unwrap_or_else(|| unreachable!("held until dropped"));
-        let mut woken: [Option<Arc<dyn Waker>>; WAKES_AFTER_UNLOCK] = Default::default();
-        let n = guard.take_woken(&mut woken);
-        for waker in woken.iter_mut().take(n).filter_map(Option::take) {
-            waker.wake();
-        }
-        guard
+        let guard = self.guard.take().unwrap_or_else(|| unreachable!("held until dropped"));
+        wake_ended(guard, true).unwrap_or_else(|| unreachable!("kept"))
     }
+}
+
+/// Wakes the blocked reserves the holder of `guard` ended: after letting
+/// it go, or before, if it is to be `kept`.
+fn wake_ended(mut guard: MutexGuard<'_, Engine>, kept: bool) -> Option<MutexGuard<'_, Engine>> {
+    let mut woken: [Option<Arc<dyn Waker>>; WAKES_AFTER_UNLOCK] = Default::default();
+    let n = guard.take_woken(&mut woken);
+    let guard = kept.then_some(guard);
+    for waker in woken.iter_mut().take(n).filter_map(Option::take) {
+        waker.wake();
+    }
+    guard
 }
 
 impl std::ops::Deref for EngineGuard<'_> {
@@ -220,12 +230,8 @@ impl std::ops::DerefMut for EngineGuard<'_> {
 
 impl Drop for EngineGuard<'_> {
     fn drop(&mut self) {
-        let Some(mut guard) = self.guard.take() else { return };
-        let mut woken: [Option<Arc<dyn Waker>>; WAKES_AFTER_UNLOCK] = Default::default();
-        let n = guard.take_woken(&mut woken);
-        drop(guard);
-        for waker in woken.iter_mut().take(n).filter_map(Option::take) {
-            waker.wake();
+        if let Some(guard) = self.guard.take() {
+            wake_ended(guard, false);
         }
     }
 }
