@@ -251,6 +251,14 @@ mod tests {
         lock.turns.since_ns.store(since_ns, SeqCst);
     }
 
+    /// A lock with one (pretended) waiter that has waited past FAIR_AFTER.
+    fn lock_with_a_starved_waiter() -> Arc<EngineLock> {
+        let lock = lock();
+        thread::sleep(FAIR_AFTER * 2);
+        pretend_waiting_since(&lock, 0);
+        lock
+    }
+
     #[test]
     fn a_free_lock_with_no_one_waiting_is_taken_at_once() {
         let lock = lock();
@@ -261,9 +269,7 @@ mod tests {
 
     #[test]
     fn a_taker_steps_aside_for_a_starved_waiter_until_it_is_served() {
-        let lock = lock();
-        thread::sleep(FAIR_AFTER * 2);
-        pretend_waiting_since(&lock, 0);
+        let lock = lock_with_a_starved_waiter();
         let taker = {
             let lock = Arc::clone(&lock);
             // The first time, it goes ahead; the second, it is a pipeline.
@@ -292,9 +298,7 @@ mod tests {
 
     #[test]
     fn a_step_aside_ends_even_if_the_waiter_never_comes() {
-        let lock = lock();
-        thread::sleep(FAIR_AFTER * 2);
-        pretend_waiting_since(&lock, 0);
+        let lock = lock_with_a_starved_waiter();
         drop(lock.lock());
         drop(lock.lock());
         assert_eq!(lock.turns.steps_aside.load(SeqCst), 1);
@@ -302,9 +306,7 @@ mod tests {
 
     #[test]
     fn a_thread_that_comes_once_while_others_wait_goes_ahead() {
-        let lock = lock();
-        thread::sleep(FAIR_AFTER * 2);
-        pretend_waiting_since(&lock, 0);
+        let lock = lock_with_a_starved_waiter();
         drop(lock.lock());
         assert_eq!(lock.turns.steps_aside.load(SeqCst), 0);
         // Another waiter was served since: a turn has passed.

@@ -273,9 +273,8 @@ impl JobTable {
         let Some(c) = self.chunk_with_room() else {
             std::alloc::handle_alloc_error(std::alloc::Layout::new::<[Option<Job>; SLAB_CHUNK]>());
         };
-        if self.kept_empty == Some(c as u32) {
-            self.kept_empty = None;
-        }
+        // A job in the kept chunk: it is no longer empty.
+        self.kept_empty = self.kept_empty.filter(|&kept| kept != c as u32);
         let chunk = &mut self.slab[c];
         chunk.live += 1;
         let at = match chunk.holes.pop() {
