@@ -27,19 +27,13 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{blocked_workers, median, row, Client, Server};
+use common::{blocked_workers, median, row, Client, Server, Settings};
 
 fn main() {
-    let ours =
-        std::env::var("CONTENTION_OURS").unwrap_or_else(|_| env!("CARGO_BIN_EXE_beanstalk").to_owned());
-    let theirs = std::env::var("BEANSTALKD").unwrap_or_else(|_| "/usr/bin/beanstalkd".to_owned());
-    let theirs = (!theirs.is_empty() && std::path::Path::new(&theirs).exists()).then_some(theirs);
-    let only = std::env::var("CONTENTION_ONLY").unwrap_or_default();
-    let rounds: usize = std::env::var("CONTENTION_ROUNDS").ok().and_then(|s| s.parse().ok()).unwrap_or(3);
-    let run = |name: &str| only.is_empty() || only == name;
-    println!("{:<52} {:>12} {:>12} {:>7}", "scenario", "beanstalk", "beanstalkd", "ratio");
-    if run("fanout") {
-        let (a, b) = alternate(&ours, theirs.as_deref(), rounds, |binary| fan_out(binary, 1000, 20_000));
+    let settings = Settings::from_env("CONTENTION");
+    let (ours, theirs, rounds) = (&settings.ours, settings.theirs.as_deref(), settings.rounds);
+    if settings.runs("fanout") {
+        let (a, b) = alternate(ours, theirs, rounds, |binary| fan_out(binary, 1000, 20_000));
         let figures: [Figure<4>; 4] = [
             ("fan-out 1000 workers: jobs/s", |f| f[0]),
             ("fan-out 1000 workers: p50 put->RESERVED (us)", |f| f[1] * 1e3),
@@ -48,8 +42,8 @@ fn main() {
         ];
         rows(&figures, &a, &b);
     }
-    if run("cycle") {
-        let (a, b) = alternate(&ours, theirs.as_deref(), rounds, |binary| cycle(binary, 1000, 100));
+    if settings.runs("cycle") {
+        let (a, b) = alternate(ours, theirs, rounds, |binary| cycle(binary, 1000, 100));
         let figures: [Figure<2>; 2] = [
             ("cycle, 1000 connections: commands/s", |f| f[0]),
             ("cycle, 1000 connections: p99 round trip (ms)", |f| f[1]),

@@ -33,24 +33,18 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{median, row, status_kib, Client, Server};
+use common::{median, row, status_kib, Client, Server, Settings};
 
 fn main() {
-    let ours = std::env::var("SCALE_OURS").unwrap_or_else(|_| env!("CARGO_BIN_EXE_beanstalk").to_owned());
-    let theirs = std::env::var("BEANSTALKD").unwrap_or_else(|_| "/usr/bin/beanstalkd".to_owned());
-    let theirs = (!theirs.is_empty() && std::path::Path::new(&theirs).exists()).then_some(theirs);
-    let only = std::env::var("SCALE_ONLY").unwrap_or_default();
-    let rounds: usize = std::env::var("SCALE_ROUNDS").ok().and_then(|s| s.parse().ok()).unwrap_or(3);
-    let run = |name: &str| only.is_empty() || only == name;
-    println!("{:<52} {:>12} {:>12} {:>7}", "scenario", "beanstalk", "beanstalkd", "ratio");
-    if run("memory") {
-        memory(&ours, theirs.as_deref());
+    let s = Settings::from_env("SCALE");
+    if s.runs("memory") {
+        memory(&s.ours, s.theirs.as_deref());
     }
-    if run("tubes") {
-        many_tubes(&ours, rounds);
+    if s.runs("tubes") {
+        many_tubes(&s.ours, s.rounds);
     }
-    if run("giveback") {
-        give_back_stall(&ours, theirs.as_deref());
+    if s.runs("giveback") {
+        give_back_stall(&s.ours, s.theirs.as_deref());
     }
 }
 

@@ -143,3 +143,34 @@ pub fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
 }
+
+/// What a run of a side-by-side benchmark was asked for, from the
+/// environment: `<PREFIX>_OURS` (another build of ours, for before and
+/// after), `BEANSTALKD` (theirs; absent or empty for ours alone),
+/// `<PREFIX>_ONLY` (one scenario) and `<PREFIX>_ROUNDS` (default 3).
+pub struct Settings {
+    pub ours: String,
+    pub theirs: Option<String>,
+    pub rounds: usize,
+    only: String,
+}
+
+impl Settings {
+    /// Reads the settings and prints the table's header.
+    pub fn from_env(prefix: &str) -> Settings {
+        let var = |name: &str| std::env::var(format!("{prefix}_{name}")).ok();
+        let theirs = std::env::var("BEANSTALKD").unwrap_or_else(|_| "/usr/bin/beanstalkd".to_owned());
+        println!("{:<52} {:>12} {:>12} {:>7}", "scenario", "beanstalk", "beanstalkd", "ratio");
+        Settings {
+            ours: var("OURS").unwrap_or_else(|| env!("CARGO_BIN_EXE_beanstalk").to_owned()),
+            theirs: (!theirs.is_empty() && std::path::Path::new(&theirs).exists()).then_some(theirs),
+            rounds: var("ROUNDS").and_then(|s| s.parse().ok()).unwrap_or(3),
+            only: var("ONLY").unwrap_or_default(),
+        }
+    }
+
+    /// Whether `scenario` is to run: all do unless one was named.
+    pub fn runs(&self, scenario: &str) -> bool {
+        self.only.is_empty() || self.only == scenario
+    }
+}
