@@ -178,7 +178,7 @@ pub fn usage(argv0: &str) -> String {
          fd and thread limits allow); further ones are closed at once\n \
          --max-job-memory BYTES  refuse puts with OUT_OF_MEMORY once jobs take\n                      \
          this much memory (bodies + 200 bytes a job; default: no limit)\n \
-         --job-id-start S     the first job id (default 1)\n \
+         --job-id-start S     the first job id (default 1; at most 2^64-2)\n \
          --job-id-step K      ids go S, S+K, S+2K, ... (default 1); K servers with\n                      \
          starts 1..K and step K: id mod K names the server\n \
          -c, -n               removed from beanstalkd; accepted and ignored\n"
@@ -291,7 +291,9 @@ fn parse_long(
         }
         "job-id-start" => {
             let v = value()?;
-            config.job_ids.start = v.parse().ok().filter(|&n| n > 0).ok_or_else(|| invalid(&v))?;
+            // A range must hold at least one id; the largest is LAST_JOB_ID.
+            let ids = 1..=crate::ids::LAST_JOB_ID;
+            config.job_ids.start = v.parse().ok().filter(|n| ids.contains(n)).ok_or_else(|| invalid(&v))?;
             Ok(())
         }
         "job-id-step" => {
@@ -430,5 +432,8 @@ mod tests {
         assert_eq!(run(&[]).job_ids, IdRange { start: 1, step: 1 });
         assert_eq!(err(&["--job-id-step", "0"]), "invalid value for --job-id-step: 0");
         assert_eq!(err(&["--job-id-start=-1"]), "invalid value for --job-id-start: -1");
+        let no_id = "invalid value for --job-id-start: 18446744073709551615";
+        assert_eq!(err(&["--job-id-start", "18446744073709551615"]), no_id);
+        assert_eq!(run(&["--job-id-start", "18446744073709551614"]).job_ids.start, u64::MAX - 1);
     }
 }

@@ -7,6 +7,15 @@
 /// twice (ids continue across restarts through the binlog).
 pub type JobId = u64;
 
+/// The largest id a job can have. `u64::MAX` is never an id: it is what
+/// "the next id" is once a range is spent ([`NO_ID_LEFT`]), so the next id
+/// can always be written down (in the engine, in the log) and ids never
+/// wrap (reference §7.1).
+pub const LAST_JOB_ID: JobId = JobId::MAX - 1;
+
+/// The next id of a range that has none left: every put is refused.
+pub const NO_ID_LEFT: JobId = JobId::MAX;
+
 /// The ids a server hands out: `start`, `start + step`, `start + 2 step`,
 /// ... (`--job-id-start`, `--job-id-step`; 1 and 1 are beanstalkd's). K
 /// servers given the starts 1..=K and the step K never share an id, and
@@ -31,18 +40,23 @@ impl IdRange {
         id >= self.start && (id - self.start).is_multiple_of(self.step.max(1))
     }
 
-    /// The smallest id of the range at or above `id` (saturating at the
-    /// largest id of the range).
+    /// The smallest id of the range at or above `id`, or [`NO_ID_LEFT`]
+    /// when the range holds none up to [`LAST_JOB_ID`]: never an id below
+    /// `id`, so a range never wraps.
     pub fn first_from(&self, id: JobId) -> JobId {
         let step = self.step.max(1);
-        if id <= self.start {
-            return self.start;
-        }
-        let steps = (id - self.start).div_ceil(step);
-        steps.checked_mul(step).and_then(|d| d.checked_add(self.start)).unwrap_or_else(|| {
-            let last = (JobId::MAX - self.start) / step;
-            self.start + last * step
-        })
+        let first = if id <= self.start {
+            Some(self.start)
+        } else {
+            let steps = (id - self.start).div_ceil(step);
+            steps.checked_mul(step).and_then(|d| d.checked_add(self.start))
+        };
+        first.filter(|&id| id <= LAST_JOB_ID).unwrap_or(NO_ID_LEFT)
+    }
+
+    /// The id after `id` in the range, or [`NO_ID_LEFT`].
+    pub fn after(&self, id: JobId) -> JobId {
+        id.checked_add(self.step.max(1)).filter(|&next| next <= LAST_JOB_ID).unwrap_or(NO_ID_LEFT)
     }
 
     /// `--job-id-start S --job-id-step K`, as an operator types them.
@@ -69,7 +83,7 @@ impl std::fmt::Display for ClientId {
 
 #[cfg(test)]
 mod tests {
-    use super::IdRange;
+    use super::*;
 
     #[test]
     fn a_range_is_its_start_plus_whole_steps() {
@@ -78,6 +92,27 @@ mod tests {
         assert!([0, 1, 3, 4, 6, 7].iter().all(|&id| !shard.contains(id)));
         assert_eq!([1, 2, 3, 5, 6, 9].map(|id| shard.first_from(id)), [2, 2, 5, 5, 8, 11]);
         assert_eq!(IdRange::default().first_from(7), 7);
-        assert_eq!(IdRange { start: 1, step: 1 << 62 }.first_from(u64::MAX), 1 + (3 << 62));
+    }
+
+    #[test]
+    fn a_range_ends_at_the_last_id_and_never_wraps() {
+        let halves = IdRange { start: 1, step: 1 << 63 };
+        assert_eq!(halves.after(1), (1 << 63) + 1);
+        assert_eq!(halves.after((1 << 63) + 1), NO_ID_LEFT);
+        assert_eq!(halves.first_from((1 << 63) + 2), NO_ID_LEFT);
+        assert_eq!(IdRange { start: 1, step: 1 << 62 }.first_from(u64::MAX), NO_ID_LEFT);
+        assert_eq!(IdRange { start: 1, step: 1 << 62 }.first_from(3 << 62), 1 + (3 << 62));
+        let last = IdRange { start: LAST_JOB_ID, step: 1 };
+        assert_eq!((last.first_from(1), last.after(LAST_JOB_ID)), (LAST_JOB_ID, NO_ID_LEFT));
+        assert_eq!(IdRange { start: NO_ID_LEFT, step: 1 }.first_from(1), NO_ID_LEFT);
+        // Every step from 1 to 2^64 - 1, from every start near the end:
+        // what comes after an id is above it, or none.
+        for step in (0..64).map(|b| 1u64 << b).chain([3, 7, u64::MAX]) {
+            for start in [1, 2, LAST_JOB_ID - step.min(LAST_JOB_ID - 1), LAST_JOB_ID] {
+                let range = IdRange { start, step };
+                let next = range.after(start);
+                assert!(next == NO_ID_LEFT || (next > start && range.contains(next)), "{range:?}");
+            }
+        }
     }
 }

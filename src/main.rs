@@ -1,6 +1,6 @@
 //! `beanstalk`: the command-line entry point. Start-up follows beanstalkd's
 //! order (reference §7.2): parse flags, bind (or take systemd's socket), drop
-//! privileges, handle signals, serve. Exit codes are beanstalkd's.
+//! privileges, handle signals, open the binlog, serve. Exit codes are beanstalkd's.
 
 #![forbid(unsafe_code)]
 
@@ -80,6 +80,11 @@ fn main() -> ExitCode {
             }
         }
     }
+    // Before the binlog: replaying it may take long, and a SIGTERM meanwhile
+    // must still end the process.
+    if let Err(e) = signals.spawn(server.handle()) {
+        return fail(&program, EXIT_LISTEN, format_args!("cannot start the signal thread: {e}"));
+    }
     if let Err(e) = server.open_binlog() {
         let who = match e {
             BinlogError::Unusable(..) => format!(" (here: {})", privileges::running_as()),
@@ -95,9 +100,6 @@ fn main() -> ExitCode {
     log::event(format_args!("{how} {} {}", server.listener_fd(), server.listen_address()));
     let limit = server.connection_limit();
     log::event(format_args!("max-connections {} ({})", limit.value, limit.reason));
-    if let Err(e) = signals.spawn(server.handle()) {
-        return fail(&program, EXIT_LISTEN, format_args!("cannot start the signal thread: {e}"));
-    }
     match server.run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(&program, 1, format_args!("{e}")),

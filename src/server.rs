@@ -98,6 +98,7 @@ impl Server {
             connection_limit,
             process: ProcessInfo::new(),
             stopping: AtomicBool::new(false),
+            serving: AtomicBool::new(false),
             accept_wake: AcceptWake { reader, writer },
             connections: Mutex::new(HashMap::new()),
             all_closed: Condvar::new(),
@@ -146,6 +147,12 @@ impl Server {
         let durability = binlog.durability();
         let mut engine = shared.engine();
         engine.restore(&recovered.tubes, recovered.jobs, recovered.next_id, shared.clock.now());
+        if engine.next_id() == crate::ids::NO_ID_LEFT {
+            crate::log::problem(format_args!(
+                "job ids spent: {} has no id left after the binlog's; every put is answered OUT_OF_MEMORY",
+                shared.config.job_ids.flags()
+            ));
+        }
         engine.set_journal(Box::new(binlog));
         engine.rewrite_files(&recovered.corrupt);
         drop(engine);
@@ -264,6 +271,7 @@ impl Server {
     /// The accept loop, until shutdown; then the shutdown itself.
     fn serve(self, helpers: Helpers) {
         let shared = &self.shared;
+        shared.serving.store(true, Ordering::SeqCst);
         while !shared.stopping.load(Ordering::SeqCst) {
             match sys::wait_readable(&self.listener, &shared.accept_wake.reader) {
                 // Woken for shutdown (or by a signal): the loop condition decides.
@@ -409,6 +417,11 @@ impl Handle {
         // Wake the accept loop through its own socket pair: the listener's
         // address may no longer lead to it (socket file removed, replaced).
         let _ = (&self.shared.accept_wake.writer).write_all(&[1]);
+    }
+
+    /// Whether start-up is over and the server accepts connections.
+    pub fn is_serving(&self) -> bool {
+        self.shared.serving.load(Ordering::SeqCst)
     }
 
     /// Enters drain mode: every later put is refused with `DRAINING`.

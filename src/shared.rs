@@ -41,6 +41,9 @@ pub(crate) struct Shared {
     pub connection_limit: ConnectionLimit,
     pub process: ProcessInfo,
     pub stopping: AtomicBool,
+    /// Set once start-up is over and the accept loop runs: until then a
+    /// SIGTERM ends the process at once (see [`crate::signals`]).
+    pub serving: AtomicBool,
     /// Written to by `Handle::shutdown`; the accept loop polls it.
     pub accept_wake: AcceptWake,
     /// Open connections by client id.

@@ -2,6 +2,10 @@
 //! drain mode, SIGTERM and SIGINT shut the server down cleanly, SIGPIPE is
 //! ignored.
 //!
+//! The thread starts before the binlog is opened, so that nothing at
+//! start-up can outlast a SIGTERM: until the server serves, SIGTERM and
+//! SIGINT end the process at once.
+//!
 //! No code runs in signal-handler context. The signals are blocked in every
 //! thread, and one ordinary thread takes them with `sigwait` and calls the
 //! server's [`Handle`], exactly like any other caller would.
@@ -36,6 +40,13 @@ impl Signals {
                 Ok(signal) => {
                     let name = if signal == sys::SIGINT { "SIGINT" } else { "SIGTERM" };
                     crate::log::event(format_args!("{name}: shutting down"));
+                    if !server.is_serving() {
+                        // Start-up (a long replay, a read that waits) has
+                        // served nothing and holds nothing a crash would
+                        // lose: the binlog is made to survive one. Waiting
+                        // for it to end could be waiting forever.
+                        std::process::exit(0);
+                    }
                     server.shutdown();
                     return;
                 }

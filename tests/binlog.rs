@@ -1494,3 +1494,18 @@ fn files_hold_a_file_size_of_records_however_many_jobs_are_live() {
     drop(c);
     server.kill();
 }
+
+/// Nothing at start-up waits on a FIFO: a `server-id` or a binlog file
+/// that is not a regular file is refused at once, in one line.
+#[test]
+fn start_up_never_waits_on_a_fifo() {
+    for (name, says) in [("server-id", "server-id: not a regular file;"), ("beanstalk.1", "is not a regular file")] {
+        let dir = TempDir::new("fifo");
+        let fifo = Command::new("mkfifo").arg(dir.path.join(name)).status().unwrap();
+        assert!(fifo.success());
+        let (code, stderr) = run_to_exit(&[], &dir.path);
+        assert_eq!(code, Some(1), "stderr: {stderr:?}");
+        assert_eq!(stderr.lines().count(), 1, "one line on stderr: {stderr:?}");
+        assert!(stderr.contains(says), "{stderr}");
+    }
+}

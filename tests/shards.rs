@@ -93,3 +93,42 @@ fn the_stats_id_is_kept_in_the_directory_across_a_sigkill_and_a_restart() {
     let (a, b) = (common::start(), common::start());
     assert_ne!(a.connect().stat("id"), b.connect().stat("id"));
 }
+
+/// An id is never given twice (reference §7.1): a range ends at
+/// 18446744073709551614, and once spent every put is `OUT_OF_MEMORY`, its
+/// body swallowed, across a SIGKILL and a restart; nothing is overwritten.
+#[test]
+fn a_spent_range_refuses_puts_and_never_wraps_even_after_a_sigkill() {
+    for (start, step, ids) in [
+        ("1", "9223372036854775808", vec![1u64, 9223372036854775809]),
+        ("18446744073709551613", "1", vec![18446744073709551613, 18446744073709551614]),
+    ] {
+        let dir = TempDir::new("spent-ids");
+        let flags = ["-b", arg(&dir.path), "--job-id-start", start, "--job-id-step", step];
+        let server = binary::spawn(&flags);
+        let mut c = server.client();
+        for (n, id) in ids.iter().enumerate() {
+            assert_eq!(c.put(0, 0, 60, &format!("job{n}")), format!("INSERTED {id}\r\n"));
+        }
+        for _ in 0..3 {
+            assert_eq!(c.put(0, 0, 60, "late"), "OUT_OF_MEMORY\r\n");
+        }
+        let stderr = server.kill();
+        assert!(stderr.contains("job ids spent"), "{stderr}");
+        let server = binary::spawn(&flags);
+        let mut c = server.client();
+        assert_eq!(c.put(0, 0, 60, "later"), "OUT_OF_MEMORY\r\n");
+        for (n, id) in ids.iter().enumerate() {
+            assert_eq!(c.cmd("reserve-with-timeout 0"), format!("RESERVED {id} 4\r\njob{n}\r\n"));
+        }
+        assert_eq!(c.cmd("reserve-with-timeout 0"), "TIMED_OUT\r\n");
+        assert!(server.kill().contains("job ids spent: --job-id-start"));
+    }
+}
+
+#[test]
+fn a_range_that_holds_no_id_is_refused_in_one_line() {
+    let (code, stderr) = binary::run_to_exit(&["--job-id-start", "18446744073709551615"]);
+    assert_eq!(code, Some(5));
+    assert_eq!(stderr.lines().next(), Some("beanstalk: invalid value for --job-id-start: 18446744073709551615"));
+}

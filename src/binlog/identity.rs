@@ -12,7 +12,7 @@
 //! start-up stops rather than quietly become another server.
 
 use std::fs::{self, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
@@ -33,8 +33,9 @@ pub fn load_or_keep(dir: &Path, fresh: &str) -> Result<String, BinlogError> {
             path.display()
         ))
     };
-    match fs::read(&path) {
-        Ok(bytes) => {
+    match read_regular(&path) {
+        Ok(None) => Err(refuse("not a regular file".into())),
+        Ok(Some(bytes)) => {
             let text = String::from_utf8_lossy(&bytes);
             let id = text.strip_suffix('\n').unwrap_or(&text);
             if is_valid(id) {
@@ -49,6 +50,19 @@ pub fn load_or_keep(dir: &Path, fresh: &str) -> Result<String, BinlogError> {
         }
         Err(e) => Err(refuse(format!("cannot read it: {e}"))),
     }
+}
+
+/// The file's bytes, or `None` if it is not a regular file. Opened without
+/// waiting: start-up runs before signals are handled, and a FIFO's open or
+/// read would wait for a writer that may never come.
+fn read_regular(path: &Path) -> io::Result<Option<Vec<u8>>> {
+    let mut file = OpenOptions::new().read(true).custom_flags(crate::sys::O_NONBLOCK).open(path)?;
+    if !file.metadata()?.is_file() {
+        return Ok(None);
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(Some(bytes))
 }
 
 /// The form `stats` has always shown.
@@ -81,6 +95,12 @@ mod tests {
         fs::write(dir.join(FILE), "not an id\n").unwrap();
         let refused = load_or_keep(&dir, "fedcba9876543210").unwrap_err().to_string();
         assert!(refused.ends_with("server-id: not 16 lowercase hex digits; restore it, or remove it to give this directory a new server id"), "{refused}");
+        // A FIFO (or any file that is not a regular one) is refused at once.
+        fs::remove_file(dir.join(FILE)).unwrap();
+        let made = std::process::Command::new("mkfifo").arg(dir.join(FILE)).status().unwrap();
+        assert!(made.success());
+        let refused = load_or_keep(&dir, "fedcba9876543210").unwrap_err().to_string();
+        assert!(refused.ends_with("server-id: not a regular file; restore it, or remove it to give this directory a new server id"), "{refused}");
         fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -268,12 +268,19 @@ fn replay_file(path: &Path, n: u32, state: ReplayState<'_>) -> io::Result<FileEn
         let Some(record) = record::decode_payload(crc, &payload) else {
             return classify(path, offset);
         };
-        apply(record, n, (&mut *jobs, &mut *tubes, &mut *refers_to, &mut *next_id, &mut *imported));
+        let state = (&mut *jobs, &mut *tubes, &mut *refers_to, &mut *next_id, &mut *imported);
+        if let Err(id) = apply(record, n, state) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: job {id} at offset {offset} is a second live job with that id", path.display()),
+            ));
+        }
         offset = end;
     }
 }
 
-fn apply(record: Record<'_>, file: u32, state: ReplayState<'_>) {
+/// Applies one record; `Err(id)` if it makes a second live job of `id`.
+fn apply(record: Record<'_>, file: u32, state: ReplayState<'_>) -> Result<(), JobId> {
     let (jobs, tubes, refers_to, next_id, imported) = state;
     let mut saw = |id: JobId| *next_id = (*next_id).max(id.saturating_add(1));
     // A record about a job whose latest full record is in another file
@@ -289,6 +296,13 @@ fn apply(record: Record<'_>, file: u32, state: ReplayState<'_>) {
     match record {
         Record::Full { job, ttr, created, tube, body } => {
             saw(job.id);
+            // A full record of a live job rewrites that job (compaction, a
+            // move, a damaged file's rescue): the same creation and body.
+            // Anything else is a second job under one id, which ids that
+            // never wrap cannot make: the log is not ours to guess at.
+            if jobs.get(&job.id).is_some_and(|live| live.created != created || *live.body != *body) {
+                return Err(job.id);
+            }
             let tube = tubes.intern(tube);
             jobs.insert(job.id, Pending { job, ttr, created, tube, body: Box::from(body), file });
         }
@@ -305,6 +319,44 @@ fn apply(record: Record<'_>, file: u32, state: ReplayState<'_>) {
         Record::NextId(id) => *next_id = (*next_id).max(id),
         Record::Imported(stamp) => {
             imported.push(stamp);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file of full records of job 1, one per `(created, body)`.
+    fn replay_fulls(name: &str, fulls: &[(u64, &[u8])]) -> io::Result<()> {
+        let dir = std::env::temp_dir().join(format!("beanstalk-replay-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let mut bytes = record::header().to_vec();
+        let job = JobState {
+            id: 1,
+            pri: 0,
+            delay: 0,
+            state: LoggedState::Ready,
+            deadline: 0,
+            counters: Default::default(),
+        };
+        for (created, body) in fulls {
+            record::encode_full(&mut bytes, &job, 60, *created, b"default", body);
+        }
+        std::fs::write(file_path(&dir, 1), bytes)?;
+        let result = Replayer::new(&dir).file(1, true);
+        std::fs::remove_dir_all(&dir)?;
+        result
+    }
+
+    #[test]
+    fn one_id_as_two_live_jobs_is_refused_and_a_rewrite_is_not() {
+        assert!(replay_fulls("rewrite", &[(7, b"a"), (7, b"a")]).is_ok());
+        for (name, second) in [("body", (7, &b"b"[..])), ("created", (8, &b"a"[..]))] {
+            let refused = replay_fulls(name, &[(7, b"a"), second]).unwrap_err();
+            assert!(refused.to_string().contains(": job 1 at offset "), "{refused}");
+            assert!(refused.to_string().ends_with(" is a second live job with that id"), "{refused}");
         }
     }
 }

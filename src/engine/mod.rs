@@ -66,7 +66,7 @@ mod log_sweep;
 use std::fmt::Debug;
 use std::sync::{Arc, Condvar};
 
-use crate::ids::IdRange;
+use crate::ids::{IdRange, NO_ID_LEFT};
 use crate::protocol::{data_reply_len, Reply, ReplyRoom, TubeName};
 use crate::stats::{CommandCounts, JobCounts, JobStats, ServerStats, TubeStats};
 use crate::time::Time;

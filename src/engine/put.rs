@@ -16,7 +16,7 @@ impl Engine {
     /// body of `bytes` bytes is read; the id is used up even if the put then
     /// fails. `None` when the memory limit, or the memory the system gives,
     /// leaves no room for the job: the put is refused with `OUT_OF_MEMORY`
-    /// before its body is read.
+    /// before its body is read; so is every put once the id range is spent.
     /// The ticket is spent by [`Engine::put`] or [`Engine::cancel_put`].
     pub fn start_put(&mut self, c: ClientId, bytes: u32) -> Option<PutTicket> {
         if let Some(client) = self.clients.get_mut(&c) {
@@ -24,6 +24,11 @@ impl Engine {
                 client.producer = true;
                 self.producers += 1;
             }
+        }
+        if self.next_job_id == NO_ID_LEFT {
+            // The id range is spent (reference §7.1): no job can be told
+            // apart from the others any more, so none is taken.
+            return None;
         }
         let cost = u64::from(bytes) + JOB_MEMORY_OVERHEAD;
         if self.memory_limit.is_some_and(|limit| self.job_memory + cost > limit) {
@@ -49,7 +54,13 @@ impl Engine {
         self.puts_in_flight += 1;
         self.job_memory += cost;
         let id = self.next_job_id;
-        self.next_job_id += self.id_range.step;
+        self.next_job_id = self.id_range.after(id);
+        if self.next_job_id == NO_ID_LEFT {
+            crate::log::problem(format_args!(
+                "job ids spent: {} has no id after {id}; every later put is answered OUT_OF_MEMORY",
+                self.id_range.flags()
+            ));
+        }
         Some(PutTicket { id, bytes })
     }
 

@@ -216,3 +216,26 @@ fn moving_jobs_between_heaps_never_allocates() {
     let after = capacities(&e);
     assert!(after.0 <= 256 && after.1 <= 256 && after.2 <= 256, "{after:?}");
 }
+
+#[test]
+fn a_spent_id_range_refuses_every_put_and_never_gives_an_id_twice() {
+    use crate::ids::{IdRange, LAST_JOB_ID};
+    for range in [IdRange { start: 1, step: 1 << 63 }, IdRange { start: LAST_JOB_ID - 1, step: 1 }] {
+        let mut e = engine();
+        e.set_id_range(range);
+        let c = client(&mut e);
+        let first = put(&mut e, c, 0, 0, 10, Time::ZERO);
+        let second = put(&mut e, c, 0, 0, 10, Time::ZERO);
+        assert!(second > first, "{range:?}");
+        for _ in 0..3 {
+            assert!(e.start_put(c, 4).is_none(), "{range:?}: the range is spent");
+        }
+        assert_eq!(e.job_count(), 2);
+        // A restart over the same log finds the range as spent as it was.
+        let mut again = engine();
+        again.set_id_range(range);
+        again.restore(&[], Vec::new(), e.next_id(), Time::ZERO);
+        let c = client(&mut again);
+        assert!(again.start_put(c, 4).is_none());
+    }
+}

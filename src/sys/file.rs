@@ -51,6 +51,10 @@ pub const O_NOFOLLOW: i32 = 0o100000;
 #[cfg(not(any(target_arch = "aarch64", target_arch = "arm")))]
 pub const O_NOFOLLOW: i32 = 0o400000;
 
+/// `O_NONBLOCK`: opening a FIFO or a device returns at once instead of
+/// waiting for the other end (the same value on every Linux architecture).
+pub const O_NONBLOCK: i32 = 0o4000;
+
 /// Takes a POSIX (`fcntl`) write lock on the whole of `file` without
 /// waiting, as beanstalkd locks its binlog directory. `WouldBlock` means
 /// another process holds it. The lock lasts until the process closes any

@@ -27,7 +27,7 @@ pub(crate) mod process;
 pub(crate) mod regions;
 pub(crate) mod socket;
 
-pub use file::{lock_posix, posix_lock_holder, preallocate, O_NOFOLLOW};
+pub use file::{lock_posix, posix_lock_holder, preallocate, O_NOFOLLOW, O_NONBLOCK};
 pub use memory::{try_box, tune_malloc, Allocator, OWN_MAPPING_AT};
 pub use process::{become_user, ignore_sigpipe, soft_limit, Resource, SignalSet, SIGINT, SIGTERM, SIGUSR1};
 #[cfg(test)]
