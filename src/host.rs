@@ -46,24 +46,24 @@ pub const RESERVED_FDS: u64 = 16;
 /// to spare.
 pub const RESERVED_THREADS: u64 = 8;
 
-/// Memory maps each connection thread adds: its stack and the alternate
-/// signal stack std gives it, each with a guard page (measured: 4.1 a
-/// connection over 200 idle connections), and while the connection is
-/// busy its input and output buffers, which are mappings of their own
-/// (see `sys::Allocator`; the kernel often merges them with a neighbour,
-/// but need not).
-pub const MAPS_PER_THREAD: u64 = 6;
+/// Memory maps each connection thread adds: its stack with its guard
+/// page (the thread has no other: see `sys/thread.rs`), and while the
+/// connection is busy its input and output buffers, which are mappings of
+/// their own (see `sys::Allocator`; the kernel often merges them with a
+/// neighbour, but need not).
+pub const MAPS_PER_THREAD: u64 = 4;
 
 /// Memory maps the process uses besides connection threads: the binary,
-/// the heap and one heap per malloc arena, the signal stacks; with room
-/// to spare.
-pub const RESERVED_MAPS: u64 = 512;
+/// the heap and one heap per malloc arena, the signal stacks, and the
+/// holes the allocator may cut in its regions (`sys::HOLE_MAPS`, 4,096);
+/// with room to spare.
+pub const RESERVED_MAPS: u64 = 512 + crate::sys::HOLE_MAPS;
 
 /// Address space each connection thread adds: its stack (see
-/// `server.rs`), the alternate signal stack std gives it, their guard
-/// pages, and while it is busy its input and output buffers, which are
-/// mappings of at least `sys::OWN_MAPPING_AT` bytes each.
-pub const ADDRESS_SPACE_PER_CONNECTION: u64 = 128 * 1024 + 32 * 1024 + 2 * crate::sys::OWN_MAPPING_AT as u64;
+/// `server.rs`) and its guard page, and while it is busy its input and
+/// output buffers, which are mappings of at least `sys::OWN_MAPPING_AT`
+/// bytes each.
+pub const ADDRESS_SPACE_PER_CONNECTION: u64 = 128 * 1024 + 4 * 1024 + 2 * crate::sys::OWN_MAPPING_AT as u64;
 
 /// Address space (and data) kept free for everything that is not a
 /// connection: jobs, the job table, replies being built.
@@ -247,8 +247,8 @@ mod tests {
         assert_eq!((limit.value, limit.reason.as_str()), (92, "RLIMIT_NPROC 100 less 8 reserved"));
 
         let limit = ConnectionLimit::from_host(&HostLimits { open_files: Some(1 << 20), ..host });
-        assert_eq!(limit.value, (65_530 - 512) / 6);
-        assert_eq!(limit.reason, "vm.max_map_count 65530 less 512 reserved, 6 maps a thread");
+        assert_eq!(limit.value, (65_530 - 512 - 4096) / 4);
+        assert_eq!(limit.reason, "vm.max_map_count 65530 less 4608 reserved, 4 maps a thread");
     }
 
     #[test]

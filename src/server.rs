@@ -311,11 +311,11 @@ impl Server {
             crate::log::event(format_args!("refuse {fd}: at the connection limit"));
             return; // dropping the stream closes it
         }
-        // A connection's record here, its `Arc` and its thread's start-up
-        // (std's, inside `spawn`) allocate with no way to fail soft; they
-        // are small, and the connection limit (`host.rs`) leaves room for
-        // them. The engine's record and the map's room are claimed, and
-        // their failure closes this connection alone.
+        // A connection's `Arc` allocates with no way to fail soft (std has
+        // no stable `Arc::try_new`); it is small, and the connection limit
+        // (`host.rs`) leaves room for it. The engine's record, the map's
+        // room and the thread are claimed, and their failure closes this
+        // connection alone.
         let shared_conn = Arc::new(SharedConn::new(stream));
         let client = match connections.try_reserve(1) {
             Ok(()) => shared.engine().connect(shared_conn.clone()),
@@ -330,14 +330,16 @@ impl Server {
         drop(connections);
         crate::log::event(format_args!("accept {fd}"));
         let thread_shared = Arc::clone(shared);
-        // Unnamed: a name is one more allocation a connection, and the
-        // thread shows under the process's own name.
-        let spawned = thread::Builder::new()
-            .stack_size(CONNECTION_STACK)
-            .spawn(move || conn::serve(thread_shared, shared_conn, client));
-        if let Err(e) = spawned {
-            // The closure (and so the stream) was dropped: the socket is closed.
-            crate::log::problem(format_args!("cannot start a thread for connection {fd}: {e}"));
+        // Not std's spawn: its new thread maps a signal stack and aborts the
+        // process if it cannot (see `sys/thread.rs`). Unnamed: a name is one
+        // more allocation a connection, and the thread shows under the
+        // process's own name.
+        let spawned =
+            sys::spawn_thread(CONNECTION_STACK, move || conn::serve(thread_shared, shared_conn, client));
+        if let Err(unrun) = spawned {
+            crate::log::problem(format_args!("cannot start a thread for connection {fd}: out of memory"));
+            // The closure holds the stream: dropping it closes the socket.
+            drop(unrun);
             shared.engine().disconnect(client, shared.clock.now());
             shared.connection_closed(client);
         }

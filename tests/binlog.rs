@@ -1499,7 +1499,9 @@ fn files_hold_a_file_size_of_records_however_many_jobs_are_live() {
 /// that is not a regular file is refused at once, in one line.
 #[test]
 fn start_up_never_waits_on_a_fifo() {
-    for (name, says) in [("server-id", "server-id: not a regular file;"), ("beanstalk.1", "is not a regular file")] {
+    for (name, says) in
+        [("server-id", "server-id: not a regular file;"), ("beanstalk.1", "is not a regular file")]
+    {
         let dir = TempDir::new("fifo");
         let fifo = Command::new("mkfifo").arg(dir.path.join(name)).status().unwrap();
         assert!(fifo.success());

@@ -130,5 +130,8 @@ fn a_spent_range_refuses_puts_and_never_wraps_even_after_a_sigkill() {
 fn a_range_that_holds_no_id_is_refused_in_one_line() {
     let (code, stderr) = binary::run_to_exit(&["--job-id-start", "18446744073709551615"]);
     assert_eq!(code, Some(5));
-    assert_eq!(stderr.lines().next(), Some("beanstalk: invalid value for --job-id-start: 18446744073709551615"));
+    assert_eq!(
+        stderr.lines().next(),
+        Some("beanstalk: invalid value for --job-id-start: 18446744073709551615")
+    );
 }

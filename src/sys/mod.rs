@@ -11,7 +11,8 @@
 //! One file a subject: this one (clocks, and what `stats` reads of the
 //! process), `socket.rs` (polls, epoll, socket options, inherited
 //! listeners), `process.rs` (signals, resource limits, changing user),
-//! `file.rs` (preallocation, `fcntl` locks) and `memory.rs` (the
+//! `file.rs` (preallocation, `fcntl` locks), `thread.rs` (a connection's
+//! thread, whose start can fail but never abort) and `memory.rs` (the
 //! allocator, with `pages.rs` and `regions.rs`).
 
 use std::ffi::{c_char, c_int, c_long};
@@ -21,13 +22,16 @@ use std::time::Duration;
 #[cfg(test)]
 pub(crate) mod failing;
 pub(crate) mod file;
+pub(crate) mod holes;
 pub(crate) mod memory;
 pub(crate) mod pages;
 pub(crate) mod process;
 pub(crate) mod regions;
 pub(crate) mod socket;
+pub(crate) mod thread;
 
 pub use file::{lock_posix, posix_lock_holder, preallocate, O_NOFOLLOW, O_NONBLOCK};
+pub use holes::HOLE_MAPS;
 pub use memory::{try_box, tune_malloc, Allocator, OWN_MAPPING_AT};
 pub use process::{become_user, ignore_sigpipe, soft_limit, Resource, SignalSet, SIGINT, SIGTERM, SIGUSR1};
 #[cfg(test)]
@@ -36,6 +40,7 @@ pub use socket::{
     has_unread_bytes, inherited_listener, peer_hung_up, set_backlog, set_keepalive, wait_readable,
     wait_until_readable, HangupPoller, Inherited,
 };
+pub use thread::spawn as spawn_thread;
 
 #[repr(C)]
 struct Timeval {

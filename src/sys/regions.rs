@@ -1,6 +1,8 @@
 //! Where pages come from: 4 MiB regions of 64 KiB pages, each region
-//! unmapped whole when all its pages are free, and a few warm pages kept
-//! with their memory for the next class that needs one. The one place in
+//! unmapped whole when all its pages are free (but for one spare), the
+//! free pages of a region that other pages keep alive unmapped one by one
+//! while the maps that splits allow last, and a few warm pages kept with
+//! their memory for the next class that needs one. The one place in
 //! the allocator that maps and unmaps memory ([`map_block`] serves
 //! `memory.rs`'s big blocks too, which only resizes them itself) and
 //! gives pages' memory back.
@@ -16,17 +18,24 @@ use std::sync::Mutex;
 /// filled with slots by `pages.rs`.
 pub(super) const PAGE: usize = 64 * 1024;
 
-const PROT_READ: c_int = 1;
-const PROT_WRITE: c_int = 2;
-const MAP_PRIVATE: c_int = 2;
-const MAP_ANONYMOUS: c_int = 0x20;
+pub(super) const PROT_READ: c_int = 1;
+pub(super) const PROT_WRITE: c_int = 2;
+pub(super) const MAP_PRIVATE: c_int = 2;
+pub(super) const MAP_ANONYMOUS: c_int = 0x20;
 /// What `mmap` and `mremap` return on failure.
 pub(super) const MAP_FAILED: *mut u8 = !0 as *mut u8;
 
 extern "C" {
     // `offset` is glibc's `off_t` without `_FILE_OFFSET_BITS=64`: a `long`,
     // 32 bits on 32-bit targets (`i64` there would misplace the argument).
-    fn mmap(addr: *mut u8, len: usize, prot: c_int, flags: c_int, fd: c_int, offset: c_long) -> *mut u8;
+    pub(super) fn mmap(
+        addr: *mut u8,
+        len: usize,
+        prot: c_int,
+        flags: c_int,
+        fd: c_int,
+        offset: c_long,
+    ) -> *mut u8;
     fn munmap(addr: *mut u8, len: usize) -> c_int;
     fn madvise(addr: *mut u8, len: usize, advice: c_int) -> c_int;
 }
@@ -61,17 +70,17 @@ pub(super) unsafe fn unmap_block(block: *mut u8, size: usize) -> c_int {
 
 /// Pages are carved from regions of this many pages, aligned to their
 /// size, so that a page's region is found from its address.
-const REGION_PAGES: usize = 64;
+pub(super) const REGION_PAGES: usize = 64;
 
 /// Bytes of a region, and its alignment.
-const REGION: usize = REGION_PAGES * PAGE;
+pub(super) const REGION: usize = REGION_PAGES * PAGE;
 
 /// A region's first page holds its [`Region`] header (only the first 4 KiB
 /// of it is ever written); the other pages serve classes.
 const FIRST_PAGE: usize = 1;
 
 /// The `free` mask of a region none of whose pages is in use.
-const ALL_FREE: u64 = !0 << FIRST_PAGE;
+pub(super) const ALL_FREE: u64 = !0 << FIRST_PAGE;
 
 /// Empty pages kept with their memory, for the next page a class asks for:
 /// a class that frees its last block and takes one again (a queue that
@@ -79,10 +88,16 @@ const ALL_FREE: u64 = !0 << FIRST_PAGE;
 const WARM_PAGES: usize = 8;
 
 /// A region's header, at its start.
-struct Region {
+pub(super) struct Region {
     /// Pages free to hand out: bit `n` for page `n`. Their memory has gone
     /// back to the system (or was never touched).
-    free: u64,
+    pub(super) free: u64,
+    /// Free pages whose address space went back too (a hole): mapped again
+    /// when handed out.
+    pub(super) unmapped: u64,
+    /// Pages that were holes and that another mapping has since taken: not
+    /// ours, never handed out, never unmapped by us.
+    pub(super) lost: u64,
     /// Neighbours on the list of regions with a free page.
     prev: *mut Region,
     next: *mut Region,
@@ -94,12 +109,15 @@ struct Region {
 /// The oldest warm page past [`WARM_PAGES`] gives its memory back with
 /// `madvise(MADV_DONTNEED)` and goes back to its region, free. A region all
 /// of whose pages are free is unmapped (but for one, kept for the next
-/// burst): so freed memory is address space again for anything, a big
-/// block, a thread's stack, a connection's buffers, not only for small
-/// blocks. A region is only ever unmapped whole: unmapping pages one by one
-/// could split the kernel's maps past `vm.max_map_count`, which thread
-/// stacks need too (see `host.rs`).
-struct Pool {
+/// burst). A free page of a region that other pages keep alive is
+/// unmapped alone, a hole, while the maps its split adds stay within
+/// [`HOLE_MAPS`]: past that it only gives its memory back. So freed memory
+/// is address space again for anything, a big block, a thread's stack, a
+/// connection's buffers, not only for small blocks, even when a few live
+/// blocks are spread over every region. The budget matters because holes
+/// split the kernel's maps, and `vm.max_map_count` bounds them for thread
+/// stacks too (see `host.rs`).
+pub(super) struct Pool {
     /// Regions with a free page, the most recently freed first.
     with_free: *mut Region,
     /// Empty pages that kept their memory, the oldest first.
@@ -107,18 +125,25 @@ struct Pool {
     warm_len: usize,
     /// A region with every page free, kept rather than unmapped; 0 if none.
     spare: usize,
+    /// Maps the holes add now: at most [`HOLE_MAPS`].
+    pub(super) hole_maps: u64,
 }
 
 // SAFETY: the Pool is only ever touched under its Mutex; the regions it
 // points to belong to it alone.
 unsafe impl Send for Pool {}
 
-static POOL: Mutex<Pool> =
-    Mutex::new(Pool { with_free: ptr::null_mut(), warm: [0; WARM_PAGES], warm_len: 0, spare: 0 });
+static POOL: Mutex<Pool> = Mutex::new(Pool {
+    with_free: ptr::null_mut(),
+    warm: [0; WARM_PAGES],
+    warm_len: 0,
+    spare: 0,
+    hole_maps: 0,
+});
 
 const MADV_DONTNEED: c_int = 4;
 
-fn region_of(page: usize) -> *mut Region {
+pub(super) fn region_of(page: usize) -> *mut Region {
     (page & !(REGION - 1)) as *mut Region
 }
 
@@ -146,15 +171,24 @@ impl Pool {
         // SAFETY: a live region on the list, so with a free page; the
         // pool's lock is held.
         unsafe {
-            let n = (*region).free.trailing_zeros() as usize;
-            if (*region).free == ALL_FREE && self.spare == region as usize {
+            // A page still mapped first: a hole costs a system call.
+            let mapped = (*region).free & !(*region).unmapped;
+            let n = if mapped != 0 { mapped } else { (*region).free }.trailing_zeros() as usize;
+            let page = region as usize + n * PAGE;
+            if (*region).unmapped >> n & 1 == 1 && !self.fill(region, n) {
+                if (*region).lost >> n & 1 == 1 {
+                    return self.take();
+                }
+                return 0;
+            }
+            if (*region).free | (*region).lost == ALL_FREE && self.spare == region as usize {
                 self.spare = 0;
             }
             (*region).free &= !(1 << n);
             if (*region).free == 0 {
                 self.unlink(region);
             }
-            region as usize + n * PAGE
+            page
         }
     }
 
@@ -166,7 +200,7 @@ impl Pool {
         let region = region_of(page);
         let warm_here = self.warm[..self.warm_len].iter().filter(|&&p| region_of(p) == region).count();
         // SAFETY: the page's region is live, and the lock is held.
-        let free_here = unsafe { (*region).free.count_ones() } as usize;
+        let free_here = unsafe { ((*region).free | (*region).lost).count_ones() } as usize;
         if free_here + warm_here + 1 == REGION_PAGES - FIRST_PAGE {
             // The region's last page in use: it and its warm pages go
             // back, so that no warm page keeps a region alive.
@@ -208,20 +242,26 @@ impl Pool {
         // reads as zeros and takes no memory until written again. Its
         // region is live (it holds this page), and the lock is held.
         unsafe {
-            madvise(page as *mut u8, PAGE, MADV_DONTNEED);
             if (*region).free == 0 {
                 self.link(region);
             }
-            (*region).free |= 1 << page_number(page);
-            if (*region).free != ALL_FREE {
+            let n = page_number(page);
+            (*region).free |= 1 << n;
+            if (*region).free | (*region).lost != ALL_FREE {
+                // Other pages keep the region: this one's address space
+                // goes back alone if the maps allow a hole.
+                if !self.punch(region, n) {
+                    madvise(page as *mut u8, PAGE, MADV_DONTNEED);
+                }
                 return;
             }
+            madvise(page as *mut u8, PAGE, MADV_DONTNEED);
             if self.spare == 0 {
                 self.spare = region as usize;
                 return;
             }
             self.unlink(region);
-            if unmap_block(region as *mut u8, REGION) != 0 {
+            if !self.unmap_region(region) {
                 // Unmapping can fail (with ENOMEM, past `vm.max_map_count`):
                 // the region stays, free, for the next pages.
                 self.link(region);
@@ -233,7 +273,7 @@ impl Pool {
     ///
     /// # Safety
     /// `region` is live and not on the list; the lock is held.
-    unsafe fn link(&mut self, region: *mut Region) {
+    pub(super) unsafe fn link(&mut self, region: *mut Region) {
         // SAFETY: the caller's promise; `with_free`, if any, is live.
         unsafe {
             (*region).prev = ptr::null_mut();
@@ -249,7 +289,7 @@ impl Pool {
     ///
     /// # Safety
     /// `region` is on that list; the lock is held.
-    unsafe fn unlink(&mut self, region: *mut Region) {
+    pub(super) unsafe fn unlink(&mut self, region: *mut Region) {
         // SAFETY: the caller's promise; its neighbours are live regions.
         unsafe {
             let (prev, next) = ((*region).prev, (*region).next);
@@ -304,7 +344,13 @@ fn new_region() -> *mut Region {
             unmap_block((start + REGION) as *mut u8, tail);
         }
         let region = start as *mut Region;
-        region.write(Region { free: ALL_FREE, prev: ptr::null_mut(), next: ptr::null_mut() });
+        region.write(Region {
+            free: ALL_FREE,
+            unmapped: 0,
+            lost: 0,
+            prev: ptr::null_mut(),
+            next: ptr::null_mut(),
+        });
         region
     }
 }
@@ -330,6 +376,38 @@ mod tests {
             blocks.iter().map(|&b| b as usize & !(REGION - 1)).collect();
         assert!(regions.len() >= 3, "{} regions", regions.len());
         for &b in &blocks {
+            // SAFETY: allocated above with this size, used no more.
+            unsafe { dealloc(b, size) };
+        }
+    }
+
+    #[test]
+    fn a_region_kept_by_one_block_gives_its_free_pages_back_and_maps_them_again() {
+        // 12288-byte blocks (a class no other test uses), five a page.
+        let size = 12_000;
+        let write_all = |blocks: &[*mut u8]| {
+            for &b in blocks {
+                assert!(!b.is_null());
+                // SAFETY: each block is `size` bytes and ours; a hole
+                // handed out unmapped would fault here.
+                unsafe { b.write_bytes(2, size) };
+            }
+        };
+        let blocks: Vec<*mut u8> = (0..1000).map(|_| alloc(size)).collect();
+        write_all(&blocks);
+        // One block kept a region: the rest of each region becomes holes.
+        let mut kept = std::collections::BTreeMap::new();
+        for &b in &blocks {
+            if kept.entry(b as usize & !(REGION - 1)).or_insert(b) != &b {
+                // SAFETY: allocated above with this size, used no more.
+                unsafe { dealloc(b, size) };
+            }
+        }
+        assert!(POOL.lock().unwrap().hole_maps > 0, "no page was given back");
+        // The holes serve the next blocks, mapped again.
+        let again: Vec<*mut u8> = (0..1000).map(|_| alloc(size)).collect();
+        write_all(&again);
+        for &b in again.iter().chain(kept.values()) {
             // SAFETY: allocated above with this size, used no more.
             unsafe { dealloc(b, size) };
         }
