@@ -91,7 +91,7 @@ mod tests {
         // A stack larger than the address space cannot be mapped: the
         // closure, and what it holds, comes back.
         let held = String::from("still mine");
-        let back = super::spawn(usize::MAX / 2, move || drop(held)).err().expect("refused");
+        let back = super::spawn(usize::MAX / 2, move || drop(held)).expect_err("refused");
         back();
     }
 }
