@@ -14,7 +14,7 @@
 
 use std::sync::Arc as StdArc;
 
-use super::sweep::{output, put_step, state, world_from, Step, World, T0};
+use super::sweep::{name, output, put_step, state, world_from, Step, World, T0};
 use super::*;
 use crate::binlog::{faults, sync::Durability, Binlog};
 use crate::config::Fsync;
@@ -98,6 +98,11 @@ const LOGGED: &[(&str, Step)] = &[
         w.e.reserve_job(w.waiter, id, T0, out).encode(out);
     }),
     ("delete", |w, out| w.e.delete(w.worker, w.reserved).encode(out)),
+    ("move-job of a ready job to a new tube", |w, out| w.e.move_job(w.ready, &name("fresh"), T0).encode(out)),
+    ("move-job of a buried job to a blocked worker's tube", |w, out| {
+        w.e.move_job(w.buried, &name("quiet"), T0).encode(out)
+    }),
+    ("kick-job of a buried job", |w, out| w.e.kick_job(w.buried, T0).encode(out)),
 ];
 
 /// One run: the command, then the fsync its reply waits for; a failed

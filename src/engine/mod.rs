@@ -61,6 +61,8 @@ pub(crate) mod id_map;
 #[cfg(test)]
 mod sweep;
 #[cfg(test)]
+mod sweep_reach;
+#[cfg(test)]
 mod log_sweep;
 
 use std::fmt::Debug;

@@ -231,7 +231,7 @@ pub(super) fn put_step(w: &mut World, out: &mut Vec<u8>, delay: u32) {
 }
 
 /// A command's name, the state it starts from, and the command.
-type Case = (&'static str, fn() -> World, Step);
+pub(super) type Case = (&'static str, fn() -> World, Step);
 
 const COMMANDS: &[Case] = &[
     ("put", world, |w, out| put_step(w, out, 0)),
@@ -336,7 +336,8 @@ pub(super) fn output() -> Vec<u8> {
 #[test]
 fn every_allocation_of_every_command_may_fail_cleanly() {
     let mut failure_points = 0;
-    for &(command, start, step) in COMMANDS {
+    let cases = COMMANDS.iter().chain(super::sweep_reach::MORE_COMMANDS);
+    for &(command, start, step) in cases {
         let (expected_reply, expected_state) = {
             let mut w = start();
             let mut out = output();
@@ -375,6 +376,7 @@ fn every_allocation_of_every_command_may_fail_cleanly() {
             }
         }
     }
-    eprintln!("allocation-failure sweep: {} commands, {failure_points} failure points", COMMANDS.len());
+    let commands = COMMANDS.len() + super::sweep_reach::MORE_COMMANDS.len();
+    eprintln!("allocation-failure sweep: {commands} commands, {failure_points} failure points");
     assert!(failure_points > 0, "no allocation failed: is the failing allocator in place?");
 }

@@ -1,0 +1,179 @@
+//! How far the failure sweeps reach, made a test: every engine entry point
+//! that can change state (a `pub fn` taking `&mut self` in the files of
+//! `impl Engine`) is called by a case of the allocation sweep, and every
+//! command the reference's table marks logged has a case in the log
+//! sweep. A new entry point or logged command without one fails here, so
+//! the sweeps cannot fall behind the code.
+//!
+//! Also the cases the first table lacked: the paths only a hang-up, a
+//! byte from a `reserve-with-abort`'s client, the timer or a lapsed
+//! hand-off take.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::sweep::{name, put_step, world_from, Case, World, T0};
+use super::*;
+
+/// A client whose socket holds unread bytes once `typed` is set: the
+/// waker the server gives a connection, as far as the engine can tell.
+#[derive(Debug, Default)]
+struct Typist {
+    typed: AtomicBool,
+}
+
+impl Waker for Typist {
+    fn wake(&self) {}
+    fn has_hung_up(&self) -> bool {
+        false
+    }
+    fn has_input(&self) -> bool {
+        self.typed.load(Ordering::SeqCst)
+    }
+}
+
+fn world() -> World {
+    world_from(Engine::new(65535))
+}
+
+/// The world with the waiter replaced by a client blocked in a
+/// `reserve-with-abort` on `quiet` whose bytes have arrived, and the
+/// producer using `quiet`.
+fn world_with_typist_blocked() -> World {
+    let mut w = world();
+    let typist = Arc::new(Typist::default());
+    let c = w.e.connect(typist.clone()).unwrap();
+    w.e.watch(c, &name("quiet"));
+    w.e.ignore(c, &name("default"));
+    assert_eq!(w.e.reserve_with_abort(c, None, false, T0, &mut Vec::<u8>::new()), None);
+    typist.typed.store(true, Ordering::SeqCst);
+    w.waiter = c;
+    w.e.use_tube(w.producer, &name("quiet"));
+    w
+}
+
+fn world_with_waiter_blocked() -> World {
+    let mut w = world();
+    assert_eq!(w.e.reserve(w.waiter, None, T0, &mut Vec::<u8>::new()), None);
+    w
+}
+
+/// A job handed to the blocked waiter and never collected.
+fn world_with_handoff_uncollected() -> World {
+    let mut w = world_with_waiter_blocked();
+    w.e.use_tube(w.producer, &name("quiet"));
+    put_step(&mut w, &mut Vec::new(), 0);
+    w
+}
+
+/// The worker's TTR a second from its end and no job ready: DEADLINE_SOON.
+fn world_with_nothing_ready() -> World {
+    let mut w = world();
+    assert_eq!(w.e.delete(w.producer, w.ready), Reply::Deleted);
+    w
+}
+
+fn world_with_jobs_paused() -> World {
+    let mut w = world();
+    assert_eq!(w.e.pause_tube(Some(&name("jobs")), 10, T0), Reply::Paused);
+    w
+}
+
+pub(super) const MORE_COMMANDS: &[Case] = &[
+    ("kick-job of a buried job", world, |w, out| w.e.kick_job(w.buried, T0).encode(out)),
+    ("move-job of a delayed job", world, |w, out| w.e.move_job(w.delayed, &name("fresh"), T0).encode(out)),
+    ("reserve answered DEADLINE_SOON at once", world_with_nothing_ready, |w, out| {
+        if let Some(reply) = w.e.reserve(w.worker, None, Time::from_secs(59), out) {
+            reply.encode(out);
+        }
+    }),
+    ("reserve-with-abort answered ABORTED at once", world, |w, out| {
+        if let Some(reply) = w.e.reserve_with_abort(w.waiter, None, true, T0, out) {
+            reply.encode(out);
+        }
+    }),
+    ("bytes end a blocked reserve-with-abort", world_with_typist_blocked, |w, _| {
+        w.e.client_stirred(w.waiter, false)
+    }),
+    ("a hang-up ends a blocked reserve", world_with_waiter_blocked, |w, _| {
+        w.e.client_stirred(w.waiter, true)
+    }),
+    ("a put meets a reserve-with-abort whose bytes arrived", world_with_typist_blocked, |w, out| {
+        put_step(w, out, 0)
+    }),
+    ("a hand-off lapses before collection", world_with_handoff_uncollected, |w, _| {
+        w.e.catch_up(Time::from_secs(61))
+    }),
+    ("the timer ends a pause", world_with_jobs_paused, |w, out| {
+        let _ = std::io::Write::write_fmt(out, format_args!("{:?}", w.e.tick(Time::from_secs(11))));
+    }),
+    ("drain mode", world, |w, out| {
+        w.e.start_draining();
+        put_step(w, out, 0)
+    }),
+    ("the wakers of ended reserves are taken", world_with_handoff_uncollected, |w, out| {
+        let mut into: [Option<Arc<dyn Waker>>; 1] = [None];
+        let _ = std::io::Write::write_fmt(out, format_args!("{}", w.e.take_woken(&mut into)));
+    }),
+];
+
+/// Entry points no client reaches: start-up's, before any client, and the
+/// log's own (its sweep runs them).
+const NOT_A_CLIENT_S: &[&str] =
+    &["set_id_range", "set_timer", "set_memory_limit", "set_journal", "restore", "rewrite_files"];
+
+/// Every `pub fn` taking `&mut self` in `source`.
+fn mutating_entry_points(source: &str) -> Vec<&str> {
+    let mut found = Vec::new();
+    for (at, _) in source.match_indices("    pub fn ") {
+        let rest = &source[at + "    pub fn ".len()..];
+        let name = &rest[..rest.find(['(', '<']).unwrap_or(0)];
+        let signature = &rest[..rest.find(')').unwrap_or(0)];
+        if signature.contains("&mut self") {
+            found.push(name);
+        }
+    }
+    found
+}
+
+#[test]
+fn every_entry_point_that_changes_the_engine_has_a_sweep_case() {
+    let engine = [
+        include_str!("mod.rs"),
+        include_str!("session.rs"),
+        include_str!("put.rs"),
+        include_str!("moves.rs"),
+        include_str!("reserve.rs"),
+        include_str!("handoff.rs"),
+        include_str!("worker.rs"),
+        include_str!("inspect.rs"),
+        include_str!("schedule.rs"),
+        include_str!("journaling.rs"),
+    ];
+    let cases = [include_str!("sweep.rs"), include_str!("sweep_reach.rs")].concat();
+    let mut entry_points: Vec<&str> =
+        engine.iter().flat_map(|source| mutating_entry_points(source)).collect();
+    entry_points.retain(|name| !NOT_A_CLIENT_S.contains(name));
+    assert!(entry_points.len() > 30, "the scan found only {entry_points:?}");
+    let missing: Vec<&&str> =
+        entry_points.iter().filter(|name| !cases.contains(&format!("w.e.{name}("))).collect();
+    assert!(missing.is_empty(), "entry points no allocation-sweep case calls: {missing:?}");
+    eprintln!("allocation sweep reaches {} entry points", entry_points.len());
+}
+
+#[test]
+fn every_logged_command_of_the_reference_has_a_log_sweep_case() {
+    let reference = include_str!("../reference.md");
+    let log_sweep = include_str!("log_sweep.rs");
+    let mut logged = Vec::new();
+    let table = reference.split("| command | replies | logged | § |").nth(1).unwrap_or_default();
+    for row in table.lines().skip(2).take_while(|line| line.starts_with("| `")) {
+        let cells: Vec<&str> = row.split(" | ").collect();
+        let command = cells[0].trim_start_matches("| `").split([' ', '`']).next().unwrap_or_default();
+        if cells.get(2).is_some_and(|logged| *logged != "no") {
+            logged.push(command);
+        }
+    }
+    assert!(logged.contains(&"put") && logged.contains(&"kick"), "the table was not read: {logged:?}");
+    let missing: Vec<&&str> = logged.iter().filter(|c| !log_sweep.contains(&format!("(\"{c}"))).collect();
+    assert!(missing.is_empty(), "logged commands without a log-sweep case: {missing:?}");
+}
