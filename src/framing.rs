@@ -7,7 +7,9 @@
 //! as it arrives, keeping at most a trailing CR (the possible first half of
 //! its CRLF), and reported once as [`Line::TooLong`] when its CRLF comes;
 //! so a client cannot make the server buffer more than a few kilobytes of
-//! command text.
+//! command text. The one exception is a `delete-batch` line, whose
+//! thousand ids may take up to 21 KB: the buffer grows for it, within its
+//! reservation, and no further.
 //!
 //! The buffer is allocated by the first read and kept while the client is
 //! busy; `conn` lets go of it once the client has been quiet for a moment
@@ -15,7 +17,7 @@
 
 use std::io;
 
-use crate::protocol::MAX_LINE;
+use crate::protocol::{DELETE_BATCH, MAX_BATCH_LINE, MAX_LINE};
 use crate::stream::Stream;
 use crate::sys;
 
@@ -27,6 +29,19 @@ const INPUT_BUFFER: usize = 4 * 1024;
 /// mapping of its own (see `sys::Allocator`), of which only the first page
 /// is ever written. Freed, it leaves no hole in the heap.
 const INPUT_RESERVED: usize = sys::OWN_MAPPING_AT;
+
+/// The buffer's size while a `delete-batch` line longer than
+/// [`INPUT_BUFFER`] arrives: the longest such line, rounded up to a page.
+const BATCH_BUFFER: usize = MAX_BATCH_LINE.next_multiple_of(4096);
+
+/// The longest line that may start with `pending`'s bytes, CRLF included.
+fn longest_line(pending: &[u8]) -> usize {
+    if pending.starts_with(DELETE_BATCH) {
+        MAX_BATCH_LINE
+    } else {
+        MAX_LINE
+    }
+}
 
 /// A line found in the input buffer.
 pub(crate) enum Line {
@@ -77,7 +92,7 @@ impl Input {
     pub fn next_line(&mut self) -> Option<Line> {
         let pending = &self.buf[self.start..self.end];
         let Some(at) = find_crlf(pending) else {
-            if self.discarding || pending.len() >= MAX_LINE {
+            if self.discarding || pending.len() >= longest_line(pending) {
                 // Too long already. Keep only a trailing CR, which may be the
                 // first half of the CRLF that ends this line.
                 self.discarding = true;
@@ -88,7 +103,7 @@ impl Input {
         };
         let (line_start, line_end) = (self.start, self.start + at);
         self.start = line_end + 2;
-        if std::mem::take(&mut self.discarding) || at > MAX_LINE - 2 {
+        if std::mem::take(&mut self.discarding) || at > longest_line(&self.buf[line_start..line_end]) - 2 {
             return Some(Line::TooLong);
         }
         Some(Line::Complete(line_start, line_end))
@@ -112,6 +127,12 @@ impl Input {
         } else if self.end == self.buf.len() {
             self.buf.copy_within(self.start..self.end, 0);
             (self.start, self.end) = (0, self.end - self.start);
+            if self.end == self.buf.len() {
+                // A whole buffer of one line still short of its CRLF: only
+                // a `delete-batch` line can be (`next_line` drops others).
+                // Within the reservation: nothing is allocated.
+                self.buf.resize(BATCH_BUFFER.min(self.buf.capacity()), 0);
+            }
         }
         let free = &mut self.buf[self.end..];
         let read = if self.start == self.end {

@@ -132,6 +132,9 @@ impl Binlog {
 
     /// Appends the encoded record in `scratch` to the current file.
     pub(super) fn append(&mut self) -> io::Result<u64> {
+        if self.gathering {
+            return self.gather();
+        }
         let len = self.scratch.len() as u64;
         let Some(info) = self.files.get_mut(&self.current) else {
             return Err(io::Error::other("no current file"));

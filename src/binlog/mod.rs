@@ -61,6 +61,7 @@
 
 pub mod record;
 pub(crate) mod writing;
+pub(crate) mod batch;
 pub(crate) mod current;
 pub(crate) mod files;
 pub mod sync;
@@ -159,6 +160,11 @@ pub struct Binlog {
     writer: Arc<File>,
     /// Encodes one record at a time.
     scratch: Vec<u8>,
+    /// Records of a change of many jobs, gathered to be written at once
+    /// while `gathering` (`batch.rs`); how many.
+    gathered: Vec<u8>,
+    gathering: bool,
+    gathered_records: u64,
     /// A write failed: refuse further work rather than lose it silently.
     failed: bool,
     durability: Arc<Durability>,
@@ -285,6 +291,9 @@ impl Binlog {
             durability,
             clock,
             scratch: Vec::new(),
+            gathered: Vec::new(),
+            gathering: false,
+            gathered_records: 0,
         };
         if let Err(e) = binlog.start_file(current, 0) {
             // On a full disk, a file just big enough for the deletes the live

@@ -137,7 +137,12 @@ impl Durability {
 
     /// Counts one more record handed to the OS.
     pub(super) fn wrote_one(&self) {
-        self.written.fetch_add(1, Ordering::SeqCst);
+        self.wrote(1);
+    }
+
+    /// Counts `records` more records handed to the OS.
+    pub(super) fn wrote(&self, records: u64) {
+        self.written.fetch_add(records, Ordering::SeqCst);
     }
 
     /// Switches to a new current file. Records in the old file must already

@@ -31,7 +31,7 @@ fn job_state(id: JobId, job: &LoggedJob<'_>, clock: &Clock) -> JobState {
 
 /// Which record a change takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(super) enum Kind {
     /// A new job, or one whose tube changed: only a full record holds the
     /// tube (and the TTR, creation time and body, which never change).
     Full,
@@ -43,7 +43,7 @@ enum Kind {
 /// The record `change` takes. Fields an update record lacks are compared
 /// whatever the engine lets change today, so that a command that one day
 /// changes one of them is logged right without a word here.
-fn kind(change: &Change<'_>) -> Kind {
+pub(super) fn kind(change: &Change<'_>) -> Kind {
     match (&change.was, &change.now) {
         (_, None) => Kind::Delete,
         (None, Some(_)) => Kind::Full,
@@ -121,6 +121,14 @@ impl Journal for Binlog {
             // Neither before nor after: nothing to say.
             _ => Ok(0),
         }
+    }
+
+    fn claim_all(&mut self, changes: &[Change<'_>]) -> bool {
+        self.claim_batch(changes)
+    }
+
+    fn record_all(&mut self, changes: &[Change<'_>], files: &mut Vec<u32>) -> io::Result<()> {
+        self.record_batch(changes, files)
     }
 
     fn claim_rewrite(&mut self, job: &LoggedJob<'_>) -> bool {

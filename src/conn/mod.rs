@@ -17,11 +17,13 @@
 //! thread, woken, collects it and writes `RESERVED` itself ([`wait`]).
 //!
 //! Read in this order: this file (the command loop, `put`, `reserve`),
-//! [`wait`] (a blocked reserve), then [`buffers`] (reading, writing, and
-//! letting the buffers go while idle), which a first reading can skip.
+//! [`wait`] (a blocked reserve), `batch.rs` (commands on many jobs), then
+//! [`buffers`] (reading, writing, and letting the buffers go while idle),
+//! which a first reading can skip.
 
 pub(crate) mod wait;
 pub(crate) mod buffers;
+mod batch;
 
 pub(crate) use buffers::IDLE_AFTER;
 
@@ -148,6 +150,10 @@ impl<'a> Conn<'a> {
                 e.reply().encode(&mut self.output);
                 Next::Continue
             }
+            Ok(Command::DeleteBatch) => {
+                self.delete_batch(start, end);
+                Next::Continue
+            }
             Ok(command) => self.execute(command)?,
         };
         if verbose && self.output.len() > reply_from {
@@ -171,6 +177,8 @@ impl<'a> Conn<'a> {
             Command::ReserveWithAbort(timeout) => return self.reserve(timeout, true),
             Command::Quit => return Ok(Next::Close),
             Command::Stats => self.stats(),
+            Command::ReserveBatch(count) => return self.reserve_batch(count),
+            Command::ClearTube(name) => self.clear_tube(&name),
             command => self.ask_engine(|e, now, room| answer(e, c, command, now, room)),
         }
         Ok(Next::Continue)
@@ -352,7 +360,10 @@ fn answer<'e>(
         | Command::ReserveWithTimeout(_)
         | Command::ReserveWithAbort(_)
         | Command::Quit
-        | Command::Stats => Reply::InternalError,
+        | Command::Stats
+        | Command::ReserveBatch(_)
+        | Command::DeleteBatch
+        | Command::ClearTube(_) => Reply::InternalError,
     }
 }
 

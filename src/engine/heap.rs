@@ -142,9 +142,44 @@ impl<K: Ord + Copy> Heap<K> {
         self.entries[slot].1.get()
     }
 
+    /// The ids of the last `n` entries of the heap's storage (no order):
+    /// removing them moves no other entry.
+    pub fn last_ids(&self, n: usize) -> impl Iterator<Item = JobId> + '_ {
+        self.entries.iter().rev().take(n).map(|&(_, id)| id.get())
+    }
+
     /// Iterates over the entries in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = (K, JobId)> + '_ {
         self.entries.iter().map(|&(key, id)| (key, id.get()))
+    }
+
+    /// Appends the ids of the `k` smallest entries to `out`, smallest
+    /// first, without changing the heap: a best-first walk down from the
+    /// root, O(k log k). False, with `out` as it was, if the memory for
+    /// the walk cannot be had.
+    pub fn smallest(&self, k: usize, out: &mut Vec<JobId>) -> bool {
+        use std::cmp::Reverse;
+        let k = k.min(self.entries.len());
+        let mut frontier = std::collections::BinaryHeap::new();
+        // Each step takes one slot out and puts at most two in.
+        if k == 0 || frontier.try_reserve(k + 1).is_err() || out.try_reserve(k).is_err() {
+            return k == 0;
+        }
+        frontier.push(Reverse((self.entries[0], 0)));
+        let mut taken = 0;
+        while let Some(Reverse((entry, slot))) = frontier.pop() {
+            out.push(entry.1.get());
+            taken += 1;
+            if taken == k {
+                break;
+            }
+            for child in [2 * slot + 1, 2 * slot + 2] {
+                if let Some(&entry) = self.entries.get(child) {
+                    frontier.push(Reverse((entry, child)));
+                }
+            }
+        }
+        true
     }
 
     fn sift_up(&mut self, mut slot: usize, set_pos: &mut impl FnMut(JobId, usize)) -> usize {
@@ -314,5 +349,24 @@ mod tests {
                 h.check_positions();
             }
         }
+    }
+
+    #[test]
+    fn the_k_smallest_come_out_in_order_and_the_heap_is_unchanged() {
+        let mut h = Heap::new();
+        let mut model = Vec::new();
+        for (n, key) in [50u32, 3, 77, 3, 12, 90, 1, 45, 8, 60, 2, 33].iter().enumerate() {
+            h.push(*key, n as JobId + 1, &mut |_, _| {});
+            model.push((*key, n as JobId + 1));
+        }
+        model.sort();
+        let before: Vec<_> = h.iter().collect();
+        for k in 0..=14 {
+            let mut out = vec![999];
+            assert!(h.smallest(k, &mut out));
+            let expected: Vec<JobId> = model.iter().take(k).map(|&(_, id)| id).collect();
+            assert_eq!(out[1..], expected[..], "k = {k}");
+        }
+        assert_eq!(h.iter().collect::<Vec<_>>(), before);
     }
 }

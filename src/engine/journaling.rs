@@ -44,6 +44,80 @@ impl Engine {
         Ok(())
     }
 
+    /// The one way a logged change of many jobs is made (`kick`,
+    /// `clear-tube`, `delete-batch`): claim log room for every job's record,
+    /// write them all in one ([`Journal::record_all`]), and only then make
+    /// each job's change in memory. So the log and memory agree whatever
+    /// fails: a claim that fails is `OUT_OF_MEMORY` and a write that fails
+    /// `INTERNAL_ERROR`, with no job changed either way. `after` pictures a
+    /// job as its change will leave it (`None`: deleted) before the change
+    /// is made; `change` then makes it. The ids are of live jobs, each once.
+    pub(super) fn journaled_batch(
+        &mut self,
+        ids: &[JobId],
+        after: fn(Picture) -> Option<Picture>,
+        change: &mut dyn FnMut(&mut Engine, JobId),
+    ) -> Result<(), Reply<'static>> {
+        let mut files = Vec::new();
+        if self.journal.is_some() {
+            if files.try_reserve_exact(ids.len()).is_err() {
+                return Err(Reply::OutOfMemory);
+            }
+            // Once more after freeing old files, if the disk was full.
+            let mut claimed = self.log_batch(ids, after, None)?;
+            if !claimed {
+                let full = self.journal.as_mut().map(|j| j.files_to_free()).unwrap_or_default();
+                if !full.is_empty() {
+                    self.rewrite_files(&full);
+                    claimed = self.log_batch(ids, after, None)?;
+                }
+            }
+            if !claimed {
+                return Err(Reply::OutOfMemory);
+            }
+            self.log_batch(ids, after, Some(&mut files))?;
+        }
+        for (n, &id) in ids.iter().enumerate() {
+            change(self, id);
+            if let (Some(job), Some(&file)) = (self.jobs.get_mut(&id), files.get(n)) {
+                job.file = file;
+            }
+        }
+        self.compact();
+        Ok(())
+    }
+
+    /// [`Engine::journaled_batch`]'s log calls: claims room for the
+    /// changes of `ids` (`files` is `None`; `Ok(false)`: no room), or
+    /// records them, their files into `files`.
+    fn log_batch(
+        &mut self,
+        ids: &[JobId],
+        after: fn(Picture) -> Option<Picture>,
+        files: Option<&mut Vec<u32>>,
+    ) -> Result<bool, Reply<'static>> {
+        let Engine { journal, jobs, tubes, .. } = self;
+        let Some(journal) = journal.as_mut() else { return Ok(true) };
+        let mut changes = Vec::new();
+        if changes.try_reserve_exact(ids.len()).is_err() {
+            return Err(Reply::OutOfMemory);
+        }
+        for &id in ids {
+            let Some(job) = jobs.get(&id) else { return Err(Reply::InternalError) };
+            let was = Picture::of(job);
+            changes.push(Change {
+                was: Some(was.logged(id, tubes, &job.body)),
+                now: after(was).map(|now| now.logged(id, tubes, &job.body)),
+            });
+        }
+        match files {
+            None => Ok(journal.claim_all(&changes)),
+            Some(files) => {
+                journal.record_all(&changes, files).map(|()| true).map_err(|_| Reply::InternalError)
+            }
+        }
+    }
+
     /// Claims log room for a change to job `id` that leaves it in tube
     /// `to` (`None`: its own), and pictures the job as it is before it.
     /// (Apart from the generic [`Engine::journaled_change_to`], so that

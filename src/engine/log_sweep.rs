@@ -15,6 +15,7 @@
 use std::sync::Arc as StdArc;
 
 use super::sweep::{name, output, put_step, state, world_from, Step, World, T0};
+use super::sweep_reach::clear_step;
 use super::*;
 use crate::binlog::{faults, sync::Durability, Binlog};
 use crate::config::Fsync;
@@ -85,25 +86,49 @@ fn replayed(e: &Engine) -> Vec<String> {
     jobs
 }
 
-const LOGGED: &[(&str, Step)] = &[
-    ("put", |w, out| put_step(w, out, 0)),
-    ("put with a delay", |w, out| put_step(w, out, 10)),
-    ("release", |w, out| w.e.release(w.worker, w.reserved, 9, 0, T0).encode(out)),
-    ("release with a delay", |w, out| w.e.release(w.worker, w.reserved, 9, 5, T0).encode(out)),
-    ("bury", |w, out| w.e.bury(w.worker, w.reserved, 9, T0).encode(out)),
-    ("kick", |w, out| w.e.kick(w.producer, 10, T0).encode(out)),
-    ("kick-job of a delayed job", |w, out| w.e.kick_job(w.delayed, T0).encode(out)),
-    ("reserve-job of a buried job", |w, out| {
+/// Each logged command: its name, what its world needs first, and the
+/// command.
+const LOGGED: &[(&str, fn(&mut World), Step)] = &[
+    ("put", none, |w, out| put_step(w, out, 0)),
+    ("put with a delay", none, |w, out| put_step(w, out, 10)),
+    ("release", none, |w, out| w.e.release(w.worker, w.reserved, 9, 0, T0).encode(out)),
+    ("release with a delay", none, |w, out| w.e.release(w.worker, w.reserved, 9, 5, T0).encode(out)),
+    ("bury", none, |w, out| w.e.bury(w.worker, w.reserved, 9, T0).encode(out)),
+    ("kick", none, |w, out| w.e.kick(w.producer, 10, T0).encode(out)),
+    ("kick-job of a delayed job", none, |w, out| w.e.kick_job(w.delayed, T0).encode(out)),
+    ("reserve-job of a buried job", none, |w, out| {
         let id = w.buried;
         w.e.reserve_job(w.waiter, id, T0, out).encode(out);
     }),
-    ("delete", |w, out| w.e.delete(w.worker, w.reserved).encode(out)),
-    ("move-job of a ready job to a new tube", |w, out| w.e.move_job(w.ready, &name("fresh"), T0).encode(out)),
-    ("move-job of a buried job to a blocked worker's tube", |w, out| {
+    ("delete", none, |w, out| w.e.delete(w.worker, w.reserved).encode(out)),
+    ("move-job of a ready job to a new tube", none, |w, out| {
+        w.e.move_job(w.ready, &name("fresh"), T0).encode(out)
+    }),
+    ("move-job of a buried job to a blocked worker's tube", none, |w, out| {
         w.e.move_job(w.buried, &name("quiet"), T0).encode(out)
     }),
-    ("kick-job of a buried job", |w, out| w.e.kick_job(w.buried, T0).encode(out)),
+    ("kick-job of a buried job", none, |w, out| w.e.kick_job(w.buried, T0).encode(out)),
+    ("kick of many buried jobs", many, |w, out| w.e.kick(w.producer, 10, T0).encode(out)),
+    ("clear-tube of a tube with a job in every state", many, clear_step),
+    ("delete-batch", many, |w, out| {
+        let ids = [w.ready, w.reserved, w.buried, 999, w.ready, w.delayed];
+        w.e.delete_batch(w.worker, &ids).encode(out)
+    }),
 ];
+
+/// A world as it is.
+fn none(_: &mut World) {}
+
+/// Four more buried jobs in the producer's tube, as `world_with_many` has.
+fn many(w: &mut World) {
+    for _ in 0..4 {
+        put_step(w, &mut output(), 0);
+        let Some(Reply::Reserved(id, _)) = w.e.reserve(w.worker, None, T0, &mut Vec::<u8>::new()) else {
+            panic!("no job to bury");
+        };
+        assert_eq!(w.e.bury(w.worker, id, 5, T0), Reply::Buried);
+    }
+}
 
 /// One run: the command, then the fsync its reply waits for; a failed
 /// fsync turns the reply into `INTERNAL_ERROR`, as `Conn` does.
@@ -135,11 +160,12 @@ fn fail_allocation(n: u64, f: &mut dyn FnMut() -> Vec<u8>) -> (Vec<u8>, bool) {
 /// returns the failure points covered.
 fn sweep(fail: Failing, what: &str) -> usize {
     let mut failure_points = 0;
-    for &(command, step) in LOGGED {
+    for &(command, setup, step) in LOGGED {
         for rounds in (0..60).step_by(3) {
             let (expected_reply, expected_state, expected_log) = {
                 let dir = Dir::new(0);
                 let (mut w, durability) = logged_world(&dir, rounds);
+                setup(&mut w);
                 let reply = run(&mut w, &durability, step, output());
                 let state = state(&w.e);
                 drop(w);
@@ -148,6 +174,7 @@ fn sweep(fail: Failing, what: &str) -> usize {
             for n in 1.. {
                 let dir = Dir::new(n);
                 let (mut w, durability) = logged_world(&dir, rounds);
+                setup(&mut w);
                 let (before, before_log) = (state(&w.e), replayed(&w.e));
                 let mut out = Some(output());
                 let (reply, failed) =

@@ -116,7 +116,7 @@ impl Engine {
     }
 
     /// Counts client `c` in `current-workers` from its first reserve on.
-    fn become_worker(&mut self, c: ClientId) {
+    pub(super) fn become_worker(&mut self, c: ClientId) {
         if let Some(client) = self.clients.get_mut(&c) {
             if !client.worker {
                 client.worker = true;
@@ -296,7 +296,7 @@ impl Engine {
         soonest.map(|d| d.minus_secs(SAFETY_MARGIN_SECS))
     }
 
-    pub(super) fn reserved_reply(&self, id: JobId) -> Option<Reply<'_>> {
+    pub fn reserved_reply(&self, id: JobId) -> Option<Reply<'_>> {
         self.jobs.get(&id).map(|job| Reply::Reserved(id, &job.body))
     }
 }

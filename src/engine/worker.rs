@@ -1,6 +1,7 @@
 //! What a worker does with a job it holds, kicking, and moving a job to
 //! another tube: `delete`, `release`, `bury`, `touch`, `kick`, `kick-job`,
-//! `move-job`. Each checks the job's
+//! `move-job`; `batch.rs` has the commands on many jobs at once. Each
+//! checks the job's
 //! state (reference §3.20), then makes its change through
 //! [`Engine::journaled_change`], which claims log room first, logs the change
 //! after, and lets compaction run.
@@ -17,10 +18,21 @@ impl Engine {
         if job.state == State::Reserved && job.reserved_by != c {
             return Reply::NotFound;
         }
-        let tube = job.tube;
         // The delete record's room was claimed by the put: this cannot run
         // out of disk. If the write fails anyway the job is gone all the same.
         let logged = self.journal_delete(id);
+        self.forget_deleted(id);
+        if !logged {
+            return Reply::InternalError;
+        }
+        self.compact();
+        Reply::Deleted
+    }
+
+    /// Takes deleted job `id` out of its queue and the table, and gives
+    /// back what it held; counted as its tube's delete.
+    pub(super) fn forget_deleted(&mut self, id: JobId) {
+        let Some(tube) = self.jobs.get(&id).map(|job| job.tube) else { return };
         self.unlink(id);
         if let Some(job) = self.jobs.remove(&id) {
             self.release_job_memory(job.body.len());
@@ -28,11 +40,6 @@ impl Engine {
         self.give_back_room(tube);
         self.tubes.get_mut(tube).cmd_delete += 1;
         self.tubes.remove_if_unreferenced(tube);
-        if !logged {
-            return Reply::InternalError;
-        }
-        self.compact();
-        Reply::Deleted
     }
 
     /// `release <id> <pri> <delay>`.
@@ -112,26 +119,32 @@ impl Engine {
     }
 
     /// `kick <bound>`: up to `bound` buried jobs of the used tube, oldest
-    /// first; only if it has none, up to `bound` delayed jobs, soonest first.
+    /// first; only if it has none, up to `bound` delayed jobs, soonest
+    /// first. Logged in one write, all or nothing
+    /// ([`Engine::journaled_batch`]).
     pub fn kick(&mut self, c: ClientId, bound: u32, now: Time) -> Reply<'_> {
         self.cmds.kick += 1;
         let Some(t) = self.used_tube(c) else {
             return Reply::InternalError;
         };
-        let from_buried = !self.tubes.get(t).buried.is_empty();
-        let mut kicked = 0;
-        while kicked < bound {
-            let tube = self.tubes.get(t);
-            let next = if from_buried { tube.buried.front() } else { tube.delayed.peek().map(|(_, id)| id) };
-            let Some(id) = next else { break };
-            match self.journaled_change(id, |e| e.kick_one(id, now)) {
-                Ok(()) => kicked += 1,
-                // Out of disk: stop here; the jobs not kicked stay as they were.
-                Err(Reply::OutOfMemory) if kicked > 0 => break,
-                Err(refusal) => return refusal,
+        let tube = self.tubes.get(t);
+        let mut ids = Vec::new();
+        let chosen = if tube.buried.is_empty() {
+            tube.delayed.smallest(bound as usize, &mut ids)
+        } else {
+            let count = tube.buried.len().min(bound as usize);
+            ids.try_reserve_exact(count).is_ok() && {
+                ids.extend(tube.buried.ids(&self.jobs).take(count));
+                true
             }
+        };
+        if !chosen {
+            return Reply::OutOfMemory;
         }
-        Reply::KickedCount(kicked)
+        match self.journaled_batch(&ids, |was| Some(was.kicked()), &mut |e, id| e.kick_one(id, now)) {
+            Ok(()) => Reply::KickedCount(ids.len() as u32),
+            Err(refusal) => refusal,
+        }
     }
 
     /// `kick-job <id>`: a buried or delayed job in any tube.

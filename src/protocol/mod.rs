@@ -26,6 +26,17 @@ pub use tube_name::{TubeName, MAX_TUBE_NAME};
 /// Longest command line, CRLF included (reference §1.2).
 pub const MAX_LINE: usize = 224;
 
+/// Most jobs one `reserve-batch` or `delete-batch` names (tuber's bound).
+pub const MAX_BATCH: usize = 1000;
+
+/// Longest `delete-batch` line, CRLF included: its prefix and
+/// [`MAX_BATCH`] ids of up to 20 digits, each after a space. The one line
+/// allowed past [`MAX_LINE`] (reference §1.2).
+pub const MAX_BATCH_LINE: usize = DELETE_BATCH.len() + MAX_BATCH * 21 + 2;
+
+/// The prefix of the one command whose line may pass [`MAX_LINE`].
+pub const DELETE_BATCH: &[u8] = b"delete-batch";
+
 /// One parsed command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
@@ -88,6 +99,14 @@ pub enum Command {
         id: JobId,
         tube: TubeName,
     },
+    /// `reserve-batch <count>`, 1 to [`MAX_BATCH`]: tuber's (reference §3.22).
+    ReserveBatch(u32),
+    /// `delete-batch <id> <id> ...`, 1 to [`MAX_BATCH`] ids: tuber's
+    /// (reference §3.23). The ids stay in the line, read by [`batch_ids`]:
+    /// the parser allocates nothing.
+    DeleteBatch,
+    /// `clear-tube <tube>`: beanstalkd's pull request #87 (reference §3.24).
+    ClearTube(TubeName),
 }
 
 /// Why a line is not a command.
@@ -168,11 +187,28 @@ pub fn parse(line: &[u8]) -> Result<Command, ParseError> {
     if let Some(rest) = line.strip_prefix(b"reserve-job ") {
         return Ok(C::ReserveJob(Fields::new(rest).last_u64()?));
     }
+    // tuber's, before `reserve`, whose prefix it shares.
+    if let Some(rest) = line.strip_prefix(b"reserve-batch ") {
+        let count = Fields::new(rest).last_u32()?;
+        return match usize::try_from(count) {
+            Ok(1..=MAX_BATCH) => Ok(C::ReserveBatch(count)),
+            _ => Err(BadFormat),
+        };
+    }
     if let Some(rest) = line.strip_prefix(b"reserve") {
         return exact(C::Reserve, rest);
     }
     if let Some(rest) = line.strip_prefix(b"delete ") {
         return Ok(C::Delete(Fields::new(rest).last_u64()?));
+    }
+    if let Some(rest) = line.strip_prefix(DELETE_BATCH) {
+        let ids = rest.strip_prefix(b" ").ok_or(BadFormat)?;
+        let mut count: usize = 0;
+        for id in id_fields(ids) {
+            id?;
+            count = count.saturating_add(1);
+        }
+        return if (1..=MAX_BATCH).contains(&count) { Ok(C::DeleteBatch) } else { Err(BadFormat) };
     }
     if let Some(rest) = line.strip_prefix(b"release ") {
         let mut f = Fields::new(rest);
@@ -237,7 +273,31 @@ pub fn parse(line: &[u8]) -> Result<Command, ParseError> {
         let name = f.rest.strip_prefix(b" ").ok_or(BadFormat)?;
         return Ok(C::MoveJob { id, tube: TubeName::new(name).ok_or(BadFormat)? });
     }
+    if let Some(rest) = line.strip_prefix(b"clear-tube ") {
+        return Ok(C::ClearTube(TubeName::new(rest).ok_or(BadFormat)?));
+    }
     Err(ParseError::UnknownCommand)
+}
+
+/// The ids of a line [`parse`] took as [`Command::DeleteBatch`], in order.
+pub fn batch_ids(line: &[u8]) -> impl Iterator<Item = JobId> + '_ {
+    let ids = line.strip_prefix(DELETE_BATCH).unwrap_or_default();
+    id_fields(ids).map_while(Result::ok)
+}
+
+/// Space-separated ids to the end of `s` (any number of spaces before
+/// each, as for every numeric field); an `Err` for anything else.
+fn id_fields(s: &[u8]) -> impl Iterator<Item = Result<JobId, ParseError>> + '_ {
+    let mut f = Fields::new(s);
+    let mut failed = false;
+    std::iter::from_fn(move || {
+        if failed || f.end().is_ok() {
+            return None;
+        }
+        let id = f.u64();
+        failed = id.is_err();
+        Some(id)
+    })
 }
 
 fn parse_put(rest: &[u8]) -> Result<Command, ParseError> {
@@ -409,6 +469,44 @@ mod tests {
         for line in [&b"list-tube"[..], b"", b"PUT 0 0 1 1", b"Stats", b"peek", b"use"] {
             assert_eq!(parse(line), Err(UnknownCommand), "{:?}", String::from_utf8_lossy(line));
         }
+    }
+
+    #[test]
+    fn batches_take_one_to_a_thousand_and_nothing_else() {
+        assert_eq!(parse(b"reserve-batch 5"), Ok(C::ReserveBatch(5)));
+        assert_eq!(parse(b"reserve-batch  1000"), Ok(C::ReserveBatch(1000)));
+        for line in [
+            &b"reserve-batch 0"[..],
+            b"reserve-batch 1001",
+            b"reserve-batch",
+            b"reserve-batch ",
+            b"reserve-batch 5 ",
+            b"reserve-batch x",
+            b"reserve-batch -1",
+        ] {
+            assert_eq!(parse(line), Err(BadFormat), "{:?}", String::from_utf8_lossy(line));
+        }
+        assert_eq!(parse(b"delete-batch 1 2 3 99"), Ok(C::DeleteBatch));
+        assert_eq!(batch_ids(b"delete-batch 1  02 3 99").collect::<Vec<_>>(), [1, 2, 3, 99]);
+        let most: String = (1..=1000).map(|id| format!(" {id}")).collect();
+        assert_eq!(parse(format!("delete-batch{most}").as_bytes()), Ok(C::DeleteBatch));
+        assert_eq!(parse(format!("delete-batch{most} 1001").as_bytes()), Err(BadFormat));
+        for line in [
+            &b"delete-batch"[..],
+            b"delete-batch ",
+            b"delete-batch 1 ",
+            b"delete-batch 1 x",
+            b"delete-batch 1,2",
+            b"delete-batchx 1",
+            b"delete-batch 18446744073709551616",
+        ] {
+            assert_eq!(parse(line), Err(BadFormat), "{:?}", String::from_utf8_lossy(line));
+        }
+        assert_eq!(parse(b"clear-tube jobs"), Ok(C::ClearTube(name("jobs"))));
+        for line in [&b"clear-tube "[..], b"clear-tube -x", b"clear-tube a b", b"clear-tube a*"] {
+            assert_eq!(parse(line), Err(BadFormat), "{:?}", String::from_utf8_lossy(line));
+        }
+        assert_eq!(parse(b"clear-tube"), Err(UnknownCommand));
     }
 
     #[test]

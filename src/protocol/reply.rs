@@ -30,6 +30,13 @@ pub enum Reply<'a> {
     Paused,
     /// `MOVED`, the answer to `move-job`.
     Moved,
+    /// `RESERVED_BATCH <count>`: the head of `reserve-batch`'s answer, a
+    /// `RESERVED` reply for each job following it.
+    ReservedBatch(usize),
+    /// `DELETED_BATCH <deleted> <not found>`, the answer to `delete-batch`.
+    DeletedBatch(usize, usize),
+    /// `CLEARED <count>`, the answer to `clear-tube`.
+    Cleared(u64),
     NotFound,
     NotIgnored,
     DeadlineSoon,
@@ -60,6 +67,9 @@ impl Reply<'_> {
             Reply::Using(tube) => write!(out, "USING {tube}\r\n"),
             Reply::Watching(n) => write!(out, "WATCHING {n}\r\n"),
             Reply::KickedCount(n) => write!(out, "KICKED {n}\r\n"),
+            Reply::ReservedBatch(n) => write!(out, "RESERVED_BATCH {n}\r\n"),
+            Reply::DeletedBatch(deleted, not_found) => write!(out, "DELETED_BATCH {deleted} {not_found}\r\n"),
+            Reply::Cleared(n) => write!(out, "CLEARED {n}\r\n"),
             other => {
                 out.extend_from_slice(other.word().as_bytes());
                 out.extend_from_slice(b"\r\n");
@@ -84,6 +94,9 @@ impl Reply<'_> {
             Reply::Touched => "TOUCHED",
             Reply::Paused => "PAUSED",
             Reply::Moved => "MOVED",
+            Reply::ReservedBatch(_) => "RESERVED_BATCH",
+            Reply::DeletedBatch(..) => "DELETED_BATCH",
+            Reply::Cleared(_) => "CLEARED",
             Reply::NotFound => "NOT_FOUND",
             Reply::NotIgnored => "NOT_IGNORED",
             Reply::DeadlineSoon => "DEADLINE_SOON",

@@ -1,0 +1,133 @@
+//! A change of many jobs in one write: `kick`, `clear-tube` and
+//! `delete-batch` log all their jobs' records at once, so that either every
+//! record is on disk or none is, and the engine changes memory only once
+//! the write has succeeded (claim, log, then change).
+//!
+//! The records are chosen and booked exactly as one at a time
+//! ([`Journal::record`](crate::engine::Journal::record), `writing.rs`),
+//! but `append` gathers them here instead of writing each; then one write
+//! puts them all in the current file. What the write promises (the offset
+//! the next record goes to, the count of records that replies wait on to
+//! be durable) moves only after it has succeeded: the fsync thread must
+//! never count a record that is not yet in the file. A write that fails
+//! fails the log, as any failed write does, and its bytes are zeroed so
+//! that no part of the change replays.
+//!
+//! It must not choose records or keep any book but the write's own.
+
+use std::io;
+use std::os::unix::fs::FileExt;
+
+use super::record::{self, DELETE_LEN, UPDATE_LEN};
+use super::writing::{kind, Kind};
+use super::{faults, Binlog};
+use crate::engine::Change;
+
+/// Bytes `change`'s record takes, and whether it is a full one (the
+/// record `writing.rs` chooses for it).
+fn record_len(change: &Change<'_>) -> (u64, bool) {
+    match (kind(change), &change.now) {
+        (Kind::Full, Some(now)) => {
+            let full = record::full_len(now.tube.as_str().len(), now.body.len()) as u64;
+            // A new job's claim covers its delete to come.
+            let delete = if change.was.is_none() { DELETE_LEN as u64 } else { 0 };
+            (full + delete, true)
+        }
+        (Kind::Update, _) => (UPDATE_LEN as u64, false),
+        // A delete's room was claimed with its job.
+        _ => (0, false),
+    }
+}
+
+impl Binlog {
+    /// Claims room in the current file, and the memory to gather them, for
+    /// all of `changes`' records, to be written by [`Binlog::record_batch`].
+    pub(super) fn claim_batch(&mut self, changes: &[Change<'_>]) -> bool {
+        let (mut bytes, mut fulls, mut new) = (0u64, 0usize, 0u64);
+        for change in changes {
+            let (len, full) = record_len(change);
+            bytes += len;
+            fulls += usize::from(full);
+            new += u64::from(change.was.is_none());
+        }
+        // A record's own bytes are no more than its room (a delete's was
+        // claimed before): the gathering buffer takes the larger of the two.
+        let gathered = bytes as usize + changes.len() * DELETE_LEN;
+        if self.gathered.try_reserve_exact(gathered).is_err() {
+            return false;
+        }
+        let listed = |log: &mut Binlog| {
+            let current = log.current;
+            log.files.get_mut(&current).is_some_and(|info| info.written.try_reserve(fulls).is_ok())
+        };
+        if !self.make_room(bytes, 0) || !listed(self) {
+            return false;
+        }
+        self.claimed += new * DELETE_LEN as u64;
+        true
+    }
+
+    /// Records all of `changes` in one write, each job's file into `files`
+    /// (as [`Journal::record`](crate::engine::Journal::record) returns it).
+    /// `Err`: nothing of it is in the log, and the log refuses every later
+    /// change.
+    pub(super) fn record_batch(&mut self, changes: &[Change<'_>], files: &mut Vec<u32>) -> io::Result<()> {
+        use crate::engine::Journal;
+        self.gathering = true;
+        let mut booked = Ok(());
+        for change in changes {
+            match self.record(change) {
+                Ok(file) => files.push(file),
+                Err(e) => {
+                    booked = Err(e);
+                    break;
+                }
+            }
+        }
+        self.gathering = false;
+        let written = booked.and_then(|()| self.write_gathered());
+        self.gathered.clear();
+        written
+    }
+
+    /// `append` while a batch is gathered: the record joins it.
+    pub(super) fn gather(&mut self) -> io::Result<u64> {
+        if self.gathered.try_reserve(self.scratch.len()).is_err() {
+            return Err(self.out_of_memory());
+        }
+        self.gathered.extend_from_slice(&self.scratch);
+        self.gathered_records += 1;
+        Ok(self.scratch.len() as u64)
+    }
+
+    /// Writes the gathered records at the end of the current file, then
+    /// moves what the write promises.
+    fn write_gathered(&mut self) -> io::Result<()> {
+        let (len, records) = (self.gathered.len() as u64, std::mem::take(&mut self.gathered_records));
+        let Some(at) = self.files.get(&self.current).map(|info| info.used) else {
+            return Err(io::Error::other("no current file"));
+        };
+        let written = faults::io_point().and_then(|()| self.writer.write_all_at(&self.gathered, at));
+        if let Err(e) = written {
+            self.failed = true;
+            crate::log::problem(format_args!("binlog: write failed, refusing further changes: {e}"));
+            // Whatever part of it reached the file must not replay: a
+            // change of many jobs is all or nothing. Best effort; the
+            // records' checksums catch what this cannot undo.
+            const ZEROS: [u8; 4096] = [0; 4096];
+            for offset in (0..len).step_by(ZEROS.len()) {
+                let n = (len - offset).min(ZEROS.len() as u64) as usize;
+                let _ = self.writer.write_all_at(&ZEROS[..n], at + offset);
+            }
+            return Err(e);
+        }
+        if let Some(info) = self.files.get_mut(&self.current) {
+            info.used += len;
+        }
+        self.free = self.free.saturating_sub(len);
+        self.disk_bytes += len;
+        self.records_written += records;
+        self.durability.wrote(records);
+        Ok(())
+    }
+}

@@ -1,0 +1,107 @@
+//! Commands on many jobs at once: `clear-tube` (beanstalkd's pull request
+//! #87), and tuber's `reserve-batch` and `delete-batch` (reference §3.22
+//! to 3.24). Each job is treated exactly as its one-job command would
+//! treat it, and counted as that command in `stats`; what is logged is
+//! logged in one write, all or nothing ([`Engine::journaled_batch`]).
+//!
+//! A clear works in chunks of [`CLEAR_CHUNK`] jobs, one chunk a call, so
+//! that the connection lets the lock go between chunks and no other client
+//! waits for a whole tube to go.
+
+use super::*;
+use crate::protocol::SHORT_REPLY_LEN;
+
+/// Jobs one call of [`Engine::clear_tube`] deletes at most.
+pub const CLEAR_CHUNK: usize = 1000;
+
+impl Engine {
+    /// How many jobs `clear-tube <tube>` may delete: the tube's ready,
+    /// delayed and buried jobs as it starts (0 if there is no such tube).
+    /// A clear deletes no more, however many come meanwhile.
+    pub fn clearable(&self, name: &TubeName) -> u64 {
+        self.tubes.find(name).map_or(0, |t| {
+            let tube = self.tubes.get(t);
+            (tube.job_count() - tube.reserved) as u64
+        })
+    }
+
+    /// One chunk of `clear-tube <tube>`: deletes up to `most` (at most
+    /// [`CLEAR_CHUNK`]) ready, delayed and buried jobs of the tube, buried
+    /// ones first, then delayed, then ready; reserved jobs, and jobs handed
+    /// to a blocked worker, stay with their workers. Returns how many it
+    /// deleted; `NOT_FOUND` if the tube does not exist (it is never made).
+    /// The connection calls it until a chunk comes back short.
+    pub fn clear_tube(&mut self, name: &TubeName, most: u64) -> Result<usize, Reply<'static>> {
+        let Some(t) = self.tubes.find(name) else {
+            return Err(Reply::NotFound);
+        };
+        let tube = self.tubes.get(t);
+        let chunk = (most.min(CLEAR_CHUNK as u64) as usize).min(tube.job_count() - tube.reserved);
+        let mut ids = Vec::new();
+        if ids.try_reserve_exact(chunk).is_err() {
+            return Err(Reply::OutOfMemory);
+        }
+        // The heaps' last entries first: taking them out moves nothing.
+        let (delayed, ready) = (tube.delayed.last_ids(chunk), tube.ready.last_ids(chunk));
+        ids.extend(tube.buried.ids(&self.jobs).chain(delayed).chain(ready).take(chunk));
+        self.cmds.delete += ids.len() as u64;
+        self.journaled_batch(&ids, |_| None, &mut |e, id| e.forget_deleted(id))?;
+        Ok(ids.len())
+    }
+
+    /// `delete-batch <id> ...`: each id as `delete` would (reference
+    /// §3.5): a job reserved by another client, a job that does not exist,
+    /// and an id named twice count as not found. `DELETED_BATCH <deleted>
+    /// <not found>`.
+    pub fn delete_batch(&mut self, c: ClientId, named: &[JobId]) -> Reply<'_> {
+        self.cmds.delete += named.len() as u64;
+        let mut ids = Vec::new();
+        if ids.try_reserve_exact(named.len()).is_err() {
+            return Reply::OutOfMemory;
+        }
+        let deletable = |job: &Job| job.state != State::Reserved || job.reserved_by == c;
+        ids.extend(named.iter().copied().filter(|id| self.jobs.get(id).is_some_and(deletable)));
+        ids.sort_unstable();
+        ids.dedup();
+        match self.journaled_batch(&ids, |_| None, &mut |e, id| e.forget_deleted(id)) {
+            Ok(()) => Reply::DeletedBatch(ids.len(), named.len() - ids.len()),
+            Err(refusal) => refusal,
+        }
+    }
+
+    /// `reserve-batch <count>`: reserves up to `count` ready jobs at once,
+    /// each as `reserve` would pick it and counted as a `reserve`, their
+    /// ids into `ids` (room claimed by the caller), and never waits:
+    /// `RESERVED_BATCH <n>`, whose `RESERVED` replies the caller writes
+    /// ([`Engine::reserved_reply`]). Room for every reply is claimed in
+    /// `room` before its job is reserved; a job whose reply has no room
+    /// stays ready and ends the batch, and with no job reserved the answer
+    /// is `OUT_OF_MEMORY`.
+    pub fn reserve_batch(
+        &mut self,
+        c: ClientId,
+        count: u32,
+        now: Time,
+        room: &mut dyn ReplyRoom,
+        ids: &mut Vec<JobId>,
+    ) -> Reply<'_> {
+        // The head line, then each job's reply.
+        let mut bytes = SHORT_REPLY_LEN;
+        while ids.len() < count as usize && ids.len() < ids.capacity() {
+            let Some(id) = self.best_ready_job(c) else { break };
+            let reply = self.jobs.get(&id).map_or(0, |job| data_reply_len(job.body.len()));
+            if !room.claim(bytes + reply) {
+                if ids.is_empty() {
+                    return Reply::OutOfMemory;
+                }
+                break;
+            }
+            bytes += reply;
+            self.cmds.reserve += 1;
+            self.become_worker(c);
+            self.reserve_for(c, id, now);
+            ids.push(id);
+        }
+        Reply::ReservedBatch(ids.len())
+    }
+}
