@@ -86,9 +86,12 @@ fn replayed(e: &Engine) -> Vec<String> {
     jobs
 }
 
+/// What a case's world needs before its command runs.
+type Setup = fn(&mut World);
+
 /// Each logged command: its name, what its world needs first, and the
 /// command.
-const LOGGED: &[(&str, fn(&mut World), Step)] = &[
+const LOGGED: &[(&str, Setup, Step)] = &[
     ("put", none, |w, out| put_step(w, out, 0)),
     ("put with a delay", none, |w, out| put_step(w, out, 10)),
     ("release", none, |w, out| w.e.release(w.worker, w.reserved, 9, 0, T0).encode(out)),
