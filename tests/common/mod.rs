@@ -245,6 +245,12 @@ pub fn settle(deadline: Duration, mut f: impl FnMut() -> bool) -> bool {
     }
 }
 
+/// Whether this is CI (`CI=true`, as CI services set it), where a test
+/// that cannot find what it needs fails instead of skipping.
+pub fn under_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
+}
+
 /// Threads of this test process (the in-process server's included).
 pub fn thread_count() -> usize {
     std::fs::read_dir("/proc/self/task").map(|d| d.count()).unwrap_or(0)
