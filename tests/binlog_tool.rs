@@ -160,7 +160,10 @@ fn to_beanstalkd_gives_beanstalkd_back_every_job_with_every_field() {
     // after it: refused, nothing written, the flag named.
     let (code, _, stderr) = tool(&["to-beanstalkd", binary::arg(&dir.path), binary::arg(&target)]);
     assert_eq!((code, stderr.lines().count()), (1, 1), "{stderr}");
-    assert!(stderr.contains("job 3 has a 65535-byte body") && stderr.contains("-z 65537 or more"), "{stderr}");
+    assert!(
+        stderr.contains("job 3 has a 65535-byte body") && stderr.contains("-z 65537 or more"),
+        "{stderr}"
+    );
     assert!(!target.exists(), "nothing is written when refused");
     let (code, _, stderr) =
         tool(&["to-beanstalkd", binary::arg(&dir.path), binary::arg(&target), "-z", "65537"]);

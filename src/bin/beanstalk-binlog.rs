@@ -334,7 +334,10 @@ fn too_big_for_beanstalkd(log: &Log, max_job_size: Option<usize>) -> Option<Stri
     let fix = if needs.max_job_size <= v7::LARGEST_MAX_JOB_SIZE {
         format!("run again with -z {} or more, and start beanstalkd with that -z", needs.max_job_size)
     } else {
-        format!("no -z beanstalkd takes (at most {}) keeps it: delete that job first", v7::LARGEST_MAX_JOB_SIZE)
+        format!(
+            "no -z beanstalkd takes (at most {}) keeps it: delete that job first",
+            v7::LARGEST_MAX_JOB_SIZE
+        )
     };
     Some(format!(
         "{job}, more than {given} allows: beanstalkd's replay would drop it and every job after it, \
