@@ -91,22 +91,6 @@ pub struct JobState {
     pub counters: Counters,
 }
 
-#[cfg(test)]
-impl JobState {
-    /// A ready job of priority 0 that nothing has happened to: the record
-    /// tests write when only the id matters.
-    pub fn ready(id: JobId) -> JobState {
-        JobState {
-            id,
-            pri: 0,
-            delay: 0,
-            state: LoggedState::Ready,
-            deadline: 0,
-            counters: Counters::default(),
-        }
-    }
-}
-
 /// One decoded record, borrowing the tube name and body from the bytes it
 /// was decoded from (replay copies each body once, straight into the job).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -403,6 +387,21 @@ const fn crc_tables() -> [[u32; 256]; 4] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl JobState {
+        /// A ready job of priority 0 that nothing has happened to: the record
+        /// tests here and elsewhere in the binlog write when only the id matters.
+        pub(crate) fn ready(id: JobId) -> JobState {
+            JobState {
+                id,
+                pri: 0,
+                delay: 0,
+                state: LoggedState::Ready,
+                deadline: 0,
+                counters: Counters::default(),
+            }
+        }
+    }
 
     fn state() -> JobState {
         JobState {
