@@ -20,7 +20,6 @@ use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::beanstalkd::skipping;
 use common::binary::TempDir;
 
 const LIMIT: Duration = Duration::from_secs(150);
@@ -47,7 +46,7 @@ fn pystalk_present() -> bool {
         .is_ok_and(|status| status.success());
     if !found {
         assert!(!common::under_ci(), "CI must install python3 and pystalk (.ci/run: pip install pystalk)");
-        skipping("python3 with pystalk is not installed (pip install pystalk)");
+        common::skipping("python3 with pystalk is not installed (pip install pystalk)");
     }
     found
 }

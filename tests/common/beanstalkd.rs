@@ -2,7 +2,6 @@
 //! the offline tool): where it is installed, and one started on 127.0.0.1
 //! and a free port, SIGKILLed when dropped.
 
-use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -24,15 +23,8 @@ pub fn path() -> Option<PathBuf> {
     }
     assert!(given.is_none(), "BEANSTALKD={}: no such file", path.display());
     assert!(!super::under_ci(), "CI must install beanstalkd (.ci/run does; or set BEANSTALKD=path)");
-    skipping("beanstalkd is not installed (apt-get install beanstalkd, or set BEANSTALKD=path)");
+    super::skipping("beanstalkd is not installed (apt-get install beanstalkd, or set BEANSTALKD=path)");
     None
-}
-
-/// Says a test is skipped on the process's own stderr: the harness
-/// captures `eprintln!` and shows it only for a test that fails.
-pub fn skipping(why: &str) {
-    let test = thread::current().name().unwrap_or("a test").to_owned();
-    let _ = writeln!(std::io::stderr(), "{test}: skipped: {why}");
 }
 
 /// A real beanstalkd on 127.0.0.1 and a free port; SIGKILLed on drop.
