@@ -102,6 +102,7 @@ class Ledger:
         self.deleted = collections.Counter()  # id -> DELETED replies
         self.delete_sent = set()
         self.draining = 0
+        self.puts_done = collections.Counter()  # producer -> puts acknowledged
         self.aborted = self.raced = 0
         self.violations = []
 
@@ -169,6 +170,7 @@ def producer(k):
             return
         with ledger.lock:
             ledger.acked[job_id] = body
+            ledger.puts_done[k] += 1
         time.sleep(0.003)
 
 
@@ -205,6 +207,9 @@ def main():
     state["shards"] = [a for s, a in enumerate(servers.addrs()) if s != RETIRED]
     state["generation"] += 1
     servers.procs[RETIRED].send_signal(signal.SIGUSR1)
+    # Round-robin, MISSED meets the retired server within three puts: if it
+    # had that many left (a busy machine may have let it finish early).
+    missed_left = PUTS_EACH - ledger.puts_done[MISSED]
     while servers.stats(RETIRED)["draining"] != "true" and not late():
         time.sleep(0.01)
     put_at_drain = servers.stats(RETIRED)["total-jobs"]
@@ -231,7 +236,7 @@ def main():
             ledger.violations.append("job %d deleted %d times" % (job_id, n))
     if len(ledger.acked) != total:
         ledger.violations.append("%d of %d puts acknowledged" % (len(ledger.acked), total))
-    if not ledger.draining:
+    if not ledger.draining and missed_left >= SERVERS:
         ledger.violations.append("the producer left with the retired server never met DRAINING")
     if not ledger.aborted + ledger.raced:
         ledger.violations.append("no wait was ever called off")
