@@ -122,6 +122,8 @@ pub enum ArgError {
     InvalidSize(String),
     /// `-f` with a value that is not a number of milliseconds.
     InvalidInterval(String),
+    /// `-s` with a value that is not a file size the log can use.
+    InvalidFileSize(String),
     /// A port that is not a number from 0 to 65535.
     InvalidPort(String),
     /// A long option whose value is out of range.
@@ -140,6 +142,9 @@ impl fmt::Display for ArgError {
             // beanstalkd's words first, for scripts that look for them.
             ArgError::InvalidInterval(value) => {
                 write!(f, "invalid size: {value} (-f takes a number of milliseconds, 0 or more)")
+            }
+            ArgError::InvalidFileSize(value) => {
+                write!(f, "invalid size: {value} (-s takes a number of bytes, 1 to 2147483647)")
             }
             ArgError::InvalidPort(value) => write!(f, "invalid port: {value}"),
             ArgError::InvalidValue(option, value) => {
@@ -331,9 +336,9 @@ fn parse_job_size(value: &str, warnings: &mut Vec<String>) -> Result<u32, ArgErr
 
 /// `-s`: 1 to 2147483647 (beanstalkd keeps it in a C int and wraps).
 fn parse_binlog_size(value: &str) -> Result<u32, ArgError> {
-    match parse_size(value)? {
-        size @ 1..=0x7fff_ffff => Ok(size),
-        _ => Err(ArgError::InvalidSize(value.to_owned())),
+    match parse_size(value) {
+        Ok(size @ 1..=0x7fff_ffff) => Ok(size),
+        _ => Err(ArgError::InvalidFileSize(value.to_owned())),
     }
 }
 
@@ -393,7 +398,11 @@ mod tests {
         assert_eq!(err(&["foo"]), "unknown argument: foo");
         assert_eq!(err(&["-"]), "unknown argument: -");
         assert_eq!(err(&["-p", "99999"]), "invalid port: 99999");
-        assert_eq!(err(&["-s", "0"]), "invalid size: 0");
+        assert_eq!(err(&["-s", "0"]), "invalid size: 0 (-s takes a number of bytes, 1 to 2147483647)");
+        assert_eq!(
+            err(&["-s", "2147483648"]),
+            "invalid size: 2147483648 (-s takes a number of bytes, 1 to 2147483647)"
+        );
     }
 
     #[test]

@@ -12,8 +12,8 @@
 //! that thread finds the lock taken and sleeps again, for as long as the
 //! pipeline lasts. So a thread about to take the lock first asks whether
 //! someone has been waiting for it longer than [`FAIR_AFTER`]; if so it
-//! steps aside until a waiter has had a turn (or [`LONGEST_STEP_ASIDE`] has
-//! passed). Under ordinary contention no wait is that long and nobody steps
+//! steps aside until a waiter has had a turn, or for 5 ms at most
+//! ([`LONGEST_STEP_ASIDE`]: a waiter that gave up never hangs it). Under ordinary contention no wait is that long and nobody steps
 //! aside, so the price is paid only when it buys something: about one
 //! hand-over a millisecond to a starved thread.
 //!

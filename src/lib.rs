@@ -180,7 +180,9 @@
 //!   of their own, and [`sys::pages`]: small blocks in pages of their own
 //!   size, each page's memory given back when its last block goes, so
 //!   freed memory goes back with no pass and no pause; [`sys::regions`]:
-//!   where pages come from, 4 MiB regions unmapped whole when empty. [`engine::table`]'s slab and index,
+//!   where pages come from, 4 MiB regions unmapped whole when empty
+//!   (one kept as a spare, its memory given back), and free pages among
+//!   live ones unmapped as holes while the maps allow. [`engine::table`]'s slab and index,
 //!   [`engine::id_map`]'s hash and the heap's `PackedId`: a job in 233 bytes.
 //! - **The log over time.** [`binlog::compaction`]: rewriting old files'
 //!   live jobs at a pace bounded by what clients write. [`binlog::dir`]:

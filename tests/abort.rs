@@ -35,10 +35,19 @@ fn a_byte_aborts_the_wait_and_is_then_read_as_the_next_command() {
     block(&server, &mut c, "reserve-with-abort");
     c.send("watch mail\r\n");
     c.expect("ABORTED\r\nWATCHING 2\r\n");
-    // A bare newline calls it off too: an empty line is UNKNOWN_COMMAND.
+    // A bare CRLF calls it off too: an empty line is UNKNOWN_COMMAND.
     block(&server, &mut c, "reserve-with-abort");
     c.send("\r\n");
     c.expect("ABORTED\r\nUNKNOWN_COMMAND\r\n");
+    // A lone LF calls it off, but ends no line (reference §1.2): it begins
+    // the next one, which is then unknown. The man page says CRLF for this.
+    block(&server, &mut c, "reserve-with-abort");
+    c.send("\n");
+    c.expect("ABORTED\r\n");
+    c.expect_silence(QUIET);
+    c.send("list-tube-used\r\n");
+    c.expect("UNKNOWN_COMMAND\r\n");
+    assert_eq!(c.cmd("list-tube-used"), "USING default\r\n");
     let mut producer = server.connect();
     assert_eq!(producer.cmd("use mail"), "USING mail\r\n");
     assert_eq!(producer.put(0, 0, 60, "hi"), "INSERTED 1\r\n");

@@ -716,7 +716,9 @@ fn a_second_server_on_the_same_dir_exits_10() {
     put_bytes(&mut c, 0, 0, 60, b"mine");
     let (code, stderr) = run_to_exit(&[], &dir.path);
     assert_eq!(code, Some(10), "stderr: {stderr:?}");
-    assert_eq!(stderr.lines().count(), 1, "one line on stderr: {stderr:?}");
+    // Named by its flag, as every other message names it.
+    let want = format!("cannot lock the -b directory {}: another server is using it\n", dir.path.display());
+    assert!(stderr.ends_with(&want) && stderr.lines().count() == 1, "one line on stderr: {stderr:?}");
     // The first server is unharmed, and so are its files.
     assert_eq!(peek(&mut c, 1), Some(b"mine".to_vec()));
     assert_eq!(binlog_files(&dir.path), BTreeSet::from([1]));

@@ -4,9 +4,10 @@
 //! on a torn tail; `usage` naming the jobs that pin a file; and the
 //! safety rules (read-only, refusing a directory a server holds).
 //!
-//! Uses the real beanstalkd (Debian's 1.12 writes the same version-7 files
-//! as 1.13) where a test needs it; without it those tests say so and pass,
-//! except under CI (`CI` set), where a missing one is a failure.
+//! Uses the real beanstalkd (`BEANSTALKD=path`, or Debian's 1.12, which
+//! writes the same version-7 files as 1.13) where a test needs it; without
+//! it those tests say so and pass, except under `CI=true`, where a missing
+//! one is a failure.
 mod common;
 
 use std::collections::{BTreeMap, HashMap};
@@ -155,10 +156,19 @@ fn to_beanstalkd_gives_beanstalkd_back_every_job_with_every_field() {
 
     let out = TempDir::new("tool-round-trip-out");
     let target = out.path.join("beanstalkd");
+    // beanstalkd's default -z would drop the 65,535-byte job and every job
+    // after it: refused, nothing written, the flag named.
     let (code, _, stderr) = tool(&["to-beanstalkd", binary::arg(&dir.path), binary::arg(&target)]);
+    assert_eq!((code, stderr.lines().count()), (1, 1), "{stderr}");
+    assert!(
+        stderr.contains("job 3 has a 65535-byte body") && stderr.contains("-z 65537 or more"),
+        "{stderr}"
+    );
+    assert!(!target.exists(), "nothing is written when refused");
+    let (code, _, stderr) =
+        tool(&["to-beanstalkd", binary::arg(&dir.path), binary::arg(&target), "-z", "65537"]);
     assert_eq!(code, 0, "{stderr}");
-    assert!(stderr.contains("wrote 7 jobs"), "{stderr}");
-    assert!(stderr.contains("-z 65537"), "the largest body needs a bigger -z for beanstalkd: {stderr}");
+    assert!(stderr.contains("wrote 7 jobs") && stderr.contains("start beanstalkd with -z 65537"), "{stderr}");
 
     let b = Beanstalkd::start(&exe, &["-b", binary::arg(&target), "-z", "65537"]);
     let mut c = b.client();
@@ -170,6 +180,56 @@ fn to_beanstalkd_gives_beanstalkd_back_every_job_with_every_field() {
     assert_eq!(buried_order(&mut c, "emails"), [4, 8], "buried jobs keep their order");
     c.cmd("use default");
     assert_eq!(put_bytes(&mut c, 0, 0, 1, b"next"), 9, "ids continue where ours did");
+}
+
+/// The rollback as a user meets it: a 100 KB job among small ones. Without
+/// the `-z` it needs, or with one too small, nothing is written (beanstalkd
+/// would come up empty and delete the file); with it, beanstalkd started
+/// with that `-z` serves every job.
+#[test]
+fn to_beanstalkd_refuses_a_queue_beanstalkds_max_job_size_would_drop() {
+    let Some(exe) = common::beanstalkd::path() else { return };
+    let dir = TempDir::new("tool-big-job");
+    let big: Vec<u8> = (0..100_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+    {
+        let server = binary::spawn(&["-b", binary::arg(&dir.path), "-z", "200000"]);
+        let mut c = server.client();
+        assert_eq!(c.put_ok("small"), 1);
+        assert_eq!(put_bytes(&mut c, 0, 0, 60, &big), 2);
+        assert_eq!(c.put_ok("after"), 3);
+        server.terminate();
+    }
+    let out = TempDir::new("tool-big-job-out");
+    let target = out.path.join("beanstalkd");
+    let dir_arg = binary::arg(&dir.path);
+    let target_arg = binary::arg(&target);
+    let refusals = [
+        (vec![], "more than beanstalkd's default -z (65535) allows"),
+        (vec!["-z", "100001"], "more than -z 100001 allows"),
+    ];
+    for (z, said) in refusals {
+        let args: Vec<&str> = ["to-beanstalkd", dir_arg, target_arg].into_iter().chain(z).collect();
+        let (code, stdout, stderr) = tool(&args);
+        assert_eq!((code, stdout.len(), stderr.lines().count()), (1, 0, 1), "{args:?}: {stderr}");
+        assert_eq!(
+            stderr,
+            format!(
+                "beanstalk-binlog: job 2 has a 100000-byte body, {said}: beanstalkd's replay would drop it \
+                 and every job after it, then delete the file; nothing written: run again with -z 100002 or \
+                 more, and start beanstalkd with that -z\n"
+            )
+        );
+        assert!(!target.exists(), "{args:?}: nothing is written");
+    }
+    let (code, _, stderr) = tool(&["to-beanstalkd", dir_arg, target_arg, "-z", "100002"]);
+    assert_eq!(code, 0, "{stderr}");
+    let b = Beanstalkd::start(&exe, &["-b", target_arg, "-z", "100002"]);
+    let mut c = b.client();
+    assert_eq!(peek(&mut c, 1).as_deref(), Some(&b"small"[..]));
+    assert_eq!(peek(&mut c, 2).as_deref(), Some(&big[..]));
+    assert_eq!(peek(&mut c, 3).as_deref(), Some(&b"after"[..]));
+    assert_eq!(c.stat("current-jobs-ready"), "3");
+    assert!(target.join("binlog.1").exists(), "beanstalkd keeps the file it replayed");
 }
 
 // -------------------------------------------------------------------
@@ -595,6 +655,11 @@ fn help_bad_commands_and_missing_jobs_get_clear_answers() {
     let (code, stdout, _) = tool(&["--help"]);
     assert_eq!(code, 0);
     assert!(String::from_utf8(stdout).unwrap().starts_with("Usage: beanstalk-binlog"));
+    for flag in ["--version", "-v"] {
+        let (code, stdout, _) = tool(&[flag]);
+        let want = format!("beanstalk-binlog {} (beanstalkd 1.13 protocol)\n", env!("CARGO_PKG_VERSION"));
+        assert_eq!((code, String::from_utf8(stdout).unwrap()), (0, want), "{flag}");
+    }
     let dir = TempDir::new("tool-cli");
     three_jobs(&dir.path);
     let dir_arg = binary::arg(&dir.path);

@@ -7,9 +7,10 @@
 //! Fixtures come from two places: the real beanstalkd (Debian's package;
 //! 1.12 writes the same version-7 files as 1.13), driven over loopback and
 //! SIGKILLed; and files built here byte by byte, for version 5 (beanstalkd
-//! 1.4.x, long gone from distributions) and for damage. Without beanstalkd
-//! installed, the tests that need it say so and pass, except under CI
-//! (`CI` set), where `.ci/run` installs it and a missing one is a failure.
+//! 1.4.x, long gone from distributions) and for damage. beanstalkd is
+//! `BEANSTALKD=path`, or Debian's; without it, the tests that need it say
+//! so and pass, except under `CI=true`, where `.ci/run` installs it and a
+//! missing one is a failure.
 mod common;
 
 use std::collections::BTreeSet;

@@ -16,6 +16,7 @@ use std::process::ExitCode;
 
 use beanstalk::binlog::inspect::{self, check, export, list, usage, v7, Bodies, Log};
 use beanstalk::ids::IdRange;
+use beanstalk::server::VERSION;
 
 const USAGE: &str = "\
 Usage: beanstalk-binlog COMMAND DIR [OPTIONS]
@@ -39,17 +40,26 @@ Commands:
                        a server that gives the puts ids from N (default 1: a
                        fresh server), K apart (its --job-id-step, default 1);
                        the old id -> new id mapping on stderr
-  to-beanstalkd DIR OUT [--live]
+  to-beanstalkd DIR OUT [-z BYTES] [--live]
                        write OUT/binlog.1, which beanstalkd 1.5 to 1.13 replays
-                       to the same jobs; OUT must be empty or missing
+                       to the same jobs; OUT must be empty or missing. -z is
+                       the -z beanstalkd will run with (default 65535, its
+                       own): beanstalkd's replay drops a job whose body and
+                       CRLF exceed it, and every job after it, so nothing is
+                       written unless every job fits; start beanstalkd with
+                       that -z
 
 export and to-beanstalkd refuse a directory a server holds, unless --live.
-Exit status: 0 done, 1 damaged (check) or no such job (show), 2 bad command
-line or unreadable directory.
+-v, --version prints the version; -h, --help this text.
+Exit status: 0 done, 1 damaged (check), no such job (show) or a job that
+beanstalkd's -z would drop (to-beanstalkd), 2 bad command line or unreadable
+directory.
 ";
 
 /// Bad command line or unreadable input.
 const FAILED: u8 = 2;
+/// A job beanstalkd would drop: nothing written.
+const REFUSED: u8 = 1;
 
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
@@ -92,6 +102,7 @@ struct Args {
     state: Option<String>,
     first_id: Option<u64>,
     id_step: Option<u64>,
+    max_job_size: Option<usize>,
 }
 
 fn parse(args: &[OsString]) -> Result<Args, Failure> {
@@ -103,6 +114,7 @@ fn parse(args: &[OsString]) -> Result<Args, Failure> {
         state: None,
         first_id: None,
         id_step: None,
+        max_job_size: None,
     };
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
@@ -144,6 +156,17 @@ fn parse(args: &[OsString]) -> Result<Args, Failure> {
                     step.ok_or_else(|| Failure::Usage(format!("--id-step {v}: not a step of 1 or more")))?;
                 parsed.id_step = Some(step);
             }
+            "-z" => {
+                let v = value(arg)?;
+                let size = v.parse().ok().filter(|size| (1..=v7::LARGEST_MAX_JOB_SIZE).contains(size));
+                let size = size.ok_or_else(|| {
+                    Failure::Usage(format!(
+                        "-z {v}: not a size beanstalkd takes (1 to {})",
+                        v7::LARGEST_MAX_JOB_SIZE
+                    ))
+                })?;
+                parsed.max_job_size = Some(size);
+            }
             flag if flag.starts_with('-') && flag.len() > 1 => {
                 return Err(Failure::Usage(format!("unknown option {flag}")))
             }
@@ -158,6 +181,12 @@ fn run(raw: &[OsString]) -> Result<u8, Failure> {
         io::stdout().write_all(USAGE.as_bytes())?;
         return Ok(0);
     }
+    // The server's format: the program, its version, the protocol it is for.
+    if raw.iter().any(|a| a == "-v" || a == "--version") {
+        let version = env!("CARGO_PKG_VERSION");
+        writeln!(io::stdout(), "beanstalk-binlog {version} (beanstalkd {VERSION} protocol)")?;
+        return Ok(0);
+    }
     let args = parse(raw)?;
     let words: Vec<&str> = args.words.iter().map(String::as_str).collect();
     let allowed = |ok: &[&str]| -> Result<(), Failure> {
@@ -166,6 +195,7 @@ fn run(raw: &[OsString]) -> Result<u8, Failure> {
             ("--state", args.state.is_some()),
             ("--first-id", args.first_id.is_some()),
             ("--id-step", args.id_step.is_some()),
+            ("-z", args.max_job_size.is_some()),
         ];
         match given.iter().chain(&more).find(|(flag, set)| *set && !ok.contains(flag)) {
             Some((flag, _)) => Err(Failure::Usage(format!("{} does not take {flag}", words[0]))),
@@ -239,19 +269,20 @@ fn run(raw: &[OsString]) -> Result<u8, Failure> {
             Ok(finish(out)?)
         }
         ["to-beanstalkd", dir, target] => {
-            allowed(&["--live"])?;
+            allowed(&["--live", "-z"])?;
             refuse_held(dir, args.live, "to-beanstalkd")?;
             let log = open(dir, Bodies::All)?;
+            if let Some(refusal) = too_big_for_beanstalkd(&log, args.max_job_size) {
+                eprintln!("beanstalk-binlog: {refusal}");
+                return Ok(REFUSED);
+            }
             let written = v7::write_dir(&log, &PathBuf::from(target)).map_err(Failure::Input)?;
             let file = Path::new(target).join("binlog.1");
-            eprintln!("beanstalk-binlog: wrote {} jobs to {}", written.jobs, file.display());
-            if let Some(size) = written.needs_max_job_size {
-                eprintln!(
-                    "beanstalk-binlog: start beanstalkd with -z {size} or more: its replay drops a job whose \
-                     body is within 2 bytes of -z, and the largest here is {} bytes",
-                    size - 2
-                );
-            }
+            let z = match args.max_job_size {
+                Some(size) => format!("start beanstalkd with -z {size}"),
+                None => "beanstalkd's default -z will do".to_owned(),
+            };
+            eprintln!("beanstalk-binlog: wrote {} jobs to {}; {z}", written.jobs, file.display());
             Ok(0)
         }
         [command, ..]
@@ -281,6 +312,37 @@ fn open(dir: &str, bodies: Bodies) -> Result<Log, Failure> {
         eprintln!("beanstalk-binlog: {note}");
     }
     Ok(log)
+}
+
+/// beanstalkd's replay drops a job bigger than its `-z` allows and every
+/// job after it, then deletes the file: a rollback that would lose the
+/// queue is refused, with the `-z` that would keep it.
+fn too_big_for_beanstalkd(log: &Log, max_job_size: Option<usize>) -> Option<String> {
+    let needs = v7::needs(log);
+    let z = max_job_size.unwrap_or(v7::DEFAULT_MAX_JOB_SIZE);
+    if needs.max_job_size <= z {
+        return None;
+    }
+    let given = match max_job_size {
+        Some(size) => format!("-z {size}"),
+        None => format!("beanstalkd's default -z ({z})"),
+    };
+    let job = match needs.job {
+        Some((id, len)) => format!("job {id} has a {len}-byte body"),
+        None => "the record that keeps ids from going back has a 0-byte body".to_owned(),
+    };
+    let fix = if needs.max_job_size <= v7::LARGEST_MAX_JOB_SIZE {
+        format!("run again with -z {} or more, and start beanstalkd with that -z", needs.max_job_size)
+    } else {
+        format!(
+            "no -z beanstalkd takes (at most {}) keeps it: delete that job first",
+            v7::LARGEST_MAX_JOB_SIZE
+        )
+    };
+    Some(format!(
+        "{job}, more than {given} allows: beanstalkd's replay would drop it and every job after it, \
+         then delete the file; nothing written: {fix}"
+    ))
 }
 
 /// `export` and `to-beanstalkd` copy jobs out: from a queue a server is

@@ -113,25 +113,12 @@ pub(crate) fn next_record(bytes: &[u8], from: usize) -> (NextRecord, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::binlog::record::{JobState, LoggedState};
-    use crate::engine::JobId;
-    use crate::stats::Counters;
-
-    fn state(id: JobId) -> JobState {
-        JobState {
-            id,
-            pri: 0,
-            delay: 0,
-            state: LoggedState::Ready,
-            deadline: 0,
-            counters: Counters::default(),
-        }
-    }
+    use crate::binlog::record::JobState;
 
     #[test]
     fn a_valid_record_after_damage_means_corruption_and_none_a_torn_tail() {
         let mut good = Vec::new();
-        record::encode_full(&mut good, &state(1), 60, 0, b"t", b"body");
+        record::encode_full(&mut good, &JobState::ready(1), 60, 0, b"t", b"body");
         let mut rest = vec![0xAB; 37];
         rest.extend_from_slice(&good);
         assert_eq!(what_follows(&rest).0, Bad::Corrupt);

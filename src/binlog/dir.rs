@@ -112,19 +112,23 @@ pub fn lock(dir: &Path) -> Result<File, BinlogError> {
             }
             _ => BinlogError::Lock(format!("cannot open {}: {e}", path.display())),
         })?;
-    let in_use =
-        || BinlogError::Lock(format!("failed to lock wal dir {}: another server is using it", dir.display()));
+    let in_use = || {
+        BinlogError::Lock(format!(
+            "cannot lock the -b directory {}: another server is using it",
+            dir.display()
+        ))
+    };
     match lock.try_lock() {
         Ok(()) => {}
         Err(fs::TryLockError::WouldBlock) => return Err(in_use()),
         Err(fs::TryLockError::Error(e)) => {
-            return Err(BinlogError::Lock(format!("failed to lock wal dir {}: {e}", dir.display())))
+            return Err(BinlogError::Lock(format!("cannot lock the -b directory {}: {e}", dir.display())))
         }
     }
     match crate::sys::lock_posix(&lock) {
         Ok(()) => Ok(lock),
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(in_use()),
-        Err(e) => Err(BinlogError::Lock(format!("failed to lock wal dir {}: {e}", dir.display()))),
+        Err(e) => Err(BinlogError::Lock(format!("cannot lock the -b directory {}: {e}", dir.display()))),
     }
 }
 

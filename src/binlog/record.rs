@@ -388,6 +388,21 @@ const fn crc_tables() -> [[u32; 256]; 4] {
 mod tests {
     use super::*;
 
+    impl JobState {
+        /// A ready job of priority 0 that nothing has happened to: the record
+        /// tests here and elsewhere in the binlog write when only the id matters.
+        pub(crate) fn ready(id: JobId) -> JobState {
+            JobState {
+                id,
+                pri: 0,
+                delay: 0,
+                state: LoggedState::Ready,
+                deadline: 0,
+                counters: Counters::default(),
+            }
+        }
+    }
+
     fn state() -> JobState {
         JobState {
             id: 7,

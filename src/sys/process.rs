@@ -30,38 +30,29 @@ struct Rlimit {
     max: u64,
 }
 
-const RLIMIT_DATA: c_int = 2;
-const RLIMIT_NPROC: c_int = 6;
-const RLIMIT_NOFILE: c_int = 7;
-const RLIMIT_AS: c_int = 9;
-const RLIM_INFINITY: u64 = u64::MAX;
-
-/// A resource limit [`soft_limit`] can read.
+/// A resource limit [`soft_limit`] can read; its value is the number
+/// Linux gives it (the same on every architecture we build for).
 #[derive(Debug, Clone, Copy)]
+#[repr(i32)]
 pub enum Resource {
     /// `RLIMIT_NOFILE`: one more than the highest fd the process may open.
-    OpenFiles,
+    OpenFiles = 7,
     /// `RLIMIT_NPROC`: processes (and so threads) of the process's real user.
-    Processes,
+    Processes = 6,
     /// `RLIMIT_AS`: bytes of address space, every mapping counted.
-    AddressSpace,
+    AddressSpace = 9,
     /// `RLIMIT_DATA`: bytes of the heap and of private writable mappings
     /// (thread stacks and a connection's buffers among them).
-    Data,
+    Data = 2,
 }
 
 /// The soft limit of `resource` (the one the kernel enforces); `None` if
 /// it is unlimited or cannot be read.
 pub fn soft_limit(resource: Resource) -> Option<u64> {
-    let resource = match resource {
-        Resource::OpenFiles => RLIMIT_NOFILE,
-        Resource::Processes => RLIMIT_NPROC,
-        Resource::AddressSpace => RLIMIT_AS,
-        Resource::Data => RLIMIT_DATA,
-    };
+    const RLIM_INFINITY: u64 = u64::MAX;
     let mut limit = Rlimit { current: 0, max: 0 };
     // SAFETY: `limit` is a live, writable struct rlimit; the kernel fills it.
-    check(unsafe { getrlimit64(resource, &mut limit) }).ok()?;
+    check(unsafe { getrlimit64(resource as c_int, &mut limit) }).ok()?;
     (limit.current != RLIM_INFINITY).then_some(limit.current)
 }
 

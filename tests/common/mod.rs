@@ -245,6 +245,19 @@ pub fn settle(deadline: Duration, mut f: impl FnMut() -> bool) -> bool {
     }
 }
 
+/// Whether this is CI (`CI=true`, as CI services set it), where a test
+/// that cannot find what it needs fails instead of skipping.
+pub fn under_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
+}
+
+/// Says a test is skipped on the process's own stderr: the harness
+/// captures `eprintln!` and shows it only for a test that fails.
+pub fn skipping(why: &str) {
+    let test = std::thread::current().name().unwrap_or("a test").to_owned();
+    let _ = writeln!(std::io::stderr(), "{test}: skipped: {why}");
+}
+
 /// Threads of this test process (the in-process server's included).
 pub fn thread_count() -> usize {
     std::fs::read_dir("/proc/self/task").map(|d| d.count()).unwrap_or(0)

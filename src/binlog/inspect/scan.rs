@@ -167,21 +167,12 @@ fn is_zero(bytes: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::binlog::record::{JobState, LoggedState};
-    use crate::stats::Counters;
+    use crate::binlog::record::JobState;
 
     fn file(jobs: &[u64]) -> Vec<u8> {
         let mut out = record::header().to_vec();
         for &id in jobs {
-            let job = JobState {
-                id,
-                pri: 0,
-                delay: 0,
-                state: LoggedState::Ready,
-                deadline: 0,
-                counters: Counters::default(),
-            };
-            record::encode_full(&mut out, &job, 60, 0, b"default", b"body");
+            record::encode_full(&mut out, &JobState::ready(id), 60, 0, b"default", b"body");
         }
         out
     }

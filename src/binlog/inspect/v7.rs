@@ -14,6 +14,12 @@
 //! were used, a record of the highest, deleted at once, makes beanstalkd
 //! continue above it: ids never go backwards.
 //!
+//! beanstalkd's replay drops a record whose body and CRLF exceed its `-z`,
+//! and every record after it in the file: it would come up with none of
+//! the jobs written after that one, and then delete the file. So the file
+//! is only written for a `-z` every record fits ([`needs`]); the tool
+//! refuses otherwise.
+//!
 //! It writes only into `OUT`, which must be empty or missing; the file is
 //! written under a name beanstalkd ignores, fsynced, then renamed.
 
@@ -27,7 +33,9 @@ use super::{Job, Log, State};
 /// beanstalkd's binlog version this writes.
 pub const VERSION: i32 = 7;
 /// beanstalkd's default `-z`.
-const DEFAULT_MAX_JOB_SIZE: usize = 65_535;
+pub const DEFAULT_MAX_JOB_SIZE: usize = 65_535;
+/// The largest `-z` beanstalkd takes (a larger one is cut to this).
+pub const LARGEST_MAX_JOB_SIZE: usize = 1_073_741_824;
 
 /// beanstalkd's job states as its log stores them.
 const DELETED: u8 = 0;
@@ -111,9 +119,25 @@ fn jobrec(job: &Job) -> Jobrec {
 #[derive(Debug, Default)]
 pub struct Written {
     pub jobs: usize,
-    /// The `-z` beanstalkd needs to replay every job, if more than its
-    /// default: its replay drops a job within 2 bytes of `-z`.
-    pub needs_max_job_size: Option<usize>,
+}
+
+/// The smallest `-z` with which beanstalkd replays every record the file
+/// for a log holds, and the job that needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Needs {
+    pub max_job_size: usize,
+    /// The largest job, id and body size (the lowest id of that size).
+    pub job: Option<(u64, usize)>,
+}
+
+/// What `-z` beanstalkd must run with to replay `log` whole: a record is
+/// kept only if its body and CRLF fit `-z`. The record that keeps ids
+/// from going backwards has an empty body, so it needs 2.
+pub fn needs(log: &Log) -> Needs {
+    let largest = log.jobs.iter().max_by_key(|job| (job.body_len, std::cmp::Reverse(job.id)));
+    let job = largest.map(|job| (job.id, job.body_len));
+    let max_job_size = job.map_or(2, |(_, len)| len.saturating_add(2).max(2));
+    Needs { max_job_size, job }
 }
 
 /// Encodes the whole file for `log` (which must hold every body).
@@ -171,9 +195,7 @@ pub fn write_dir(log: &Log, out: &Path) -> Result<Written, String> {
     file.sync_all().map_err(|e| fail("cannot sync", e))?;
     fs::rename(&temp, out.join("binlog.1")).map_err(|e| fail("cannot rename the new file binlog.1", e))?;
     fs::File::open(out).and_then(|d| d.sync_all()).map_err(|e| fail("cannot sync the directory", e))?;
-    let largest = log.jobs.iter().map(|j| j.body_len).max().unwrap_or(0);
-    let needs_max_job_size = (largest + 2 > DEFAULT_MAX_JOB_SIZE).then_some(largest + 2);
-    Ok(Written { jobs: log.jobs.len(), needs_max_job_size })
+    Ok(Written { jobs: log.jobs.len() })
 }
 
 #[cfg(test)]
@@ -280,5 +302,25 @@ mod tests {
         };
         assert_eq!(encode(&log), 7i32.to_le_bytes());
         assert!(read_back(encode(&log)).jobs.is_empty());
+        assert_eq!(needs(&log), Needs { max_job_size: 2, job: None });
+    }
+
+    #[test]
+    fn the_largest_body_and_its_crlf_decide_the_max_job_size_needed() {
+        let log = Log {
+            dir: "d".into(),
+            files: Vec::new(),
+            tubes: vec![TubeName::default_tube()],
+            jobs: vec![
+                job(3, 0, State::Ready, 0, b"five!"),
+                job(4, 0, State::Ready, 0, &[b'x'; 65_534]),
+                job(5, 0, State::Buried { at: 1 }, 1, &[b'y'; 65_534]),
+            ],
+            next_id: 6,
+            held_by: None,
+            notes: Vec::new(),
+            now: 0,
+        };
+        assert_eq!(needs(&log), Needs { max_job_size: 65_536, job: Some((4, 65_534)) });
     }
 }
