@@ -44,6 +44,7 @@
 //!    between queues, and serving waiters), [`engine::reserve`],
 //!    [`engine::handoff`] (a job given to a blocked reserve, and taken back),
 //!    [`engine::worker`] (`delete`, `release`, `bury`, `touch`, `kick`),
+//!    [`engine::batch`] (`clear-tube`, `reserve-batch`, `delete-batch`),
 //!    [`engine::inspect`] (`peek`, `stats-*`, `list-*`),
 //!    [`engine::schedule`] (TTRs, delays and pauses falling due),
 //!    [`engine::journal`] (the trait a write-ahead log implements) and
@@ -134,17 +135,37 @@
 //!    see `start_put`), and keeps the invariants written on
 //!    [`engine::job::Job`]'s fields and on `Engine::bury`.
 //! 4. **Persistence**, if the change must survive a restart: make it
-//!    inside `Engine::journaled_change` ([`engine::journaling`];
-//!    `journaled_change_to` when the job changes tube). The log is told
-//!    the job before and after, and chooses the record and does its
-//!    bookkeeping itself: nothing in [`binlog`] changes.
+//!    through [`engine::journaling`], which claims log room first and
+//!    tells the log the job before and after; the log chooses the record
+//!    and does its bookkeeping itself, so nothing in [`binlog`] changes
+//!    and nothing of it needs reading. One job: inside
+//!    `Engine::journaled_change` (`journaled_change_to` when the job
+//!    changes tube); a delete, which may not fail for want of disk, is
+//!    `journal_delete` then `forget_deleted`, as `Engine::delete` does.
+//!    Many jobs (a `kick`, `clear-tube`, `delete-batch`): collect their
+//!    ids, then `Engine::journaled_batch`, which logs them all in one
+//!    write and only then changes each job; a command that may hold the
+//!    lock too long works in chunks, one engine call a chunk, and its
+//!    reply says exactly what was done (`clear-tube`, `conn/batch.rs`).
 //! 5. **The connection** ([`conn`]): one arm in `conn::answer`, calling
 //!    the engine's method; `Conn::ask_engine` runs it under the lock and
-//!    holds the reply until the log is as durable as `-f` says.
+//!    holds the reply until the log is as durable as `-f` says. A command
+//!    whose reply the engine cannot make in one `Reply`, or that works in
+//!    chunks, gets an arm in `Conn::execute` and a method in
+//!    `conn/batch.rs`.
 //! 6. **Tests**: the exact bytes over TCP in the file of its area in
-//!    `tests/` (`worker.rs`, `tubes.rs`, ...); for a logged command, a
-//!    restart in `tests/binlog.rs`; and the command in `tests/model.rs`'s
-//!    random histories, beside the naive model in `tests/model/`.
+//!    `tests/` (`worker.rs`, `tubes.rs`, `batch.rs`, ...); for a logged
+//!    command, a restart in `tests/binlog.rs`; the command in
+//!    `tests/model.rs`'s random histories, beside the naive model in
+//!    `tests/model/`; and a case in each failure sweep: the allocation
+//!    sweep (`engine/sweep.rs`, or `engine/sweep_reach.rs`), which fails
+//!    each of its allocations in turn and proves a refusal changes
+//!    nothing, and for a logged command the log sweep
+//!    (`engine/log_sweep.rs`), which fails each write, fsync and
+//!    allocation and proves the log and memory agree with the reply.
+//!    `sweep_reach.rs` fails until both have a case: it reads every
+//!    engine method that takes `&mut self`, and the logged column of the
+//!    table.
 //!
 //! **Thread per connection.** Each client gets a thread that blocks in
 //! `read` and writes its own replies, and one `Mutex` guards the engine.

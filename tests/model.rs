@@ -104,6 +104,9 @@ enum Op {
     ListTubesWatched(u64),
     PauseTube(Option<&'static str>, u32),
     MoveJob(u64, &'static str),
+    ReserveBatch(u64, u32),
+    DeleteBatch(u64, Vec<u64>),
+    ClearTube(&'static str),
     Drain,
     Advance(u64),
 }
@@ -521,6 +524,12 @@ impl Harness {
             830..=841 => Op::Disconnect(c),
             842..=846 => Op::HangUp(c),
             847..=871 => Op::MoveJob(self.gen_job(c), self.gen_tube()),
+            872..=886 => Op::ReserveBatch(c, 1 + self.rng.below(4) as u32),
+            887..=901 => {
+                let n = 1 + self.rng.below(5);
+                Op::DeleteBatch(c, (0..n).map(|_| self.gen_job(c)).collect())
+            }
+            902..=905 => Op::ClearTube(self.gen_tube()),
             _ => self.gen_advance(),
         }
     }
@@ -746,6 +755,40 @@ impl Harness {
                 let m = self.model.move_job(id, t, now);
                 self.cmp("move-job", &e, &m);
             }
+            Op::ReserveBatch(c, count) => {
+                let mut e = Vec::new();
+                let mut ids = Vec::with_capacity(count as usize);
+                let head = self.engine.reserve_batch(ClientId(c), count, self.t(), &mut e, &mut ids);
+                head.encode(&mut e);
+                for &id in &ids {
+                    self.engine.reserved_reply(id).unwrap().encode(&mut e);
+                }
+                let m = self.model.reserve_batch(c, count, now);
+                self.cmp(if ids.is_empty() { "reserve-batch-0" } else { "reserve-batch" }, &e, &m);
+            }
+            Op::DeleteBatch(c, ref ids) => {
+                let e = enc(&self.engine.delete_batch(ClientId(c), ids));
+                let m = self.model.delete_batch(c, ids);
+                self.cmp("delete-batch", &e, &m);
+            }
+            Op::ClearTube(t) => {
+                // As the connection runs it: chunks until one comes back short.
+                let most = self.engine.clearable(&name(t));
+                let mut cleared = 0;
+                let e = loop {
+                    match self.engine.clear_tube(&name(t), most - cleared) {
+                        Ok(n) => {
+                            cleared += n as u64;
+                            if n < beanstalk::engine::CLEAR_CHUNK || cleared >= most {
+                                break enc(&Reply::Cleared(cleared));
+                            }
+                        }
+                        Err(refusal) => break enc(&refusal),
+                    }
+                };
+                let m = self.model.clear_tube(t);
+                self.cmp(if m == line("CLEARED 0") { "clear-tube-0" } else { "clear-tube" }, &e, &m);
+            }
             Op::Drain => {
                 self.engine.start_draining();
                 self.model.draining = true;
@@ -882,6 +925,9 @@ impl Harness {
             "delete DELETED",
             "kick>0 KICKED",
             "kick-job KICKED",
+            "reserve-batch RESERVED_BATCH",
+            "delete-batch DELETED_BATCH",
+            "clear-tube CLEARED",
             "pause-tube PAUSED",
             "pause-tube-0 PAUSED",
             "pause-tube BAD_FORMAT",

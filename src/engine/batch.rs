@@ -85,6 +85,8 @@ impl Engine {
         room: &mut dyn ReplyRoom,
         ids: &mut Vec<JobId>,
     ) -> Reply<'_> {
+        // A reserve command, whatever it finds (`current-workers`).
+        self.become_worker(c);
         // The head line, then each job's reply.
         let mut bytes = SHORT_REPLY_LEN;
         while ids.len() < count as usize && ids.len() < ids.capacity() {
@@ -98,7 +100,6 @@ impl Engine {
             }
             bytes += reply;
             self.cmds.reserve += 1;
-            self.become_worker(c);
             self.reserve_for(c, id, now);
             ids.push(id);
         }

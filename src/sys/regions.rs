@@ -111,7 +111,7 @@ pub(super) struct Region {
 /// of whose pages are free is unmapped (but for one, kept for the next
 /// burst). A free page of a region that other pages keep alive is
 /// unmapped alone, a hole, while the maps its split adds stay within
-/// [`HOLE_MAPS`]: past that it only gives its memory back. So freed memory
+/// [`HOLE_MAPS`](super::holes::HOLE_MAPS): past that it only gives its memory back. So freed memory
 /// is address space again for anything, a big block, a thread's stack, a
 /// connection's buffers, not only for small blocks, even when a few live
 /// blocks are spread over every region. The budget matters because holes
@@ -125,7 +125,7 @@ pub(super) struct Pool {
     warm_len: usize,
     /// A region with every page free, kept rather than unmapped; 0 if none.
     spare: usize,
-    /// Maps the holes add now: at most [`HOLE_MAPS`].
+    /// Maps the holes add now: at most [`HOLE_MAPS`](super::holes::HOLE_MAPS).
     pub(super) hole_maps: u64,
 }
 

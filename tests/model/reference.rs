@@ -694,6 +694,48 @@ impl Model {
         line("MOVED")
     }
 
+    /// reference §3.22: what `reserve` would take, one job after another,
+    /// never waiting; each counted as a `reserve`.
+    pub fn reserve_batch(&mut self, c: u64, count: u32, now: u64) -> Vec<u8> {
+        self.client_mut(c).worker = true;
+        let mut ids = Vec::new();
+        while ids.len() < count as usize {
+            let watched = self.client(c).watched.clone();
+            let best = watched.iter().filter(|t| !self.paused(t)).filter_map(|t| self.ready_head(t)).min();
+            let Some((_, id)) = best else { break };
+            self.cmds.reserve += 1;
+            self.touched.push(id);
+            self.reserve_for(c, id, now);
+            ids.push(id);
+        }
+        let mut out = line(&format!("RESERVED_BATCH {}", ids.len()));
+        for id in ids {
+            out.extend(self.reserved_reply(id));
+        }
+        out
+    }
+
+    /// reference §3.23: each id as `delete` would take it.
+    pub fn delete_batch(&mut self, c: u64, ids: &[u64]) -> Vec<u8> {
+        let deleted = ids.iter().filter(|&&id| self.delete(c, id) == line("DELETED")).count();
+        line(&format!("DELETED_BATCH {deleted} {}", ids.len() - deleted))
+    }
+
+    /// reference §3.24: every ready, delayed and buried job of the tube.
+    pub fn clear_tube(&mut self, name: &str) -> Vec<u8> {
+        if self.tube(name).is_none() {
+            return line("NOT_FOUND");
+        }
+        let gone: Vec<u64> =
+            self.jobs.iter().filter(|j| j.tube == name && j.state != St::Reserved).map(|j| j.id).collect();
+        self.jobs.retain(|j| !gone.contains(&j.id));
+        self.cmds.delete += gone.len() as u64;
+        self.tube_mut(name).cmd_delete += gone.len() as u64;
+        self.touched.extend(&gone);
+        self.maybe_destroy(name);
+        line(&format!("CLEARED {}", gone.len()))
+    }
+
     pub fn kick_job(&mut self, id: u64, now: u64) -> Vec<u8> {
         self.touched.push(id);
         match self.job(id).map(|j| j.state) {

@@ -1,0 +1,212 @@
+//! Commands on many jobs: tuber's `reserve-batch` and `delete-batch`,
+//! with the exact bytes of tuber's README, and `clear-tube`; each edge,
+//! what `stats` counts, and across a SIGKILL and a restart with `-b`.
+mod common;
+
+use common::binary::{self, arg, TempDir};
+
+/// tuber's README, "Batch Operations", byte for byte.
+#[test]
+fn tubers_readme_examples_answer_as_tuber_does() {
+    let server = common::start();
+    let mut c = server.connect();
+    for body in ["hello", "world", "goodbye"] {
+        c.put_ok(body);
+    }
+    c.send("reserve-batch 5\r\n");
+    c.expect(
+        "RESERVED_BATCH 3\r\nRESERVED 1 5\r\nhello\r\nRESERVED 2 5\r\nworld\r\nRESERVED 3 7\r\ngoodbye\r\n",
+    );
+    assert_eq!(c.cmd("delete-batch 1 2 3 99"), "DELETED_BATCH 3 1\r\n");
+    assert_eq!(c.cmd("reserve-batch 5"), "RESERVED_BATCH 0\r\n");
+}
+
+#[test]
+fn reserve_batch_takes_jobs_as_reserve_would_and_counts_each() {
+    let server = common::start();
+    let mut c = server.connect();
+    c.put(5, 0, 60, "five");
+    c.put(1, 0, 60, "one");
+    c.put(1, 30, 60, "later");
+    c.put(3, 0, 60, "three");
+    c.send("reserve-batch 2\r\n");
+    c.expect("RESERVED_BATCH 2\r\nRESERVED 2 3\r\none\r\nRESERVED 4 5\r\nthree\r\n");
+    let stats = c.stats();
+    assert_eq!((stats["cmd-reserve"].as_str(), stats["current-jobs-reserved"].as_str()), ("2", "2"));
+    assert_eq!(c.yaml_map("stats-job 2")["reserves"], "1");
+    // Reserved as by `reserve`: the holder releases, another cannot delete.
+    let mut other = server.connect();
+    assert_eq!(other.cmd("delete-batch 2 4"), "DELETED_BATCH 0 2\r\n");
+    assert_eq!(c.cmd("release 2 1 0"), "RELEASED\r\n");
+    c.send("reserve-batch 1000\r\n");
+    c.expect("RESERVED_BATCH 2\r\nRESERVED 2 3\r\none\r\nRESERVED 1 4\r\nfive\r\n");
+}
+
+#[test]
+fn batch_counts_out_of_range_or_malformed_are_bad_format() {
+    let server = common::start();
+    let mut c = server.connect();
+    c.put_ok("x");
+    for line in [
+        "reserve-batch 0",
+        "reserve-batch 1001",
+        "reserve-batch x",
+        "reserve-batch",
+        "reserve-batch ",
+        "reserve-batch 1 ",
+        "reserve-batch -1",
+        "delete-batch",
+        "delete-batch ",
+        "delete-batch 1 ",
+        "delete-batch 1 x",
+        "delete-batch 18446744073709551616",
+    ] {
+        assert_eq!(c.cmd(line), "BAD_FORMAT\r\n", "{line:?}");
+    }
+    // Nothing was reserved or deleted.
+    assert_eq!(c.stat("current-jobs-ready"), "1");
+}
+
+#[test]
+fn delete_batch_takes_a_thousand_ids_on_one_line_and_no_more() {
+    let server = common::start();
+    let mut c = server.connect();
+    let ids: Vec<u64> = (0..1000).map(|n| c.put_ok(&format!("job{n}"))).collect();
+    // Ids of 20 digits: the longest line the server takes.
+    let long: String = (0..1000).map(|n| format!(" {:020}", ids[n])).collect();
+    assert_eq!(long.len() + "delete-batch".len() + 2, 21_014);
+    assert_eq!(c.cmd(&format!("delete-batch{long}")), "DELETED_BATCH 1000 0\r\n");
+    assert_eq!(c.stat("current-jobs-ready"), "0");
+    assert_eq!(c.stat("cmd-delete"), "1000");
+    // 1001 ids, or a longer line, is BAD_FORMAT, and the next line is read.
+    let too_many: String = (1..=1001).map(|id| format!(" {id}")).collect();
+    assert_eq!(c.cmd(&format!("delete-batch{too_many}")), "BAD_FORMAT\r\n");
+    assert_eq!(c.cmd(&format!("delete-batch{long} 1")), "BAD_FORMAT\r\n");
+    assert_eq!(c.cmd(&format!("delete-batch {}", "0".repeat(30_000))), "BAD_FORMAT\r\n");
+    // Any other command is held to 224 bytes as ever.
+    assert_eq!(c.cmd(&format!("delete 1{}", " ".repeat(300))), "BAD_FORMAT\r\n");
+    assert_eq!(c.cmd("list-tube-used"), "USING default\r\n");
+}
+
+#[test]
+fn delete_batch_treats_each_id_as_delete_would() {
+    let server = common::start();
+    let (mut a, mut b) = (server.connect(), server.connect());
+    let held_by_b = a.put_ok("held");
+    assert!(b.cmd("reserve").starts_with(&format!("RESERVED {held_by_b} ")));
+    let buried = a.put_ok("buried");
+    assert!(a.cmd("reserve").starts_with(&format!("RESERVED {buried} ")));
+    assert_eq!(a.cmd(&format!("bury {buried} 0")), "BURIED\r\n");
+    let ready = a.put_ok("ready");
+    let delayed =
+        a.put(0, 30, 60, "delayed").trim_end().trim_start_matches("INSERTED ").parse::<u64>().unwrap();
+    let line = format!("delete-batch {ready} {held_by_b} {delayed} {ready} {buried} 77");
+    assert_eq!(a.cmd(&line), "DELETED_BATCH 3 3\r\n");
+    assert_eq!(b.cmd(&format!("delete-batch {held_by_b}")), "DELETED_BATCH 1 0\r\n");
+    assert_eq!(a.stat("current-jobs-urgent"), "0");
+    assert_eq!(a.stat("cmd-delete"), "7");
+}
+
+#[test]
+fn clear_tube_deletes_ready_delayed_and_buried_and_leaves_reserved_with_its_worker() {
+    let server = common::start();
+    let (mut producer, mut worker) = (server.connect(), server.connect());
+    assert_eq!(producer.cmd("use jobs"), "USING jobs\r\n");
+    assert_eq!(worker.cmd("watch jobs"), "WATCHING 2\r\n");
+    let held = producer.put_ok("held");
+    assert!(worker.cmd("reserve").starts_with(&format!("RESERVED {held} ")));
+    let buried = producer.put_ok("buried");
+    assert!(worker.cmd("reserve").starts_with(&format!("RESERVED {buried} ")));
+    assert_eq!(worker.cmd(&format!("bury {buried} 0")), "BURIED\r\n");
+    producer.put(0, 100, 60, "delayed");
+    for n in 0..2500 {
+        producer.put_ok(&format!("ready {n}"));
+    }
+    producer.put_ok("elsewhere-not");
+    let mut admin = server.connect();
+    assert_eq!(admin.cmd("clear-tube jobs"), "CLEARED 2503\r\n");
+    let tube = admin.yaml_map("stats-tube jobs");
+    let counts: Vec<&str> = ["ready", "delayed", "buried", "reserved"]
+        .iter()
+        .map(|state| tube[&format!("current-jobs-{state}")].as_str())
+        .collect();
+    assert_eq!(counts, ["0", "0", "0", "1"]);
+    assert_eq!(tube["cmd-delete"], "2503");
+    assert_eq!(admin.stat("cmd-delete"), "2503");
+    // The worker's job is still its own.
+    assert_eq!(worker.cmd(&format!("touch {held}")), "TOUCHED\r\n");
+    assert_eq!(worker.cmd(&format!("delete {held}")), "DELETED\r\n");
+    assert_eq!(admin.cmd("clear-tube jobs"), "CLEARED 0\r\n");
+    assert_eq!(admin.cmd("clear-tube default"), "CLEARED 0\r\n");
+}
+
+#[test]
+fn clear_tube_never_makes_a_tube_and_checks_the_name() {
+    let server = common::start();
+    let mut c = server.connect();
+    assert_eq!(c.cmd("clear-tube nothing-here"), "NOT_FOUND\r\n");
+    assert_eq!(c.cmd("list-tubes"), "OK 14\r\n---\n- default\n\r\n");
+    for line in ["clear-tube ", "clear-tube -x", "clear-tube a b", "clear-tube a*b"] {
+        assert_eq!(c.cmd(line), "BAD_FORMAT\r\n", "{line:?}");
+    }
+    assert_eq!(c.cmd("clear-tube"), "UNKNOWN_COMMAND\r\n");
+    // A tube whose last job goes with the clear goes too, if unused.
+    let mut p = server.connect();
+    p.cmd("use gone");
+    p.put_ok("x");
+    p.cmd("use default");
+    assert_eq!(c.cmd("clear-tube gone"), "CLEARED 1\r\n");
+    assert_eq!(c.cmd("list-tubes"), "OK 14\r\n---\n- default\n\r\n");
+}
+
+/// With `-b`: what a clear, a batch delete and a kick of many did is what
+/// comes back after a SIGKILL, and nothing they removed.
+#[test]
+fn batch_changes_survive_a_sigkill_as_made() {
+    let dir = TempDir::new("batch");
+    let flags = ["-b", arg(&dir.path)];
+    let server = binary::spawn(&flags);
+    let mut c = server.client();
+    c.cmd("use jobs");
+    c.cmd("watch jobs");
+    let mut kept = Vec::new();
+    for n in 0..3000 {
+        c.put(0, 0, 60, &format!("gone {n}"));
+    }
+    c.cmd("use other");
+    for n in 0..10 {
+        kept.push(c.put_ok(&format!("other {n}")));
+    }
+    let mut buried = Vec::new();
+    for _ in 0..5 {
+        let reply = c.cmd("reserve");
+        let id: u64 = reply.split(' ').nth(1).unwrap().parse().unwrap();
+        assert_eq!(c.cmd(&format!("bury {id} 0")), "BURIED\r\n");
+        buried.push(id);
+    }
+    let ids: String = kept[..4].iter().map(|id| format!(" {id}")).collect();
+    assert_eq!(c.cmd(&format!("delete-batch{ids}")), "DELETED_BATCH 4 0\r\n");
+    // The clear takes what is left of `jobs`: 2995 ready and 5 buried.
+    assert_eq!(c.cmd("clear-tube jobs"), "CLEARED 3000\r\n");
+    let stderr = server.kill();
+    let server = binary::spawn(&flags);
+    let mut c = server.client();
+    assert_eq!(c.stat("current-jobs-ready"), "6", "{stderr}");
+    assert_eq!(c.stat("current-tubes"), "2");
+    c.cmd("use other");
+    for id in &kept[4..] {
+        assert!(c.cmd(&format!("peek {id}")).starts_with(&format!("FOUND {id} ")));
+    }
+    // Bury them all, kick them all, SIGKILL: they come back ready, kicked.
+    c.cmd("watch other");
+    for id in &kept[4..] {
+        assert!(c.cmd("reserve").starts_with(&format!("RESERVED {id} ")));
+        assert_eq!(c.cmd(&format!("bury {id} 0")), "BURIED\r\n");
+    }
+    assert_eq!(c.cmd("kick 100"), "KICKED 6\r\n");
+    server.kill();
+    let server = binary::spawn(&flags);
+    let mut c = server.client();
+    assert_eq!(c.stat("current-jobs-ready"), "6");
+    assert_eq!(c.yaml_map(&format!("stats-job {}", kept[9]))["kicks"], "1");
+}
