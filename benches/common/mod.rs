@@ -20,9 +20,27 @@ pub struct Server {
 impl Server {
     /// Starts `binary` and waits until it accepts connections.
     pub fn start(binary: &str) -> Server {
+        Server::start_with(binary, &[])
+    }
+
+    /// [`Server::start`] with more flags (`-b DIR`, say).
+    pub fn start_with(binary: &str, flags: &[&str]) -> Server {
+        Server::launch(Command::new(binary), binary, flags)
+    }
+
+    /// [`Server::start_with`] under an address-space limit of `kib` KiB
+    /// (the shell's `ulimit -v`, which sets `RLIMIT_AS`).
+    pub fn start_limited(binary: &str, kib: u64, flags: &[&str]) -> Server {
+        let mut sh = Command::new("sh");
+        sh.args(["-c", &format!("ulimit -v {kib} && exec \"$0\" \"$@\""), binary]);
+        Server::launch(sh, binary, flags)
+    }
+
+    fn launch(mut command: Command, binary: &str, flags: &[&str]) -> Server {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let child = Command::new(binary)
+        let child = command
             .args(["-l", "127.0.0.1", "-p", &port.to_string()])
+            .args(flags)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
