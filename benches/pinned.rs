@@ -59,9 +59,9 @@ fn pinned(binary: &str, keep: u64) -> (usize, usize) {
     let mut kept = |id: u64| match keep {
         0 => {
             state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (state >> 33) % 4000 == 0
+            (state >> 33).is_multiple_of(4000)
         }
-        k => id % k == 0,
+        k => id.is_multiple_of(k),
     };
     let gone: Vec<u64> = ids.iter().copied().filter(|&id| !kept(id)).collect();
     for chunk in gone.chunks(1000) {
