@@ -19,7 +19,7 @@
 
 mod common;
 
-use std::io::{BufRead, Write};
+use std::io::BufRead;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -148,7 +148,7 @@ fn clear(settings: &Settings, jobs: usize) {
     let theirs = settings.theirs.as_ref().map(|binary| {
         let their_dir = dir("theirs");
         let flags = ["-b", their_dir.to_str().unwrap()];
-        let measured = timed(binary, &flags, prepare, |c| peek_delete_loop(c));
+        let measured = timed(binary, &flags, prepare, peek_delete_loop);
         let _ = std::fs::remove_dir_all(&their_dir);
         measured
     });
