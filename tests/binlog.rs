@@ -47,6 +47,13 @@ fn binlog_files(dir: &Path) -> BTreeSet<u32> {
         .collect()
 }
 
+/// The files of `dir` once `done` holds of them, or after 5 s: a file let
+/// go is removed after the next fsync (`-f`), a moment after the reply.
+fn files_once(dir: &Path, done: impl Fn(&BTreeSet<u32>) -> bool) -> BTreeSet<u32> {
+    common::settle(Duration::from_secs(5), || done(&binlog_files(dir)));
+    binlog_files(dir)
+}
+
 fn file_names(dir: &Path) -> BTreeSet<String> {
     fs::read_dir(dir).unwrap().filter_map(|e| e.ok()?.file_name().into_string().ok()).collect()
 }
@@ -502,20 +509,24 @@ fn files_rotate_and_are_deleted_once_their_jobs_are_gone() {
         assert_eq!(c.cmd(&format!("delete {id}")), "DELETED\r\n");
     }
     assert_eq!(c.stat("binlog-oldest-index"), "2");
-    assert!(!binlog_files(&dir.path).contains(&1), "beanstalk.1 must be deleted");
+    assert!(!files_once(&dir.path, |f| !f.contains(&1)).contains(&1), "beanstalk.1 must be deleted");
     // A middle file whose jobs are all gone goes even while an older file
     // lives: none of its records refers to an older file.
     for &(id, _) in in_file.iter().filter(|(_, f)| *f == 3) {
         assert_eq!(c.cmd(&format!("delete {id}")), "DELETED\r\n");
     }
-    assert!(!binlog_files(&dir.path).contains(&3), "beanstalk.3 holds nothing anyone needs");
+    assert!(
+        !files_once(&dir.path, |f| !f.contains(&3)).contains(&3),
+        "beanstalk.3 holds nothing anyone needs"
+    );
     for &(id, _) in in_file.iter().filter(|(_, f)| *f == 2) {
         assert_eq!(c.cmd(&format!("delete {id}")), "DELETED\r\n");
     }
     let oldest = stat_u64(&mut c, "binlog-oldest-index");
     let current = stat_u64(&mut c, "binlog-current-index");
     assert!(oldest >= 4, "beanstalk.2 and beanstalk.3 must both go: oldest {oldest}");
-    assert_eq!(binlog_files(&dir.path), (oldest as u32..=current as u32).collect());
+    let expected: BTreeSet<u32> = (oldest as u32..=current as u32).collect();
+    assert_eq!(files_once(&dir.path, |f| *f == expected), expected);
     let survivors: Vec<(u64, u64)> = in_file.iter().copied().filter(|(_, f)| *f >= 4).collect();
     drop(c);
     server.kill();
@@ -595,7 +606,7 @@ fn compaction_moves_a_long_lived_job_and_keeps_disk_use_bounded() {
     for n in 0..300 {
         let id = put_bytes(&mut c, 0, 0, 60, &filler(n, 1000));
         assert_eq!(c.cmd(&format!("delete {id}")), "DELETED\r\n");
-        let files = binlog_files(&dir.path);
+        let files = files_once(&dir.path, |f| f.len() <= 5);
         max_files = max_files.max(files.len());
         assert!(files.len() <= 5, "after {n} put/delete cycles the log has {} files: {files:?}", files.len());
         let bytes: u64 = files
@@ -1080,6 +1091,7 @@ fn corruption_inside_a_middle_file_is_reported_and_the_file_kept_aside() {
             assert_eq!(c.cmd(&format!("delete {id}")), "DELETED\r\n");
         }
     }
+    common::settle(Duration::from_secs(5), || file_names(dir).contains("beanstalk.2.corrupt"));
     let names = file_names(dir);
     assert!(!names.contains("beanstalk.1") && !names.contains("beanstalk.2"), "{names:?}");
     assert!(names.contains("beanstalk.2.corrupt"), "beanstalk.2.corrupt must be kept: {names:?}");

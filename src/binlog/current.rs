@@ -14,23 +14,19 @@ use std::sync::Arc;
 
 use super::files::FileInfo;
 use super::record::{self, DELETE_LEN, HEADER_LEN};
-use super::{faults, replay, sync_dir, Binlog, BLOCK};
-use crate::config::Fsync;
+use super::{faults, replay, Binlog, BLOCK};
+
+/// `errno` for a full disk.
+const ENOSPC: i32 = 28;
 
 impl Binlog {
     /// Creates file `n`, big enough for the claimed deletes plus `need`,
     /// writes its header and the next id, and makes it current. On failure
     /// nothing has changed: a half-made file is removed again.
     pub(super) fn start_file(&mut self, n: u32, need: u64) -> io::Result<()> {
-        /// `errno` for a full disk.
-        const ENOSPC: i32 = 28;
-        let syncing = self.durability.mode() != Fsync::Never;
+        // The file left is synced with the next fsync, outside the
+        // engine's lock (`sync.rs`), as is the new file's name.
         let leaving = self.files.get(&self.current).map(|old| old.used);
-        if leaving.is_some() && syncing {
-            // Everything in the file we leave is made durable first.
-            faults::io_point()?;
-            self.writer.sync_data()?;
-        }
         let opening = HEADER_LEN as u64 + DELETE_LEN as u64;
         // `-s` bytes, unless the claimed deletes would leave less than half
         // of that for records: then room for the claims and a whole file's
@@ -47,7 +43,8 @@ impl Binlog {
         let mut opening_bytes = Vec::new();
         let claimed = self.files.try_make_room()
             && self.unneeded.try_reserve(files.saturating_sub(self.unneeded.len())).is_ok()
-            && opening_bytes.try_reserve(opening as usize + 32).is_ok();
+            && opening_bytes.try_reserve(opening as usize + 32).is_ok()
+            && self.durability.claim_file_room(files);
         let Some(path) = replay::try_file_path(&self.dir, n).filter(|_| claimed) else {
             return Err(io::Error::from(io::ErrorKind::OutOfMemory));
         };
@@ -69,14 +66,7 @@ impl Binlog {
             });
         let made = preallocated
             .and_then(|()| faults::io_point())
-            .and_then(|()| file.write_all_at(&opening_bytes, 0))
-            .and_then(|()| {
-                if syncing {
-                    faults::io_point().and_then(|()| file.sync_data()).and_then(|()| sync_dir(&self.dir))
-                } else {
-                    Ok(())
-                }
-            });
+            .and_then(|()| file.write_all_at(&opening_bytes, 0));
         if let Err(e) = made {
             let _ = std::fs::remove_file(&path);
             return Err(e);
@@ -87,7 +77,7 @@ impl Binlog {
         }
         let previous = std::mem::replace(&mut self.current, n);
         self.writer = Arc::new(file);
-        self.durability.set_file(Arc::clone(&self.writer));
+        self.durability.switch_file(Arc::clone(&self.writer));
         self.files.insert(n, FileInfo { used: opening_bytes.len() as u64, ..FileInfo::default() });
         self.disk_bytes += opening_bytes.len() as u64;
         self.free = size - opening_bytes.len() as u64;
@@ -121,7 +111,16 @@ impl Binlog {
             crate::log::problem(format_args!("binlog: file numbers exhausted; restart to renumber them"));
             return false;
         };
-        match self.start_file(next, need + reserve) {
+        // On a full disk, the files already let go must leave it first:
+        // here, under the lock, the one time a command waits for that.
+        let started = self.start_file(next, need + reserve).or_else(|e| {
+            if e.raw_os_error() != Some(ENOSPC) || self.durability.removals_pending() == 0 {
+                return Err(e);
+            }
+            self.durability.sync_all();
+            self.start_file(next, need + reserve)
+        });
+        match started {
             Ok(()) => true,
             Err(e) => {
                 crate::log::problem(format_args!("binlog: cannot start a new file: {e}"));

@@ -7,7 +7,7 @@
 use std::io;
 use std::path::Path;
 
-use super::{replay, sync_dir, Binlog, Fsync, JobId};
+use super::{replay, Binlog, JobId};
 
 /// The log's files by number, oldest first: a `BTreeMap<u32, FileInfo>` in
 /// all but one thing, that room for a new file is claimed before it is made
@@ -178,17 +178,15 @@ impl Binlog {
         n != self.current && info.live == 0 && info.waiting_on == 0 && (!info.corrupt || oldest)
     }
 
-    /// Deletes those of `candidates` that nothing needs any more, and the
-    /// files that this in turn frees: the files that referred to one
-    /// deleted, and a corrupt file that becomes the oldest.
-    ///
-    /// A file may only go once the records that made it unneeded (deletes,
-    /// rewritten full records, in the current file) are on disk: so unless
-    /// the user chose `-F`, the current file is fsynced before the first
-    /// unlink and the directory after the last.
+    /// Lets go of those of `candidates` that nothing needs any more, and
+    /// of the files that this in turn frees: the files that referred to one
+    /// let go, and a corrupt file that becomes the oldest. Each leaves the
+    /// books now, and is queued to be removed from the disk (kept aside as
+    /// `.corrupt`, if corrupt) once the records that made it unneeded
+    /// (deletes, rewritten full records) are synced: by the durability
+    /// thread or the connection, outside the engine's lock, in this order
+    /// (`sync.rs`), so no command waits for an fsync or an unlink here.
     pub(super) fn collect_unneeded(&mut self, candidates: &[u32]) {
-        let syncing = self.durability.mode() != Fsync::Never;
-        let mut synced = false;
         // The work list's room was claimed with the files (`start_file`);
         // a file it has no room for stays, to be collected another time.
         let mut work = std::mem::take(&mut self.unneeded);
@@ -200,26 +198,8 @@ impl Binlog {
             if !self.is_unneeded(n) {
                 continue;
             }
-            if syncing && !synced {
-                if let Err(e) = super::faults::io_point().and_then(|()| self.writer.sync_data()) {
-                    crate::log::problem(format_args!("binlog: fsync failed, refusing further changes: {e}"));
-                    self.failed = true;
-                    self.unneeded = work;
-                    return;
-                }
-                synced = true;
-            }
-            let Some(path) = replay::try_file_path(&self.dir, n) else { break };
             let corrupt = self.files.get(&n).is_some_and(|info| info.corrupt);
-            let result = if corrupt {
-                std::fs::rename(&path, path.with_extension(format!("{n}.corrupt")))
-            } else {
-                super::faults::io_point().and_then(|()| std::fs::remove_file(&path))
-            };
-            if let Err(e) = result {
-                // Keep it in the chain: dropping it from our books while it
-                // stays on disk would let a restart replay stale records.
-                crate::log::problem(format_args!("binlog: cannot remove {}: {e}", path.display()));
+            if !self.durability.queue_removal(n, corrupt) {
                 break;
             }
             let Some(info) = self.files.remove(&n) else { continue };
@@ -237,9 +217,6 @@ impl Binlog {
                     push_within_room(&mut work, oldest);
                 }
             }
-        }
-        if synced {
-            let _ = sync_dir(&self.dir);
         }
         self.unneeded = work;
     }

@@ -39,8 +39,12 @@
 //! be logged, even on a full disk. When the current file cannot take a
 //! claim, the next file is created; if that fails, the command is refused with `OUT_OF_MEMORY` and nothing changes.
 //!
-//! A file is deleted as soon as it holds no live job's latest full record
-//! and none of the older files it *refers to* remains. A file refers to file
+//! A file is let go as soon as it holds no live job's latest full record
+//! and none of the older files it *refers to* remains; it leaves the disk
+//! once the records that made it unneeded are synced, in the order files
+//! were let go, outside the engine's lock ([`sync`]). Nothing a command
+//! does under the lock waits for the disk: a file left for a new one is
+//! synced by the next fsync too. A file refers to file
 //! G when it holds a record that supersedes something in G: a delete or an
 //! update of a job whose latest full record is in G, or a job's full record
 //! rewritten out of G. Deleting such a file while G stayed would let replay
@@ -262,6 +266,7 @@ impl Binlog {
         let max_size_shown = u64::from(file_size);
         let file_size = u64::from(file_size).div_ceil(BLOCK) * BLOCK;
         let durability = Arc::new(Durability::new(fsync));
+        durability.set_dir(dir.to_path_buf());
         let current = match replayed.files.last() {
             Some(&n) => n.checked_add(1).ok_or_else(too_many)?,
             None => 1,
@@ -305,6 +310,8 @@ impl Binlog {
         let all: Vec<u32> = binlog.files.keys().copied().collect();
         let _ = binlog.unneeded.try_reserve(binlog.files.len() + 1);
         binlog.collect_unneeded(&all);
+        // What replay found unneeded goes before anyone is served.
+        binlog.durability.sync_all();
         Durability::start_syncer(&binlog.durability).map_err(open_error)?;
         let mut warnings = survey.notes;
         warnings.extend(imported.notes);

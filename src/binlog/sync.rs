@@ -16,10 +16,21 @@
 //!   fsyncs at a time; every thread whose records were written before that
 //!   fsync began is released by it. Concurrent writers thus share one fsync
 //!   (group commit) instead of queueing one each.
+//!
+//! Nothing that waits for the disk runs under the engine's lock, so no
+//! client waits on another's fsync: a file the log leaves for a new one is
+//! synced here, with the next fsync (as is the directory, for the new
+//! file's name); and a file the log no longer needs is removed here, once
+//! the records that made it unneeded are synced, in the order the log let
+//! the files go. That order is what keeps a crash harmless: a file is only
+//! ever removed after every older file whose records it supersedes, so
+//! whatever files a crash leaves behind replay to the same jobs.
 
+use std::collections::VecDeque;
 use std::fs::File;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -38,12 +49,29 @@ pub struct Durability {
     synced_cv: Condvar,
     /// Wakes the `-f MS` syncer thread.
     syncer_cv: Condvar,
+    /// The binlog directory, once the log is open.
+    dir: OnceLock<PathBuf>,
+    /// Files the log no longer needs, oldest decision first.
+    removals: Mutex<VecDeque<Removal>>,
+}
+
+/// A file to remove once the first `seq` records are synced.
+#[derive(Debug, Clone, Copy)]
+struct Removal {
+    file: u32,
+    /// Kept aside as `beanstalk.N.corrupt`, not removed.
+    corrupt: bool,
+    seq: u64,
 }
 
 #[derive(Debug)]
 struct SyncState {
     /// The file being written.
     file: Option<Arc<File>>,
+    /// Files left for a newer one, synced with the next fsync, then let go.
+    retired: Vec<Arc<File>>,
+    /// A file was made since the directory was last synced.
+    dir_changed: bool,
     /// Every record up to this count is on disk.
     synced: u64,
     /// A thread is inside fsync.
@@ -64,6 +92,8 @@ impl Durability {
             failed: AtomicBool::new(false),
             state: Mutex::new(SyncState {
                 file: None,
+                retired: Vec::new(),
+                dir_changed: false,
                 synced: 0,
                 syncing: false,
                 last_sync: Instant::now(),
@@ -72,7 +102,14 @@ impl Durability {
             }),
             synced_cv: Condvar::new(),
             syncer_cv: Condvar::new(),
+            dir: OnceLock::new(),
+            removals: Mutex::new(VecDeque::new()),
         }
+    }
+
+    /// The directory whose files [`Durability::remove_unneeded`] removes.
+    pub(super) fn set_dir(&self, dir: PathBuf) {
+        let _ = self.dir.set(dir);
     }
 
     /// Starts the syncer thread of `-f MS` (MS > 0); with any other policy
@@ -112,6 +149,9 @@ impl Durability {
                 continue;
             }
             state = self.sync_now(state);
+            drop(state);
+            self.remove_unneeded();
+            state = self.lock();
         }
     }
 
@@ -145,12 +185,86 @@ impl Durability {
         self.written.fetch_add(records, Ordering::SeqCst);
     }
 
-    /// Switches to a new current file. Records in the old file must already
-    /// be durable (the binlog fsyncs a file before leaving it).
-    pub(super) fn set_file(&self, file: Arc<File>) {
+    /// Claims, under the engine's lock, what a new file will need here:
+    /// room to keep the file it replaces until synced, and room in the
+    /// removals for every file there is (`files`). False: no memory.
+    pub(super) fn claim_file_room(&self, files: usize) -> bool {
+        let kept = self.lock().retired.try_reserve(1).is_ok();
+        // Beside those still waiting for their fsync.
+        kept && self.removals().try_reserve(files).is_ok()
+    }
+
+    /// Switches to a new current file. The one it replaces, and the new
+    /// name in the directory, are synced with the next fsync: nothing here
+    /// waits for the disk.
+    pub(super) fn switch_file(&self, file: Arc<File>) {
         let mut state = self.lock();
-        state.file = Some(file);
-        state.synced = self.written();
+        if let Some(old) = state.file.replace(file) {
+            if self.mode != Fsync::Never && state.retired.len() < state.retired.capacity() {
+                state.retired.push(old);
+            } else if self.mode != Fsync::Never {
+                // No room was claimed (it always is): sync it now rather
+                // than let a record go unsynced.
+                drop(state);
+                if super::faults::io_point().and_then(|()| old.sync_data()).is_err() {
+                    self.fail();
+                }
+                state = self.lock();
+            }
+        }
+        state.dir_changed = true;
+    }
+
+    /// Notes that file `file` may be removed (or kept aside, if `corrupt`)
+    /// once every record written so far is synced. Never allocates (room
+    /// claimed by [`Durability::claim_file_room`]); false if there is no
+    /// room, and the log then keeps the file in its books.
+    pub(super) fn queue_removal(&self, file: u32, corrupt: bool) -> bool {
+        let mut removals = self.removals();
+        if removals.len() == removals.capacity() {
+            return false;
+        }
+        removals.push_back(Removal { file, corrupt, seq: self.written() });
+        true
+    }
+
+    /// Removes the files queued whose records are synced, oldest first,
+    /// stopping at the first that cannot be: a later file must never go
+    /// before an earlier one. Then syncs the directory. Called outside the
+    /// engine's lock, after a write's reply is settled and after each of
+    /// the syncer's fsyncs.
+    pub fn remove_unneeded(&self) {
+        let mut removals = self.removals();
+        let Some(dir) = self.dir.get().filter(|_| !removals.is_empty()) else { return };
+        let synced = if self.mode == Fsync::Never { u64::MAX } else { self.lock().synced };
+        let mut removed = false;
+        while let Some(&next) = removals.front().filter(|next| next.seq <= synced) {
+            let Some(path) = super::replay::try_file_path(dir, next.file) else { break };
+            let result = if next.corrupt {
+                std::fs::rename(&path, path.with_extension(format!("{}.corrupt", next.file)))
+            } else {
+                super::faults::io_point().and_then(|()| std::fs::remove_file(&path))
+            };
+            if let Err(e) = result {
+                // Kept, and every later one with it, for the next try.
+                crate::log::problem(format_args!("binlog: cannot remove {}: {e}", path.display()));
+                break;
+            }
+            removals.pop_front();
+            removed = true;
+        }
+        if removed && self.mode != Fsync::Never {
+            let _ = super::sync_dir(dir);
+        }
+    }
+
+    /// Files queued for removal and not yet removed.
+    pub(super) fn removals_pending(&self) -> usize {
+        self.removals().len()
+    }
+
+    fn removals(&self) -> MutexGuard<'_, VecDeque<Removal>> {
+        self.removals.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Makes the first `seq` records as durable as the policy promises before
@@ -168,12 +282,17 @@ impl Durability {
                 }
             }
         }
+        self.remove_unneeded();
         !self.failed()
     }
 
-    /// Fsyncs everything written so far (at shutdown).
+    /// Fsyncs everything written so far, and removes what that lets go
+    /// (at start-up and shutdown).
     pub fn sync_all(&self) {
-        self.sync_through(self.written());
+        if self.mode != Fsync::Never {
+            self.sync_through(self.written());
+        }
+        self.remove_unneeded();
     }
 
     /// Waits until record `seq` is on disk, fsyncing if nobody else is.
@@ -197,8 +316,20 @@ impl Durability {
         let Some(file) = state.file.clone() else { return state };
         state.syncing = true;
         let target = self.written();
+        // The files left since the last fsync, then the current one, then
+        // the directory if a file was made.
+        let retired = std::mem::take(&mut state.retired);
+        let dir_changed = std::mem::take(&mut state.dir_changed);
         drop(state);
-        let result = super::faults::io_point().and_then(|()| file.sync_data());
+        let result = retired
+            .iter()
+            .chain(std::iter::once(&file))
+            .try_for_each(|file| super::faults::io_point().and_then(|()| file.sync_data()))
+            .and_then(|()| match self.dir.get().filter(|_| dir_changed) {
+                Some(dir) => super::sync_dir(dir),
+                None => Ok(()),
+            });
+        drop(retired);
         let mut state = self.lock();
         state.syncing = false;
         if let Err(e) = result {
@@ -229,7 +360,7 @@ mod tests {
         let path = std::env::temp_dir().join(format!("beanstalk-sync-{}", std::process::id()));
         let file = Arc::new(File::create(&path).unwrap());
         let durability = Arc::new(Durability::new(Fsync::Every(20)));
-        durability.set_file(file);
+        durability.switch_file(file);
         Durability::start_syncer(&durability).unwrap();
         durability.wrote_one();
         assert!(durability.after_write(1));
