@@ -11,6 +11,7 @@
 # this script itself have to be killed). python3 SCRIPT BEANSTALK DIR.
 import collections
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -42,15 +43,32 @@ def route(job_id):
     return (job_id + 2) % SERVERS
 
 
+def free_port_outside_ephemeral_range():
+    """A free port that the kernel never hands to a bind of port 0: the
+    server restarted on it must find it free, though the other tests of the
+    suite bind ephemeral ports meanwhile."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        low = int(f.read().split()[0])
+    rng = random.Random(os.getpid())
+    for _ in range(1000):
+        port = rng.randrange(max(1024, low - 12000), low)
+        probe = socket.socket()
+        try:
+            probe.bind(("127.0.0.1", port))
+            return port
+        except OSError:
+            continue
+        finally:
+            probe.close()
+    raise RuntimeError("no free port below the ephemeral range")
+
+
 class Servers:
     def __init__(self):
         self.procs, self.ports = [None] * SERVERS, []
         for s in range(SERVERS):
             os.mkdir(os.path.join(WORKDIR, "s%d" % s))
-            probe = socket.socket()  # a free port, kept across a restart
-            probe.bind(("127.0.0.1", 0))
-            self.ports.append(probe.getsockname()[1])
-            probe.close()
+            self.ports.append(free_port_outside_ephemeral_range())
             self.start(s)
 
     def start(self, s):
