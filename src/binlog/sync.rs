@@ -372,4 +372,30 @@ mod tests {
         durability.stop();
         let _ = std::fs::remove_file(path);
     }
+
+    /// Files go in the order they were let go, and one that cannot be
+    /// removed holds back every later one: a newer file never leaves the
+    /// disk before an older one whose records it supersedes.
+    #[test]
+    fn a_file_that_cannot_go_holds_back_the_later_ones() {
+        let dir = std::env::temp_dir().join(format!("beanstalk-removals-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = |n: u32| super::super::replay::file_path(&dir, n);
+        // beanstalk.1 is a directory: removing it as a file fails.
+        std::fs::create_dir_all(path(1)).unwrap();
+        std::fs::write(path(2), b"").unwrap();
+        let durability = Durability::new(Fsync::Never);
+        durability.set_dir(dir.clone());
+        assert!(durability.claim_file_room(2));
+        assert!(durability.queue_removal(1, false) && durability.queue_removal(2, false));
+        durability.remove_unneeded();
+        assert!(path(2).exists(), "beanstalk.2 went before beanstalk.1");
+        assert_eq!(durability.removals_pending(), 2);
+        std::fs::remove_dir(path(1)).unwrap();
+        std::fs::write(path(1), b"").unwrap();
+        durability.remove_unneeded();
+        assert!(!path(1).exists() && !path(2).exists());
+        assert_eq!(durability.removals_pending(), 0);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
