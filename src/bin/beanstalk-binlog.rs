@@ -245,6 +245,12 @@ fn run(raw: &[OsString]) -> Result<u8, Failure> {
             let written = v7::write_dir(&log, &PathBuf::from(target)).map_err(Failure::Input)?;
             let file = Path::new(target).join("binlog.1");
             eprintln!("beanstalk-binlog: wrote {} jobs to {}", written.jobs, file.display());
+            if written.keys_dropped > 0 {
+                eprintln!(
+                    "beanstalk-binlog: dropped the unique keys of {} jobs, and every cooling key: beanstalkd has none",
+                    written.keys_dropped
+                );
+            }
             if let Some(size) = written.needs_max_job_size {
                 eprintln!(
                     "beanstalk-binlog: start beanstalkd with -z {size} or more: its replay drops a job whose \

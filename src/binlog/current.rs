@@ -85,9 +85,22 @@ impl Binlog {
             // Give back the preallocated space the old file did not use.
             let _ = self.writer.set_len(used);
         }
+        // The spare `Arc` takes the new file (no allocation: see
+        // `spare_writer`). Only the syncer can hold the old one a moment
+        // longer; then it becomes the spare at the next switch.
+        let Some(slot) = Arc::get_mut(&mut self.spare_writer) else {
+            let _ = std::fs::remove_file(&path);
+            return Err(io::Error::from(io::ErrorKind::OutOfMemory));
+        };
+        *slot = file;
         let previous = std::mem::replace(&mut self.current, n);
-        self.writer = Arc::new(file);
+        std::mem::swap(&mut self.writer, &mut self.spare_writer);
         self.durability.set_file(Arc::clone(&self.writer));
+        // The old file's descriptor goes now, so that its disk space can
+        // when the file is deleted; the spare holds the current one.
+        if let (Some(old), Ok(current)) = (Arc::get_mut(&mut self.spare_writer), self.writer.try_clone()) {
+            *old = current;
+        }
         self.files.insert(n, FileInfo { used: opening_bytes.len() as u64, ..FileInfo::default() });
         self.disk_bytes += opening_bytes.len() as u64;
         self.free = size - opening_bytes.len() as u64;

@@ -83,7 +83,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::config::Fsync;
-use crate::engine::{JobId, RestoredJob};
+use crate::engine::{JobId, RestoredCooling, RestoredJob};
 use crate::ids::IdRange;
 use crate::protocol::TubeName;
 use crate::time::Clock;
@@ -139,6 +139,8 @@ pub struct Recovered {
     /// The tube names the jobs refer to by index.
     pub tubes: Vec<TubeName>,
     pub jobs: Vec<RestoredJob>,
+    /// Unique keys cooling down after their job's delete.
+    pub cooling: Vec<RestoredCooling>,
     pub next_id: JobId,
     /// Files whose live jobs must be rewritten at once (see
     /// [`crate::engine::Engine::rewrite_files`]).
@@ -157,6 +159,11 @@ pub struct Binlog {
     file_size: u64,
     current: u32,
     writer: Arc<File>,
+    /// The `Arc` the next file goes into, made at start-up: std has no
+    /// fallible `Arc::new`, so a new file takes this one's place and the
+    /// old one's `Arc` becomes the spare (`start_file`), and no file
+    /// switch allocates one.
+    spare_writer: Arc<File>,
     /// Encodes one record at a time.
     scratch: Vec<u8>,
     /// A write failed: refuse further work rather than lose it silently.
@@ -245,10 +252,23 @@ impl Binlog {
         }
         let mut files = files::replayed(dir, &replayed);
         let mut live_bytes = 0;
+        // A key cooling down is live in its file until it ends, and a
+        // keyed job's claim covers its cooldown's record to come.
+        let mut claimed = (replayed.jobs.len() + replayed.cooling.len()) as u64 * DELETE_LEN as u64;
+        for cooling in &replayed.cooling {
+            if let Some(info) = files.get_mut(&cooling.file) {
+                info.live += 1;
+                info.written.push(cooling.id);
+            }
+        }
         for job in &replayed.jobs {
             if let Some(info) = files.get_mut(&job.file) {
                 info.live += 1;
                 info.written.push(job.id);
+            }
+            if let Some(key) = job.key.as_ref().filter(|key| key.cooldown > 0) {
+                claimed +=
+                    record::cooldown_len(crate::protocol::MAX_TUBE_NAME, key.name.as_str().len()) as u64;
             }
             let tube_len = replayed.tubes.get(job.tube).map_or(0, |t| t.as_str().len());
             live_bytes += live_len(tube_len, job.body.len());
@@ -260,7 +280,6 @@ impl Binlog {
             Some(&n) => n.checked_add(1).ok_or_else(too_many)?,
             None => 1,
         };
-        let claimed = (replayed.jobs.len() * DELETE_LEN) as u64;
         let disk_bytes = files.values().map(|f| f.used).sum();
         let mut binlog = Binlog {
             dir: dir.to_path_buf(),
@@ -271,6 +290,7 @@ impl Binlog {
             current,
             // Replaced by the first real file just below.
             writer: Arc::new(File::open("/dev/null").map_err(open_error)?),
+            spare_writer: Arc::new(File::open("/dev/null").map_err(open_error)?),
             free: 0,
             claimed,
             freed_at: None,
@@ -304,6 +324,7 @@ impl Binlog {
             files: replayed.files.len(),
             tubes: replayed.tubes,
             jobs: replayed.jobs,
+            cooling: replayed.cooling,
             next_id: replayed.next_id,
             corrupt: replayed.corrupt,
             warnings,

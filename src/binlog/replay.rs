@@ -23,8 +23,9 @@ pub(crate) use super::damage::{next_record, NextRecord};
 use super::dir::{read_up_to, rest_is_zero};
 use super::record::FileStamp;
 use super::record::{self, JobState, LoggedState, Record, HEADER_LEN, RECORD_HEADER_LEN};
-use crate::engine::{IdMap, JobId, RestoredJob, RestoredState};
+use crate::engine::{IdMap, JobId, RestoredCooling, RestoredJob, RestoredState};
 use crate::protocol::TubeName;
+use crate::protocol::UniqueKey;
 use crate::time::{Clock, Time};
 
 /// Largest payload a record can have: a 1 GiB body plus the fixed fields.
@@ -36,6 +37,8 @@ pub struct Replayed {
     /// Tube names, which the jobs refer to by index.
     pub tubes: Vec<TubeName>,
     pub jobs: Vec<RestoredJob>,
+    /// Unique keys cooling down after their job's delete.
+    pub cooling: Vec<RestoredCooling>,
     /// One more than the largest id any record mentions.
     pub next_id: JobId,
     /// File numbers found, oldest first.
@@ -61,6 +64,11 @@ struct Pending {
     tube: usize,
     body: Box<[u8]>,
     file: u32,
+    /// Its unique key and the key's cooldown.
+    key: Option<(Box<[u8]>, u32)>,
+    /// The job is deleted and this is its key cooling down until then
+    /// (Unix ns): a cooldown record, live until a delete of the id.
+    cooling_until: Option<u64>,
 }
 
 /// Tube names seen so far, each stored once.
@@ -172,6 +180,18 @@ impl<'d> Replayer<'d> {
                 out.warnings.push(format!("job {id}: unreadable tube name; job skipped"));
                 continue;
             };
+            // Names were checked when put, as tube names are.
+            let key = p.key.as_ref().and_then(|(name, cooldown)| {
+                let name = TubeName::new(name)?;
+                Some(UniqueKey { name, cooldown: *cooldown })
+            });
+            if let Some(until) = p.cooling_until {
+                if let Some(key) = key {
+                    let until = clock.from_unix(until);
+                    out.cooling.push(RestoredCooling { id, tube, key: key.name, until, file: p.file });
+                }
+                continue;
+            }
             out.jobs.push(RestoredJob {
                 id,
                 tube,
@@ -187,6 +207,7 @@ impl<'d> Replayer<'d> {
                 counters: p.job.counters,
                 body: p.body,
                 file: p.file,
+                key,
             });
         }
         out
@@ -280,17 +301,37 @@ fn apply(record: Record<'_>, file: u32, state: ReplayState<'_>) {
     // supersedes something there.
     let id = match &record {
         Record::Full { job, .. } | Record::Update(job) => Some(job.id),
-        Record::Delete(id) => Some(*id),
+        Record::Delete(id) | Record::Cooldown { id, .. } => Some(*id),
         Record::NextId(_) | Record::Imported(_) => None,
     };
     if let Some(earlier) = id.and_then(|id| jobs.get(&id)).map(|p| p.file).filter(|&g| g != file) {
         refers_to.insert(earlier);
     }
     match record {
-        Record::Full { job, ttr, created, tube, body } => {
+        Record::Full { job, ttr, created, tube, body, key } => {
             saw(job.id);
             let tube = tubes.intern(tube);
-            jobs.insert(job.id, Pending { job, ttr, created, tube, body: Box::from(body), file });
+            let key = key.map(|(name, cooldown)| (Box::from(name), cooldown));
+            let body = Box::from(body);
+            jobs.insert(job.id, Pending { job, ttr, created, tube, body, file, key, cooling_until: None });
+        }
+        Record::Cooldown { id, until, tube, key } => {
+            saw(id);
+            let tube = tubes.intern(tube);
+            let job = JobState {
+                id,
+                pri: 0,
+                delay: 0,
+                state: LoggedState::Ready,
+                deadline: 0,
+                counters: Default::default(),
+            };
+            let key = Some((Box::from(key), 0));
+            let body = Box::default();
+            jobs.insert(
+                id,
+                Pending { job, ttr: 0, created: 0, tube, body, file, key, cooling_until: Some(until) },
+            );
         }
         Record::Update(state) => {
             saw(state.id);

@@ -13,7 +13,8 @@ use std::io;
 
 use super::job::{Job, JobId, State, TubeId};
 use super::tube::Tubes;
-use crate::protocol::TubeName;
+pub use super::unique::LoggedKey;
+use crate::protocol::{TubeName, UniqueKey};
 use crate::stats::BinlogStats;
 use crate::time::Time;
 
@@ -71,6 +72,48 @@ pub trait Journal: Send + fmt::Debug {
 
     /// The figures `stats` shows.
     fn stats(&self) -> BinlogStats;
+
+    /// Writes a cooling key's record again into the current file, so that
+    /// its old file can go (compaction), claiming its room first.
+    /// `Ok(None)`: no room. (A key starts cooling with its job's delete:
+    /// the log sees `LoggedKey::until` set in the job it is told is gone.)
+    fn rewrite_cooldown(&mut self, cooling: &LoggedCooldown<'_>) -> io::Result<Option<u32>> {
+        let _ = cooling;
+        Ok(None)
+    }
+
+    /// The cooldown of deleted job `id`'s key, whose record is in `file`,
+    /// is over: the key is forgotten. Its room was claimed with the job.
+    fn end_cooldown(&mut self, id: JobId, file: u32) -> io::Result<()> {
+        let _ = (id, file);
+        Ok(())
+    }
+}
+
+/// A deleted job's key cooling down, as the log writes it.
+#[derive(Debug, Clone, Copy)]
+pub struct LoggedCooldown<'a> {
+    pub id: JobId,
+    pub tube: &'a [u8],
+    pub key: &'a [u8],
+    /// When the cooldown ends.
+    pub until: Time,
+    /// The log file holding its record.
+    pub file: u32,
+}
+
+/// A key read back from the log at start-up, cooling down after its
+/// job's delete.
+#[derive(Debug)]
+pub struct RestoredCooling {
+    /// The deleted job's id.
+    pub id: JobId,
+    /// Index into the list of tube names given with the jobs.
+    pub tube: usize,
+    pub key: TubeName,
+    pub until: Time,
+    /// The file holding its record.
+    pub file: u32,
 }
 
 /// A job read back from the log at start-up.
@@ -88,6 +131,8 @@ pub struct RestoredJob {
     pub body: Box<[u8]>,
     /// The file holding its latest full record.
     pub file: u32,
+    /// Its unique key, if it has one.
+    pub key: Option<UniqueKey>,
 }
 
 /// The state a job comes back in: a reserved job comes back ready.
@@ -133,6 +178,8 @@ pub struct LoggedJob<'a> {
     pub body: &'a [u8],
     /// The log file holding its latest full record; 0 for a new job.
     pub file: u32,
+    /// Its unique key: a full record with one is a record of its own kind.
+    pub key: Option<LoggedKey<'a>>,
 }
 
 /// The fields of a job that its log records hold, but for its body: taken
@@ -151,6 +198,7 @@ pub(super) struct Picture {
     when: Time,
     counters: super::Counters,
     file: u32,
+    keyed: bool,
 }
 
 impl Picture {
@@ -165,6 +213,7 @@ impl Picture {
             when: if job.state == State::Buried { job.buried_at() } else { job.deadline },
             counters: job.counters,
             file: job.file,
+            keyed: job.keyed,
         }
     }
 
@@ -182,6 +231,7 @@ impl Picture {
             counters: self.counters,
             body,
             file: self.file,
+            key: if self.keyed { tubes.keys.logged(id) } else { None },
         }
     }
 }

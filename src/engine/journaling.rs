@@ -153,7 +153,13 @@ impl Engine {
     pub(super) fn rewrite_if_still_in(&mut self, file: u32, id: JobId) -> bool {
         let Some(journal) = self.journal.as_mut() else { return false };
         let Some(job) = self.jobs.get(&id).filter(|job| job.file == file) else {
-            journal.forget_written(file, id);
+            // A deleted job's key cooling down is live in the log too.
+            if let Some(rewritten) = self.rewrite_cooling(file, id) {
+                return rewritten;
+            }
+            if let Some(journal) = self.journal.as_mut() {
+                journal.forget_written(file, id);
+            }
             return true;
         };
         let logged = Picture::of(job).logged(id, &self.tubes, &job.body);

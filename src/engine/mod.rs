@@ -41,11 +41,13 @@ pub mod list;
 pub mod tube;
 pub(crate) mod client;
 pub mod waiting;
+pub mod unique;
 
 // The commands, by concept, each an `impl Engine` block over the state
 // declared below, in reading order.
 pub(crate) mod session;
 pub(crate) mod put;
+pub(crate) mod keyed;
 pub(crate) mod moves;
 pub(crate) mod reserve;
 pub(crate) mod handoff;
@@ -67,7 +69,7 @@ use std::fmt::Debug;
 use std::sync::{Arc, Condvar};
 
 use crate::ids::IdRange;
-use crate::protocol::{data_reply_len, Reply, ReplyRoom, TubeName};
+use crate::protocol::{data_reply_len, Reply, ReplyRoom, TubeName, UniqueKey};
 use crate::stats::{CommandCounts, JobCounts, JobStats, ServerStats, TubeStats};
 use crate::time::Time;
 pub use client::Waker;
@@ -75,7 +77,9 @@ use client::{Blocked, Client, Outcome, Soonest, Wait};
 use heap::Heap;
 pub use id_map::{ClientMap, IdMap};
 pub use job::{ClientId, Counters, Job, JobId, State, URGENT_PRIORITY};
-pub use journal::{Change, Journal, LoggedJob, RestoredJob, RestoredState};
+pub use journal::{
+    Change, Journal, LoggedCooldown, LoggedJob, LoggedKey, RestoredCooling, RestoredJob, RestoredState,
+};
 use list::List;
 use table::JobTable;
 use tube::{Pause, TubeId, Tubes};
@@ -102,6 +106,8 @@ pub struct NewJob {
     /// When the put line was parsed.
     pub created: Time,
     pub body: Box<[u8]>,
+    /// Its unique key (`idp:`), if the put named one.
+    pub key: Option<UniqueKey>,
 }
 
 /// The right to insert one job, from [`Engine::start_put`]: the id it was
@@ -290,9 +296,13 @@ impl Engine {
                 links: Default::default(),
                 file: r.file,
                 body: r.body,
+                keyed: false,
             };
             self.job_memory += job.body.len() as u64 + JOB_MEMORY_OVERHEAD;
             self.jobs.insert(r.id, job);
+            if let Some(key) = &r.key {
+                self.restore_key(r.id, name, key);
+            }
             match r.state {
                 RestoredState::Buried { at } => {
                     self.last_buried_at = self.last_buried_at.max(at);

@@ -11,6 +11,11 @@ use super::TubeName;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reply<'a> {
     Inserted(JobId),
+    /// `INSERTED <id> <STATE>[ <pri>]`: a put whose unique key already
+    /// names job `id` (tuber's reply, reference §3.1a): the job's state in
+    /// capitals (`DELETED` while its key cools down), and the priority it
+    /// was lowered to, if the put lowered it.
+    Duplicate(JobId, &'static str, Option<u32>),
     /// `BURIED <id>`: a put whose job was buried instead of queued.
     BuriedJob(JobId),
     Buried,
@@ -30,6 +35,9 @@ pub enum Reply<'a> {
     Paused,
     /// `MOVED`, the answer to `move-job`.
     Moved,
+    /// `KEY_TAKEN`: `move-job` of a job whose unique key the tube it would
+    /// move to holds already (reference §3.1a).
+    KeyTaken,
     NotFound,
     NotIgnored,
     DeadlineSoon,
@@ -53,6 +61,8 @@ impl Reply<'_> {
         // Writing into a Vec cannot fail.
         let _ = match self {
             Reply::Inserted(id) => write!(out, "INSERTED {id}\r\n"),
+            Reply::Duplicate(id, state, None) => write!(out, "INSERTED {id} {state}\r\n"),
+            Reply::Duplicate(id, state, Some(pri)) => write!(out, "INSERTED {id} {state} {pri}\r\n"),
             Reply::BuriedJob(id) => write!(out, "BURIED {id}\r\n"),
             Reply::Reserved(id, body) => write_data(out, "RESERVED", Some(*id), body),
             Reply::Found(id, body) => write_data(out, "FOUND", Some(*id), body),
@@ -71,7 +81,7 @@ impl Reply<'_> {
     /// The first word of the reply, as `-VV` logs it.
     pub fn word(&self) -> &'static str {
         match self {
-            Reply::Inserted(_) => "INSERTED",
+            Reply::Inserted(_) | Reply::Duplicate(..) => "INSERTED",
             Reply::BuriedJob(_) | Reply::Buried => "BURIED",
             Reply::Reserved(..) => "RESERVED",
             Reply::Found(..) => "FOUND",
@@ -84,6 +94,7 @@ impl Reply<'_> {
             Reply::Touched => "TOUCHED",
             Reply::Paused => "PAUSED",
             Reply::Moved => "MOVED",
+            Reply::KeyTaken => "KEY_TAKEN",
             Reply::NotFound => "NOT_FOUND",
             Reply::NotIgnored => "NOT_IGNORED",
             Reply::DeadlineSoon => "DEADLINE_SOON",
@@ -163,6 +174,8 @@ mod tests {
     #[test]
     fn replies_encode_exactly() {
         assert_eq!(encoded(Reply::Inserted(7)), "INSERTED 7\r\n");
+        assert_eq!(encoded(Reply::Duplicate(7, "READY", None)), "INSERTED 7 READY\r\n");
+        assert_eq!(encoded(Reply::Duplicate(7, "BURIED", Some(50))), "INSERTED 7 BURIED 50\r\n");
         assert_eq!(encoded(Reply::Reserved(3, b"a\r\nb")), "RESERVED 3 4\r\na\r\nb\r\n");
         assert_eq!(encoded(Reply::Found(3, b"")), "FOUND 3 0\r\n\r\n");
         assert_eq!(encoded(Reply::Ok("---\n- default\n".into())), "OK 14\r\n---\n- default\n\r\n");

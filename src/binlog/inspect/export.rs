@@ -125,6 +125,7 @@ mod tests {
             body_len: body.len(),
             body: Some(body.into()),
             file: 0,
+            key: None,
         }
     }
 

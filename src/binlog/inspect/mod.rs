@@ -126,6 +126,8 @@ pub struct Job {
     pub body: Option<Box<[u8]>>,
     /// Index into [`Log::files`] of the file holding its latest full record.
     pub file: usize,
+    /// Its unique key and the key's cooldown in seconds (`idp:`).
+    pub key: Option<(String, u32)>,
 }
 
 /// Which bodies to keep in memory while reading.

@@ -212,7 +212,7 @@ impl Reader<'_> {
     fn apply(&mut self, record: Record<'_>, file: usize, refers_to: &mut Vec<usize>) {
         let id = match &record {
             Record::Full { job, .. } | Record::Update(job) => Some(job.id),
-            Record::Delete(id) => Some(*id),
+            Record::Delete(id) | Record::Cooldown { id, .. } => Some(*id),
             Record::NextId(_) | Record::Imported(_) => None,
         };
         if let Some(id) = id {
@@ -227,7 +227,7 @@ impl Reader<'_> {
             LoggedState::Buried => State::Buried { at: deadline },
         };
         match record {
-            Record::Full { job, ttr, created, tube, body } => {
+            Record::Full { job, ttr, created, tube, body, key } => {
                 let tube = self.tube(tube);
                 let kept = self.keep(job.id).then(|| Box::from(body));
                 let new = Job {
@@ -242,6 +242,7 @@ impl Reader<'_> {
                     body_len: body.len(),
                     body: kept,
                     file,
+                    key: key.map(|(name, cooldown)| (String::from_utf8_lossy(name).into_owned(), cooldown)),
                 };
                 self.jobs.insert(job.id, new);
             }
@@ -251,7 +252,8 @@ impl Reader<'_> {
                     job.state = state(s.state, s.deadline);
                 }
             }
-            Record::Delete(id) => {
+            // A deleted job's key cooling down is no job.
+            Record::Delete(id) | Record::Cooldown { id, .. } => {
                 self.jobs.remove(&id);
             }
             Record::NextId(id) => self.log.next_id = self.log.next_id.max(id),
@@ -325,6 +327,7 @@ impl Reader<'_> {
                 body_len,
                 body,
                 file,
+                key: None,
             };
             self.jobs.insert(id, new);
         }

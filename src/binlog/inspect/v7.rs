@@ -111,6 +111,8 @@ fn jobrec(job: &Job) -> Jobrec {
 #[derive(Debug, Default)]
 pub struct Written {
     pub jobs: usize,
+    /// Jobs whose unique key was dropped: beanstalkd has none.
+    pub keys_dropped: usize,
     /// The `-z` beanstalkd needs to replay every job, if more than its
     /// default: its replay drops a job within 2 bytes of `-z`.
     pub needs_max_job_size: Option<usize>,
@@ -173,7 +175,8 @@ pub fn write_dir(log: &Log, out: &Path) -> Result<Written, String> {
     fs::File::open(out).and_then(|d| d.sync_all()).map_err(|e| fail("cannot sync the directory", e))?;
     let largest = log.jobs.iter().map(|j| j.body_len).max().unwrap_or(0);
     let needs_max_job_size = (largest + 2 > DEFAULT_MAX_JOB_SIZE).then_some(largest + 2);
-    Ok(Written { jobs: log.jobs.len(), needs_max_job_size })
+    let keys_dropped = log.jobs.iter().filter(|job| job.key.is_some()).count();
+    Ok(Written { jobs: log.jobs.len(), keys_dropped, needs_max_job_size })
 }
 
 #[cfg(test)]
@@ -197,6 +200,7 @@ mod tests {
             body_len: body.len(),
             body: Some(body.into()),
             file: 0,
+            key: None,
         }
     }
 

@@ -1,0 +1,146 @@
+//! What a unique key (tuber's `idp:`, reference §3.1a) does to the engine's
+//! commands: a put whose key names a job answers with that job and stores
+//! nothing, lowering its priority if the put asks for a lower one (the
+//! ratchet); a key outlives its job's delete by its cooldown, which ends
+//! when the timer reaches it; and keys come back after a restart.
+//!
+//! The index itself is [`super::unique`]; this file decides, under the
+//! engine's lock, and must not keep state of its own. Where a job leaves
+//! the table its key's cooldown starts: `Engine::discard` (`worker.rs`).
+
+use super::journal::LoggedCooldown;
+use super::unique::KeyClaim;
+use super::*;
+
+impl Engine {
+    /// A put into tube `t` with key `key`: `Err` with the answer if the key
+    /// names a job already (then the put's ticket is given back, with its
+    /// id when no other put took one since, so that nothing is stored), or
+    /// if the memory a new key needs cannot be had; otherwise that memory.
+    pub(super) fn check_key(
+        &mut self,
+        t: TubeId,
+        key: &UniqueKey,
+        ticket: &PutTicket,
+        pri: u32,
+        now: Time,
+    ) -> Result<KeyClaim, Reply<'static>> {
+        let tube = self.tubes.get(t).name.clone();
+        let found = self.tubes.keys.find(&tube, &key.name);
+        let claim = match found {
+            Some(_) => None,
+            None => self.tubes.keys.claim(&tube, key.name.as_str().as_bytes()),
+        };
+        if let Some(claim) = claim {
+            return Ok(claim);
+        }
+        self.release_job_memory(ticket.bytes as usize);
+        if ticket.id.checked_add(self.id_range.step) == Some(self.next_job_id) {
+            self.next_job_id = ticket.id;
+        }
+        Err(match found {
+            Some((id, true)) => Reply::Duplicate(id, "DELETED", None),
+            Some((id, false)) => self.ratchet(id, pri, now),
+            None => Reply::OutOfMemory,
+        })
+    }
+
+    /// Job `id`, named again by a put of priority `pri`: its state, and
+    /// its priority lowered to `pri` if that is lower (never raised), as
+    /// tuber answers (`INSERTED <id> <STATE>[ <pri>]`). A ready job takes
+    /// its new place in its heap at once; the others keep it for when they
+    /// are next ready. The change is logged like any other.
+    fn ratchet(&mut self, id: JobId, pri: u32, now: Time) -> Reply<'static> {
+        let Some(job) = self.jobs.get(&id) else {
+            return Reply::InternalError;
+        };
+        let (state, was) = (job.state, job.pri);
+        let word = match state {
+            State::Ready => "READY",
+            State::Delayed => "DELAYED",
+            State::Reserved => "RESERVED",
+            State::Buried => "BURIED",
+        };
+        if pri >= was {
+            return Reply::Duplicate(id, word, None);
+        }
+        let lowered = self.journaled_change(id, |e| {
+            // Out of the ready heap and back in: it keeps its size, so
+            // this allocates nothing, and the urgent counts follow.
+            let ready = state == State::Ready;
+            if ready {
+                e.unlink(id);
+            }
+            if let Some(job) = e.jobs.get_mut(&id) {
+                job.pri = pri;
+            }
+            if ready {
+                e.make_ready(id, now);
+            }
+        });
+        lowered.map_or_else(|refusal| refusal, |()| Reply::Duplicate(id, word, Some(pri)))
+    }
+
+    /// The memory job `id`'s key needs in tube `to` (`move-job`), or the
+    /// refusal: `KEY_TAKEN` if `to` has that key already.
+    pub(super) fn claim_key_in(&mut self, id: JobId, to: &TubeName) -> Result<KeyClaim, Reply<'static>> {
+        let Some(key) = self.tubes.keys.key_of(id).and_then(TubeName::new) else {
+            return Err(Reply::InternalError);
+        };
+        if self.tubes.keys.find(to, &key).is_some() {
+            return Err(Reply::KeyTaken);
+        }
+        self.tubes.keys.claim(to, key.as_str().as_bytes()).ok_or(Reply::OutOfMemory)
+    }
+
+    /// Gives restored job `id`, in tube `tube`, its key back.
+    pub(super) fn restore_key(&mut self, id: JobId, tube: &TubeName, key: &UniqueKey) {
+        // At start-up, best effort, as `restore` claims room: a key that
+        // cannot be kept only lets a later put of it in.
+        if let Some(claim) = self.tubes.keys.claim(tube, key.name.as_str().as_bytes()) {
+            self.tubes.keys.insert(id, claim, key.cooldown);
+            if let Some(job) = self.jobs.get_mut(&id) {
+                job.keyed = true;
+            }
+        }
+    }
+
+    /// Puts back the keys the log says were cooling down when the server
+    /// stopped; those whose end has passed end at the first tick.
+    pub fn restore_cooling(&mut self, tube_names: &[TubeName], cooling: &[RestoredCooling]) {
+        for c in cooling {
+            if let Some(tube) = tube_names.get(c.tube) {
+                self.tubes.keys.restore_cooling(c.id, tube, &c.key, c.until, c.file);
+            }
+        }
+        if let Some(end) = self.tubes.keys.next_end() {
+            self.schedule(end);
+        }
+    }
+
+    /// Ends every cooldown due at `now`, and tells the log each is over.
+    pub(super) fn end_cooldowns(&mut self, now: Time) {
+        while let Some((id, file)) = self.tubes.keys.end_due(now) {
+            if let Some(journal) = self.journal.as_mut() {
+                // Its room was claimed with the job's: a failed write
+                // fails the log, which says so, and leaves the key to
+                // come back at a restart, cooled off by then.
+                let _ = journal.end_cooldown(id, file);
+            }
+        }
+    }
+
+    /// Writes cooling key `id` again, if its record is in log file `file`
+    /// (compaction). `None`: no such key, and the log may forget it;
+    /// `Some(false)`: no room, or the write failed.
+    pub(super) fn rewrite_cooling(&mut self, file: u32, id: JobId) -> Option<bool> {
+        let journal = self.journal.as_mut()?;
+        let (tube, key, until) = self.tubes.keys.cooling_in(file, id)?;
+        let cooling = LoggedCooldown { id, tube, key, until, file };
+        let written = journal.rewrite_cooldown(&cooling);
+        if let Ok(Some(file)) = written {
+            self.tubes.keys.set_file(id, file);
+        }
+        Some(matches!(written, Ok(Some(_))))
+    }
+}
