@@ -213,3 +213,45 @@ fn a_cooldown_that_ended_while_stopped_ends_at_start() {
     });
     assert!(fresh && last == "INSERTED 2\r\n", "{last:?}");
 }
+
+/// `beanstalk-binlog`'s output: stdout and stderr, after a success.
+fn tool(args: &[&str]) -> (String, String) {
+    let output = std::process::Command::new(assert_cmd::cargo::cargo_bin("beanstalk-binlog"))
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_binlog_tool_gives_keys_and_to_beanstalkd_drops_them() {
+    let dir = TempDir::new("unique-tool");
+    let path = dir.path.to_str().unwrap();
+    let s = server(&["-b", path]);
+    let mut c = s.client();
+    assert_eq!(put(&mut c, 0, 0, "idp:report:300", "a"), "INSERTED 1\r\n");
+    assert_eq!(c.put(0, 0, 30, "b"), "INSERTED 2\r\n");
+    assert_eq!(put(&mut c, 0, 0, "idp:gone:300", "c"), "INSERTED 3\r\n");
+    assert_eq!(c.cmd("delete 3"), "DELETED\r\n");
+    s.terminate();
+    let (list, _) = tool(&["list", path]);
+    let lines: Vec<&str> = list.lines().collect();
+    assert!(lines[1].trim_start().starts_with("1 ") && lines[1].ends_with(" idp:report:300"), "{list}");
+    assert!(!lines[2].contains("idp:"), "{list}");
+    let (show, _) = tool(&["show", path, "1"]);
+    assert!(show.contains("\nkey: report\nkey-cooldown: 300\n"), "{show}");
+    let out = TempDir::new("unique-tool-out");
+    let target = out.path.join("v7");
+    let (_, said) = tool(&["to-beanstalkd", path, target.to_str().unwrap()]);
+    let dropped: Vec<&str> = said.lines().filter(|l| l.contains("unique keys")).collect();
+    assert_eq!(
+        dropped,
+        ["beanstalk-binlog: dropped 2 unique keys (idp:), of jobs and cooling down: beanstalkd has none"],
+        "{said}"
+    );
+}

@@ -247,7 +247,7 @@ fn run(raw: &[OsString]) -> Result<u8, Failure> {
             eprintln!("beanstalk-binlog: wrote {} jobs to {}", written.jobs, file.display());
             if written.keys_dropped > 0 {
                 eprintln!(
-                    "beanstalk-binlog: dropped the unique keys of {} jobs, and every cooling key: beanstalkd has none",
+                    "beanstalk-binlog: dropped {} unique keys (idp:), of jobs and cooling down: beanstalkd has none",
                     written.keys_dropped
                 );
             }

@@ -85,14 +85,14 @@ impl Binlog {
             // Give back the preallocated space the old file did not use.
             let _ = self.writer.set_len(used);
         }
-        // The spare `Arc` takes the new file (no allocation: see
-        // `spare_writer`). Only the syncer can hold the old one a moment
-        // longer; then it becomes the spare at the next switch.
-        let Some(slot) = Arc::get_mut(&mut self.spare_writer) else {
-            let _ = std::fs::remove_file(&path);
-            return Err(io::Error::from(io::ErrorKind::OutOfMemory));
-        };
-        *slot = file;
+        // The spare `Arc` takes the new file, with no allocation (see
+        // `spare_writer`). Only the syncer, still fsyncing the file before
+        // last, can hold the spare: then a new one, as before, once in a
+        // long while.
+        match Arc::get_mut(&mut self.spare_writer) {
+            Some(slot) => *slot = file,
+            None => self.spare_writer = Arc::new(file),
+        }
         let previous = std::mem::replace(&mut self.current, n);
         std::mem::swap(&mut self.writer, &mut self.spare_writer);
         self.durability.set_file(Arc::clone(&self.writer));

@@ -155,6 +155,8 @@ pub struct Log {
     pub notes: Vec<String>,
     /// When it was read (Unix ns): ages and time left are counted from it.
     pub now: u64,
+    /// Unique keys cooling down after their job's delete.
+    pub cooling: usize,
 }
 
 impl Log {

@@ -35,6 +35,7 @@ pub fn open(dir: &Path, bodies: Bodies) -> Result<Log, String> {
         held_by,
         notes: Vec::new(),
         now: unix_now(),
+        cooling: 0,
     };
     let found = survey(dir)?;
     if found.ours.is_empty() && found.theirs.is_empty() {
@@ -49,6 +50,7 @@ pub fn open(dir: &Path, bodies: Bodies) -> Result<Log, String> {
         tubes: HashMap::new(),
         imported: Vec::new(),
         bodies,
+        cooling: Default::default(),
     };
     let newest = found.ours.last().map(|f| f.0);
     for (number, path) in &found.ours {
@@ -148,6 +150,8 @@ struct Reader<'a> {
     /// beanstalkd's files our log says it imported (see [`stamp_key`]).
     imported: Vec<String>,
     bodies: Bodies,
+    /// Deleted jobs whose key cools down.
+    cooling: std::collections::HashSet<JobId>,
 }
 
 impl Reader<'_> {
@@ -252,9 +256,14 @@ impl Reader<'_> {
                     job.state = state(s.state, s.deadline);
                 }
             }
-            // A deleted job's key cooling down is no job.
-            Record::Delete(id) | Record::Cooldown { id, .. } => {
+            Record::Delete(id) => {
                 self.jobs.remove(&id);
+                self.cooling.remove(&id);
+            }
+            // A deleted job's key cooling down is no job.
+            Record::Cooldown { id, .. } => {
+                self.jobs.remove(&id);
+                self.cooling.insert(id);
             }
             Record::NextId(id) => self.log.next_id = self.log.next_id.max(id),
             Record::Imported(stamp) => self.imported.push(stamp_key(&stamp)),
@@ -354,6 +363,7 @@ impl Reader<'_> {
         }
         jobs.retain(|j| j.tube != BAD_TUBE);
         self.log.jobs = jobs;
+        self.log.cooling = self.cooling.len();
     }
 }
 

@@ -111,7 +111,7 @@ fn jobrec(job: &Job) -> Jobrec {
 #[derive(Debug, Default)]
 pub struct Written {
     pub jobs: usize,
-    /// Jobs whose unique key was dropped: beanstalkd has none.
+    /// Unique keys dropped, of jobs and cooling down: beanstalkd has none.
     pub keys_dropped: usize,
     /// The `-z` beanstalkd needs to replay every job, if more than its
     /// default: its replay drops a job within 2 bytes of `-z`.
@@ -175,7 +175,7 @@ pub fn write_dir(log: &Log, out: &Path) -> Result<Written, String> {
     fs::File::open(out).and_then(|d| d.sync_all()).map_err(|e| fail("cannot sync the directory", e))?;
     let largest = log.jobs.iter().map(|j| j.body_len).max().unwrap_or(0);
     let needs_max_job_size = (largest + 2 > DEFAULT_MAX_JOB_SIZE).then_some(largest + 2);
-    let keys_dropped = log.jobs.iter().filter(|job| job.key.is_some()).count();
+    let keys_dropped = log.jobs.iter().filter(|job| job.key.is_some()).count() + log.cooling;
     Ok(Written { jobs: log.jobs.len(), keys_dropped, needs_max_job_size })
 }
 
@@ -215,6 +215,7 @@ mod tests {
         let tubes = vec![TubeName::default_tube(), TubeName::new(b"emails").unwrap()];
         let deadline = 1_800_000_000_000_000_000;
         let log = Log {
+            cooling: 0,
             dir: "d".into(),
             files: Vec::new(),
             tubes,
@@ -273,6 +274,7 @@ mod tests {
     #[test]
     fn an_empty_log_writes_only_the_version() {
         let log = Log {
+            cooling: 0,
             dir: "d".into(),
             files: Vec::new(),
             tubes: Vec::new(),
