@@ -266,10 +266,6 @@ impl Binlog {
                 info.live += 1;
                 info.written.push(job.id);
             }
-            if let Some(key) = job.key.as_ref().filter(|key| key.cooldown > 0) {
-                claimed +=
-                    record::cooldown_len(crate::protocol::MAX_TUBE_NAME, key.name.as_str().len()) as u64;
-            }
             let tube_len = replayed.tubes.get(job.tube).map_or(0, |t| t.as_str().len());
             live_bytes += live_len(tube_len, job.body.len());
         }

@@ -16,13 +16,14 @@
 //!             again, see `import.rs`)
 //!   6 KeyedFull  a Full record's fields, then cooldown u32, key_len u8, key
 //!             (a job put with a unique key, reference §3.1a)
-//!   7 Cooldown   id u64, until u64, tube_len u8, tube, key_len u8, key
-//!             (job `id` was deleted and its key cools down until `until`,
-//!             Unix ns; a Delete of `id` ends it)
 //! ```
 //!
-//! Kinds 6 and 7 are written only for jobs with a unique key, so a
-//! directory written without keys reads as it always did.
+//! Kind 6 is written only for jobs with a unique key, so a directory
+//! written without keys reads as it always did. A keyed job's delete that
+//! starts its key's cooldown is a change of state, not a Delete: its
+//! record (full, or update) has `state` 4, *cooling*, with `deadline` the
+//! cooldown's end (Unix ns), and an empty body: to replay and compaction
+//! it is a live job, until the Delete that ends the cooldown.
 //!
 //! All integers are little-endian. Times are nanoseconds since the Unix
 //! epoch, but for a buried job's `deadline`. `state` is 1 ready, 2
@@ -83,6 +84,9 @@ pub enum LoggedState {
     Ready = 1,
     Delayed = 2,
     Buried = 3,
+    /// Deleted, its unique key cooling down until `deadline` (reference
+    /// §3.1a): no job after a restart, only the key.
+    Cooling = 4,
 }
 
 /// A job's fields that change over its life.
@@ -112,13 +116,6 @@ pub enum Record<'a> {
         body: &'a [u8],
         key: Option<(&'a [u8], u32)>,
     },
-    /// A deleted job's key cooling down until `until` (Unix ns).
-    Cooldown {
-        id: JobId,
-        until: u64,
-        tube: &'a [u8],
-        key: &'a [u8],
-    },
     Update(JobState),
     Delete(JobId),
     NextId(JobId),
@@ -142,11 +139,6 @@ pub fn full_len(tube_len: usize, body_len: usize) -> usize {
 /// `key_len` bytes.
 pub fn key_len(key_len: usize) -> usize {
     4 + 1 + key_len
-}
-
-/// Bytes of a cooldown record.
-pub fn cooldown_len(tube_len: usize, key_len: usize) -> usize {
-    RECORD_HEADER_LEN + 1 + 8 + 8 + 1 + tube_len + 1 + key_len
 }
 
 /// Appends a full record.
@@ -182,18 +174,6 @@ pub fn encode_full_keyed(
         out.push(key.len() as u8);
         out.extend_from_slice(key);
     }
-    finish(out, start);
-}
-
-/// Appends a cooldown record.
-pub fn encode_cooldown(out: &mut Vec<u8>, id: JobId, until: u64, tube: &[u8], key: &[u8]) {
-    let start = begin(out, 7);
-    out.extend_from_slice(&id.to_le_bytes());
-    out.extend_from_slice(&until.to_le_bytes());
-    out.push(tube.len() as u8);
-    out.extend_from_slice(tube);
-    out.push(key.len() as u8);
-    out.extend_from_slice(key);
     finish(out, start);
 }
 
@@ -325,11 +305,6 @@ pub fn plausible_payload(payload: &[u8]) -> bool {
             }
             payload.get(body_end + 4).is_some_and(|&key_len| len == body_end + key_len_of(key_len))
         }
-        Some(7) => {
-            let Some(&tube_len) = payload.get(17) else { return false };
-            let key_len_at = 18 + usize::from(tube_len);
-            payload.get(key_len_at).is_some_and(|&key_len| len == key_len_at + 1 + usize::from(key_len))
-        }
         Some(2) => len == UPDATE_LEN - RECORD_HEADER_LEN,
         Some(3 | 4) => len == DELETE_LEN - RECORD_HEADER_LEN,
         Some(5) => len == 1 + 8 + 8 + 4,
@@ -372,20 +347,13 @@ fn parse_payload(payload: &[u8]) -> Option<Record<'_>> {
         3 => Record::Delete(r.u64()?),
         4 => Record::NextId(r.u64()?),
         5 => Record::Imported(FileStamp { number: r.u64()?, len: r.u64()?, crc: r.u32()? }),
-        7 => {
-            let (id, until) = (r.u64()?, r.u64()?);
-            let tube_len = r.u8()? as usize;
-            let tube = r.take(tube_len)?;
-            let key_len = r.u8()? as usize;
-            Record::Cooldown { id, until, tube, key: r.take(key_len)? }
-        }
         _ => return None,
     };
     // Id 0 is never handed out and u64::MAX would leave no next id: a record
     // naming either was not written by us.
     let id_ok = match &record {
         Record::Full { job, .. } | Record::Update(job) => valid_id(job.id),
-        Record::Delete(id) | Record::Cooldown { id, .. } => valid_id(*id),
+        Record::Delete(id) => valid_id(*id),
         Record::NextId(_) | Record::Imported(_) => true,
     };
     (id_ok && r.bytes.is_empty()).then_some(record)
@@ -421,6 +389,7 @@ impl<'a> Reader<'a> {
             1 => Some(LoggedState::Ready),
             2 => Some(LoggedState::Delayed),
             3 => Some(LoggedState::Buried),
+            4 => Some(LoggedState::Cooling),
             _ => None,
         }
     }

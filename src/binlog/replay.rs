@@ -64,11 +64,9 @@ struct Pending {
     tube: usize,
     body: Box<[u8]>,
     file: u32,
-    /// Its unique key and the key's cooldown.
+    /// Its unique key and the key's cooldown. In state cooling, the job
+    /// was deleted and only its key lives, until `job.deadline`.
     key: Option<(Box<[u8]>, u32)>,
-    /// The job is deleted and this is its key cooling down until then
-    /// (Unix ns): a cooldown record, live until a delete of the id.
-    cooling_until: Option<u64>,
 }
 
 /// Tube names seen so far, each stored once.
@@ -185,9 +183,9 @@ impl<'d> Replayer<'d> {
                 let name = TubeName::new(name)?;
                 Some(UniqueKey { name, cooldown: *cooldown })
             });
-            if let Some(until) = p.cooling_until {
+            if p.job.state == LoggedState::Cooling {
                 if let Some(key) = key {
-                    let until = clock.from_unix(until);
+                    let until = clock.from_unix(p.job.deadline);
                     out.cooling.push(RestoredCooling { id, tube, key: key.name, until, file: p.file });
                 }
                 continue;
@@ -202,6 +200,7 @@ impl<'d> Replayer<'d> {
                     LoggedState::Ready => RestoredState::Ready,
                     LoggedState::Delayed => RestoredState::Delayed { until: clock.from_unix(p.job.deadline) },
                     LoggedState::Buried => RestoredState::Buried { at: Time(p.job.deadline) },
+                    LoggedState::Cooling => continue,
                 },
                 created: clock.from_unix(p.created),
                 counters: p.job.counters,
@@ -301,7 +300,7 @@ fn apply(record: Record<'_>, file: u32, state: ReplayState<'_>) {
     // supersedes something there.
     let id = match &record {
         Record::Full { job, .. } | Record::Update(job) => Some(job.id),
-        Record::Delete(id) | Record::Cooldown { id, .. } => Some(*id),
+        Record::Delete(id) => Some(*id),
         Record::NextId(_) | Record::Imported(_) => None,
     };
     if let Some(earlier) = id.and_then(|id| jobs.get(&id)).map(|p| p.file).filter(|&g| g != file) {
@@ -313,25 +312,7 @@ fn apply(record: Record<'_>, file: u32, state: ReplayState<'_>) {
             let tube = tubes.intern(tube);
             let key = key.map(|(name, cooldown)| (Box::from(name), cooldown));
             let body = Box::from(body);
-            jobs.insert(job.id, Pending { job, ttr, created, tube, body, file, key, cooling_until: None });
-        }
-        Record::Cooldown { id, until, tube, key } => {
-            saw(id);
-            let tube = tubes.intern(tube);
-            let job = JobState {
-                id,
-                pri: 0,
-                delay: 0,
-                state: LoggedState::Ready,
-                deadline: 0,
-                counters: Default::default(),
-            };
-            let key = Some((Box::from(key), 0));
-            let body = Box::default();
-            jobs.insert(
-                id,
-                Pending { job, ttr: 0, created: 0, tube, body, file, key, cooling_until: Some(until) },
-            );
+            jobs.insert(job.id, Pending { job, ttr, created, tube, body, file, key });
         }
         Record::Update(state) => {
             saw(state.id);

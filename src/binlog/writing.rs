@@ -9,15 +9,17 @@ use std::io;
 use super::compaction::live_len;
 use super::record::{self, JobState, LoggedState, DELETE_LEN, UPDATE_LEN};
 use super::Binlog;
-use crate::engine::{Change, JobId, Journal, LoggedCooldown, LoggedJob, State};
-use crate::protocol::MAX_TUBE_NAME;
+use crate::engine::{Change, JobId, Journal, LoggedJob, State};
 use crate::stats::BinlogStats;
 use crate::time::Clock;
 
 /// The logged view of a job's changing fields; a delayed job's due time as
 /// wall-clock time by `clock`.
 fn job_state(id: JobId, job: &LoggedJob<'_>, clock: &Clock) -> JobState {
+    let cooling = job.key.and_then(|key| key.until);
     let (state, deadline) = match job.state {
+        // Deleted, its key cooling down (`Engine::discard`).
+        _ if cooling.is_some() => (LoggedState::Cooling, cooling.map_or(0, |until| clock.to_unix(until))),
         State::Delayed => (LoggedState::Delayed, clock.to_unix(job.when)),
         // A buried job's time is when it was buried: it orders the
         // buried list after a restart. It is only ever compared, and the
@@ -68,12 +70,10 @@ impl Journal for Binlog {
             (Kind::Full, None, Some(job)) => {
                 // A new job: its full record, and its delete to come; and
                 // it must leave compaction its reserve (`compaction_reserve`).
-                // A key that outlives its job adds its cooldown's record.
-                let deletes = DELETE_LEN as u64 + cooldown_claim(job);
-                if !self.make_room(full_len(job) + deletes, self.compaction_reserve()) {
+                if !self.make_room(full_len(job) + DELETE_LEN as u64, self.compaction_reserve()) {
                     return false;
                 }
-                self.claimed += deletes;
+                self.claimed += DELETE_LEN as u64;
                 true
             }
             // A change to a job already logged may use the reserve: existing
@@ -106,7 +106,6 @@ impl Journal for Binlog {
                 self.refer_to(was.file);
                 Ok(was.file)
             }
-            (_, Some(was), _) if was.key.is_some_and(|key| key.until.is_some()) => self.append_cooldown(was),
             (_, Some(was), _) => {
                 self.scratch.clear();
                 record::encode_delete(&mut self.scratch, was.id);
@@ -159,36 +158,6 @@ impl Journal for Binlog {
         self.files.keys().copied().filter(|&n| n != self.current).take(4).collect()
     }
 
-    fn rewrite_cooldown(&mut self, cooling: &LoggedCooldown<'_>) -> io::Result<Option<u32>> {
-        let len = record::cooldown_len(cooling.tube.len(), cooling.key.len()) as u64;
-        if !self.make_room(len, self.compaction_reserve() / 2) {
-            return Ok(None);
-        }
-        self.write_cooldown(cooling)?;
-        self.records_migrated += 1;
-        self.rewrite_credit -= len as i64;
-        if cooling.file != 0 {
-            self.forget_written(cooling.file, cooling.id);
-            self.refer_to(cooling.file);
-            self.forget_in(cooling.file);
-        }
-        Ok(Some(self.current))
-    }
-
-    fn end_cooldown(&mut self, id: JobId, file: u32) -> io::Result<()> {
-        self.scratch.clear();
-        record::encode_delete(&mut self.scratch, id);
-        // Its room was claimed with the job's, as a delete's is.
-        self.claimed = self.claimed.saturating_sub(DELETE_LEN as u64);
-        let result = self.append();
-        if let Ok(len) = result {
-            self.earn_rewrites(len);
-            self.refer_to(file);
-        }
-        self.forget_in(file);
-        result.map(|_| ())
-    }
-
     fn stats(&self) -> BinlogStats {
         BinlogStats {
             oldest_index: u64::from(self.files.keys().next().copied().unwrap_or(self.current)),
@@ -204,15 +173,6 @@ impl Journal for Binlog {
 fn full_len(job: &LoggedJob<'_>) -> u64 {
     let key = job.key.map_or(0, |key| record::key_len(key.key.len()));
     (record::full_len(job.tube.as_str().len(), job.body.len()) + key) as u64
-}
-
-/// Room a new job's key claims for the record of its cooldown to come:
-/// as for the longest tube name, since `move-job` may change its tube.
-fn cooldown_claim(job: &LoggedJob<'_>) -> u64 {
-    match job.key {
-        Some(key) if key.cooldown > 0 => record::cooldown_len(MAX_TUBE_NAME, key.key.len()) as u64,
-        _ => 0,
-    }
 }
 
 /// What `job`'s latest records count for in the compaction budget.
@@ -252,48 +212,6 @@ impl Binlog {
             info.written.push(job.id);
         }
         Ok(len)
-    }
-
-    /// Deleted job `was`'s key starts its cooldown: its cooldown record
-    /// takes the place of a delete (the job is gone from replay on), and
-    /// is live in the current file until a delete of the id ends it.
-    fn append_cooldown(&mut self, was: &LoggedJob<'_>) -> io::Result<u32> {
-        let Some((key, until)) = was.key.and_then(|key| Some((key.key, key.until?))) else {
-            return Ok(0);
-        };
-        let tube = was.tube.as_str().as_bytes();
-        let cooling = LoggedCooldown { id: was.id, tube, key, until, file: 0 };
-        // The put claimed room for it.
-        let claim = cooldown_claim(was);
-        self.claimed = self.claimed.saturating_sub(claim);
-        let result = self.write_cooldown(&cooling);
-        self.live_bytes = self.live_bytes.saturating_sub(live_bytes(was));
-        if result.is_ok() {
-            let len = record::cooldown_len(tube.len(), key.len()) as u64;
-            self.earn_rewrites(len);
-            self.refer_to(was.file);
-        }
-        self.forget_written(was.file, was.id);
-        self.forget_in(was.file);
-        result.map(|()| self.current)
-    }
-
-    /// Appends `cooling`'s record to the current file, where it is now live.
-    fn write_cooldown(&mut self, cooling: &LoggedCooldown<'_>) -> io::Result<()> {
-        self.scratch.clear();
-        let until = self.clock.to_unix(cooling.until);
-        record::encode_cooldown(&mut self.scratch, cooling.id, until, cooling.tube, cooling.key);
-        let listed =
-            self.files.get_mut(&self.current).is_some_and(|info| info.written.try_reserve(1).is_ok());
-        if !listed {
-            return Err(self.out_of_memory());
-        }
-        self.append()?;
-        if let Some(info) = self.files.get_mut(&self.current) {
-            info.live += 1;
-            info.written.push(cooling.id);
-        }
-        Ok(())
     }
 
     /// `job`'s latest full record was in `job.file`, and is now in the

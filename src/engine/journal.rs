@@ -72,34 +72,6 @@ pub trait Journal: Send + fmt::Debug {
 
     /// The figures `stats` shows.
     fn stats(&self) -> BinlogStats;
-
-    /// Writes a cooling key's record again into the current file, so that
-    /// its old file can go (compaction), claiming its room first.
-    /// `Ok(None)`: no room. (A key starts cooling with its job's delete:
-    /// the log sees `LoggedKey::until` set in the job it is told is gone.)
-    fn rewrite_cooldown(&mut self, cooling: &LoggedCooldown<'_>) -> io::Result<Option<u32>> {
-        let _ = cooling;
-        Ok(None)
-    }
-
-    /// The cooldown of deleted job `id`'s key, whose record is in `file`,
-    /// is over: the key is forgotten. Its room was claimed with the job.
-    fn end_cooldown(&mut self, id: JobId, file: u32) -> io::Result<()> {
-        let _ = (id, file);
-        Ok(())
-    }
-}
-
-/// A deleted job's key cooling down, as the log writes it.
-#[derive(Debug, Clone, Copy)]
-pub struct LoggedCooldown<'a> {
-    pub id: JobId,
-    pub tube: &'a [u8],
-    pub key: &'a [u8],
-    /// When the cooldown ends.
-    pub until: Time,
-    /// The log file holding its record.
-    pub file: u32,
 }
 
 /// A key read back from the log at start-up, cooling down after its

@@ -153,7 +153,8 @@ impl Engine {
     pub(super) fn rewrite_if_still_in(&mut self, file: u32, id: JobId) -> bool {
         let Some(journal) = self.journal.as_mut() else { return false };
         let Some(job) = self.jobs.get(&id).filter(|job| job.file == file) else {
-            // A deleted job's key cooling down is live in the log too.
+            // A deleted job's key cooling down is live in the log too
+            // (`Engine::journal_cooling`).
             if let Some(rewritten) = self.rewrite_cooling(file, id) {
                 return rewritten;
             }

@@ -8,8 +8,8 @@
 //! engine's lock, and must not keep state of its own. Where a job leaves
 //! the table its key's cooldown starts: `Engine::discard` (`worker.rs`).
 
-use super::journal::LoggedCooldown;
-use super::unique::KeyClaim;
+use super::journal::Picture;
+use super::unique::{KeyClaim, UniqueKeys};
 use super::*;
 
 impl Engine {
@@ -120,27 +120,88 @@ impl Engine {
 
     /// Ends every cooldown due at `now`, and tells the log each is over.
     pub(super) fn end_cooldowns(&mut self, now: Time) {
-        while let Some((id, file)) = self.tubes.keys.end_due(now) {
-            if let Some(journal) = self.journal.as_mut() {
-                // Its room was claimed with the job's: a failed write
-                // fails the log, which says so, and leaves the key to
-                // come back at a restart, cooled off by then.
-                let _ = journal.end_cooldown(id, file);
+        while let Some(id) = self.tubes.keys.due(now) {
+            let tube = self.cooling_tube(id);
+            if let (Some(journal), Some(tube)) = (self.journal.as_mut(), &tube) {
+                if let Some(ghost) = ghost(&self.tubes.keys, id, tube) {
+                    // Its room was claimed with the job's: a failed write
+                    // fails the log, which says so, and leaves the key to
+                    // come back at a restart, cooled off by then.
+                    let _ = journal.record(&Change { was: Some(ghost), now: None });
+                }
             }
+            self.tubes.keys.end(id);
         }
+    }
+
+    /// Claims what job `id`'s delete needs to start its key's cooldown:
+    /// room for its end, and log room for its record (`journal_cooling`).
+    pub(super) fn claim_cooling(&mut self, id: JobId) -> bool {
+        self.tubes.keys.claim_cooldown()
+            && self.journal_has_room(&mut |journal, jobs, tubes| {
+                let Some(job) = jobs.get(&id) else { return false };
+                let picture = Picture::of(job);
+                let (was, now) = (picture.logged(id, tubes, &job.body), picture.logged(id, tubes, &[]));
+                journal.claim(&Change { was: Some(was), now: Some(now) })
+            })
+    }
+
+    /// Tells the log that job `id`, still in the table, is deleted and its
+    /// key cools down (`start_cooldown` was called): to the log it is the
+    /// job without its body, in state cooling, until the cooldown ends.
+    /// False if the write failed.
+    pub(super) fn journal_cooling(&mut self, id: JobId) -> bool {
+        let (Some(journal), Some(job)) = (self.journal.as_mut(), self.jobs.get(&id)) else {
+            return true;
+        };
+        let picture = Picture::of(job);
+        let was = Some(picture.logged(id, &self.tubes, &job.body));
+        let written = journal.record(&Change { was, now: Some(picture.logged(id, &self.tubes, &[])) });
+        if let Ok(file) = written {
+            self.tubes.keys.set_file(id, file);
+        }
+        written.is_ok()
     }
 
     /// Writes cooling key `id` again, if its record is in log file `file`
     /// (compaction). `None`: no such key, and the log may forget it;
     /// `Some(false)`: no room, or the write failed.
     pub(super) fn rewrite_cooling(&mut self, file: u32, id: JobId) -> Option<bool> {
+        let tube = self.cooling_tube(id)?;
         let journal = self.journal.as_mut()?;
-        let (tube, key, until) = self.tubes.keys.cooling_in(file, id)?;
-        let cooling = LoggedCooldown { id, tube, key, until, file };
-        let written = journal.rewrite_cooldown(&cooling);
-        if let Ok(Some(file)) = written {
+        let ghost = ghost(&self.tubes.keys, id, &tube).filter(|ghost| ghost.file == file)?;
+        if !journal.claim_rewrite(&ghost) {
+            return Some(false);
+        }
+        let written = journal.rewrite(&ghost);
+        if let Ok(file) = written {
             self.tubes.keys.set_file(id, file);
         }
-        Some(matches!(written, Ok(Some(_))))
+        Some(written.is_ok())
     }
+
+    /// The tube of deleted job `id`'s cooling key, which may be gone.
+    fn cooling_tube(&self, id: JobId) -> Option<TubeName> {
+        TubeName::new(self.tubes.keys.cooling(id)?.0)
+    }
+}
+
+/// Deleted job `id` as the log sees it while its key cools down: in tube
+/// `tube`, without its body, its key's `until` set (`journal_cooling`).
+fn ghost<'a>(keys: &'a UniqueKeys, id: JobId, tube: &'a TubeName) -> Option<LoggedJob<'a>> {
+    let (_, until, file) = keys.cooling(id)?;
+    Some(LoggedJob {
+        id,
+        tube,
+        pri: 0,
+        delay: 0,
+        ttr: 1,
+        state: State::Ready,
+        created: Time::ZERO,
+        when: until,
+        counters: Counters::default(),
+        body: &[],
+        file,
+        key: keys.logged(id),
+    })
 }

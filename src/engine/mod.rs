@@ -77,9 +77,7 @@ use client::{Blocked, Client, Outcome, Soonest, Wait};
 use heap::Heap;
 pub use id_map::{ClientMap, IdMap};
 pub use job::{ClientId, Counters, Job, JobId, State, URGENT_PRIORITY};
-pub use journal::{
-    Change, Journal, LoggedCooldown, LoggedJob, LoggedKey, RestoredCooling, RestoredJob, RestoredState,
-};
+pub use journal::{Change, Journal, LoggedJob, LoggedKey, RestoredCooling, RestoredJob, RestoredState};
 use list::List;
 use table::JobTable;
 use tube::{Pause, TubeId, Tubes};

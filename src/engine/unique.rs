@@ -175,12 +175,12 @@ impl UniqueKeys {
         }
     }
 
-    /// The cooling key of deleted job `id`, if its record is in log file
-    /// `file`: `(tube, key, end)`, for compaction to write it again.
-    pub fn cooling_in(&self, file: u32, id: JobId) -> Option<(&[u8], &[u8], Time)> {
-        let held = self.by_job.get(&id).filter(|held| held.file == file)?;
+    /// Deleted job `id`'s cooling key: its tube, when it ends, and the
+    /// log file holding its record.
+    pub fn cooling(&self, id: JobId) -> Option<(&[u8], Time, u32)> {
+        let held = self.by_job.get(&id)?;
         let colon = held.name.iter().position(|&b| b == b':')?;
-        Some((&held.name[..colon], &held.name[colon + 1..], held.until?))
+        Some((&held.name[..colon], held.until?, held.file))
     }
 
     /// When the soonest cooldown ends.
@@ -188,14 +188,16 @@ impl UniqueKeys {
         self.ends.peek().map(|Reverse((until, _))| *until)
     }
 
-    /// Ends the soonest cooldown if it is due at `now`: its job's id and
-    /// the log file holding its record, for the log to forget.
-    pub fn end_due(&mut self, now: Time) -> Option<(JobId, u32)> {
-        let &Reverse((until, id)) = self.ends.peek().filter(|Reverse((until, _))| *until <= now)?;
+    /// The job whose key's cooldown ends soonest, if that is due at `now`.
+    pub fn due(&self, now: Time) -> Option<JobId> {
+        self.ends.peek().filter(|Reverse((until, _))| *until <= now).map(|Reverse((_, id))| *id)
+    }
+
+    /// Ends the soonest cooldown, job `id`'s (from [`UniqueKeys::due`]):
+    /// its key is free.
+    pub fn end(&mut self, id: JobId) {
         self.ends.pop();
-        let file = self.by_job.get(&id).filter(|held| held.until == Some(until)).map(|held| held.file);
         self.forget(id);
-        Some((id, file.unwrap_or(0)))
     }
 
     /// Puts back a cooling key read from the log at start-up.
@@ -267,8 +269,9 @@ mod tests {
         let until = keys.start_cooldown(7, Time::ZERO).unwrap();
         assert_eq!(keys.find(&name("a"), &name("k")), Some((7, true)));
         assert_eq!(keys.next_end(), Some(until));
-        assert_eq!(keys.end_due(Time(until.0 - 1)), None);
-        assert_eq!(keys.end_due(until), Some((7, 0)));
+        assert_eq!(keys.due(Time(until.0 - 1)), None);
+        assert_eq!(keys.due(until), Some(7));
+        keys.end(7);
         assert!(keys.is_empty() && keys.find(&name("a"), &name("k")).is_none());
     }
 

@@ -40,20 +40,20 @@ impl Engine {
     /// same. `Err`: no memory for the key's cooldown, and nothing changed.
     pub(super) fn discard(&mut self, id: JobId, now: Time) -> Result<bool, Reply<'static>> {
         let keyed = self.jobs.get(&id).is_some_and(|job| job.keyed);
-        if keyed && self.tubes.keys.cools(id) && !self.tubes.keys.claim_cooldown() {
+        if keyed && self.tubes.keys.cools(id) && !self.claim_cooling(id) {
             return Err(Reply::OutOfMemory);
         }
         let until = if keyed { self.tubes.keys.start_cooldown(id, now) } else { None };
-        // The delete record's room (and a cooling key's) was claimed by the
-        // put: this cannot run out of disk. If the write fails anyway the
-        // job is gone all the same.
-        let logged = self.journal_delete(id);
-        if let Some(until) = until {
-            // The log put the cooling key's record where it said.
-            let file = self.jobs.get(&id).map_or(0, |job| job.file);
-            self.tubes.keys.set_file(id, file);
-            self.schedule(until);
-        }
+        // The delete record's room was claimed by the put: this cannot run
+        // out of disk. If the write fails anyway the job is gone all the
+        // same.
+        let logged = match until {
+            Some(until) => {
+                self.schedule(until);
+                self.journal_cooling(id)
+            }
+            None => self.journal_delete(id),
+        };
         self.unlink(id);
         if let Some(job) = self.jobs.remove(&id) {
             self.release_job_memory(job.body.len());

@@ -216,7 +216,7 @@ impl Reader<'_> {
     fn apply(&mut self, record: Record<'_>, file: usize, refers_to: &mut Vec<usize>) {
         let id = match &record {
             Record::Full { job, .. } | Record::Update(job) => Some(job.id),
-            Record::Delete(id) | Record::Cooldown { id, .. } => Some(*id),
+            Record::Delete(id) => Some(*id),
             Record::NextId(_) | Record::Imported(_) => None,
         };
         if let Some(id) = id {
@@ -229,8 +229,14 @@ impl Reader<'_> {
             LoggedState::Ready => State::Ready,
             LoggedState::Delayed => State::Delayed { until: deadline },
             LoggedState::Buried => State::Buried { at: deadline },
+            LoggedState::Cooling => State::Ready,
         };
         match record {
+            // A deleted job's key cooling down is no job.
+            Record::Full { job, .. } | Record::Update(job) if job.state == LoggedState::Cooling => {
+                self.jobs.remove(&job.id);
+                self.cooling.insert(job.id);
+            }
             Record::Full { job, ttr, created, tube, body, key } => {
                 let tube = self.tube(tube);
                 let kept = self.keep(job.id).then(|| Box::from(body));
@@ -259,11 +265,6 @@ impl Reader<'_> {
             Record::Delete(id) => {
                 self.jobs.remove(&id);
                 self.cooling.remove(&id);
-            }
-            // A deleted job's key cooling down is no job.
-            Record::Cooldown { id, .. } => {
-                self.jobs.remove(&id);
-                self.cooling.insert(id);
             }
             Record::NextId(id) => self.log.next_id = self.log.next_id.max(id),
             Record::Imported(stamp) => self.imported.push(stamp_key(&stamp)),
