@@ -254,7 +254,7 @@ impl Binlog {
         let mut live_bytes = 0;
         // A key cooling down is live in its file until it ends, and a
         // keyed job's claim covers its cooldown's record to come.
-        let mut claimed = (replayed.jobs.len() + replayed.cooling.len()) as u64 * DELETE_LEN as u64;
+        let claimed = (replayed.jobs.len() + replayed.cooling.len()) as u64 * DELETE_LEN as u64;
         for cooling in &replayed.cooling {
             if let Some(info) = files.get_mut(&cooling.file) {
                 info.live += 1;
