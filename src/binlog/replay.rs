@@ -186,7 +186,7 @@ impl<'d> Replayer<'d> {
             if p.job.state == LoggedState::Cooling {
                 if let Some(key) = key {
                     let until = clock.from_unix(p.job.deadline);
-                    out.cooling.push(RestoredCooling { id, tube, key: key.name, until, file: p.file });
+                    out.cooling.push(RestoredCooling { id, tube, key, until, file: p.file });
                 }
                 continue;
             }

@@ -82,7 +82,7 @@ pub struct RestoredCooling {
     pub id: JobId,
     /// Index into the list of tube names given with the jobs.
     pub tube: usize,
-    pub key: TubeName,
+    pub key: UniqueKey,
     pub until: Time,
     /// The file holding its record.
     pub file: u32,

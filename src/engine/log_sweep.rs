@@ -87,7 +87,7 @@ fn replayed(e: &Engine) -> Vec<String> {
     // Cooling keys, without their ends, which a restart reads through
     // another clock.
     let keys = e.tubes.keys.sorted();
-    jobs.extend(keys.iter().map(|k| k.split(" Some(").next().unwrap_or(k).to_owned()));
+    jobs.extend(keys.iter().map(|k| k.split(" until ").next().unwrap_or(k).to_owned()));
     jobs
 }
 

@@ -22,20 +22,23 @@ use std::collections::{BinaryHeap, HashMap};
 
 use super::IdMap;
 use crate::ids::JobId;
-use crate::protocol::{TubeName, MAX_TUBE_NAME};
+use crate::protocol::{TubeName, UniqueKey, MAX_TUBE_NAME};
 use crate::time::Time;
 
 /// What the index holds for one key.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct Held {
+    /// The job it names; 0 in a free slot.
+    id: JobId,
     /// "tube:key", as the map by name holds it too.
     name: Box<[u8]>,
     /// Seconds the key outlives its job's delete.
     cooldown: u32,
-    /// While cooling: when the cooldown ends; `None` while the job lives.
-    until: Option<Time>,
-    /// While cooling: the log file holding the cooldown's record.
+    /// While cooling: the log file holding its job's last record.
     file: u32,
+    /// While cooling: when the cooldown ends; `Time::ZERO` while the job
+    /// lives (a cooldown is at least a second).
+    until: Time,
 }
 
 /// A key as the log writes it: the key without its tube, its cooldown,
@@ -49,10 +52,20 @@ pub struct LoggedKey<'a> {
 }
 
 /// Every unique key, live or cooling. See the module documentation.
+///
+/// The two maps are of types the server has already (replay's index of
+/// tube names, the job table's overflow), so their code is in the binary
+/// once: they map to a slot of `held`.
 #[derive(Debug, Default)]
 pub struct UniqueKeys {
-    by_name: HashMap<Box<[u8]>, JobId>,
-    by_job: IdMap<Held>,
+    /// "tube:key" to its slot.
+    by_name: HashMap<Vec<u8>, usize>,
+    /// Job id to its key's slot.
+    by_job: IdMap<u32>,
+    held: Vec<Held>,
+    /// Slots of `held` no key uses, with room for every slot, so that
+    /// forgetting a key allocates nothing.
+    free: Vec<u32>,
     /// `(end, job)` of every cooling key, soonest first.
     ends: BinaryHeap<Reverse<(Time, JobId)>>,
 }
@@ -60,7 +73,7 @@ pub struct UniqueKeys {
 /// A key's name and room, claimed for one insert or rename.
 #[derive(Debug)]
 pub struct KeyClaim {
-    by_name: Box<[u8]>,
+    by_name: Vec<u8>,
     by_job: Box<[u8]>,
 }
 
@@ -76,70 +89,94 @@ fn compose<'b>(buf: &'b mut [u8; MAX_NAME], tube: &[u8], key: &[u8]) -> &'b [u8]
     &buf[..t + 1 + k]
 }
 
-/// The key part of "tube:key".
-fn key_part(name: &[u8]) -> &[u8] {
-    name.iter().position(|&b| b == b':').map_or(name, |colon| &name[colon + 1..])
+/// "tube:key" split at its colon.
+fn split(name: &[u8]) -> (&[u8], &[u8]) {
+    let colon = name.iter().position(|&b| b == b':').unwrap_or(name.len());
+    (&name[..colon], name.get(colon + 1..).unwrap_or_default())
 }
 
 impl UniqueKeys {
+    fn held(&self, id: JobId) -> Option<&Held> {
+        self.held.get(*self.by_job.get(&id)? as usize)
+    }
+
+    fn held_mut(&mut self, id: JobId) -> Option<&mut Held> {
+        self.held.get_mut(*self.by_job.get(&id)? as usize)
+    }
+
     /// The job that key `key` of tube `tube` names, live or cooling, and
     /// whether it is cooling.
     pub fn find(&self, tube: &TubeName, key: &TubeName) -> Option<(JobId, bool)> {
         let mut buf = [0; MAX_NAME];
         let name = compose(&mut buf, tube.as_str().as_bytes(), key.as_str().as_bytes());
-        let id = *self.by_name.get(name)?;
-        Some((id, self.by_job.get(&id).is_some_and(|held| held.until.is_some())))
+        let held = self.held.get(*self.by_name.get(name)?)?;
+        Some((held.id, held.until != Time::ZERO))
     }
 
     /// "tube:key" in memory of its own, twice (one for each map), and
-    /// room in both maps for one more key: what [`UniqueKeys::insert`] and
+    /// room for one more key: what [`UniqueKeys::insert`] and
     /// [`UniqueKeys::rename`] take, claimed before anything changes.
     /// `None`: no memory.
     pub fn claim(&mut self, tube: &TubeName, key: &[u8]) -> Option<KeyClaim> {
         let mut buf = [0; MAX_NAME];
         let name = compose(&mut buf, tube.as_str().as_bytes(), key);
-        let copy = || {
-            let mut owned = Vec::new();
-            owned.try_reserve_exact(name.len()).ok()?;
-            owned.extend_from_slice(name);
-            Some(owned.into_boxed_slice())
-        };
-        let (by_name, by_job) = (copy()?, copy()?);
-        let room = self.by_name.try_reserve(1).is_ok() && self.by_job.try_reserve(1).is_ok();
-        room.then_some(KeyClaim { by_name, by_job })
+        let mut by_name = Vec::new();
+        by_name.try_reserve_exact(name.len()).ok()?;
+        by_name.extend_from_slice(name);
+        let mut by_job = Vec::new();
+        by_job.try_reserve_exact(name.len()).ok()?;
+        by_job.extend_from_slice(name);
+        let slots = self.held.len() + 1;
+        let room = self.by_name.try_reserve(1).is_ok()
+            && self.by_job.try_reserve(1).is_ok()
+            && (!self.free.is_empty() || self.held.try_reserve(1).is_ok())
+            && self.free.try_reserve(slots.saturating_sub(self.free.len())).is_ok();
+        room.then(|| KeyClaim { by_name, by_job: by_job.into_boxed_slice() })
     }
 
     /// Names job `id` by the name claimed, with `cooldown`. Allocates
     /// nothing.
     pub fn insert(&mut self, id: JobId, claim: KeyClaim, cooldown: u32) {
-        self.by_name.insert(claim.by_name, id);
-        self.by_job.insert(id, Held { name: claim.by_job, cooldown, until: None, file: 0 });
+        let held = Held { id, name: claim.by_job, cooldown, file: 0, until: Time::ZERO };
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.held[slot as usize] = held;
+                slot
+            }
+            None => {
+                self.held.push(held);
+                (self.held.len() - 1) as u32
+            }
+        };
+        self.by_name.insert(claim.by_name, slot as usize);
+        self.by_job.insert(id, slot);
     }
 
     /// Moves job `id`'s key to the tube the claimed name names
     /// (`move-job`). Allocates nothing.
     pub fn rename(&mut self, id: JobId, claim: KeyClaim) {
-        let Some(held) = self.by_job.get_mut(&id) else { return };
-        let old = std::mem::replace(&mut held.name, claim.by_job);
-        self.by_name.remove(&old);
-        self.by_name.insert(claim.by_name, id);
+        let Some(&slot) = self.by_job.get(&id) else { return };
+        let old = std::mem::replace(&mut self.held[slot as usize].name, claim.by_job);
+        self.by_name.remove(&old[..]);
+        self.by_name.insert(claim.by_name, slot as usize);
     }
 
     /// The key of job `id`, as the log writes it.
     pub fn logged(&self, id: JobId) -> Option<LoggedKey<'_>> {
-        let held = self.by_job.get(&id)?;
-        Some(LoggedKey { key: key_part(&held.name), cooldown: held.cooldown, until: held.until })
+        let held = self.held(id)?;
+        let until = (held.until != Time::ZERO).then_some(held.until);
+        Some(LoggedKey { key: split(&held.name).1, cooldown: held.cooldown, until })
     }
 
     /// The key part of job `id`'s key: for `move-job`'s check.
     pub fn key_of(&self, id: JobId) -> Option<&[u8]> {
-        self.by_job.get(&id).map(|held| key_part(&held.name))
+        self.held(id).map(|held| split(&held.name).1)
     }
 
     /// True if job `id`'s key outlives it: its delete needs room for
     /// [`UniqueKeys::start_cooldown`], claimed by [`UniqueKeys::claim_cooldown`].
     pub fn cools(&self, id: JobId) -> bool {
-        self.by_job.get(&id).is_some_and(|held| held.cooldown > 0)
+        self.held(id).is_some_and(|held| held.cooldown > 0)
     }
 
     /// Room for one more cooling key's end; false if it cannot be had.
@@ -150,27 +187,28 @@ impl UniqueKeys {
     /// Job `id` is leaving the table: its key cools down until `now` plus
     /// its cooldown (returned, to schedule), or is forgotten at once.
     pub fn start_cooldown(&mut self, id: JobId, now: Time) -> Option<Time> {
-        let held = self.by_job.get_mut(&id)?;
+        let held = self.held_mut(id)?;
         if held.cooldown == 0 {
             self.forget(id);
             return None;
         }
         let until = now.plus_secs(held.cooldown);
-        held.until = Some(until);
+        held.until = until;
         self.ends.push(Reverse((until, id)));
         Some(until)
     }
 
     /// Forgets job `id`'s key, live or cooling.
     pub fn forget(&mut self, id: JobId) {
-        if let Some(held) = self.by_job.remove(&id) {
-            self.by_name.remove(&held.name);
-        }
+        let Some(slot) = self.by_job.remove(&id) else { return };
+        let held = std::mem::take(&mut self.held[slot as usize]);
+        self.by_name.remove(&held.name[..]);
+        self.free.push(slot);
     }
 
     /// Notes the log file holding cooling key `id`'s record.
     pub fn set_file(&mut self, id: JobId, file: u32) {
-        if let Some(held) = self.by_job.get_mut(&id) {
+        if let Some(held) = self.held_mut(id) {
             held.file = file;
         }
     }
@@ -178,9 +216,8 @@ impl UniqueKeys {
     /// Deleted job `id`'s cooling key: its tube, when it ends, and the
     /// log file holding its record.
     pub fn cooling(&self, id: JobId) -> Option<(&[u8], Time, u32)> {
-        let held = self.by_job.get(&id)?;
-        let colon = held.name.iter().position(|&b| b == b':')?;
-        Some((&held.name[..colon], held.until?, held.file))
+        let held = self.held(id).filter(|held| held.until != Time::ZERO)?;
+        Some((split(&held.name).0, held.until, held.file))
     }
 
     /// When the soonest cooldown ends.
@@ -201,16 +238,16 @@ impl UniqueKeys {
     }
 
     /// Puts back a cooling key read from the log at start-up.
-    pub fn restore_cooling(&mut self, id: JobId, tube: &TubeName, key: &TubeName, until: Time, file: u32) {
+    pub fn restore_cooling(&mut self, id: JobId, tube: &TubeName, key: &UniqueKey, until: Time, file: u32) {
         // At start-up, best effort: a start this short of memory will
         // not serve long, and a key lost only lets a duplicate in.
-        let Some(claim) = self.claim(tube, key.as_str().as_bytes()) else { return };
+        let Some(claim) = self.claim(tube, key.name.as_str().as_bytes()) else { return };
         if self.ends.try_reserve(1).is_err() {
             return;
         }
-        self.insert(id, claim, 1);
-        if let Some(held) = self.by_job.get_mut(&id) {
-            held.until = Some(until);
+        self.insert(id, claim, key.cooldown);
+        if let Some(held) = self.held_mut(id) {
+            held.until = until;
             held.file = file;
         }
         self.ends.push(Reverse((until, id)));
@@ -223,13 +260,14 @@ impl UniqueKeys {
         let mut all: Vec<String> = self
             .by_job
             .iter()
+            .filter_map(|(id, &slot)| Some((id, self.held.get(slot as usize)?)))
             .map(|(id, held)| {
-                let by_name = self.by_name.get(&held.name);
+                let by_name = self.by_name.get(&held.name[..]).map(|&slot| self.held[slot].id);
+                let name = String::from_utf8_lossy(&held.name);
+                let cooling = held.until != Time::ZERO;
                 format!(
-                    "{} -> {id} {:?} cooldown={} {by_name:?}",
-                    String::from_utf8_lossy(&held.name),
-                    held.until,
-                    held.cooldown
+                    "{name} -> {id} {by_name:?} cooldown={} cooling={cooling} until {:?}",
+                    held.cooldown, held.until
                 )
             })
             .collect();
