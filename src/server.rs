@@ -146,7 +146,6 @@ impl Server {
         let durability = binlog.durability();
         let mut engine = shared.engine();
         engine.restore(&recovered.tubes, recovered.jobs, recovered.next_id, shared.clock.now());
-        engine.restore_cooling(&recovered.tubes, &recovered.cooling);
         engine.set_journal(Box::new(binlog));
         engine.rewrite_files(&recovered.corrupt);
         drop(engine);

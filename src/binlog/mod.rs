@@ -83,7 +83,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::config::Fsync;
-use crate::engine::{JobId, RestoredCooling, RestoredJob};
+use crate::engine::{JobId, RestoredJob};
 use crate::ids::IdRange;
 use crate::protocol::TubeName;
 use crate::time::Clock;
@@ -139,8 +139,6 @@ pub struct Recovered {
     /// The tube names the jobs refer to by index.
     pub tubes: Vec<TubeName>,
     pub jobs: Vec<RestoredJob>,
-    /// Unique keys cooling down after their job's delete.
-    pub cooling: Vec<RestoredCooling>,
     pub next_id: JobId,
     /// Files whose live jobs must be rewritten at once (see
     /// [`crate::engine::Engine::rewrite_files`]).
@@ -252,15 +250,6 @@ impl Binlog {
         }
         let mut files = files::replayed(dir, &replayed);
         let mut live_bytes = 0;
-        // A key cooling down is live in its file until it ends, and a
-        // keyed job's claim covers its cooldown's record to come.
-        let claimed = (replayed.jobs.len() + replayed.cooling.len()) as u64 * DELETE_LEN as u64;
-        for cooling in &replayed.cooling {
-            if let Some(info) = files.get_mut(&cooling.file) {
-                info.live += 1;
-                info.written.push(cooling.id);
-            }
-        }
         for job in &replayed.jobs {
             if let Some(info) = files.get_mut(&job.file) {
                 info.live += 1;
@@ -276,6 +265,7 @@ impl Binlog {
             Some(&n) => n.checked_add(1).ok_or_else(too_many)?,
             None => 1,
         };
+        let claimed = (replayed.jobs.len() * DELETE_LEN) as u64;
         let disk_bytes = files.values().map(|f| f.used).sum();
         let mut binlog = Binlog {
             dir: dir.to_path_buf(),
@@ -320,7 +310,6 @@ impl Binlog {
             files: replayed.files.len(),
             tubes: replayed.tubes,
             jobs: replayed.jobs,
-            cooling: replayed.cooling,
             next_id: replayed.next_id,
             corrupt: replayed.corrupt,
             warnings,

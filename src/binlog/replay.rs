@@ -23,7 +23,7 @@ pub(crate) use super::damage::{next_record, NextRecord};
 use super::dir::{read_up_to, rest_is_zero};
 use super::record::FileStamp;
 use super::record::{self, JobState, LoggedState, Record, HEADER_LEN, RECORD_HEADER_LEN};
-use crate::engine::{IdMap, JobId, RestoredCooling, RestoredJob, RestoredState};
+use crate::engine::{IdMap, JobId, RestoredJob, RestoredState};
 use crate::protocol::TubeName;
 use crate::protocol::UniqueKey;
 use crate::time::{Clock, Time};
@@ -37,8 +37,6 @@ pub struct Replayed {
     /// Tube names, which the jobs refer to by index.
     pub tubes: Vec<TubeName>,
     pub jobs: Vec<RestoredJob>,
-    /// Unique keys cooling down after their job's delete.
-    pub cooling: Vec<RestoredCooling>,
     /// One more than the largest id any record mentions.
     pub next_id: JobId,
     /// File numbers found, oldest first.
@@ -183,13 +181,6 @@ impl<'d> Replayer<'d> {
                 let name = TubeName::new(name)?;
                 Some(UniqueKey { name, cooldown: *cooldown })
             });
-            if p.job.state == LoggedState::Cooling {
-                if let Some(key) = key {
-                    let until = clock.from_unix(p.job.deadline);
-                    out.cooling.push(RestoredCooling { id, tube, key, until, file: p.file });
-                }
-                continue;
-            }
             out.jobs.push(RestoredJob {
                 id,
                 tube,
@@ -200,7 +191,7 @@ impl<'d> Replayer<'d> {
                     LoggedState::Ready => RestoredState::Ready,
                     LoggedState::Delayed => RestoredState::Delayed { until: clock.from_unix(p.job.deadline) },
                     LoggedState::Buried => RestoredState::Buried { at: Time(p.job.deadline) },
-                    LoggedState::Cooling => continue,
+                    LoggedState::Cooling => RestoredState::Cooling { until: clock.from_unix(p.job.deadline) },
                 },
                 created: clock.from_unix(p.created),
                 counters: p.job.counters,

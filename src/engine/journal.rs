@@ -74,20 +74,6 @@ pub trait Journal: Send + fmt::Debug {
     fn stats(&self) -> BinlogStats;
 }
 
-/// A key read back from the log at start-up, cooling down after its
-/// job's delete.
-#[derive(Debug)]
-pub struct RestoredCooling {
-    /// The deleted job's id.
-    pub id: JobId,
-    /// Index into the list of tube names given with the jobs.
-    pub tube: usize,
-    pub key: UniqueKey,
-    pub until: Time,
-    /// The file holding its record.
-    pub file: u32,
-}
-
 /// A job read back from the log at start-up.
 #[derive(Debug)]
 pub struct RestoredJob {
@@ -118,6 +104,12 @@ pub enum RestoredState {
     /// Buried at `at`: buried jobs come back in that order.
     Buried {
         at: Time,
+    },
+    /// Deleted, its unique key cooling down until `until` (reference
+    /// §3.1a): only the key comes back. To the log it is a live job, until
+    /// the cooldown ends.
+    Cooling {
+        until: Time,
     },
 }
 

@@ -11,6 +11,7 @@
 use super::journal::Picture;
 use super::unique::{KeyClaim, UniqueKeys};
 use super::*;
+use crate::protocol::NamedState;
 
 impl Engine {
     /// A put into tube `t` with key `key`: `Err` with the answer if the key
@@ -39,7 +40,7 @@ impl Engine {
             self.next_job_id = ticket.id;
         }
         Err(match found {
-            Some((id, true)) => Reply::Duplicate(id, "DELETED", None),
+            Some((id, true)) => Reply::Duplicate(id, NamedState::Deleted, None),
             Some((id, false)) => self.ratchet(id, pri, now),
             None => Reply::OutOfMemory,
         })
@@ -56,10 +57,10 @@ impl Engine {
         };
         let (state, was) = (job.state, job.pri);
         let word = match state {
-            State::Ready => "READY",
-            State::Delayed => "DELAYED",
-            State::Reserved => "RESERVED",
-            State::Buried => "BURIED",
+            State::Ready => NamedState::Ready,
+            State::Delayed => NamedState::Delayed,
+            State::Reserved => NamedState::Reserved,
+            State::Buried => NamedState::Buried,
         };
         if pri >= was {
             return Reply::Duplicate(id, word, None);
@@ -102,19 +103,6 @@ impl Engine {
             if let Some(job) = self.jobs.get_mut(&id) {
                 job.keyed = true;
             }
-        }
-    }
-
-    /// Puts back the keys the log says were cooling down when the server
-    /// stopped; those whose end has passed end at the first tick.
-    pub fn restore_cooling(&mut self, tube_names: &[TubeName], cooling: &[RestoredCooling]) {
-        for c in cooling {
-            if let Some(tube) = tube_names.get(c.tube) {
-                self.tubes.keys.restore_cooling(c.id, tube, &c.key, c.until, c.file);
-            }
-        }
-        if let Some(end) = self.tubes.keys.next_end() {
-            self.schedule(end);
         }
     }
 

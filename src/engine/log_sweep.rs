@@ -51,7 +51,6 @@ fn logged_engine(dir: &Dir) -> (Engine, StdArc<Durability>) {
     let durability = binlog.durability();
     let mut e = Engine::new(65535);
     e.restore(&recovered.tubes, recovered.jobs, recovered.next_id, T0);
-    e.restore_cooling(&recovered.tubes, &recovered.cooling);
     e.set_journal(Box::new(binlog));
     (e, durability)
 }

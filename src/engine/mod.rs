@@ -77,7 +77,7 @@ use client::{Blocked, Client, Outcome, Soonest, Wait};
 use heap::Heap;
 pub use id_map::{ClientMap, IdMap};
 pub use job::{ClientId, Counters, Job, JobId, State, URGENT_PRIORITY};
-pub use journal::{Change, Journal, LoggedJob, LoggedKey, RestoredCooling, RestoredJob, RestoredState};
+pub use journal::{Change, Journal, LoggedJob, LoggedKey, RestoredJob, RestoredState};
 use list::List;
 use table::JobTable;
 use tube::{Pause, TubeId, Tubes};
@@ -274,6 +274,13 @@ impl Engine {
             let (Some(slot), Some(name)) = (tube_ids.get_mut(r.tube), tube_names.get(r.tube)) else {
                 continue;
             };
+            if let RestoredState::Cooling { until } = r.state {
+                // Only its key comes back, and no tube for it.
+                if let Some(key) = &r.key {
+                    self.tubes.keys.restore_cooling(r.id, name, key, until, r.file);
+                }
+                continue;
+            }
             // At start-up: a server that cannot rebuild a tube must not
             // start without its jobs, so this stops it, as any start-up
             // failure does.
@@ -329,6 +336,9 @@ impl Engine {
             let _ = tube.ready.try_make_room_for(in_tube) && tube.delayed.try_make_room_for(in_tube);
         }
         let _ = self.reserved.try_make_room_for(self.jobs.len());
+        if let Some(end) = self.tubes.keys.next_end() {
+            self.schedule(end);
+        }
         self.next_job_id = self.id_range.first_from(self.next_job_id.max(next_id));
     }
 

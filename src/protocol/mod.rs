@@ -19,7 +19,7 @@ mod reply;
 mod tube_name;
 
 use crate::ids::JobId;
-pub use reply::{data_reply_len, Reply, ReplyRoom, SHORT_REPLY_LEN};
+pub use reply::{data_reply_len, NamedState, Reply, ReplyRoom, SHORT_REPLY_LEN};
 use tube_name::is_name_byte;
 pub use tube_name::{TubeName, MAX_TUBE_NAME};
 

@@ -12,10 +12,10 @@ use super::TubeName;
 pub enum Reply<'a> {
     Inserted(JobId),
     /// `INSERTED <id> <STATE>[ <pri>]`: a put whose unique key already
-    /// names job `id` (tuber's reply, reference §3.1a): the job's state in
-    /// capitals (`DELETED` while its key cools down), and the priority it
-    /// was lowered to, if the put lowered it.
-    Duplicate(JobId, &'static str, Option<u32>),
+    /// names job `id` (tuber's reply, reference §3.1a): the job's state
+    /// (`DELETED` while its key cools down), and the priority it was
+    /// lowered to, if the put lowered it.
+    Duplicate(JobId, NamedState, Option<u32>),
     /// `BURIED <id>`: a put whose job was buried instead of queued.
     BuriedJob(JobId),
     Buried,
@@ -61,8 +61,8 @@ impl Reply<'_> {
         // Writing into a Vec cannot fail.
         let _ = match self {
             Reply::Inserted(id) => write!(out, "INSERTED {id}\r\n"),
-            Reply::Duplicate(id, state, None) => write!(out, "INSERTED {id} {state}\r\n"),
-            Reply::Duplicate(id, state, Some(pri)) => write!(out, "INSERTED {id} {state} {pri}\r\n"),
+            Reply::Duplicate(id, state, None) => write!(out, "INSERTED {id} {}\r\n", state.word()),
+            Reply::Duplicate(id, state, Some(pri)) => write!(out, "INSERTED {id} {} {pri}\r\n", state.word()),
             Reply::BuriedJob(id) => write!(out, "BURIED {id}\r\n"),
             Reply::Reserved(id, body) => write_data(out, "RESERVED", Some(*id), body),
             Reply::Found(id, body) => write_data(out, "FOUND", Some(*id), body),
@@ -107,6 +107,31 @@ impl Reply<'_> {
             Reply::UnknownCommand => "UNKNOWN_COMMAND",
             Reply::OutOfMemory => "OUT_OF_MEMORY",
             Reply::InternalError => "INTERNAL_ERROR",
+        }
+    }
+}
+
+/// The state a put's unique key finds its job in (reference §3.1a). An
+/// enum rather than the word, so that a [`Reply`] stays 32 bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NamedState {
+    Ready,
+    Reserved,
+    Delayed,
+    Buried,
+    /// The job is deleted; its key cools down.
+    Deleted,
+}
+
+impl NamedState {
+    /// The word tuber answers.
+    pub fn word(self) -> &'static str {
+        match self {
+            NamedState::Ready => "READY",
+            NamedState::Reserved => "RESERVED",
+            NamedState::Delayed => "DELAYED",
+            NamedState::Buried => "BURIED",
+            NamedState::Deleted => "DELETED",
         }
     }
 }
@@ -174,8 +199,10 @@ mod tests {
     #[test]
     fn replies_encode_exactly() {
         assert_eq!(encoded(Reply::Inserted(7)), "INSERTED 7\r\n");
-        assert_eq!(encoded(Reply::Duplicate(7, "READY", None)), "INSERTED 7 READY\r\n");
-        assert_eq!(encoded(Reply::Duplicate(7, "BURIED", Some(50))), "INSERTED 7 BURIED 50\r\n");
+        assert_eq!(encoded(Reply::Duplicate(7, NamedState::Ready, None)), "INSERTED 7 READY\r\n");
+        assert_eq!(encoded(Reply::Duplicate(7, NamedState::Buried, Some(50))), "INSERTED 7 BURIED 50\r\n");
+        assert_eq!(encoded(Reply::Duplicate(7, NamedState::Deleted, None)), "INSERTED 7 DELETED\r\n");
+        assert_eq!(std::mem::size_of::<Reply<'_>>(), 32, "every reply is passed by value");
         assert_eq!(encoded(Reply::Reserved(3, b"a\r\nb")), "RESERVED 3 4\r\na\r\nb\r\n");
         assert_eq!(encoded(Reply::Found(3, b"")), "FOUND 3 0\r\n\r\n");
         assert_eq!(encoded(Reply::Ok("---\n- default\n".into())), "OK 14\r\n---\n- default\n\r\n");
