@@ -25,7 +25,6 @@ use super::record::FileStamp;
 use super::record::{self, JobState, LoggedState, Record, HEADER_LEN, RECORD_HEADER_LEN};
 use crate::engine::{IdMap, JobId, RestoredJob, RestoredState};
 use crate::protocol::TubeName;
-use crate::protocol::UniqueKey;
 use crate::time::{Clock, Time};
 
 /// Largest payload a record can have: a 1 GiB body plus the fixed fields.
@@ -176,11 +175,6 @@ impl<'d> Replayer<'d> {
                 out.warnings.push(format!("job {id}: unreadable tube name; job skipped"));
                 continue;
             };
-            // Names were checked when put, as tube names are.
-            let key = p.key.as_ref().and_then(|(name, cooldown)| {
-                let name = TubeName::new(name)?;
-                Some(UniqueKey { name, cooldown: *cooldown })
-            });
             out.jobs.push(RestoredJob {
                 id,
                 tube,
@@ -197,7 +191,7 @@ impl<'d> Replayer<'d> {
                 counters: p.job.counters,
                 body: p.body,
                 file: p.file,
-                key,
+                key: p.key,
             });
         }
         out

@@ -14,7 +14,7 @@ use std::io;
 use super::job::{Job, JobId, State, TubeId};
 use super::tube::Tubes;
 pub use super::unique::LoggedKey;
-use crate::protocol::{TubeName, UniqueKey};
+use crate::protocol::TubeName;
 use crate::stats::BinlogStats;
 use crate::time::Time;
 
@@ -89,8 +89,8 @@ pub struct RestoredJob {
     pub body: Box<[u8]>,
     /// The file holding its latest full record.
     pub file: u32,
-    /// Its unique key, if it has one.
-    pub key: Option<UniqueKey>,
+    /// Its unique key, if it has one, and the key's cooldown in seconds.
+    pub key: Option<(Box<[u8]>, u32)>,
 }
 
 /// The state a job comes back in: a reserved job comes back ready.

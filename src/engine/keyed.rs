@@ -95,11 +95,11 @@ impl Engine {
     }
 
     /// Gives restored job `id`, in tube `tube`, its key back.
-    pub(super) fn restore_key(&mut self, id: JobId, tube: &TubeName, key: &UniqueKey) {
+    pub(super) fn restore_key(&mut self, id: JobId, tube: &TubeName, (key, cooldown): &(Box<[u8]>, u32)) {
         // At start-up, best effort, as `restore` claims room: a key that
         // cannot be kept only lets a later put of it in.
-        if let Some(claim) = self.tubes.keys.claim(tube, key.name.as_str().as_bytes()) {
-            self.tubes.keys.insert(id, claim, key.cooldown);
+        if let Some(claim) = self.tubes.keys.claim(tube, key) {
+            self.tubes.keys.insert(id, claim, *cooldown);
             if let Some(job) = self.jobs.get_mut(&id) {
                 job.keyed = true;
             }
@@ -118,7 +118,7 @@ impl Engine {
                     let _ = journal.record(&Change { was: Some(ghost), now: None });
                 }
             }
-            self.tubes.keys.end(id);
+            self.tubes.keys.end(id, &mut positions(&mut self.jobs));
         }
     }
 

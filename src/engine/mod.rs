@@ -277,7 +277,14 @@ impl Engine {
             if let RestoredState::Cooling { until } = r.state {
                 // Only its key comes back, and no tube for it.
                 if let Some(key) = &r.key {
-                    self.tubes.keys.restore_cooling(r.id, name, key, until, r.file);
+                    self.tubes.keys.restore_cooling(
+                        r.id,
+                        name,
+                        key,
+                        until,
+                        r.file,
+                        &mut positions(&mut self.jobs),
+                    );
                 }
                 continue;
             }

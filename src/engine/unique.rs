@@ -15,14 +15,17 @@
 //! outlives the tube its job left: "tube:key" (neither may hold a colon).
 //! Clients choose the keys, so the map by name keeps std's keyed SipHash.
 //! Cooldowns end in the order of a heap of their ends, which the timer
-//! reads through `Engine::next_due`: nothing here is ever scanned.
+//! reads through `Engine::next_due`: nothing here is ever scanned. It is
+//! the engine's own [`Heap`], told positions by the same callback as the
+//! job heaps (`positions`, which finds no job for a cooling key's id and
+//! does nothing), so its code is in the binary once.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 
+use super::heap::Heap;
 use super::IdMap;
 use crate::ids::JobId;
-use crate::protocol::{TubeName, UniqueKey, MAX_TUBE_NAME};
+use crate::protocol::{TubeName, MAX_TUBE_NAME};
 use crate::time::Time;
 
 /// What the index holds for one key.
@@ -67,7 +70,7 @@ pub struct UniqueKeys {
     /// forgetting a key allocates nothing.
     free: Vec<u32>,
     /// `(end, job)` of every cooling key, soonest first.
-    ends: BinaryHeap<Reverse<(Time, JobId)>>,
+    ends: Heap<Time>,
 }
 
 /// A key's name and room, claimed for one insert or rename.
@@ -118,6 +121,10 @@ impl UniqueKeys {
     /// [`UniqueKeys::rename`] take, claimed before anything changes.
     /// `None`: no memory.
     pub fn claim(&mut self, tube: &TubeName, key: &[u8]) -> Option<KeyClaim> {
+        if key.len() > MAX_TUBE_NAME {
+            // Only from a damaged log: keys are checked as tube names.
+            return None;
+        }
         let mut buf = [0; MAX_NAME];
         let name = compose(&mut buf, tube.as_str().as_bytes(), key);
         let mut by_name = Vec::new();
@@ -181,12 +188,19 @@ impl UniqueKeys {
 
     /// Room for one more cooling key's end; false if it cannot be had.
     pub fn claim_cooldown(&mut self) -> bool {
-        self.ends.try_reserve(1).is_ok()
+        self.ends.try_make_room_for(self.ends.len() + 1)
     }
 
     /// Job `id` is leaving the table: its key cools down until `now` plus
     /// its cooldown (returned, to schedule), or is forgotten at once.
-    pub fn start_cooldown(&mut self, id: JobId, now: Time) -> Option<Time> {
+    /// `set_pos` is the engine's `positions`: the job must be out of its
+    /// queue already, since this heap tells it a slot of its own.
+    pub fn start_cooldown(
+        &mut self,
+        id: JobId,
+        now: Time,
+        set_pos: &mut impl FnMut(JobId, usize),
+    ) -> Option<Time> {
         let held = self.held_mut(id)?;
         if held.cooldown == 0 {
             self.forget(id);
@@ -194,7 +208,7 @@ impl UniqueKeys {
         }
         let until = now.plus_secs(held.cooldown);
         held.until = until;
-        self.ends.push(Reverse((until, id)));
+        self.ends.push(until, id, set_pos);
         Some(until)
     }
 
@@ -222,35 +236,43 @@ impl UniqueKeys {
 
     /// When the soonest cooldown ends.
     pub fn next_end(&self) -> Option<Time> {
-        self.ends.peek().map(|Reverse((until, _))| *until)
+        self.ends.peek().map(|(until, _)| until)
     }
 
     /// The job whose key's cooldown ends soonest, if that is due at `now`.
     pub fn due(&self, now: Time) -> Option<JobId> {
-        self.ends.peek().filter(|Reverse((until, _))| *until <= now).map(|Reverse((_, id))| *id)
+        self.ends.peek().filter(|&(until, _)| until <= now).map(|(_, id)| id)
     }
 
     /// Ends the soonest cooldown, job `id`'s (from [`UniqueKeys::due`]):
     /// its key is free.
-    pub fn end(&mut self, id: JobId) {
-        self.ends.pop();
+    pub fn end(&mut self, id: JobId, set_pos: &mut impl FnMut(JobId, usize)) {
+        self.ends.pop(set_pos);
         self.forget(id);
     }
 
     /// Puts back a cooling key read from the log at start-up.
-    pub fn restore_cooling(&mut self, id: JobId, tube: &TubeName, key: &UniqueKey, until: Time, file: u32) {
+    pub fn restore_cooling(
+        &mut self,
+        id: JobId,
+        tube: &TubeName,
+        (key, cooldown): &(Box<[u8]>, u32),
+        until: Time,
+        file: u32,
+        set_pos: &mut impl FnMut(JobId, usize),
+    ) {
         // At start-up, best effort: a start this short of memory will
         // not serve long, and a key lost only lets a duplicate in.
-        let Some(claim) = self.claim(tube, key.name.as_str().as_bytes()) else { return };
-        if self.ends.try_reserve(1).is_err() {
+        let Some(claim) = self.claim(tube, key) else { return };
+        if !self.claim_cooldown() {
             return;
         }
-        self.insert(id, claim, key.cooldown);
+        self.insert(id, claim, *cooldown);
         if let Some(held) = self.held_mut(id) {
             held.until = until;
             held.file = file;
         }
-        self.ends.push(Reverse((until, id)));
+        self.ends.push(until, id, set_pos);
     }
 
     /// Every key, `name -> job (until)`, in name order: for the failure
@@ -304,12 +326,12 @@ mod tests {
         assert_eq!(keys.find(&name("b"), &name("k")), None);
         assert_eq!(keys.logged(7), Some(LoggedKey { key: b"k", cooldown: 5, until: None }));
         assert!(keys.cools(7) && keys.claim_cooldown());
-        let until = keys.start_cooldown(7, Time::ZERO).unwrap();
+        let until = keys.start_cooldown(7, Time::ZERO, &mut |_, _| {}).unwrap();
         assert_eq!(keys.find(&name("a"), &name("k")), Some((7, true)));
         assert_eq!(keys.next_end(), Some(until));
         assert_eq!(keys.due(Time(until.0 - 1)), None);
         assert_eq!(keys.due(until), Some(7));
-        keys.end(7);
+        keys.end(7, &mut |_, _| {});
         assert!(keys.is_empty() && keys.find(&name("a"), &name("k")).is_none());
     }
 
@@ -322,7 +344,11 @@ mod tests {
         keys.rename(1, n);
         assert_eq!(keys.find(&name("a"), &name("k")), None);
         assert_eq!(keys.find(&name("b"), &name("k")), Some((1, false)));
-        assert_eq!(keys.start_cooldown(1, Time::ZERO), None, "no cooldown: forgotten at once");
+        assert_eq!(
+            keys.start_cooldown(1, Time::ZERO, &mut |_, _| {}),
+            None,
+            "no cooldown: forgotten at once"
+        );
         assert!(keys.is_empty());
     }
 }

@@ -43,7 +43,14 @@ impl Engine {
         if keyed && self.tubes.keys.cools(id) && !self.claim_cooling(id) {
             return Err(Reply::OutOfMemory);
         }
-        let until = if keyed { self.tubes.keys.start_cooldown(id, now) } else { None };
+        // Out of its queue first: the cooldowns' heap tells the job a
+        // slot of its own.
+        self.unlink(id);
+        let until = if keyed {
+            self.tubes.keys.start_cooldown(id, now, &mut positions(&mut self.jobs))
+        } else {
+            None
+        };
         // The delete record's room was claimed by the put: this cannot run
         // out of disk. If the write fails anyway the job is gone all the
         // same.
@@ -54,7 +61,6 @@ impl Engine {
             }
             None => self.journal_delete(id),
         };
-        self.unlink(id);
         if let Some(job) = self.jobs.remove(&id) {
             self.release_job_memory(job.body.len());
         }
