@@ -20,7 +20,7 @@
 //! job heaps (`positions`, which finds no job for a cooling key's id and
 //! does nothing), so its code is in the binary once.
 
-use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
 
 use super::heap::Heap;
 use super::IdMap;
@@ -42,7 +42,12 @@ struct Held {
     /// While cooling: when the cooldown ends; `Time::ZERO` while the job
     /// lives (a cooldown is at least a second).
     until: Time,
+    /// The next slot whose name has the same hash ([`NO_SLOT`]: none).
+    same_hash: u32,
 }
+
+/// The end of a chain of slots.
+const NO_SLOT: u32 = u32::MAX;
 
 /// A key as the log writes it: the key without its tube, its cooldown,
 /// and, once its job is deleted, when the cooldown ends.
@@ -56,13 +61,17 @@ pub struct LoggedKey<'a> {
 
 /// Every unique key, live or cooling. See the module documentation.
 ///
-/// The two maps are of types the server has already (replay's index of
-/// tube names, the job table's overflow), so their code is in the binary
-/// once: they map to a slot of `held`.
+/// Both maps are the job table's overflow map's type, so that their code
+/// is in the binary once: one maps a job id, the other the hash of a
+/// "tube:key", to a slot of `held`. The hash is keyed afresh by each
+/// process (std's SipHash), since clients choose the names; names whose
+/// hashes are equal share a chain of slots, so a collision costs a longer
+/// chain, never a wrong answer.
 #[derive(Debug, Default)]
 pub struct UniqueKeys {
-    /// "tube:key" to its slot.
-    by_name: HashMap<Vec<u8>, usize>,
+    /// The hash of "tube:key" to the first slot of its chain.
+    by_hash: IdMap<u32>,
+    hasher: RandomState,
     /// Job id to its key's slot.
     by_job: IdMap<u32>,
     held: Vec<Held>,
@@ -76,8 +85,7 @@ pub struct UniqueKeys {
 /// A key's name and room, claimed for one insert or rename.
 #[derive(Debug)]
 pub struct KeyClaim {
-    by_name: Vec<u8>,
-    by_job: Box<[u8]>,
+    name: Box<[u8]>,
 }
 
 /// Longest "tube:key".
@@ -99,6 +107,49 @@ fn split(name: &[u8]) -> (&[u8], &[u8]) {
 }
 
 impl UniqueKeys {
+    /// The slot of the key called `name` ("tube:key").
+    fn slot_named(&self, name: &[u8]) -> Option<usize> {
+        let mut slot = *self.by_hash.get(&self.hasher.hash_one(name))?;
+        loop {
+            let held = self.held.get(slot as usize)?;
+            if *held.name == *name {
+                return Some(slot as usize);
+            }
+            slot = held.same_hash;
+        }
+    }
+
+    /// Puts `slot` at the head of its name's chain. Allocates nothing for
+    /// a hash already there, and the room for a new one was claimed.
+    fn link(&mut self, slot: u32) {
+        let hash = self.hasher.hash_one(&self.held[slot as usize].name[..]);
+        let next = self.by_hash.insert(hash, slot);
+        self.held[slot as usize].same_hash = next.unwrap_or(NO_SLOT);
+    }
+
+    /// Takes `slot` out of its name's chain.
+    fn unlink(&mut self, slot: u32) {
+        let hash = self.hasher.hash_one(&self.held[slot as usize].name[..]);
+        let next = self.held[slot as usize].same_hash;
+        let Some(&head) = self.by_hash.get(&hash) else { return };
+        if head == slot {
+            if next == NO_SLOT {
+                self.by_hash.remove(&hash);
+            } else {
+                self.by_hash.insert(hash, next);
+            }
+            return;
+        }
+        let mut at = head;
+        while let Some(held) = self.held.get_mut(at as usize) {
+            if held.same_hash == slot {
+                held.same_hash = next;
+                return;
+            }
+            at = held.same_hash;
+        }
+    }
+
     fn held(&self, id: JobId) -> Option<&Held> {
         self.held.get(*self.by_job.get(&id)? as usize)
     }
@@ -112,7 +163,7 @@ impl UniqueKeys {
     pub fn find(&self, tube: &TubeName, key: &TubeName) -> Option<(JobId, bool)> {
         let mut buf = [0; MAX_NAME];
         let name = compose(&mut buf, tube.as_str().as_bytes(), key.as_str().as_bytes());
-        let held = self.held.get(*self.by_name.get(name)?)?;
+        let held = self.held.get(self.slot_named(name)?)?;
         Some((held.id, held.until != Time::ZERO))
     }
 
@@ -127,24 +178,21 @@ impl UniqueKeys {
         }
         let mut buf = [0; MAX_NAME];
         let name = compose(&mut buf, tube.as_str().as_bytes(), key);
-        let mut by_name = Vec::new();
-        by_name.try_reserve_exact(name.len()).ok()?;
-        by_name.extend_from_slice(name);
-        let mut by_job = Vec::new();
-        by_job.try_reserve_exact(name.len()).ok()?;
-        by_job.extend_from_slice(name);
+        let mut owned = Vec::new();
+        owned.try_reserve_exact(name.len()).ok()?;
+        owned.extend_from_slice(name);
         let slots = self.held.len() + 1;
-        let room = self.by_name.try_reserve(1).is_ok()
+        let room = self.by_hash.try_reserve(1).is_ok()
             && self.by_job.try_reserve(1).is_ok()
             && (!self.free.is_empty() || self.held.try_reserve(1).is_ok())
             && self.free.try_reserve(slots.saturating_sub(self.free.len())).is_ok();
-        room.then(|| KeyClaim { by_name, by_job: by_job.into_boxed_slice() })
+        room.then(|| KeyClaim { name: owned.into_boxed_slice() })
     }
 
     /// Names job `id` by the name claimed, with `cooldown`. Allocates
     /// nothing.
     pub fn insert(&mut self, id: JobId, claim: KeyClaim, cooldown: u32) {
-        let held = Held { id, name: claim.by_job, cooldown, file: 0, until: Time::ZERO };
+        let held = Held { id, name: claim.name, cooldown, file: 0, until: Time::ZERO, same_hash: NO_SLOT };
         let slot = match self.free.pop() {
             Some(slot) => {
                 self.held[slot as usize] = held;
@@ -155,7 +203,7 @@ impl UniqueKeys {
                 (self.held.len() - 1) as u32
             }
         };
-        self.by_name.insert(claim.by_name, slot as usize);
+        self.link(slot);
         self.by_job.insert(id, slot);
     }
 
@@ -163,9 +211,9 @@ impl UniqueKeys {
     /// (`move-job`). Allocates nothing.
     pub fn rename(&mut self, id: JobId, claim: KeyClaim) {
         let Some(&slot) = self.by_job.get(&id) else { return };
-        let old = std::mem::replace(&mut self.held[slot as usize].name, claim.by_job);
-        self.by_name.remove(&old[..]);
-        self.by_name.insert(claim.by_name, slot as usize);
+        self.unlink(slot);
+        self.held[slot as usize].name = claim.name;
+        self.link(slot);
     }
 
     /// The key of job `id`, as the log writes it.
@@ -215,8 +263,8 @@ impl UniqueKeys {
     /// Forgets job `id`'s key, live or cooling.
     pub fn forget(&mut self, id: JobId) {
         let Some(slot) = self.by_job.remove(&id) else { return };
-        let held = std::mem::take(&mut self.held[slot as usize]);
-        self.by_name.remove(&held.name[..]);
+        self.unlink(slot);
+        self.held[slot as usize] = Held::default();
         self.free.push(slot);
     }
 
@@ -284,7 +332,7 @@ impl UniqueKeys {
             .iter()
             .filter_map(|(id, &slot)| Some((id, self.held.get(slot as usize)?)))
             .map(|(id, held)| {
-                let by_name = self.by_name.get(&held.name[..]).map(|&slot| self.held[slot].id);
+                let by_name = self.slot_named(&held.name).map(|slot| self.held[slot].id);
                 let name = String::from_utf8_lossy(&held.name);
                 let cooling = held.until != Time::ZERO;
                 format!(
@@ -294,7 +342,7 @@ impl UniqueKeys {
             })
             .collect();
         all.sort();
-        all.push(format!("{} ends, {} names", self.ends.len(), self.by_name.len()));
+        all.push(format!("{} ends, {} hashes", self.ends.len(), self.by_hash.len()));
         all
     }
 
@@ -350,5 +398,31 @@ mod tests {
             "no cooldown: forgotten at once"
         );
         assert!(keys.is_empty());
+    }
+
+    #[test]
+    fn many_keys_are_found_moved_and_forgotten() {
+        let mut keys = UniqueKeys::default();
+        for id in 1..=1000u64 {
+            let claim = keys.claim(&name("a"), format!("k{id}").as_bytes()).unwrap();
+            keys.insert(id, claim, 0);
+        }
+        for id in (2..=1000u64).step_by(2) {
+            keys.forget(id);
+        }
+        for id in (3..=1000u64).step_by(6) {
+            let claim = keys.claim(&name("b"), format!("k{id}").as_bytes()).unwrap();
+            keys.rename(id, claim);
+        }
+        for id in 1..=1000u64 {
+            let key = name(&format!("k{id}"));
+            let (in_a, in_b) = (keys.find(&name("a"), &key), keys.find(&name("b"), &key));
+            match (id % 2, id % 6) {
+                (0, _) => assert_eq!((in_a, in_b), (None, None), "{id}"),
+                (_, 3) => assert_eq!((in_a, in_b), (None, Some((id, false))), "{id}"),
+                _ => assert_eq!((in_a, in_b), (Some((id, false)), None), "{id}"),
+            }
+        }
+        assert_eq!(keys.len(), 500);
     }
 }
