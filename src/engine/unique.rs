@@ -9,11 +9,14 @@
 //! leaves the table (`Engine::discard`, `worker.rs`).
 //!
 //! A job without a key costs nothing here: the job record carries a flag
-//! (`Job::keyed`, in what was padding), so nothing looks a key up for it.
-//! A keyed job costs two map entries and two copies of its name. The names
-//! are scoped to the tube by *name*, not by tube slot, since a cooling key
-//! outlives the tube its job left: "tube:key" (neither may hold a colon).
-//! Clients choose the keys, so the map by name keeps std's keyed SipHash.
+//! (`Job::keyed`, in what was padding), so nothing looks a key up for it
+//! (1M jobs of 100 bytes: 233.1 bytes a job, with this index or without).
+//! A keyed job costs a slot of 48 bytes, an entry in each of two maps and
+//! its name: 151 bytes a job more, for 18-byte names, at 1M keyed jobs
+//! (when both maps have just doubled). The names are scoped to the tube by
+//! *name*, not by tube slot, since a cooling key outlives the tube its job
+//! left: "tube:key" (neither may hold a colon). Clients choose the keys,
+//! so they are hashed with std's SipHash, keyed afresh by each process.
 //! Cooldowns end in the order of a heap of their ends, which the timer
 //! reads through `Engine::next_due`: nothing here is ever scanned. It is
 //! the engine's own [`Heap`], told positions by the same callback as the
@@ -167,8 +170,7 @@ impl UniqueKeys {
         Some((held.id, held.until != Time::ZERO))
     }
 
-    /// "tube:key" in memory of its own, twice (one for each map), and
-    /// room for one more key: what [`UniqueKeys::insert`] and
+    /// "tube:key" in memory of its own, and room for one more key: what [`UniqueKeys::insert`] and
     /// [`UniqueKeys::rename`] take, claimed before anything changes.
     /// `None`: no memory.
     pub fn claim(&mut self, tube: &TubeName, key: &[u8]) -> Option<KeyClaim> {
