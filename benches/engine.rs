@@ -2,9 +2,11 @@
 //! costs under the lock.
 //!
 //!     cargo bench --bench engine
+//!     cargo bench --bench engine -- '1M puts'   (unique keys against none)
 use std::sync::{Arc, Condvar};
 
 use beanstalk::engine::{ClientId, Engine, NewJob};
+use beanstalk::protocol::{TubeName, UniqueKey};
 use beanstalk::time::Time;
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion};
 
@@ -16,6 +18,7 @@ fn job(engine: &mut Engine, client: ClientId, pri: u32) -> NewJob {
         ttr: 60,
         created: Time::ZERO,
         body: Box::from(&[b'x'; 100][..]),
+        key: None,
     }
 }
 
@@ -31,7 +34,7 @@ fn put_reserve_delete(c: &mut Criterion) {
                 Some(beanstalk::protocol::Reply::Reserved(id, _)) => id,
                 other => panic!("{other:?}"),
             };
-            black_box(engine.delete(client, id));
+            black_box(engine.delete(client, id, now));
         })
     });
 }
@@ -56,12 +59,47 @@ fn reserve_from_a_deep_queue(c: &mut Criterion) {
                         Some(beanstalk::protocol::Reply::Reserved(id, _)) => id,
                         other => panic!("{other:?}"),
                     };
-                    black_box(engine.delete(*client, id));
+                    black_box(engine.delete(*client, id, Time::ZERO));
                 }
             },
             BatchSize::PerIteration,
         )
     });
+}
+
+/// A million puts with unique keys, each key put twice (so half are
+/// repeats that store nothing), against the same million puts without
+/// keys (reference §3.1a).
+fn a_million_keyed_puts_half_repeats(c: &mut Criterion) {
+    const PUTS: u32 = 1_000_000;
+    let keys: Vec<TubeName> =
+        (0..PUTS / 2).map(|i| TubeName::new(format!("key-{i}").as_bytes()).unwrap()).collect();
+    let mut group = c.benchmark_group("1M puts");
+    group.sample_size(10);
+    for keyed in [false, true] {
+        let name = if keyed { "keyed, half of them repeats" } else { "without keys" };
+        group.bench_function(name, |b| {
+            b.iter_batched_ref(
+                || {
+                    let mut engine = Engine::new(65535);
+                    let client = engine.connect(Arc::new(Condvar::new())).unwrap();
+                    (engine, client)
+                },
+                |(engine, client)| {
+                    for i in 0..PUTS {
+                        let mut new = job(engine, *client, 0);
+                        if keyed {
+                            let name = keys[(i % (PUTS / 2)) as usize].clone();
+                            new.key = Some(UniqueKey { name, cooldown: 0 });
+                        }
+                        black_box(engine.put(*client, new, Time::ZERO));
+                    }
+                },
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    group.finish();
 }
 
 fn parse(c: &mut Criterion) {
@@ -70,5 +108,11 @@ fn parse(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, put_reserve_delete, reserve_from_a_deep_queue, parse);
+criterion_group!(
+    benches,
+    put_reserve_delete,
+    reserve_from_a_deep_queue,
+    a_million_keyed_puts_half_repeats,
+    parse
+);
 criterion_main!(benches);

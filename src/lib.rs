@@ -39,8 +39,10 @@
 //!    delayed and reserved jobs), [`engine::list`] (buried jobs, a client's
 //!    reservations), [`engine::tube`], [`engine::waiting`] (a tube's
 //!    blocked reserves, longest waiter first), [`engine::client`] (what the engine
-//!    knows of a connection, and the picture of a blocked reserve). Then the commands: [`engine::session`] (connect, close,
-//!    `use`, `watch`, `ignore`), [`engine::put`], [`engine::moves`] (jobs
+//!    knows of a connection, and the picture of a blocked reserve),
+//!    [`engine::unique`] (tuber's unique keys, beside the job table). Then the commands: [`engine::session`] (connect, close,
+//!    `use`, `watch`, `ignore`), [`engine::put`], [`engine::keyed`] (a put
+//!    whose key names a job, the ratchet, cooldowns), [`engine::moves`] (jobs
 //!    between queues, and serving waiters), [`engine::reserve`],
 //!    [`engine::handoff`] (a job given to a blocked reserve, and taken back),
 //!    [`engine::worker`] (`delete`, `release`, `bury`, `touch`, `kick`),
@@ -97,6 +99,15 @@
 //!   `Engine::restore` files every job (buried ones in the order of their
 //!   burial times), the log is handed to the engine, and the live jobs of
 //!   any damaged file are rewritten (`Engine::rewrite_files`).
+//! - **`put 0 0 60 5 idp:report:300`, tuber's unique job:** the parser
+//!   reads the token into a [`protocol::UniqueKey`]; `Engine::put` asks
+//!   `Engine::check_key` ([`engine::keyed`]) whether the key names a job
+//!   in the tube ([`engine::unique`]): if so nothing is stored and the
+//!   answer is that job (`INSERTED 1 READY`); else the job is filed with
+//!   its key, and its log record is a keyed one ([`binlog::record`]).
+//!   `delete` goes through `Engine::discard` ([`engine::worker`]), where
+//!   the key starts its cooldown, which the timer ends
+//!   (`Engine::next_due`, [`engine::schedule`]).
 //! - **How a blocked reserve is woken, and how FIFO is kept:**
 //!   [`engine::reserve`], then `Engine::serve_waiters` in [`engine::moves`]
 //!   (a tube's waiters in order of arrival), the picture on `Blocked` in

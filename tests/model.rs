@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use beanstalk::engine::{ClientId, Engine, NewJob, Waker};
-use beanstalk::protocol::{Reply, TubeName};
+use beanstalk::protocol::{Reply, TubeName, UniqueKey};
 use beanstalk::stats::{BinlogStats, ProcessStats};
 use beanstalk::time::Time;
 
@@ -76,6 +76,8 @@ enum Op {
         ttr: u32,
         created_ago: u64,
         body: Vec<u8>,
+        /// `idp:<key>:<seconds>` (reference §3.1a).
+        key: Option<(&'static str, u32)>,
     },
     Use(u64, &'static str),
     Watch(u64, &'static str),
@@ -452,7 +454,11 @@ impl Harness {
                 let len = self.rng.below(6) as usize;
                 let body = (0..len).map(|_| self.rng.below(256) as u8).collect();
                 let pri = self.gen_pri();
-                Op::Put { c, kind, pri, delay, ttr, created_ago, body }
+                let key = match self.rng.below(100) {
+                    0..=29 => Some((self.rng.pick(&["k1", "k2", "k3"]), self.rng.pick(&[0, 0, 1, 2]))),
+                    _ => None,
+                };
+                Op::Put { c, kind, pri, delay, ttr, created_ago, body, key }
             }
             200..=329 => {
                 let timeout = match self.rng.below(100) {
@@ -574,7 +580,7 @@ impl Harness {
                 self.model.hang_up(c);
                 self.note("hang_up".into());
             }
-            Op::Put { c, kind, pri, delay, ttr, created_ago, ref body } => {
+            Op::Put { c, kind, pri, delay, ttr, created_ago, ref body, key } => {
                 self.engine.count_put();
                 self.model.count_put();
                 if matches!(kind, PutKind::TooBig | PutKind::Junk) {
@@ -601,9 +607,11 @@ impl Harness {
                     ttr,
                     created: Time(created),
                     body: body.clone().into_boxed_slice(),
+                    key: key.map(|(k, cooldown)| UniqueKey { name: name(k), cooldown }),
                 };
                 let e = enc(&self.engine.put(ClientId(c), job, self.t()));
-                let m = self.model.put(c, m_id, pri, delay, ttr, created, body, now);
+                let m_key = key.map(|(k, cooldown)| (k.to_owned(), cooldown));
+                let m = self.model.put(c, m_id, pri, delay, ttr, created, body, now, m_key);
                 self.cmp("put", &e, &m);
             }
             Op::Use(c, t) => {
@@ -668,8 +676,8 @@ impl Harness {
                 self.cmp("reserve-job", &e, &m);
             }
             Op::Delete(c, id) => {
-                let e = enc(&self.engine.delete(ClientId(c), id));
-                let m = self.model.delete(c, id);
+                let e = enc(&self.engine.delete(ClientId(c), id, self.t()));
+                let m = self.model.delete(c, id, now);
                 self.cmp("delete", &e, &m);
             }
             Op::Release(c, id, pri, delay) => {
@@ -767,8 +775,8 @@ impl Harness {
                 self.cmp(if ids.is_empty() { "reserve-batch-0" } else { "reserve-batch" }, &e, &m);
             }
             Op::DeleteBatch(c, ref ids) => {
-                let e = enc(&self.engine.delete_batch(ClientId(c), ids));
-                let m = self.model.delete_batch(c, ids);
+                let e = enc(&self.engine.delete_batch(ClientId(c), ids, self.t()));
+                let m = self.model.delete_batch(c, ids, now);
                 self.cmp("delete-batch", &e, &m);
             }
             Op::ClearTube(t) => {
@@ -776,7 +784,7 @@ impl Harness {
                 let most = self.engine.clearable(&name(t));
                 let mut cleared = 0;
                 let e = loop {
-                    match self.engine.clear_tube(&name(t), most - cleared) {
+                    match self.engine.clear_tube(&name(t), most - cleared, self.t()) {
                         Ok(n) => {
                             cleared += n as u64;
                             if n < beanstalk::engine::CLEAR_CHUNK || cleared >= most {
@@ -786,7 +794,7 @@ impl Harness {
                         Err(refusal) => break enc(&refusal),
                     }
                 };
-                let m = self.model.clear_tube(t);
+                let m = self.model.clear_tube(t, now);
                 self.cmp(if m == line("CLEARED 0") { "clear-tube-0" } else { "clear-tube" }, &e, &m);
             }
             Op::Drain => {
@@ -1018,7 +1026,7 @@ fn scripted() -> Harness {
 }
 
 fn put(c: u64, pri: u32, delay: u32, ttr: u32) -> Op {
-    Op::Put { c, kind: PutKind::Ok, pri, delay, ttr, created_ago: 0, body: b"x".to_vec() }
+    Op::Put { c, kind: PutKind::Ok, pri, delay, ttr, created_ago: 0, body: b"x".to_vec(), key: None }
 }
 
 impl Harness {
@@ -1182,9 +1190,28 @@ fn scenario_ids_are_used_up_by_failed_puts() {
         ttr: 1,
         created_ago: 0,
         body: vec![],
+        key: None,
     });
-    h.go(Op::Put { c: 1, kind: PutKind::TooBig, pri: 0, delay: 0, ttr: 1, created_ago: 0, body: vec![] });
-    h.go(Op::Put { c: 1, kind: PutKind::Junk, pri: 0, delay: 0, ttr: 1, created_ago: 0, body: vec![] });
+    h.go(Op::Put {
+        c: 1,
+        kind: PutKind::TooBig,
+        pri: 0,
+        delay: 0,
+        ttr: 1,
+        created_ago: 0,
+        body: vec![],
+        key: None,
+    });
+    h.go(Op::Put {
+        c: 1,
+        kind: PutKind::Junk,
+        pri: 0,
+        delay: 0,
+        ttr: 1,
+        created_ago: 0,
+        body: vec![],
+        key: None,
+    });
     assert_eq!(h.go(put(1, 0, 0, 1)), "INSERTED 3\r\n");
     h.go(Op::Drain);
     assert_eq!(h.go(put(1, 0, 0, 1)), "DRAINING\r\n");

@@ -283,6 +283,12 @@ fn run(raw: &[OsString]) -> Result<u8, Failure> {
                 None => "beanstalkd's default -z will do".to_owned(),
             };
             eprintln!("beanstalk-binlog: wrote {} jobs to {}; {z}", written.jobs, file.display());
+            if written.keys_dropped > 0 {
+                eprintln!(
+                    "beanstalk-binlog: dropped {} unique keys (idp:), of jobs and cooling down: beanstalkd has none",
+                    written.keys_dropped
+                );
+            }
             Ok(0)
         }
         [command, ..]

@@ -18,8 +18,8 @@
 use std::io;
 use std::os::unix::fs::FileExt;
 
-use super::record::{self, DELETE_LEN, UPDATE_LEN};
-use super::writing::{kind, Kind};
+use super::record::{DELETE_LEN, UPDATE_LEN};
+use super::writing::{full_len, kind, Kind};
 use super::{faults, Binlog};
 use crate::engine::Change;
 
@@ -28,7 +28,8 @@ use crate::engine::Change;
 fn record_len(change: &Change<'_>) -> (u64, bool) {
     match (kind(change), &change.now) {
         (Kind::Full, Some(now)) => {
-            let full = record::full_len(now.tube.as_str().len(), now.body.len()) as u64;
+            // With its unique key's bytes, if it has one.
+            let full = full_len(now);
             // A new job's claim covers its delete to come.
             let delete = if change.was.is_none() { DELETE_LEN as u64 } else { 0 };
             (full + delete, true)

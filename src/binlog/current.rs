@@ -75,9 +75,23 @@ impl Binlog {
             // Give back the preallocated space the old file did not use.
             let _ = self.writer.set_len(used);
         }
+        // The spare `Arc` takes the new file, with no allocation (see
+        // `spare_writer`). Only the syncer, still fsyncing the file before
+        // last, can hold the spare: then a new one, as before, once in a
+        // long while.
+        match Arc::get_mut(&mut self.spare_writer) {
+            Some(slot) => *slot = file,
+            None => self.spare_writer = Arc::new(file),
+        }
         let previous = std::mem::replace(&mut self.current, n);
-        self.writer = Arc::new(file);
+        std::mem::swap(&mut self.writer, &mut self.spare_writer);
         self.durability.switch_file(Arc::clone(&self.writer));
+        // The old file's descriptor goes once it is synced too (the
+        // durability thread holds it till then), so that its disk space can
+        // when the file is deleted; the spare holds the current one.
+        if let (Some(old), Ok(current)) = (Arc::get_mut(&mut self.spare_writer), self.writer.try_clone()) {
+            *old = current;
+        }
         self.files.insert(n, FileInfo { used: opening_bytes.len() as u64, ..FileInfo::default() });
         self.disk_bytes += opening_bytes.len() as u64;
         self.free = size - opening_bytes.len() as u64;

@@ -162,6 +162,11 @@ pub struct Binlog {
     file_size: u64,
     current: u32,
     writer: Arc<File>,
+    /// The `Arc` the next file goes into, made at start-up: std has no
+    /// fallible `Arc::new`, so a new file takes this one's place and the
+    /// old one's `Arc` becomes the spare (`start_file`), and no file
+    /// switch allocates one.
+    spare_writer: Arc<File>,
     /// Encodes one record at a time.
     scratch: Vec<u8>,
     /// Records of a change of many jobs, gathered to be written at once
@@ -282,6 +287,7 @@ impl Binlog {
             current,
             // Replaced by the first real file just below.
             writer: Arc::new(File::open("/dev/null").map_err(open_error)?),
+            spare_writer: Arc::new(File::open("/dev/null").map_err(open_error)?),
             free: 0,
             claimed,
             freed_at: None,

@@ -14,7 +14,16 @@
 //!             (beanstalkd's `binlog.<number>` with exactly this length and
 //!             checksum was imported into this file: it is never imported
 //!             again, see `import.rs`)
+//!   6 KeyedFull  a Full record's fields, then cooldown u32, key_len u8, key
+//!             (a job put with a unique key, reference §3.1a)
 //! ```
+//!
+//! Kind 6 is written only for jobs with a unique key, so a directory
+//! written without keys reads as it always did. A keyed job's delete that
+//! starts its key's cooldown is a change of state, not a Delete: its
+//! record (full, or update) has `state` 4, *cooling*, with `deadline` the
+//! cooldown's end (Unix ns), and an empty body: to replay and compaction
+//! it is a live job, until the Delete that ends the cooldown.
 //!
 //! All integers are little-endian. Times are nanoseconds since the Unix
 //! epoch, but for a buried job's `deadline`. `state` is 1 ready, 2
@@ -75,6 +84,9 @@ pub enum LoggedState {
     Ready = 1,
     Delayed = 2,
     Buried = 3,
+    /// Deleted, its unique key cooling down until `deadline` (reference
+    /// §3.1a): no job after a restart, only the key.
+    Cooling = 4,
 }
 
 /// A job's fields that change over its life.
@@ -95,7 +107,15 @@ pub struct JobState {
 /// was decoded from (replay copies each body once, straight into the job).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Record<'a> {
-    Full { job: JobState, ttr: u32, created: u64, tube: &'a [u8], body: &'a [u8] },
+    /// Kinds 1 and 6: `key` is the unique key and its cooldown (kind 6).
+    Full {
+        job: JobState,
+        ttr: u32,
+        created: u64,
+        tube: &'a [u8],
+        body: &'a [u8],
+        key: Option<(&'a [u8], u32)>,
+    },
     Update(JobState),
     Delete(JobId),
     NextId(JobId),
@@ -115,9 +135,28 @@ pub fn full_len(tube_len: usize, body_len: usize) -> usize {
     FULL_FIXED_LEN + tube_len + body_len
 }
 
+/// Bytes a keyed full record takes beyond [`full_len`]'s, for a key of
+/// `key_len` bytes.
+pub fn key_len(key_len: usize) -> usize {
+    4 + 1 + key_len
+}
+
 /// Appends a full record.
 pub fn encode_full(out: &mut Vec<u8>, job: &JobState, ttr: u32, created: u64, tube: &[u8], body: &[u8]) {
-    let start = begin(out, 1);
+    encode_full_keyed(out, job, ttr, created, tube, body, None);
+}
+
+/// Appends a full record, of kind 6 with a key and its cooldown.
+pub fn encode_full_keyed(
+    out: &mut Vec<u8>,
+    job: &JobState,
+    ttr: u32,
+    created: u64,
+    tube: &[u8],
+    body: &[u8],
+    key: Option<(&[u8], u32)>,
+) {
+    let start = begin(out, if key.is_some() { 6 } else { 1 });
     put_state_head(out, job);
     out.extend_from_slice(&ttr.to_le_bytes());
     out.push(job.state as u8);
@@ -129,6 +168,12 @@ pub fn encode_full(out: &mut Vec<u8>, job: &JobState, ttr: u32, created: u64, tu
     out.extend_from_slice(tube);
     out.extend_from_slice(&(body.len() as u32).to_le_bytes());
     out.extend_from_slice(body);
+    if let Some((key, cooldown)) = key {
+        out.extend_from_slice(&cooldown.to_le_bytes());
+        // Keys are tube names: at most 200 bytes.
+        out.push(key.len() as u8);
+        out.extend_from_slice(key);
+    }
     finish(out, start);
 }
 
@@ -250,12 +295,15 @@ pub fn plausible_payload(payload: &[u8]) -> bool {
     const TUBE_LEN_AT: usize = FULL_FIXED_LEN - RECORD_HEADER_LEN - 4 - 1;
     let len = payload.len();
     match payload.first() {
-        Some(1) => {
+        Some(kind @ (1 | 6)) => {
             let Some(&tube_len) = payload.get(TUBE_LEN_AT) else { return false };
             let body_len_at = TUBE_LEN_AT + 1 + usize::from(tube_len);
             let Some(b) = payload.get(body_len_at..body_len_at + 4) else { return false };
-            let body_len = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize;
-            len == body_len_at + 4 + body_len
+            let body_end = body_len_at + 4 + u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize;
+            if *kind == 1 {
+                return len == body_end;
+            }
+            payload.get(body_end + 4).is_some_and(|&key_len| len == body_end + key_len_of(key_len))
         }
         Some(2) => len == UPDATE_LEN - RECORD_HEADER_LEN,
         Some(3 | 4) => len == DELETE_LEN - RECORD_HEADER_LEN,
@@ -264,10 +312,16 @@ pub fn plausible_payload(payload: &[u8]) -> bool {
     }
 }
 
+/// [`key_len`] of a key whose length byte is `len`.
+fn key_len_of(len: u8) -> usize {
+    key_len(usize::from(len))
+}
+
 fn parse_payload(payload: &[u8]) -> Option<Record<'_>> {
     let mut r = Reader { bytes: payload };
-    let record = match r.u8()? {
-        1 => {
+    let kind = r.u8()?;
+    let record = match kind {
+        1 | 6 => {
             let (id, pri, delay, ttr) = (r.u64()?, r.u32()?, r.u32()?, r.u32()?);
             let state = r.state()?;
             let (created, deadline, counters) = (r.u64()?, r.u64()?, r.counters()?);
@@ -276,7 +330,14 @@ fn parse_payload(payload: &[u8]) -> Option<Record<'_>> {
             let body_len = r.u32()? as usize;
             let body = r.take(body_len)?;
             let job = JobState { id, pri, delay, state, deadline, counters };
-            Record::Full { job, ttr, created, tube, body }
+            let key = if kind == 6 {
+                let cooldown = r.u32()?;
+                let key_len = r.u8()? as usize;
+                Some((r.take(key_len)?, cooldown))
+            } else {
+                None
+            };
+            Record::Full { job, ttr, created, tube, body, key }
         }
         2 => {
             let (id, pri, delay, state) = (r.u64()?, r.u32()?, r.u32()?, r.state()?);
@@ -328,6 +389,7 @@ impl<'a> Reader<'a> {
             1 => Some(LoggedState::Ready),
             2 => Some(LoggedState::Delayed),
             3 => Some(LoggedState::Buried),
+            4 => Some(LoggedState::Cooling),
             _ => None,
         }
     }
@@ -449,7 +511,8 @@ mod tests {
                     ttr: 60,
                     created: 42,
                     tube: b"tube",
-                    body: b"body\r\nwith\0bytes"
+                    body: b"body\r\nwith\0bytes",
+                    key: None,
                 },
                 Record::Update(state()),
                 Record::Delete(7),

@@ -61,6 +61,9 @@ struct Pending {
     tube: usize,
     body: Box<[u8]>,
     file: u32,
+    /// Its unique key and the key's cooldown. In state cooling, the job
+    /// was deleted and only its key lives, until `job.deadline`.
+    key: Option<(Box<[u8]>, u32)>,
 }
 
 /// Tube names seen so far, each stored once.
@@ -182,11 +185,13 @@ impl<'d> Replayer<'d> {
                     LoggedState::Ready => RestoredState::Ready,
                     LoggedState::Delayed => RestoredState::Delayed { until: clock.from_unix(p.job.deadline) },
                     LoggedState::Buried => RestoredState::Buried { at: Time(p.job.deadline) },
+                    LoggedState::Cooling => RestoredState::Cooling { until: clock.from_unix(p.job.deadline) },
                 },
                 created: clock.from_unix(p.created),
                 counters: p.job.counters,
                 body: p.body,
                 file: p.file,
+                key: p.key,
             });
         }
         out
@@ -294,7 +299,7 @@ fn apply(record: Record<'_>, file: u32, state: ReplayState<'_>) -> Result<(), Jo
         refers_to.insert(earlier);
     }
     match record {
-        Record::Full { job, ttr, created, tube, body } => {
+        Record::Full { job, ttr, created, tube, body, key } => {
             saw(job.id);
             // A full record of a live job rewrites that job (compaction, a
             // move, a damaged file's rescue): the same TTR and body, which
@@ -302,11 +307,15 @@ fn apply(record: Record<'_>, file: u32, state: ReplayState<'_>) -> Result<(), Jo
             // a restart's clock). Anything else is a second job under one
             // id, which ids that never wrap cannot make: the log is not
             // ours to guess at.
-            if jobs.get(&job.id).is_some_and(|live| live.ttr != ttr || *live.body != *body) {
+            // A job whose key starts cooling is logged without its body.
+            let cooling = job.state == LoggedState::Cooling;
+            if !cooling && jobs.get(&job.id).is_some_and(|live| live.ttr != ttr || *live.body != *body) {
                 return Err(job.id);
             }
             let tube = tubes.intern(tube);
-            jobs.insert(job.id, Pending { job, ttr, created, tube, body: Box::from(body), file });
+            let key = key.map(|(name, cooldown)| (Box::from(name), cooldown));
+            let body = Box::from(body);
+            jobs.insert(job.id, Pending { job, ttr, created, tube, body, file, key });
         }
         Record::Update(state) => {
             saw(state.id);

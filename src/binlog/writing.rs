@@ -16,7 +16,10 @@ use crate::time::Clock;
 /// The logged view of a job's changing fields; a delayed job's due time as
 /// wall-clock time by `clock`.
 fn job_state(id: JobId, job: &LoggedJob<'_>, clock: &Clock) -> JobState {
+    let cooling = job.key.and_then(|key| key.until);
     let (state, deadline) = match job.state {
+        // Deleted, its key cooling down (`Engine::discard`).
+        _ if cooling.is_some() => (LoggedState::Cooling, cooling.map_or(0, |until| clock.to_unix(until))),
         State::Delayed => (LoggedState::Delayed, clock.to_unix(job.when)),
         // A buried job's time is when it was buried: it orders the
         // buried list after a restart. It is only ever compared, and the
@@ -67,8 +70,7 @@ impl Journal for Binlog {
             (Kind::Full, None, Some(job)) => {
                 // A new job: its full record, and its delete to come; and
                 // it must leave compaction its reserve (`compaction_reserve`).
-                let full = record::full_len(job.tube.as_str().len(), job.body.len()) as u64;
-                if !self.make_room(full + DELETE_LEN as u64, self.compaction_reserve()) {
+                if !self.make_room(full_len(job) + DELETE_LEN as u64, self.compaction_reserve()) {
                     return false;
                 }
                 self.claimed += DELETE_LEN as u64;
@@ -176,8 +178,9 @@ impl Journal for Binlog {
 }
 
 /// Bytes of `job`'s full record.
-fn full_len(job: &LoggedJob<'_>) -> u64 {
-    record::full_len(job.tube.as_str().len(), job.body.len()) as u64
+pub(super) fn full_len(job: &LoggedJob<'_>) -> u64 {
+    let key = job.key.map_or(0, |key| record::key_len(key.key.len()));
+    (record::full_len(job.tube.as_str().len(), job.body.len()) + key) as u64
 }
 
 /// What `job`'s latest records count for in the compaction budget.
@@ -192,15 +195,16 @@ impl Binlog {
         self.scratch.clear();
         // A record is as big as its job's body: memory that cannot be had
         // fails this write (and the command that asked for it), nothing more.
-        let len = record::full_len(job.tube.as_str().len(), job.body.len());
+        let len = full_len(job) as usize;
         self.scratch.try_reserve(len).map_err(|_| io::Error::from(io::ErrorKind::OutOfMemory))?;
-        record::encode_full(
+        record::encode_full_keyed(
             &mut self.scratch,
             &job_state(job.id, job, &self.clock),
             job.ttr,
             self.clock.to_unix(job.created),
             job.tube.as_str().as_bytes(),
             job.body,
+            job.key.map(|key| (key.key, key.cooldown)),
         );
         // Room in compaction's work list first: the record must not be
         // written unless the log can account for it.
@@ -251,6 +255,7 @@ mod tests {
             counters: Counters::default(),
             body: b"body",
             file: 1,
+            key: None,
         }
     }
 

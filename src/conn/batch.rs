@@ -22,7 +22,7 @@ impl Conn<'_> {
             count += 1;
         }
         let c = self.client;
-        self.ask_engine(|e, _, _| e.delete_batch(c, &ids[..count]));
+        self.ask_engine(|e, now, _| e.delete_batch(c, &ids[..count], now));
     }
 
     /// `reserve-batch <count>`: `RESERVED_BATCH <n>`, then a `RESERVED`
@@ -58,8 +58,8 @@ impl Conn<'_> {
         };
         let reply = loop {
             let chunk = {
-                let (mut engine, _) = shared.engine_now();
-                engine.clear_tube(name, most.saturating_sub(cleared))
+                let (mut engine, now) = shared.engine_now();
+                engine.clear_tube(name, most.saturating_sub(cleared), now)
             };
             match chunk {
                 Ok(n) => {

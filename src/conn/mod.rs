@@ -33,7 +33,7 @@ use std::sync::{Arc, Condvar};
 
 use crate::engine::{ClientId, Engine, NewJob};
 use crate::framing::{Input, Line};
-use crate::protocol::{self, Command, Reply, ReplyRoom, SHORT_REPLY_LEN};
+use crate::protocol::{self, Command, Reply, ReplyRoom, UniqueKey, SHORT_REPLY_LEN};
 use crate::shared::Shared;
 use crate::stream::{SharedConn, Stream};
 use crate::time::Time;
@@ -169,8 +169,8 @@ impl<'a> Conn<'a> {
     fn execute(&mut self, command: Command) -> io::Result<Next> {
         let c = self.client;
         match command {
-            Command::Put { pri, delay, ttr, bytes, junk_after_size } => {
-                return self.put(pri, delay, ttr, bytes, junk_after_size)
+            Command::Put { pri, delay, ttr, bytes, junk_after_size, key } => {
+                return self.put(PutLine { pri, delay, ttr, bytes, junk: junk_after_size, key })
             }
             Command::Reserve => return self.reserve(None, false),
             Command::ReserveWithTimeout(secs) => return self.reserve(Some(secs), false),
@@ -232,7 +232,8 @@ impl<'a> Conn<'a> {
 
     /// `put`: the checks before the body, the body, then the engine
     /// (reference §3.1, in that order).
-    fn put(&mut self, pri: u32, delay: u32, ttr: u32, bytes: u32, junk: bool) -> io::Result<Next> {
+    fn put(&mut self, line: PutLine) -> io::Result<Next> {
+        let PutLine { pri, delay, ttr, bytes, junk, key } = line;
         let shared = self.shared;
         let created = shared.clock.now();
         let started = {
@@ -282,7 +283,7 @@ impl<'a> Conn<'a> {
             }
             return Ok(Next::Close);
         }
-        let job = NewJob { ticket, pri, delay, ttr, created, body: body.into_boxed_slice() };
+        let job = NewJob { ticket, pri, delay, ttr, created, body: body.into_boxed_slice(), key };
         let c = self.client;
         self.ask_engine(|e, now, _| e.put(c, job, now));
         Ok(Next::Continue)
@@ -335,7 +336,7 @@ fn answer<'e>(
     match command {
         Command::Use(name) => e.use_tube(c, &name),
         Command::ReserveJob(id) => e.reserve_job(c, id, now, room),
-        Command::Delete(id) => e.delete(c, id),
+        Command::Delete(id) => e.delete(c, id, now),
         Command::Release { id, pri, delay } => e.release(c, id, pri, delay, now),
         Command::Bury { id, pri } => e.bury(c, id, pri, now),
         Command::Touch(id) => e.touch(c, id, now),
@@ -365,6 +366,16 @@ fn answer<'e>(
         | Command::DeleteBatch
         | Command::ClearTube(_) => Reply::InternalError,
     }
+}
+
+/// A put's line, as parsed.
+struct PutLine {
+    pri: u32,
+    delay: u32,
+    ttr: u32,
+    bytes: u32,
+    junk: bool,
+    key: Option<UniqueKey>,
 }
 
 /// Bytes shown as text, as `String::from_utf8_lossy` would, without a copy.

@@ -8,6 +8,7 @@
 //! that the connection lets the lock go between chunks and no other client
 //! waits for a whole tube to go.
 
+use super::journaling::Becomes;
 use super::*;
 use crate::protocol::SHORT_REPLY_LEN;
 
@@ -31,7 +32,7 @@ impl Engine {
     /// to a blocked worker, stay with their workers. Returns how many it
     /// deleted; `NOT_FOUND` if the tube does not exist (it is never made).
     /// The connection calls it until a chunk comes back short.
-    pub fn clear_tube(&mut self, name: &TubeName, most: u64) -> Result<usize, Reply<'static>> {
+    pub fn clear_tube(&mut self, name: &TubeName, most: u64, now: Time) -> Result<usize, Reply<'static>> {
         let Some(t) = self.tubes.find(name) else {
             return Err(Reply::NotFound);
         };
@@ -45,15 +46,30 @@ impl Engine {
         let (delayed, ready) = (tube.delayed.last_ids(chunk), tube.ready.last_ids(chunk));
         ids.extend(tube.buried.ids(&self.jobs).chain(delayed).chain(ready).take(chunk));
         self.cmds.delete += ids.len() as u64;
-        self.journaled_batch(&ids, |_| None, &mut |e, id| e.forget_deleted(id))?;
+        self.delete_all(&ids, now)?;
         Ok(ids.len())
+    }
+
+    /// Deletes `ids`, all live and deletable, in one write: each as
+    /// `delete` would, a unique key with a cooldown starting it (its
+    /// record is the job's, without its body, reference §3.1a), room for
+    /// every cooldown claimed first.
+    fn delete_all(&mut self, ids: &[JobId], now: Time) -> Result<(), Reply<'static>> {
+        let keys = &self.tubes.keys;
+        let cooling =
+            ids.iter().filter(|&&id| self.jobs.get(&id).is_some_and(|job| job.keyed) && keys.cools(id));
+        let cooling = cooling.count();
+        if cooling > 0 && !self.tubes.keys.claim_cooldowns(cooling) {
+            return Err(Reply::OutOfMemory);
+        }
+        self.journaled_batch(ids, Becomes::Deleted(now), &mut |e, id| e.forget_deleted(id, now))
     }
 
     /// `delete-batch <id> ...`: each id as `delete` would (reference
     /// §3.5): a job reserved by another client, a job that does not exist,
     /// and an id named twice count as not found. `DELETED_BATCH <deleted>
     /// <not found>`.
-    pub fn delete_batch(&mut self, c: ClientId, named: &[JobId]) -> Reply<'_> {
+    pub fn delete_batch(&mut self, c: ClientId, named: &[JobId], now: Time) -> Reply<'_> {
         self.cmds.delete += named.len() as u64;
         let mut ids = Vec::new();
         if ids.try_reserve_exact(named.len()).is_err() {
@@ -66,7 +82,7 @@ impl Engine {
                 ids.push(id);
             }
         }
-        match self.journaled_batch(&ids, |_| None, &mut |e, id| e.forget_deleted(id)) {
+        match self.delete_all(&ids, now) {
             Ok(()) => Reply::DeletedBatch(ids.len(), named.len() - ids.len()),
             Err(refusal) => refusal,
         }

@@ -194,7 +194,7 @@ fn a_lapsed_hand_off_is_never_delivered_once_the_job_is_someone_elses() {
     e.hang_up(w1);
     e.tick(Time::from_secs(2));
     assert_eq!(reserved_id(e.check_wait(w2, Time::from_secs(2), &mut Vec::<u8>::new())), id);
-    assert_eq!(e.delete(w2, id), Reply::Deleted);
+    assert_eq!(e.delete(w2, id, Time::ZERO), Reply::Deleted);
     // w1 finally collects: not the job, and not a sleep without end.
     assert_eq!(e.check_wait(w1, Time::from_secs(2), &mut Vec::<u8>::new()), Some(Reply::TimedOut));
     assert_eq!(e.waiting_clients, 0);

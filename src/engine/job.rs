@@ -78,6 +78,7 @@ impl State {
 /// | `file` | 4 | binlog file of its latest full record |
 /// | `counters` | 20 | five 32-bit counters, wrapping as beanstalkd's |
 /// | `state` | 1 | + 3 bytes of padding to the 8-byte alignment |
+/// | `keyed` | 1 | taken from that padding: a unique key is kept beside the table (`unique.rs`) |
 ///
 /// The id is not stored: the table's index maps id to slot, and every
 /// caller that holds a record got there from its id. (Storing it would take
@@ -133,6 +134,9 @@ pub struct Job {
     pub(super) file: u32,
     /// The opaque body, without the trailing CRLF.
     pub(super) body: Box<[u8]>,
+    /// It has a unique key (`idp:`), held in `Tubes::keys`. In what was
+    /// padding after `state`: a job without a key looks nothing up.
+    pub(super) keyed: bool,
 }
 
 /// A job's neighbours in whichever list it is in (see `list.rs`): its

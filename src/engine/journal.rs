@@ -13,6 +13,7 @@ use std::io;
 
 use super::job::{Job, JobId, State, TubeId};
 use super::tube::Tubes;
+pub use super::unique::LoggedKey;
 use crate::protocol::TubeName;
 use crate::stats::BinlogStats;
 use crate::time::Time;
@@ -98,6 +99,8 @@ pub struct RestoredJob {
     pub body: Box<[u8]>,
     /// The file holding its latest full record.
     pub file: u32,
+    /// Its unique key, if it has one, and the key's cooldown in seconds.
+    pub key: Option<(Box<[u8]>, u32)>,
 }
 
 /// The state a job comes back in: a reserved job comes back ready.
@@ -111,6 +114,12 @@ pub enum RestoredState {
     /// Buried at `at`: buried jobs come back in that order.
     Buried {
         at: Time,
+    },
+    /// Deleted, its unique key cooling down until `until` (reference
+    /// §3.1a): only the key comes back. To the log it is a live job, until
+    /// the cooldown ends.
+    Cooling {
+        until: Time,
     },
 }
 
@@ -143,6 +152,8 @@ pub struct LoggedJob<'a> {
     pub body: &'a [u8],
     /// The log file holding its latest full record; 0 for a new job.
     pub file: u32,
+    /// Its unique key: a full record with one is a record of its own kind.
+    pub key: Option<LoggedKey<'a>>,
 }
 
 /// The fields of a job that its log records hold, but for its body: taken
@@ -161,6 +172,7 @@ pub(super) struct Picture {
     when: Time,
     counters: super::Counters,
     file: u32,
+    keyed: bool,
 }
 
 impl Picture {
@@ -175,6 +187,7 @@ impl Picture {
             when: if job.state == State::Buried { job.buried_at() } else { job.deadline },
             counters: job.counters,
             file: job.file,
+            keyed: job.keyed,
         }
     }
 
@@ -199,6 +212,7 @@ impl Picture {
             counters: self.counters,
             body,
             file: self.file,
+            key: if self.keyed { tubes.keys.logged(id) } else { None },
         }
     }
 }

@@ -55,7 +55,7 @@ impl Engine {
     pub(super) fn journaled_batch(
         &mut self,
         ids: &[JobId],
-        after: fn(Picture) -> Option<Picture>,
+        after: Becomes,
         change: &mut dyn FnMut(&mut Engine, JobId),
     ) -> Result<(), Reply<'static>> {
         let mut files = Vec::new();
@@ -78,10 +78,11 @@ impl Engine {
             self.log_batch(ids, after, Some(&mut files))?;
         }
         for (n, &id) in ids.iter().enumerate() {
-            change(self, id);
+            // The file first: a deleted job's cooling key takes it with it.
             if let (Some(job), Some(&file)) = (self.jobs.get_mut(&id), files.get(n)) {
                 job.file = file;
             }
+            change(self, id);
         }
         self.compact();
         Ok(())
@@ -93,7 +94,7 @@ impl Engine {
     fn log_batch(
         &mut self,
         ids: &[JobId],
-        after: fn(Picture) -> Option<Picture>,
+        after: Becomes,
         files: Option<&mut Vec<u32>>,
     ) -> Result<bool, Reply<'static>> {
         let Engine { journal, jobs, tubes, .. } = self;
@@ -105,10 +106,18 @@ impl Engine {
         for &id in ids {
             let Some(job) = jobs.get(&id) else { return Err(Reply::InternalError) };
             let was = Picture::of(job);
-            changes.push(Change {
-                was: Some(was.logged(id, tubes, &job.body)),
-                now: after(was).map(|now| now.logged(id, tubes, &job.body)),
-            });
+            let now = match after {
+                Becomes::Kicked => Some(was.kicked().logged(id, tubes, &job.body)),
+                // A unique key that outlives its job is logged as the job
+                // without its body, cooling until then (reference §3.1a).
+                Becomes::Deleted(now) => {
+                    was.logged(id, tubes, &[]).key.filter(|key| key.cooldown > 0).map(|key| {
+                        let until = Some(now.plus_secs(key.cooldown));
+                        LoggedJob { key: Some(LoggedKey { until, ..key }), ..was.logged(id, tubes, &[]) }
+                    })
+                }
+            };
+            changes.push(Change { was: Some(was.logged(id, tubes, &job.body)), now });
         }
         match files {
             None => Ok(journal.claim_all(&changes)),
@@ -227,7 +236,14 @@ impl Engine {
     pub(super) fn rewrite_if_still_in(&mut self, file: u32, id: JobId) -> bool {
         let Some(journal) = self.journal.as_mut() else { return false };
         let Some(job) = self.jobs.get(&id).filter(|job| job.file == file) else {
-            journal.forget_written(file, id);
+            // A deleted job's key cooling down is live in the log too
+            // (`Engine::journal_cooling`).
+            if let Some(rewritten) = self.rewrite_cooling(file, id) {
+                return rewritten;
+            }
+            if let Some(journal) = self.journal.as_mut() {
+                journal.forget_written(file, id);
+            }
             return true;
         };
         let logged = Picture::of(job).logged(id, &self.tubes, &job.body);
@@ -244,6 +260,15 @@ impl Engine {
             Err(_) => false,
         }
     }
+}
+
+/// What a change of many jobs makes of each ([`Engine::journaled_batch`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Becomes {
+    /// Ready, one kick more (`kick`).
+    Kicked,
+    /// Deleted at this time, a unique key with a cooldown cooling.
+    Deleted(Time),
 }
 
 /// `was` as it will be in tube `tube`: what a change is claimed for.

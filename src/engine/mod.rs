@@ -41,11 +41,13 @@ pub mod list;
 pub mod tube;
 pub(crate) mod client;
 pub mod waiting;
+pub mod unique;
 
 // The commands, by concept, each an `impl Engine` block over the state
 // declared below, in reading order.
 pub(crate) mod session;
 pub(crate) mod put;
+pub(crate) mod keyed;
 pub(crate) mod moves;
 pub(crate) mod reserve;
 pub(crate) mod handoff;
@@ -70,7 +72,7 @@ use std::fmt::Debug;
 use std::sync::{Arc, Condvar};
 
 use crate::ids::{IdRange, NO_ID_LEFT};
-use crate::protocol::{data_reply_len, Reply, ReplyRoom, TubeName};
+use crate::protocol::{data_reply_len, Reply, ReplyRoom, TubeName, UniqueKey};
 use crate::stats::{CommandCounts, JobCounts, JobStats, ServerStats, TubeStats};
 use crate::time::Time;
 pub use batch::CLEAR_CHUNK;
@@ -79,7 +81,7 @@ use client::{Blocked, Client, Outcome, Soonest, Wait};
 use heap::Heap;
 pub use id_map::{ClientMap, IdMap};
 pub use job::{ClientId, Counters, Job, JobId, State, URGENT_PRIORITY};
-pub use journal::{Change, Journal, LoggedJob, RestoredJob, RestoredState};
+pub use journal::{Change, Journal, LoggedJob, LoggedKey, RestoredJob, RestoredState};
 use list::List;
 use table::JobTable;
 use tube::{Pause, TubeId, Tubes};
@@ -106,6 +108,8 @@ pub struct NewJob {
     /// When the put line was parsed.
     pub created: Time,
     pub body: Box<[u8]>,
+    /// Its unique key (`idp:`), if the put named one.
+    pub key: Option<UniqueKey>,
 }
 
 /// The right to insert one job, from [`Engine::start_put`]: the id it was
@@ -274,6 +278,20 @@ impl Engine {
             let (Some(slot), Some(name)) = (tube_ids.get_mut(r.tube), tube_names.get(r.tube)) else {
                 continue;
             };
+            if let RestoredState::Cooling { until } = r.state {
+                // Only its key comes back, and no tube for it.
+                if let Some(key) = &r.key {
+                    self.tubes.keys.restore_cooling(
+                        r.id,
+                        name,
+                        key,
+                        until,
+                        r.file,
+                        &mut positions(&mut self.jobs),
+                    );
+                }
+                continue;
+            }
             // At start-up: a server that cannot rebuild a tube must not
             // start without its jobs, so this stops it, as any start-up
             // failure does.
@@ -294,9 +312,13 @@ impl Engine {
                 links: Default::default(),
                 file: r.file,
                 body: r.body,
+                keyed: false,
             };
             self.job_memory += job.body.len() as u64 + JOB_MEMORY_OVERHEAD;
             self.jobs.insert(r.id, job);
+            if let Some(key) = &r.key {
+                self.restore_key(r.id, name, key);
+            }
             match r.state {
                 RestoredState::Buried { at } => {
                     self.last_buried_at = self.last_buried_at.max(at);
@@ -325,6 +347,9 @@ impl Engine {
             let _ = tube.ready.try_make_room_for(in_tube) && tube.delayed.try_make_room_for(in_tube);
         }
         let _ = self.reserved.try_make_room_for(self.jobs.len());
+        if let Some(end) = self.tubes.keys.next_end() {
+            self.schedule(end);
+        }
         self.next_job_id = self.id_range.first_from(self.next_job_id.max(next_id));
     }
 

@@ -90,6 +90,15 @@ impl Engine {
             return Reply::InternalError;
         };
         let tube = client.used;
+        // A put with a unique key that names a job stores nothing
+        // (`keyed.rs`); a new key's memory is claimed here.
+        let key = match &new.key {
+            Some(key) => match self.check_key(tube, key, &new.ticket, new.pri, now) {
+                Ok(claim) => Some((claim, key.cooldown)),
+                Err(answer) => return answer,
+            },
+            None => None,
+        };
         let id = new.ticket.id;
         let job = Job {
             tube,
@@ -106,13 +115,19 @@ impl Engine {
             links: Default::default(),
             file: 0,
             body: new.body,
+            keyed: key.is_some(),
         };
+        // Filed before the log is told, so that its record holds the key.
+        if let Some((claim, cooldown)) = key {
+            self.tubes.keys.insert(id, claim, cooldown);
+        }
         let claimed = self.journal_has_room(&mut |journal, _, tubes| {
             let now = Some(journal::Picture::of(&job).logged(id, tubes, &job.body));
             journal.claim(&Change { was: None, now })
         });
         if !claimed {
             // No disk space: the id stays used up, the job is forgotten.
+            self.tubes.keys.forget(id);
             self.release_job_memory(job.body.len());
             return Reply::OutOfMemory;
         }
@@ -123,6 +138,7 @@ impl Engine {
             if let Some(job) = self.jobs.remove(&id) {
                 self.release_job_memory(job.body.len());
             }
+            self.tubes.keys.forget(id);
             return Reply::InternalError;
         }
         self.total_jobs += 1;

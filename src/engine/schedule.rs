@@ -79,6 +79,7 @@ impl Engine {
             }
         }
         self.tubes.return_due(due);
+        self.end_cooldowns(now);
         self.timer_due = self.next_due();
         self.timer_due
     }
@@ -86,7 +87,8 @@ impl Engine {
     /// The earliest time at which [`Engine::tick`] has work to do.
     pub fn next_due(&self) -> Option<Time> {
         let reservation_ends = self.reserved.peek().map(|(at, _)| at);
-        reservation_ends.into_iter().chain(self.tubes.next_event()).min()
+        let cooldown_ends = self.tubes.keys.next_end();
+        reservation_ends.into_iter().chain(self.tubes.next_event()).chain(cooldown_ends).min()
     }
 
     /// Asks the timer thread to wake by `at` if it planned to sleep longer.

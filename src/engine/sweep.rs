@@ -32,6 +32,8 @@ pub(super) struct World {
     pub(super) delayed: JobId,
     pub(super) buried: JobId,
     pub(super) reserved: JobId,
+    /// A ready job with unique key `k`, whose key cools down for 60 s.
+    pub(super) keyed: JobId,
     /// For a new connection: the server makes it before the engine's part.
     pub(super) waker: Arc<Condvar>,
 }
@@ -43,12 +45,28 @@ pub(super) fn name(s: &str) -> TubeName {
 pub(super) const T0: Time = Time::ZERO;
 
 fn put(e: &mut Engine, c: ClientId, pri: u32, delay: u32, body: &[u8]) -> JobId {
+    put_keyed(e, c, pri, delay, body, None)
+}
+
+fn put_keyed(
+    e: &mut Engine,
+    c: ClientId,
+    pri: u32,
+    delay: u32,
+    body: &[u8],
+    key: Option<UniqueKey>,
+) -> JobId {
     e.count_put();
     let ticket = e.start_put(c, body.len() as u32).unwrap();
     let id = ticket.id();
-    let job = NewJob { ticket, pri, delay, ttr: 60, created: T0, body: Box::from(body) };
+    let job = NewJob { ticket, pri, delay, ttr: 60, created: T0, body: Box::from(body), key };
     assert_eq!(e.put(c, job, T0), Reply::Inserted(id));
     id
+}
+
+/// Unique key `name` with a cooldown of `cooldown` seconds.
+pub(super) fn key(name_: &str, cooldown: u32) -> Option<UniqueKey> {
+    Some(UniqueKey { name: name(name_), cooldown })
 }
 
 fn world() -> World {
@@ -70,7 +88,21 @@ pub(super) fn world_from(mut e: Engine) -> World {
     assert!(matches!(e.reserve(worker, None, T0, &mut Vec::<u8>::new()), Some(Reply::Reserved(..))));
     let ready = put(&mut e, producer, 3, 0, b"ready");
     let delayed = put(&mut e, producer, 4, 100, b"delayed");
-    World { e, producer, worker, waiter, ready, delayed, buried, reserved, waker: Arc::new(Condvar::new()) }
+    let keyed = put_keyed(&mut e, producer, 5, 0, b"keyed", key("k", 60));
+    let cooling = put_keyed(&mut e, producer, 5, 0, b"cooling", key("c", 60));
+    assert_eq!(e.delete(producer, cooling, T0), Reply::Deleted);
+    World {
+        e,
+        producer,
+        worker,
+        waiter,
+        ready,
+        delayed,
+        buried,
+        reserved,
+        keyed,
+        waker: Arc::new(Condvar::new()),
+    }
 }
 
 /// The world with the waiter blocked in a reserve.
@@ -159,11 +191,12 @@ pub(super) fn state(e: &Engine) -> String {
         );
     }
     let _ = writeln!(s, "next event {:?}, reserved {:?}", e.tubes.next_event(), e.reserved);
+    let _ = writeln!(s, "keys {:?}, next end {:?}", e.tubes.keys.sorted(), e.tubes.keys.next_end());
     for id in 1..e.next_job_id {
         if let Some(job) = e.jobs.get(&id) {
             let _ = writeln!(
                 s,
-                "job {id} in {} {:?} pri={} delay={} ttr={} deadline={:?} by={:?} {:?} body={:?}",
+                "job {id} in {} {:?} pri={} delay={} ttr={} deadline={:?} by={:?} {:?} body={:?} keyed={}",
                 e.tubes.get(job.tube).name,
                 job.state,
                 job.pri,
@@ -172,7 +205,8 @@ pub(super) fn state(e: &Engine) -> String {
                 job.deadline,
                 job.reserved_by,
                 job.counters,
-                job.body
+                job.body,
+                job.keyed
             );
         }
     }
@@ -216,6 +250,11 @@ fn process() -> ProcessStats<'static> {
 
 /// `put`, the way `Conn::put` makes it: a ticket, the body's memory, the job.
 pub(super) fn put_step(w: &mut World, out: &mut Vec<u8>, delay: u32) {
+    put_keyed_step(w, out, 0, delay, None);
+}
+
+/// [`put_step`] with priority `pri` and unique key `key`.
+pub(super) fn put_keyed_step(w: &mut World, out: &mut Vec<u8>, pri: u32, delay: u32, key: Option<UniqueKey>) {
     w.e.count_put();
     let Some(ticket) = w.e.start_put(w.producer, 4) else {
         return Reply::OutOfMemory.encode(out);
@@ -226,7 +265,7 @@ pub(super) fn put_step(w: &mut World, out: &mut Vec<u8>, delay: u32) {
         return Reply::OutOfMemory.encode(out);
     }
     body.extend_from_slice(b"body");
-    let job = NewJob { ticket, pri: 0, delay, ttr: 60, created: T0, body: body.into_boxed_slice() };
+    let job = NewJob { ticket, pri, delay, ttr: 60, created: T0, body: body.into_boxed_slice(), key };
     w.e.put(w.producer, job, T0).encode(out);
 }
 
@@ -237,6 +276,18 @@ const COMMANDS: &[Case] = &[
     ("put", world, |w, out| put_step(w, out, 0)),
     ("put with a delay", world, |w, out| put_step(w, out, 10)),
     ("put to a blocked worker", world_with_producer_for_waiter, |w, out| put_step(w, out, 0)),
+    ("put with a new unique key", world, |w, out| put_keyed_step(w, out, 0, 0, key("new", 30))),
+    ("put with a key that names a job: nothing stored", world, |w, out| {
+        put_keyed_step(w, out, 9, 0, key("k", 0))
+    }),
+    ("put with a key that names a job: the ratchet", world, |w, out| {
+        put_keyed_step(w, out, 1, 0, key("k", 0))
+    }),
+    ("put with a key cooling down", world, |w, out| put_keyed_step(w, out, 0, 0, key("c", 0))),
+    ("delete of a keyed job: its key cools down", world, |w, out| {
+        w.e.delete(w.producer, w.keyed, T0).encode(out);
+    }),
+    ("move-job of a keyed job", world, |w, out| w.e.move_job(w.keyed, &name("fresh"), T0).encode(out)),
     ("reserve, a job ready", world, |w, out| {
         if let Some(reply) = w.e.reserve(w.worker, None, T0, out) {
             reply.encode(out);
@@ -293,9 +344,9 @@ const COMMANDS: &[Case] = &[
     ("move-job of a ready job to a blocked worker", world, |w, out| {
         w.e.move_job(w.ready, &name("quiet"), T0).encode(out)
     }),
-    ("delete", world, |w, out| w.e.delete(w.worker, w.reserved).encode(out)),
+    ("delete", world, |w, out| w.e.delete(w.worker, w.reserved, T0).encode(out)),
     ("delete the last job of a tube", world_with_tube_of_one_job, |w, out| {
-        w.e.delete(w.producer, w.ready).encode(out);
+        w.e.delete(w.producer, w.ready, T0).encode(out);
     }),
     ("touch", world, |w, out| w.e.touch(w.worker, w.reserved, Time::from_secs(5)).encode(out)),
     ("use of a new tube", world, |w, out| w.e.use_tube(w.producer, &name("fresh")).encode(out)),

@@ -68,7 +68,7 @@ fn world_with_handoff_uncollected() -> World {
 /// The worker's TTR a second from its end and no job ready: DEADLINE_SOON.
 fn world_with_nothing_ready() -> World {
     let mut w = world();
-    assert_eq!(w.e.delete(w.producer, w.ready), Reply::Deleted);
+    assert_eq!(w.e.delete(w.producer, w.ready, T0), Reply::Deleted);
     w
 }
 
@@ -119,7 +119,7 @@ pub(super) fn reserve_batch_step(w: &mut World, out: &mut Vec<u8>) {
 /// `clear-tube jobs` as the connection runs it: chunks to the end.
 pub(super) fn clear_step(w: &mut World, out: &mut Vec<u8>) {
     let most = w.e.clearable(&name("jobs"));
-    match w.e.clear_tube(&name("jobs"), most) {
+    match w.e.clear_tube(&name("jobs"), most, T0) {
         Ok(n) => Reply::Cleared(n as u64).encode(out),
         Err(refusal) => refusal.encode(out),
     }
@@ -133,7 +133,7 @@ pub(super) const MORE_COMMANDS: &[Case] = &[
     ("clear-tube of a tube with a job in every state", world_with_many, clear_step),
     ("delete-batch", world_with_many, |w, out| {
         let ids = [w.ready, w.reserved, w.buried, 999, w.ready, w.delayed];
-        w.e.delete_batch(w.producer, &ids).encode(out)
+        w.e.delete_batch(w.producer, &ids, T0).encode(out)
     }),
     ("reserve-batch", world_with_many, reserve_batch_step),
     ("kick-job of a buried job", world, |w, out| w.e.kick_job(w.buried, T0).encode(out)),

@@ -417,6 +417,7 @@ mod tests {
             reserved_by: crate::ids::ClientId::default(),
             heap_index: 0,
             links: Default::default(),
+            keyed: false,
             file: 0,
             body: Box::from(&id.to_le_bytes()[..]),
         }

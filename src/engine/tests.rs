@@ -20,7 +20,7 @@ pub(super) fn put(e: &mut Engine, c: ClientId, pri: u32, delay: u32, ttr: u32, n
     e.count_put();
     let ticket = e.start_put(c, 4).unwrap();
     let id = ticket.id();
-    let job = NewJob { ticket, pri, delay, ttr, created: now, body: Box::from(&b"body"[..]) };
+    let job = NewJob { ticket, pri, delay, ttr, created: now, body: Box::from(&b"body"[..]), key: None };
     assert_eq!(e.put(c, job, now), Reply::Inserted(id));
     id
 }
@@ -137,7 +137,7 @@ fn tubes_vanish_when_unreferenced_but_default_never() {
     let id = put(&mut e, c, 0, 0, 10, Time::ZERO);
     e.use_tube(c, &name("default"));
     assert!(e.tubes.find(&name("e")).is_some());
-    assert_eq!(e.delete(c, id), Reply::Deleted);
+    assert_eq!(e.delete(c, id, Time::ZERO), Reply::Deleted);
     assert!(e.tubes.find(&name("e")).is_none());
     e.disconnect(c, Time::ZERO);
     assert!(e.tubes.find(&name("default")).is_some());
@@ -165,7 +165,7 @@ fn the_memory_limit_refuses_puts_until_jobs_are_deleted() {
     let first = put(&mut e, c, 0, 0, 10, Time::ZERO);
     put(&mut e, c, 0, 0, 10, Time::ZERO);
     assert_eq!(e.start_put(c, 4), None);
-    assert_eq!(e.delete(c, first), Reply::Deleted);
+    assert_eq!(e.delete(c, first, Time::ZERO), Reply::Deleted);
     let ticket = e.start_put(c, 4).unwrap();
     e.cancel_put(ticket);
     assert_eq!(e.job_memory(), 4 + JOB_MEMORY_OVERHEAD);
@@ -211,7 +211,7 @@ fn moving_jobs_between_heaps_never_allocates() {
     assert_eq!(capacities(&e), before);
     // Once the jobs are deleted, the room goes too.
     for &id in &ids {
-        assert_eq!(e.delete(c, id), Reply::Deleted);
+        assert_eq!(e.delete(c, id, Time::ZERO), Reply::Deleted);
     }
     let after = capacities(&e);
     assert!(after.0 <= 256 && after.1 <= 256 && after.2 <= 256, "{after:?}");

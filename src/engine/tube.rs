@@ -132,6 +132,11 @@ pub struct Tubes {
     timed: Heap<Time>,
     /// Room for [`Tubes::take_due`]'s answer.
     due: Vec<TubeId>,
+    /// The unique keys of every tube, by tube name, and those cooling
+    /// down after their job's delete: kept with the tubes because they
+    /// are scoped by tube, and because the log reads a job's key where it
+    /// reads its tube's name (`journal::Picture::logged`).
+    pub keys: super::unique::UniqueKeys,
 }
 
 impl Tubes {

@@ -6,11 +6,12 @@
 //! [`Engine::journaled_change`], which claims log room first, logs the change
 //! after, and lets compaction run.
 
+use super::journaling::Becomes;
 use super::*;
 
 impl Engine {
     /// `delete <id>`: any job except one reserved by another client.
-    pub fn delete(&mut self, c: ClientId, id: JobId) -> Reply<'_> {
+    pub fn delete(&mut self, c: ClientId, id: JobId, now: Time) -> Reply<'_> {
         self.cmds.delete += 1;
         let Some(job) = self.jobs.get(&id) else {
             return Reply::NotFound;
@@ -18,10 +19,14 @@ impl Engine {
         if job.state == State::Reserved && job.reserved_by != c {
             return Reply::NotFound;
         }
-        // The delete record's room was claimed by the put: this cannot run
-        // out of disk. If the write fails anyway the job is gone all the same.
-        let logged = self.journal_delete(id);
-        self.forget_deleted(id);
+        let tube = job.tube;
+        let logged = match self.discard(id, now) {
+            Ok(logged) => logged,
+            Err(refusal) => return refusal,
+        };
+        self.give_back_room(tube);
+        self.tubes.get_mut(tube).cmd_delete += 1;
+        self.tubes.remove_if_unreferenced(tube);
         if !logged {
             return Reply::InternalError;
         }
@@ -29,17 +34,63 @@ impl Engine {
         Reply::Deleted
     }
 
-    /// Takes deleted job `id` out of its queue and the table, and gives
-    /// back what it held; counted as its tube's delete.
-    pub(super) fn forget_deleted(&mut self, id: JobId) {
-        let Some(tube) = self.jobs.get(&id).map(|job| job.tube) else { return };
+    /// A job of a batch delete leaves, its delete already logged with the
+    /// batch's ([`Engine::journaled_batch`]): out of its queue and the
+    /// table, its unique key cooling (room claimed by the batch) or
+    /// forgotten, what it held given back, counted as its tube's delete.
+    pub(super) fn forget_deleted(&mut self, id: JobId, now: Time) {
+        let Some((tube, keyed, file)) = self.jobs.get(&id).map(|job| (job.tube, job.keyed, job.file)) else {
+            return;
+        };
         self.unlink(id);
+        if keyed {
+            let until = self.tubes.keys.start_cooldown(id, now, &mut positions(&mut self.jobs));
+            if let Some(until) = until {
+                self.schedule(until);
+                self.tubes.keys.set_file(id, file);
+            }
+        }
         if let Some(job) = self.jobs.remove(&id) {
             self.release_job_memory(job.body.len());
         }
         self.give_back_room(tube);
         self.tubes.get_mut(tube).cmd_delete += 1;
         self.tubes.remove_if_unreferenced(tube);
+    }
+
+    /// The one way a job leaves the table, for every command that deletes
+    /// one: its unique key starts its cooldown (or is forgotten), the log
+    /// is told, and the job leaves its queue and the table. The caller
+    /// gives back the tube's room and removes the tube if unreferenced.
+    /// `Ok(false)`: the log's write failed, and the job is gone all the
+    /// same. `Err`: no memory for the key's cooldown, and nothing changed.
+    pub(super) fn discard(&mut self, id: JobId, now: Time) -> Result<bool, Reply<'static>> {
+        let keyed = self.jobs.get(&id).is_some_and(|job| job.keyed);
+        if keyed && self.tubes.keys.cools(id) && !self.claim_cooling(id) {
+            return Err(Reply::OutOfMemory);
+        }
+        // Out of its queue first: the cooldowns' heap tells the job a
+        // slot of its own.
+        self.unlink(id);
+        let until = if keyed {
+            self.tubes.keys.start_cooldown(id, now, &mut positions(&mut self.jobs))
+        } else {
+            None
+        };
+        // The delete record's room was claimed by the put: this cannot run
+        // out of disk. If the write fails anyway the job is gone all the
+        // same.
+        let logged = match until {
+            Some(until) => {
+                self.schedule(until);
+                self.journal_cooling(id)
+            }
+            None => self.journal_delete(id),
+        };
+        if let Some(job) = self.jobs.remove(&id) {
+            self.release_job_memory(job.body.len());
+        }
+        Ok(logged)
     }
 
     /// `release <id> <pri> <delay>`.
@@ -141,7 +192,7 @@ impl Engine {
         if !chosen {
             return Reply::OutOfMemory;
         }
-        match self.journaled_batch(&ids, |was| Some(was.kicked()), &mut |e, id| e.kick_one(id, now)) {
+        match self.journaled_batch(&ids, Becomes::Kicked, &mut |e, id| e.kick_one(id, now)) {
             Ok(()) => Reply::KickedCount(ids.len() as u32),
             Err(refusal) => refusal,
         }
@@ -162,11 +213,21 @@ impl Engine {
     /// buried job into tube `to`, created if need be, keeping its id,
     /// priority, delay, TTR, body and counters; see `move_to_tube` for
     /// where it lands. A reserved job is its holder's business: `NOT_FOUND`.
+    /// A job's unique key goes with it; if `to` already has that key, the
+    /// answer is `KEY_TAKEN` and nothing changes (reference §3.1a).
     pub fn move_job(&mut self, id: JobId, to: &TubeName, now: Time) -> Reply<'_> {
         let Some(job) = self.jobs.get(&id).filter(|job| job.state != State::Reserved) else {
             return Reply::NotFound;
         };
         let from = job.tube;
+        let key = if job.keyed && self.tubes.get(from).name != *to {
+            match self.claim_key_in(id, to) {
+                Ok(claim) => Some(claim),
+                Err(refusal) => return refusal,
+            }
+        } else {
+            None
+        };
         let Some(t) = self.tubes.find_or_create(to) else {
             return Reply::OutOfMemory;
         };
@@ -178,7 +239,12 @@ impl Engine {
         let in_tube = self.tubes.get(t).job_count() + self.puts_in_flight + 1;
         let tube = self.tubes.get_mut(t);
         let moved = if tube.ready.try_make_room_for(in_tube) && tube.delayed.try_make_room_for(in_tube) {
-            self.journaled_change_to(id, Some(t), |e| e.move_to_tube(id, t, now))
+            self.journaled_change_to(id, Some(t), |e| {
+                if let Some(claim) = key {
+                    e.tubes.keys.rename(id, claim);
+                }
+                e.move_to_tube(id, t, now)
+            })
         } else {
             Err(Reply::OutOfMemory)
         };

@@ -19,7 +19,7 @@ mod reply;
 mod tube_name;
 
 use crate::ids::JobId;
-pub use reply::{data_reply_len, Reply, ReplyRoom, SHORT_REPLY_LEN};
+pub use reply::{data_reply_len, NamedState, Reply, ReplyRoom, SHORT_REPLY_LEN};
 use tube_name::is_name_byte;
 pub use tube_name::{TubeName, MAX_TUBE_NAME};
 
@@ -40,16 +40,19 @@ pub const DELETE_BATCH: &[u8] = b"delete-batch";
 /// One parsed command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
-    /// `put <pri> <delay> <ttr> <bytes>`. A body of `bytes` bytes plus CRLF
-    /// follows the line. `junk_after_size` is set when bytes follow the size
-    /// field: beanstalkd answers `BAD_FORMAT` for that only after counting the
-    /// command and checking the size, so the parser cannot reject it itself.
+    /// `put <pri> <delay> <ttr> <bytes> [idp:<key>[:<seconds>]]`. A body
+    /// of `bytes` bytes plus CRLF follows the line. `junk_after_size` is set
+    /// when bytes other than a unique key follow the size field: beanstalkd
+    /// answers `BAD_FORMAT` for that only after counting the command and
+    /// checking the size, so the parser cannot reject it itself. `key` is
+    /// tuber's unique-job token (reference §3.1a).
     Put {
         pri: u32,
         delay: u32,
         ttr: u32,
         bytes: u32,
         junk_after_size: bool,
+        key: Option<UniqueKey>,
     },
     Use(TubeName),
     Reserve,
@@ -107,6 +110,15 @@ pub enum Command {
     DeleteBatch,
     /// `clear-tube <tube>`: beanstalkd's pull request #87 (reference §3.24).
     ClearTube(TubeName),
+}
+
+/// A put's `idp:<key>[:<seconds>]` token (reference §3.1a): the job's
+/// name in its tube, which follows the rules of a tube name, and how long
+/// the name outlives the job's delete (0: not at all).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UniqueKey {
+    pub name: TubeName,
+    pub cooldown: u32,
 }
 
 /// Why a line is not a command.
@@ -306,7 +318,40 @@ fn parse_put(rest: &[u8]) -> Result<Command, ParseError> {
     let delay = f.u32()?;
     let ttr = f.u32()?;
     let bytes = f.u32()?;
-    Ok(Command::Put { pri, delay, ttr, bytes, junk_after_size: !f.rest.is_empty() })
+    // Nothing, or tokens that are all unique keys (tuber's rule: the last
+    // one counts); anything else is beanstalkd's junk after the size.
+    let mut key = None;
+    let mut junk = !f.rest.is_empty();
+    let separated = matches!(f.rest.first(), Some(b' ' | b'\t'));
+    for token in f.rest.split(|&b| b == b' ' || b == b'\t').filter(|t| !t.is_empty()) {
+        key = token.strip_prefix(b"idp:").filter(|_| separated).and_then(parse_unique_key);
+        junk = key.is_none();
+        if junk {
+            break;
+        }
+    }
+    if key.is_none() {
+        return Ok(Command::Put { pri, delay, ttr, bytes, junk_after_size: junk, key: None });
+    }
+    Ok(Command::Put { pri, delay, ttr, bytes, junk_after_size: false, key })
+}
+
+/// `<key>` or `<key>:<seconds>`, as tuber reads them: the seconds after the
+/// last colon are a u32 as Rust's `str::parse` takes it (digits, an
+/// optional leading `+`), and the key is a legal tube name, so holds no
+/// colon of its own.
+fn parse_unique_key(token: &[u8]) -> Option<UniqueKey> {
+    let Some(colon) = token.iter().rposition(|&b| b == b':') else {
+        return Some(UniqueKey { name: TubeName::new(token)?, cooldown: 0 });
+    };
+    let name = TubeName::new(token.get(..colon)?)?;
+    let seconds = token.get(colon.checked_add(1)?..)?;
+    let digits = seconds.strip_prefix(b"+").unwrap_or(seconds);
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let (cooldown, _) = leading_number(digits)?;
+    Some(UniqueKey { name, cooldown: u32::try_from(cooldown).ok()? })
 }
 
 /// `pause-tube`: spaces, a run of name bytes, then the delay to the end.
@@ -417,7 +462,14 @@ mod tests {
 
     #[test]
     fn put_takes_four_numbers_with_loose_spacing() {
-        let put = |pri, delay, ttr, bytes, junk| C::Put { pri, delay, ttr, bytes, junk_after_size: junk };
+        let put = |pri, delay, ttr, bytes, junk| C::Put {
+            pri,
+            delay,
+            ttr,
+            bytes,
+            junk_after_size: junk,
+            key: None,
+        };
         assert_eq!(parse(b"put 1 2 3 4"), Ok(put(1, 2, 3, 4, false)));
         assert_eq!(parse(b"put  00   0  1   01"), Ok(put(0, 0, 1, 1, false)));
         assert_eq!(parse(b"put 0 0 1 1 "), Ok(put(0, 0, 1, 1, true)));
@@ -431,6 +483,39 @@ mod tests {
         assert_eq!(parse(b"put 0 0 1"), Err(BadFormat));
         assert_eq!(parse(b"put "), Err(BadFormat));
         assert_eq!(parse(b"put"), Err(UnknownCommand));
+    }
+
+    #[test]
+    fn put_takes_tubers_unique_key_token_and_nothing_else() {
+        let key = |name: &[u8], cooldown| Some(UniqueKey { name: TubeName::new(name).unwrap(), cooldown });
+        let put = |key| C::Put { pri: 1, delay: 2, ttr: 3, bytes: 4, junk_after_size: false, key };
+        let junk = C::Put { pri: 1, delay: 2, ttr: 3, bytes: 4, junk_after_size: true, key: None };
+        assert_eq!(parse(b"put 1 2 3 4 idp:my-key"), Ok(put(key(b"my-key", 0))));
+        assert_eq!(parse(b"put 1 2 3 4 idp:report:300"), Ok(put(key(b"report", 300))));
+        assert_eq!(parse(b"put 1 2 3 4 idp:k:0"), Ok(put(key(b"k", 0))));
+        assert_eq!(parse(b"put 1 2 3 4 idp:k:+7"), Ok(put(key(b"k", 7))));
+        assert_eq!(parse(b"put 1 2 3 4 idp:k:4294967295"), Ok(put(key(b"k", u32::MAX))));
+        assert_eq!(parse(b"put 1 2 3 4  idp:a \tidp:b "), Ok(put(key(b"b", 0))), "tuber: the last wins");
+        for line in [
+            &b"put 1 2 3 4 idp:"[..],
+            b"put 1 2 3 4 idp:-bad",
+            b"put 1 2 3 4 idp:k:",
+            b"put 1 2 3 4 idp:k:x",
+            b"put 1 2 3 4 idp:k:-1",
+            b"put 1 2 3 4 idp:k:4294967296",
+            b"put 1 2 3 4 idp:a:b:5",
+            b"put 1 2 3 4 idp:k extra",
+            b"put 1 2 3 4idp:k",
+            b"put 1 2 3 4 IDP:k",
+            b"put 1 2 3 4 grp:g",
+            b"put 1 2 3 4 aft:g",
+            b"put 1 2 3 4 con:c",
+            b"put 1 2 3 4 con:c:2",
+        ] {
+            assert_eq!(parse(line), Ok(junk.clone()), "{}", String::from_utf8_lossy(line));
+        }
+        let long = [b'k'; 201];
+        assert_eq!(parse(&[&b"put 1 2 3 4 idp:"[..], &long].concat()), Ok(junk));
     }
 
     #[test]

@@ -11,6 +11,11 @@ use super::TubeName;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reply<'a> {
     Inserted(JobId),
+    /// `INSERTED <id> <STATE>[ <pri>]`: a put whose unique key already
+    /// names job `id` (tuber's reply, reference §3.1a): the job's state
+    /// (`DELETED` while its key cools down), and the priority it was
+    /// lowered to, if the put lowered it.
+    Duplicate(JobId, NamedState, Option<u32>),
     /// `BURIED <id>`: a put whose job was buried instead of queued.
     BuriedJob(JobId),
     Buried,
@@ -37,6 +42,9 @@ pub enum Reply<'a> {
     DeletedBatch(usize, usize),
     /// `CLEARED <count>`, the answer to `clear-tube`.
     Cleared(u64),
+    /// `KEY_TAKEN`: `move-job` of a job whose unique key the tube it would
+    /// move to holds already (reference §3.1a).
+    KeyTaken,
     NotFound,
     NotIgnored,
     DeadlineSoon,
@@ -60,6 +68,8 @@ impl Reply<'_> {
         // Writing into a Vec cannot fail.
         let _ = match self {
             Reply::Inserted(id) => write!(out, "INSERTED {id}\r\n"),
+            Reply::Duplicate(id, state, None) => write!(out, "INSERTED {id} {}\r\n", state.word()),
+            Reply::Duplicate(id, state, Some(pri)) => write!(out, "INSERTED {id} {} {pri}\r\n", state.word()),
             Reply::BuriedJob(id) => write!(out, "BURIED {id}\r\n"),
             Reply::Reserved(id, body) => write_data(out, "RESERVED", Some(*id), body),
             Reply::Found(id, body) => write_data(out, "FOUND", Some(*id), body),
@@ -81,7 +91,7 @@ impl Reply<'_> {
     /// The first word of the reply, as `-VV` logs it.
     pub fn word(&self) -> &'static str {
         match self {
-            Reply::Inserted(_) => "INSERTED",
+            Reply::Inserted(_) | Reply::Duplicate(..) => "INSERTED",
             Reply::BuriedJob(_) | Reply::Buried => "BURIED",
             Reply::Reserved(..) => "RESERVED",
             Reply::Found(..) => "FOUND",
@@ -97,6 +107,7 @@ impl Reply<'_> {
             Reply::ReservedBatch(_) => "RESERVED_BATCH",
             Reply::DeletedBatch(..) => "DELETED_BATCH",
             Reply::Cleared(_) => "CLEARED",
+            Reply::KeyTaken => "KEY_TAKEN",
             Reply::NotFound => "NOT_FOUND",
             Reply::NotIgnored => "NOT_IGNORED",
             Reply::DeadlineSoon => "DEADLINE_SOON",
@@ -109,6 +120,31 @@ impl Reply<'_> {
             Reply::UnknownCommand => "UNKNOWN_COMMAND",
             Reply::OutOfMemory => "OUT_OF_MEMORY",
             Reply::InternalError => "INTERNAL_ERROR",
+        }
+    }
+}
+
+/// The state a put's unique key finds its job in (reference §3.1a). An
+/// enum rather than the word, so that a [`Reply`] stays 32 bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NamedState {
+    Ready,
+    Reserved,
+    Delayed,
+    Buried,
+    /// The job is deleted; its key cools down.
+    Deleted,
+}
+
+impl NamedState {
+    /// The word tuber answers.
+    pub fn word(self) -> &'static str {
+        match self {
+            NamedState::Ready => "READY",
+            NamedState::Reserved => "RESERVED",
+            NamedState::Delayed => "DELAYED",
+            NamedState::Buried => "BURIED",
+            NamedState::Deleted => "DELETED",
         }
     }
 }
@@ -176,6 +212,10 @@ mod tests {
     #[test]
     fn replies_encode_exactly() {
         assert_eq!(encoded(Reply::Inserted(7)), "INSERTED 7\r\n");
+        assert_eq!(encoded(Reply::Duplicate(7, NamedState::Ready, None)), "INSERTED 7 READY\r\n");
+        assert_eq!(encoded(Reply::Duplicate(7, NamedState::Buried, Some(50))), "INSERTED 7 BURIED 50\r\n");
+        assert_eq!(encoded(Reply::Duplicate(7, NamedState::Deleted, None)), "INSERTED 7 DELETED\r\n");
+        assert_eq!(std::mem::size_of::<Reply<'_>>(), 32, "every reply is passed by value");
         assert_eq!(encoded(Reply::Reserved(3, b"a\r\nb")), "RESERVED 3 4\r\na\r\nb\r\n");
         assert_eq!(encoded(Reply::Found(3, b"")), "FOUND 3 0\r\n\r\n");
         assert_eq!(encoded(Reply::Ok("---\n- default\n".into())), "OK 14\r\n---\n- default\n\r\n");

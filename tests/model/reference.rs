@@ -50,6 +50,8 @@ pub struct MJob {
     pub kicks: u32,
     pub created: u64,
     pub body: Vec<u8>,
+    /// Unique key and its cooldown (reference §3.1a).
+    pub key: Option<(String, u32)>,
 }
 
 #[derive(Debug, Clone)]
@@ -107,6 +109,8 @@ pub struct Model {
     pub draining: bool,
     /// Jobs changed (or named) since the harness last looked.
     pub touched: Vec<u64>,
+    /// Keys cooling down after their job's delete: `(tube, key, job, end)`.
+    pub cooling: Vec<(String, String, u64, u64)>,
 }
 
 pub fn line(s: &str) -> Vec<u8> {
@@ -387,11 +391,38 @@ impl Model {
         created: u64,
         body: &[u8],
         now: u64,
+        key: Option<(String, u32)>,
     ) -> Vec<u8> {
         if self.draining {
             return line("DRAINING");
         }
         let tube = self.client(c).used.clone();
+        if let Some((name, _)) = &key {
+            let same =
+                |t: &str, k: &Option<(String, u32)>| t == tube && k.as_ref().is_some_and(|(n, _)| n == name);
+            let found = self.jobs.iter().find(|j| same(&j.tube, &j.key)).map(|j| j.id);
+            let cooling =
+                self.cooling.iter().find(|(t, k, ..)| *t == tube && k == name).map(|&(.., id, _)| id);
+            if found.is_some() || cooling.is_some() {
+                // Nothing stored: the id goes back.
+                if self.next_job_id == id + 1 {
+                    self.next_job_id = id;
+                }
+            }
+            if let Some(id) = cooling {
+                return line(&format!("INSERTED {id} DELETED"));
+            }
+            if let Some(id) = found {
+                self.touched.push(id);
+                let j = self.job_mut(id);
+                let word = j.state.name().to_uppercase();
+                if pri < j.pri {
+                    j.pri = pri;
+                    return line(&format!("INSERTED {id} {word} {pri}"));
+                }
+                return line(&format!("INSERTED {id} {word}"));
+            }
+        }
         self.tube_mut(&tube).total_jobs += 1;
         self.total_jobs += 1;
         self.jobs.push(MJob {
@@ -411,6 +442,7 @@ impl Model {
             kicks: 0,
             created,
             body: body.to_vec(),
+            key,
         });
         self.touched.push(id);
         if delay == 0 {
@@ -559,7 +591,7 @@ impl Model {
         self.job(id).is_some_and(|j| j.state == St::Reserved && j.reserved_by == c)
     }
 
-    pub fn delete(&mut self, c: u64, id: u64) -> Vec<u8> {
+    pub fn delete(&mut self, c: u64, id: u64, now: u64) -> Vec<u8> {
         self.cmds.delete += 1;
         self.touched.push(id);
         let Some(j) = self.job(id) else { return line("NOT_FOUND") };
@@ -567,7 +599,11 @@ impl Model {
             return line("NOT_FOUND");
         }
         let tube = j.tube.clone();
-        if j.state == St::Reserved {
+        let (key, reserved) = (j.key.clone(), j.state == St::Reserved);
+        if let Some((key, cooldown)) = key.filter(|(_, secs)| *secs > 0) {
+            self.cooling.push((tube.clone(), key, id, now + u64::from(cooldown) * NS));
+        }
+        if reserved {
             self.unreserve(id);
         }
         self.jobs.retain(|j| j.id != id);
@@ -678,6 +714,14 @@ impl Model {
         if j.tube == name {
             return line("MOVED");
         }
+        if let Some((key, _)) = &j.key {
+            let taken =
+                self.jobs.iter().any(|o| o.tube == name && o.key.as_ref().is_some_and(|(k, _)| k == key))
+                    || self.cooling.iter().any(|(t, k, ..)| t == name && k == key);
+            if taken {
+                return line("KEY_TAKEN");
+            }
+        }
         let (from, state) = (j.tube.clone(), j.state);
         self.find_or_create(name);
         let seq = self.next_bury_seq;
@@ -716,23 +760,22 @@ impl Model {
     }
 
     /// reference §3.23: each id as `delete` would take it.
-    pub fn delete_batch(&mut self, c: u64, ids: &[u64]) -> Vec<u8> {
-        let deleted = ids.iter().filter(|&&id| self.delete(c, id) == line("DELETED")).count();
+    pub fn delete_batch(&mut self, c: u64, ids: &[u64], now: u64) -> Vec<u8> {
+        let deleted = ids.iter().filter(|&&id| self.delete(c, id, now) == line("DELETED")).count();
         line(&format!("DELETED_BATCH {deleted} {}", ids.len() - deleted))
     }
 
     /// reference §3.24: every ready, delayed and buried job of the tube.
-    pub fn clear_tube(&mut self, name: &str) -> Vec<u8> {
+    pub fn clear_tube(&mut self, name: &str, now: u64) -> Vec<u8> {
         if self.tube(name).is_none() {
             return line("NOT_FOUND");
         }
         let gone: Vec<u64> =
             self.jobs.iter().filter(|j| j.tube == name && j.state != St::Reserved).map(|j| j.id).collect();
-        self.jobs.retain(|j| !gone.contains(&j.id));
-        self.cmds.delete += gone.len() as u64;
-        self.tube_mut(name).cmd_delete += gone.len() as u64;
-        self.touched.extend(&gone);
-        self.maybe_destroy(name);
+        // Each as `delete` would: counted, and its key cooling.
+        for &id in &gone {
+            self.delete(0, id, now);
+        }
         line(&format!("CLEARED {}", gone.len()))
     }
 
@@ -903,12 +946,14 @@ impl Model {
                 self.dispatch(now);
             }
         }
+        self.cooling.retain(|&(.., end)| end > now);
         self.next_due()
     }
 
     pub fn next_due(&self) -> Option<u64> {
         let jobs = self.jobs.iter().filter(|j| matches!(j.state, St::Reserved | St::Delayed));
         let pauses = self.tubes.iter().filter_map(|t| t.pause.map(|(_, until)| until));
-        jobs.map(|j| j.deadline).chain(pauses).min()
+        let cooling = self.cooling.iter().map(|&(.., end)| end);
+        jobs.map(|j| j.deadline).chain(pauses).chain(cooling).min()
     }
 }

@@ -125,6 +125,7 @@ mod tests {
             body_len: body.len(),
             body: Some(body.into()),
             file: 0,
+            key: None,
         }
     }
 
@@ -132,6 +133,7 @@ mod tests {
     fn buried_jobs_come_last_in_their_order_with_predicted_ids() {
         let tubes = vec![TubeName::default_tube(), TubeName::new(b"mail").unwrap()];
         let log = Log {
+            cooling: 0,
             dir: "d".into(),
             files: Vec::new(),
             tubes,
@@ -160,6 +162,7 @@ mod tests {
     #[test]
     fn a_shard_s_ids_are_predicted_a_step_apart() {
         let log = Log {
+            cooling: 0,
             dir: "d".into(),
             files: Vec::new(),
             tubes: vec![TubeName::default_tube()],

@@ -30,6 +30,11 @@ pub fn list(log: &Log, filter: &Filter, out: &mut impl Write) -> io::Result<()> 
     )?;
     for job in &log.jobs {
         let tube = log.tube(job);
+        // A unique key closes its job's line, as the put gave it.
+        let key = job.key.as_ref().map_or(String::new(), |(key, secs)| match secs {
+            0 => format!(" idp:{key}"),
+            secs => format!(" idp:{key}:{secs}"),
+        });
         if filter.tube.as_deref().is_some_and(|t| t != tube)
             || filter.state.as_deref().is_some_and(|s| s != job.state.name())
         {
@@ -41,7 +46,7 @@ pub fn list(log: &Log, filter: &Filter, out: &mut impl Write) -> io::Result<()> 
         };
         writeln!(
             out,
-            "{:>10} {:<20} {:<8} {:>10} {:>9} {:>9} {:>6} {:>9} {:>9}",
+            "{:>10} {:<20} {:<8} {:>10} {:>9} {:>9} {:>6} {:>9} {:>9}{key}",
             job.id,
             tube,
             job.state.name(),
@@ -63,6 +68,10 @@ pub fn show(log: &Log, job: &Job, out: &mut impl Write) -> io::Result<()> {
     let file = log.files.get(job.file).map_or("?", |f| f.name.as_str());
     writeln!(out, "id: {}", job.id)?;
     writeln!(out, "tube: {}", log.tube(job))?;
+    if let Some((key, secs)) = &job.key {
+        writeln!(out, "key: {key}")?;
+        writeln!(out, "key-cooldown: {secs}")?;
+    }
     writeln!(out, "state: {}", job.state.name())?;
     writeln!(out, "pri: {}", job.pri)?;
     writeln!(out, "age: {}", age(log.now, job.created))?;

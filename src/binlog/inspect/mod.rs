@@ -126,6 +126,8 @@ pub struct Job {
     pub body: Option<Box<[u8]>>,
     /// Index into [`Log::files`] of the file holding its latest full record.
     pub file: usize,
+    /// Its unique key and the key's cooldown in seconds (`idp:`).
+    pub key: Option<(String, u32)>,
 }
 
 /// Which bodies to keep in memory while reading.
@@ -153,6 +155,8 @@ pub struct Log {
     pub notes: Vec<String>,
     /// When it was read (Unix ns): ages and time left are counted from it.
     pub now: u64,
+    /// Unique keys cooling down after their job's delete.
+    pub cooling: usize,
 }
 
 impl Log {

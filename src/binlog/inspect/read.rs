@@ -35,6 +35,7 @@ pub fn open(dir: &Path, bodies: Bodies) -> Result<Log, String> {
         held_by,
         notes: Vec::new(),
         now: unix_now(),
+        cooling: 0,
     };
     let found = survey(dir)?;
     if found.ours.is_empty() && found.theirs.is_empty() {
@@ -49,6 +50,7 @@ pub fn open(dir: &Path, bodies: Bodies) -> Result<Log, String> {
         tubes: HashMap::new(),
         imported: Vec::new(),
         bodies,
+        cooling: Default::default(),
     };
     let newest = found.ours.last().map(|f| f.0);
     for (number, path) in &found.ours {
@@ -148,6 +150,8 @@ struct Reader<'a> {
     /// beanstalkd's files our log says it imported (see [`stamp_key`]).
     imported: Vec<String>,
     bodies: Bodies,
+    /// Deleted jobs whose key cools down.
+    cooling: std::collections::HashSet<JobId>,
 }
 
 impl Reader<'_> {
@@ -225,9 +229,15 @@ impl Reader<'_> {
             LoggedState::Ready => State::Ready,
             LoggedState::Delayed => State::Delayed { until: deadline },
             LoggedState::Buried => State::Buried { at: deadline },
+            LoggedState::Cooling => State::Ready,
         };
         match record {
-            Record::Full { job, ttr, created, tube, body } => {
+            // A deleted job's key cooling down is no job.
+            Record::Full { job, .. } | Record::Update(job) if job.state == LoggedState::Cooling => {
+                self.jobs.remove(&job.id);
+                self.cooling.insert(job.id);
+            }
+            Record::Full { job, ttr, created, tube, body, key } => {
                 let tube = self.tube(tube);
                 let kept = self.keep(job.id).then(|| Box::from(body));
                 let new = Job {
@@ -242,6 +252,7 @@ impl Reader<'_> {
                     body_len: body.len(),
                     body: kept,
                     file,
+                    key: key.map(|(name, cooldown)| (String::from_utf8_lossy(name).into_owned(), cooldown)),
                 };
                 self.jobs.insert(job.id, new);
             }
@@ -253,6 +264,7 @@ impl Reader<'_> {
             }
             Record::Delete(id) => {
                 self.jobs.remove(&id);
+                self.cooling.remove(&id);
             }
             Record::NextId(id) => self.log.next_id = self.log.next_id.max(id),
             Record::Imported(stamp) => self.imported.push(stamp_key(&stamp)),
@@ -325,6 +337,7 @@ impl Reader<'_> {
                 body_len,
                 body,
                 file,
+                key: None,
             };
             self.jobs.insert(id, new);
         }
@@ -351,6 +364,7 @@ impl Reader<'_> {
         }
         jobs.retain(|j| j.tube != BAD_TUBE);
         self.log.jobs = jobs;
+        self.log.cooling = self.cooling.len();
     }
 }
 

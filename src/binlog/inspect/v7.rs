@@ -119,6 +119,8 @@ fn jobrec(job: &Job) -> Jobrec {
 #[derive(Debug, Default)]
 pub struct Written {
     pub jobs: usize,
+    /// Unique keys dropped, of jobs and cooling down: beanstalkd has none.
+    pub keys_dropped: usize,
 }
 
 /// The smallest `-z` with which beanstalkd replays every record the file
@@ -195,7 +197,8 @@ pub fn write_dir(log: &Log, out: &Path) -> Result<Written, String> {
     file.sync_all().map_err(|e| fail("cannot sync", e))?;
     fs::rename(&temp, out.join("binlog.1")).map_err(|e| fail("cannot rename the new file binlog.1", e))?;
     fs::File::open(out).and_then(|d| d.sync_all()).map_err(|e| fail("cannot sync the directory", e))?;
-    Ok(Written { jobs: log.jobs.len() })
+    let keys_dropped = log.jobs.iter().filter(|job| job.key.is_some()).count() + log.cooling;
+    Ok(Written { jobs: log.jobs.len(), keys_dropped })
 }
 
 #[cfg(test)]
@@ -219,6 +222,7 @@ mod tests {
             body_len: body.len(),
             body: Some(body.into()),
             file: 0,
+            key: None,
         }
     }
 
@@ -233,6 +237,7 @@ mod tests {
         let tubes = vec![TubeName::default_tube(), TubeName::new(b"emails").unwrap()];
         let deadline = 1_800_000_000_000_000_000;
         let log = Log {
+            cooling: 0,
             dir: "d".into(),
             files: Vec::new(),
             tubes,
@@ -291,6 +296,7 @@ mod tests {
     #[test]
     fn an_empty_log_writes_only_the_version() {
         let log = Log {
+            cooling: 0,
             dir: "d".into(),
             files: Vec::new(),
             tubes: Vec::new(),
@@ -320,6 +326,7 @@ mod tests {
             held_by: None,
             notes: Vec::new(),
             now: 0,
+            cooling: 0,
         };
         assert_eq!(needs(&log), Needs { max_job_size: 65_536, job: Some((4, 65_534)) });
     }
