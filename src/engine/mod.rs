@@ -52,6 +52,7 @@ pub(crate) mod handoff;
 pub(crate) mod worker;
 pub(crate) mod inspect;
 pub(crate) mod schedule;
+pub mod metering;
 pub mod journal;
 pub(crate) mod journaling;
 
@@ -173,6 +174,11 @@ pub struct Engine {
     /// woken once it is let go ([`Engine::take_woken`]). Room for one a
     /// waiting client is claimed as it blocks.
     woken: Vec<Arc<dyn Waker>>,
+    /// Whether `--metrics` measures ready ages and times (`metering.rs`).
+    metering: bool,
+    /// The last `now` the engine was brought to, for the measurements of
+    /// commands that take none.
+    metered_now: Time,
 }
 
 impl Engine {
@@ -211,6 +217,8 @@ impl Engine {
             last_buried_at: Time::ZERO,
             job_counts: JobCounts::default(),
             woken: Vec::new(),
+            metering: false,
+            metered_now: Time::ZERO,
         }
     }
 
@@ -288,6 +296,7 @@ impl Engine {
                 reserved_by: ClientId::default(),
                 heap_index: 0,
                 links: Default::default(),
+                work_started: Default::default(),
                 file: r.file,
                 body: r.body,
             };

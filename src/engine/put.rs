@@ -93,6 +93,7 @@ impl Engine {
             reserved_by: ClientId::default(),
             heap_index: 0,
             links: Default::default(),
+            work_started: Default::default(),
             file: 0,
             body: new.body,
         };

@@ -39,6 +39,7 @@ impl Engine {
     /// reservation whose TTR has run out, or a delay that has ended, as if
     /// it had not.
     pub fn catch_up(&mut self, now: Time) {
+        self.metered_now = now;
         if self.next_due().is_some_and(|due| due <= now) {
             self.tick(now);
         }
@@ -52,6 +53,7 @@ impl Engine {
                 break;
             }
             let holder = self.jobs.get(&id).map_or(ClientId::default(), |job| job.reserved_by);
+            self.end_work(id, metering::WorkEnd::TimedOut, now);
             self.unlink(id);
             if let Some(job) = self.jobs.get_mut(&id) {
                 job.counters.timeouts = job.counters.timeouts.wrapping_add(1);

@@ -418,6 +418,7 @@ mod tests {
             heap_index: 0,
             links: Default::default(),
             file: 0,
+            work_started: Default::default(),
             body: Box::from(&id.to_le_bytes()[..]),
         }
     }

@@ -60,6 +60,11 @@ pub struct Tube {
     timed_at: Option<Time>,
     /// Its place in the timetable's heap, while `timed_at` is set.
     timed_slot: u32,
+    /// With `--metrics`: its ready jobs in the order they became ready,
+    /// oldest first (`metering.rs`).
+    pub ready_order: List,
+    /// With `--metrics`: its histograms, from its first measurement.
+    pub times: Option<Box<[super::metering::TubeTimes; 1]>>,
 }
 
 impl Tube {
@@ -82,6 +87,8 @@ impl Tube {
             list_index,
             timed_at: None,
             timed_slot: 0,
+            ready_order: List::default(),
+            times: None,
         }
     }
 
@@ -181,6 +188,12 @@ impl Tubes {
     /// client's use or watch) is also a reference that keeps it alive.
     pub fn get(&self, id: TubeId) -> &Tube {
         self.slots[id as usize].as_ref().expect("live tube")
+    }
+
+    /// Tube `id`, if it still exists: for a caller that held the id
+    /// without holding the lock (a scrape).
+    pub fn live(&self, id: TubeId) -> Option<&Tube> {
+        self.slots.get(id as usize)?.as_ref()
     }
 
     /// The live tube `id`, mutably. Panics as [`Tubes::get`].

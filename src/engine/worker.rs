@@ -21,6 +21,7 @@ impl Engine {
         // The delete record's room was claimed by the put: this cannot run
         // out of disk. If the write fails anyway the job is gone all the same.
         let logged = self.journal_delete(id);
+        self.end_work(id, metering::WorkEnd::Deleted, self.metering_now());
         self.unlink(id);
         if let Some(job) = self.jobs.remove(&id) {
             self.release_job_memory(job.body.len());
@@ -42,6 +43,7 @@ impl Engine {
             return Reply::NotFound;
         }
         let released = self.journaled_change(id, |e| {
+            e.end_work(id, metering::WorkEnd::Released, now);
             e.unlink(id);
             if let Some(job) = e.jobs.get_mut(&id) {
                 job.pri = pri;
@@ -74,6 +76,7 @@ impl Engine {
             return Reply::NotFound;
         }
         let buried = self.journaled_change(id, |e| {
+            e.end_work(id, metering::WorkEnd::Buried, now);
             e.unlink(id);
             if let Some(job) = e.jobs.get_mut(&id) {
                 job.pri = pri;
