@@ -55,7 +55,7 @@ fn main() -> ExitCode {
     };
     log::enable(&program, line.verbosity);
     for warning in &line.warnings {
-        log::problem(format_args!("{warning}"));
+        log::warning(format_args!("{warning}"));
     }
     let (server, how) = match bind(&line) {
         Ok(bound) => bound,
@@ -95,6 +95,9 @@ fn main() -> ExitCode {
     log::event(format_args!("{how} {} {}", server.listener_fd(), server.listen_address()));
     let limit = server.connection_limit();
     log::event(format_args!("max-connections {} ({})", limit.value, limit.reason));
+    if let Some(addr) = server.metrics_addr() {
+        log::event(format_args!("metrics http://{addr}/metrics"));
+    }
     if let Err(e) = signals.spawn(server.handle()) {
         return fail(&program, EXIT_LISTEN, format_args!("cannot start the signal thread: {e}"));
     }
@@ -111,10 +114,10 @@ fn bind(line: &CommandLine) -> std::io::Result<(Server, &'static str)> {
         return Ok((Server::bind(line.config.clone())?, "bind"));
     };
     for warning in &inherited.warnings {
-        log::problem(format_args!("{warning}"));
+        log::warning(format_args!("{warning}"));
     }
     for option in &line.listen_options {
-        log::problem(format_args!("inherited listen fd; ignoring option: {option}"));
+        log::warning(format_args!("inherited listen fd; ignoring option: {option}"));
     }
     Ok((Server::bind_inherited(inherited.fd, line.config.clone())?, "inherited (socket activation) fd"))
 }

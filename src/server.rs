@@ -18,7 +18,7 @@ use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -30,6 +30,7 @@ use crate::engine_lock::EngineLock;
 use crate::hangup::HangupWatcher;
 use crate::host::{ConnectionLimit, HostLimits};
 use crate::listen::Listener;
+use crate::log::Count;
 pub use crate::shared::VERSION;
 use crate::shared::{AcceptWake, ProcessInfo, Shared};
 use crate::stream::SharedConn;
@@ -89,6 +90,8 @@ impl Server {
         engine.set_timer(Arc::clone(&timer));
         engine.set_memory_limit(config.max_job_memory);
         engine.set_id_range(config.job_ids);
+        engine.set_metering(config.metrics.is_some());
+        let metrics = config.metrics.as_deref().map(crate::metrics::Endpoint::bind).transpose()?;
         let shared = Arc::new(Shared {
             engine: EngineLock::new(engine),
             clock: Clock::start(),
@@ -102,6 +105,8 @@ impl Server {
             connections: Mutex::new(HashMap::new()),
             all_closed: Condvar::new(),
             durability: OnceLock::new(),
+            refused: AtomicU64::new(0),
+            metrics: Mutex::new(metrics),
         });
         Ok(Server { listener, shared })
     }
@@ -126,7 +131,7 @@ impl Server {
             shared.config.job_ids,
         )?;
         for warning in &recovered.warnings {
-            crate::log::problem(format_args!("{warning}"));
+            crate::log::warning(format_args!("{warning}"));
         }
         let count = |f: fn(&RestoredState) -> bool| recovered.jobs.iter().filter(|j| f(&j.state)).count();
         let (ready, delayed, buried) = (
@@ -134,11 +139,15 @@ impl Server {
             count(|s| matches!(s, RestoredState::Delayed { .. })),
             count(|s| matches!(s, RestoredState::Buried { .. })),
         );
+        let jobs = |n: usize, kind| Count(n as u64, kind);
         crate::log::event(format_args!(
-            "binlog {}: replayed {} files in {} ms: {ready} ready, {delayed} delayed and {buried} buried jobs",
+            "binlog {}: replayed {} in {} ms: {}, {} and {}",
             dir.display(),
-            recovered.files,
-            started.elapsed().as_millis()
+            Count(recovered.files as u64, "file"),
+            started.elapsed().as_millis(),
+            jobs(ready, "ready job"),
+            jobs(delayed, "delayed job"),
+            jobs(buried, "buried job"),
         ));
         // The directory is locked (the binlog holds it): its identity is ours.
         let kept_id = crate::binlog::identity::load_or_keep(dir, &shared.process.instance_id)?;
@@ -163,6 +172,11 @@ impl Server {
     /// How many connections it serves at once, and why (for `-V` logging).
     pub fn connection_limit(&self) -> &ConnectionLimit {
         &self.shared.connection_limit
+    }
+
+    /// Where `--metrics` serves, as bound (for `-V` logging).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.shared.metrics.lock().ok()?.as_ref()?.local_addr()
     }
 
     /// The listening socket's file descriptor (for `-V` logging).
@@ -248,7 +262,7 @@ impl Server {
             thread::Builder::new().name("beanstalk-hangup".into()).spawn(run)
         };
         match hangup {
-            Ok(hangup) => Ok(Helpers { timer, hangup }),
+            Ok(hangup) => Ok(Helpers { timer, hangup, metrics: crate::metrics::start(shared) }),
             Err(e) => {
                 shared.stopping.store(true, Ordering::SeqCst);
                 // Under the engine's lock, so that the timer is either
@@ -297,10 +311,12 @@ impl Server {
             return;
         }
         let fd = stream.as_raw_fd();
+        let peer = stream.peer();
         let mut connections = shared.connections();
         if connections.len() >= shared.connection_limit.value {
             drop(connections);
-            crate::log::event(format_args!("refuse {fd}: at the connection limit"));
+            shared.refused.fetch_add(1, Ordering::Relaxed);
+            crate::log::event(format_args!("refuse {peer} (fd {fd}): at the connection limit"));
             return; // dropping the stream closes it
         }
         // A connection's record here, its `Arc` and its thread's start-up
@@ -315,12 +331,12 @@ impl Server {
         };
         let Some(client) = client else {
             drop(connections);
-            crate::log::event(format_args!("refuse {fd}: out of memory"));
+            crate::log::event(format_args!("refuse {peer} (fd {fd}): out of memory"));
             return; // dropping the stream closes it
         };
         connections.insert(client, Arc::clone(&shared_conn));
         drop(connections);
-        crate::log::event(format_args!("accept {fd}"));
+        crate::log::event(format_args!("accept {peer} (fd {fd})"));
         let thread_shared = Arc::clone(shared);
         // Unnamed: a name is one more allocation a connection, and the
         // thread shows under the process's own name.
@@ -329,7 +345,7 @@ impl Server {
             .spawn(move || conn::serve(thread_shared, shared_conn, client));
         if let Err(e) = spawned {
             // The closure (and so the stream) was dropped: the socket is closed.
-            crate::log::problem(format_args!("cannot start a thread for connection {fd}: {e}"));
+            crate::log::problem(format_args!("cannot start a thread for connection {peer} (fd {fd}): {e}"));
             shared.engine().disconnect(client, shared.clock.now());
             shared.connection_closed(client);
         }
@@ -367,17 +383,22 @@ impl Server {
         shared.hangups.stop();
         let _ = helpers.timer.join();
         let _ = helpers.hangup.join();
+        if let Some(metrics) = helpers.metrics {
+            let _ = metrics.join();
+        }
         let jobs = shared.engine().job_count();
         if let Some(durability) = shared.durability.get() {
             durability.sync_all();
             crate::log::event(format_args!(
-                "stopped: {} connections closed, {jobs} jobs kept in the binlog",
-                open.len()
+                "stopped: {} closed, {} kept in the binlog",
+                Count(open.len() as u64, "connection"),
+                Count(jobs as u64, "job")
             ));
         } else {
             crate::log::event(format_args!(
-                "stopped: {} connections closed, {jobs} jobs dropped (no -b)",
-                open.len()
+                "stopped: {} closed, {} dropped (no -b)",
+                Count(open.len() as u64, "connection"),
+                Count(jobs as u64, "job")
             ));
         }
         self.listener.remove_socket_file();
@@ -388,6 +409,8 @@ impl Server {
 struct Helpers {
     timer: thread::JoinHandle<()>,
     hangup: thread::JoinHandle<()>,
+    /// The `--metrics` endpoint's thread, if it serves.
+    metrics: Option<thread::JoinHandle<()>>,
 }
 
 #[cfg(test)]
