@@ -265,8 +265,8 @@ impl Engine {
 
     /// Copies the figures of the tubes `ids` that still exist at `now` into
     /// `into`, while it has room (it never grows here).
-    pub fn tube_figures(&self, ids: &[TubeId], now: Time, into: &mut Vec<TubeFigures>) {
-        for &t in ids {
+    pub fn tube_figures(&self, ids: impl Iterator<Item = TubeId>, now: Time, into: &mut Vec<TubeFigures>) {
+        for t in ids {
             let Some(tube) = self.tubes.live(t) else { continue };
             if into.len() == into.capacity() {
                 return;
@@ -305,7 +305,7 @@ mod tests {
 
     fn figures(e: &Engine, now: Time) -> TubeFigures {
         let mut into = Vec::with_capacity(1);
-        e.tube_figures(&[0], now, &mut into);
+        e.tube_figures([0].into_iter(), now, &mut into);
         into.pop().unwrap()
     }
 

@@ -37,13 +37,31 @@ impl fmt::Display for Seconds {
     }
 }
 
+/// A metric's name in three parts (prefix, stats key, suffix), so that
+/// names are written, never built.
+#[derive(Clone, Copy)]
+struct Name<'a>(&'a str, &'a str, &'a str);
+
+impl fmt::Display for Name<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)?;
+        f.write_str(self.1)?;
+        f.write_str(self.2)
+    }
+}
+
+/// A whole name.
+fn named(name: &str) -> Name<'_> {
+    Name(name, "", "")
+}
+
 /// Writes the `# HELP` and `# TYPE` lines of a family.
-fn family(out: &mut Body, name: &str, kind: &str, help: &str) -> fmt::Result {
+fn family(out: &mut Body, name: Name<'_>, kind: &str, help: &str) -> fmt::Result {
     write!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n")
 }
 
 /// One server-wide sample, with its family's header.
-fn single(out: &mut Body, name: &str, kind: &str, help: &str, value: impl fmt::Display) -> fmt::Result {
+fn single(out: &mut Body, name: Name<'_>, kind: &str, help: &str, value: &dyn fmt::Display) -> fmt::Result {
     family(out, name, kind, help)?;
     writeln!(out, "{name} {value}")
 }
@@ -73,7 +91,7 @@ fn write_server(s: &Scrape, out: &mut Body) -> fmt::Result {
         ("uptime", p.uptime_secs, "Seconds since the server started."),
     ];
     for (key, value, help) in gauges {
-        single(out, &format!("beanstalkd_{key}"), "gauge", help, value)?;
+        single(out, Name("beanstalkd_", key, ""), "gauge", help, &value)?;
     }
     let cmds: [(&str, u64); 22] = [
         ("put", c.put),
@@ -102,10 +120,10 @@ fn write_server(s: &Scrape, out: &mut Body) -> fmt::Result {
     for (command, count) in cmds {
         single(
             out,
-            &format!("beanstalkd_cmd_{command}_total"),
+            Name("beanstalkd_cmd_", command, "_total"),
             "counter",
             "Commands of this kind run.",
-            count,
+            &count,
         )?;
     }
     let b = s.overview.binlog.unwrap_or_default();
@@ -117,11 +135,17 @@ fn write_server(s: &Scrape, out: &mut Body) -> fmt::Result {
         ("binlog_records_written", b.records_written, "Binlog records written."),
     ];
     for (key, value, help) in counters {
-        single(out, &format!("beanstalkd_{key}_total"), "counter", help, value)?;
+        single(out, Name("beanstalkd_", key, "_total"), "counter", help, &value)?;
     }
     let cpu = |d: std::time::Duration| Seconds(d.as_micros() as u64);
-    single(out, "beanstalkd_rusage_utime_total", "counter", "User CPU seconds.", cpu(p.user_cpu))?;
-    single(out, "beanstalkd_rusage_stime_total", "counter", "System CPU seconds.", cpu(p.system_cpu))?;
+    single(out, named("beanstalkd_rusage_utime_total"), "counter", "User CPU seconds.", &cpu(p.user_cpu))?;
+    single(
+        out,
+        named("beanstalkd_rusage_stime_total"),
+        "counter",
+        "System CPU seconds.",
+        &cpu(p.system_cpu),
+    )?;
     let binlog: [(&str, u64, &str); 4] = [
         ("binlog_oldest_index", b.oldest_index, "Number of the oldest binlog file."),
         ("binlog_current_index", b.current_index, "Number of the binlog file being written."),
@@ -129,9 +153,9 @@ fn write_server(s: &Scrape, out: &mut Body) -> fmt::Result {
         ("draining", u64::from(v.draining), "1 in drain mode (SIGUSR1): puts are refused."),
     ];
     for (key, value, help) in binlog {
-        single(out, &format!("beanstalkd_{key}"), "gauge", help, value)?;
+        single(out, Name("beanstalkd_", key, ""), "gauge", help, &value)?;
     }
-    single(out, "beanstalkd_pid", "gauge", "The server's process id.", p.pid)
+    single(out, named("beanstalkd_pid"), "gauge", "The server's process id.", &p.pid)
 }
 
 /// Each per-tube gauge or counter: its key, kind, help and reader.
@@ -159,23 +183,28 @@ const TUBE_SERIES: [TubeSeries; 13] = [
 
 fn write_tubes(tubes: &[TubeFigures], out: &mut Body) -> fmt::Result {
     for (key, kind, help, read) in TUBE_SERIES {
-        family(out, &format!("beanstalkd_tube_{key}"), kind, help)?;
+        family(out, Name("beanstalkd_tube_", key, ""), kind, help)?;
         for t in tubes {
             writeln!(out, "beanstalkd_tube_{key}{{tube=\"{}\"}} {}", t.stats.name, read(t))?;
         }
     }
     let oldest = "beanstalkd_tube_oldest_ready_seconds";
-    family(out, oldest, "gauge", "How long the tube's oldest ready job has waited; 0 when none is ready.")?;
+    family(
+        out,
+        named(oldest),
+        "gauge",
+        "How long the tube's oldest ready job has waited; 0 when none is ready.",
+    )?;
     for t in tubes {
         writeln!(out, "{oldest}{{tube=\"{}\"}} {}", t.stats.name, Seconds(t.oldest_ready_ns / 1000))?;
     }
     let wait = "beanstalkd_tube_wait_seconds";
-    family(out, wait, "histogram", "Time from a job becoming ready to its reserve.")?;
+    family(out, named(wait), "histogram", "Time from a job becoming ready to its reserve.")?;
     for t in tubes.iter().filter(|t| t.times.waiting.count() > 0) {
         histogram(out, wait, t.stats.name.as_str(), None, &t.times.waiting)?;
     }
     let work = "beanstalkd_tube_work_seconds";
-    family(out, work, "histogram", "Time from a reserve to its end, by outcome.")?;
+    family(out, named(work), "histogram", "Time from a reserve to its end, by outcome.")?;
     for t in tubes {
         for (how, h) in WorkEnd::ALL.iter().zip(&t.times.working).filter(|(_, h)| h.count() > 0) {
             histogram(out, work, t.stats.name.as_str(), Some(how.label()), h)?;
@@ -250,8 +279,13 @@ fn write_extras(s: &Scrape, out: &mut Body) -> fmt::Result {
         ("process_open_fds", "gauge", p.open_fds, "Open file descriptors."),
     ];
     for (name, kind, value, help) in extras {
-        single(out, name, kind, help, value)?;
+        single(out, named(name), kind, help, &value)?;
     }
-    family(out, "beanstalkd_build_info", "gauge", "Always 1: the protocol version and the server's id.")?;
+    family(
+        out,
+        named("beanstalkd_build_info"),
+        "gauge",
+        "Always 1: the protocol version and the server's id.",
+    )?;
     writeln!(out, "beanstalkd_build_info{{version=\"{VERSION}\",server_id=\"{}\"}} 1", s.server_id)
 }

@@ -72,7 +72,7 @@ fn head_end(bytes: &[u8]) -> Option<usize> {
 /// What a whole head asks for.
 pub fn parse(head: &[u8]) -> Request {
     let Ok(text) = std::str::from_utf8(head) else { return Request::Malformed };
-    let mut lines = text.split("\r\n");
+    let mut lines = text.split('\n').map(|line| line.strip_suffix('\r').unwrap_or(line));
     let mut words = lines.next().unwrap_or_default().split(' ');
     let (Some(method), Some(target), Some(version), None) =
         (words.next(), words.next(), words.next(), words.next())

@@ -35,9 +35,15 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// Binds `address` (`HOST:PORT`).
+    /// Binds `address` (`HOST:PORT`, `[IPv6]:PORT`), resolving the host
+    /// as `-l` does (a static build reads no DNS).
     pub fn bind(address: &str) -> io::Result<Endpoint> {
-        let listener = TcpListener::bind(address)?;
+        let invalid =
+            || io::Error::new(io::ErrorKind::InvalidInput, format!("--metrics {address}: not HOST:PORT"));
+        let (host, port) = address.rsplit_once(':').ok_or_else(invalid)?;
+        let port = port.parse().map_err(|_| invalid())?;
+        let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+        let listener = crate::listen::bind_tcp(host, port)?;
         listener.set_nonblocking(true)?;
         Ok(Endpoint { listener })
     }

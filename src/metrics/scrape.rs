@@ -67,26 +67,28 @@ pub fn collect(shared: &Shared) -> Option<Scrape> {
             break;
         }
     }
-    sizes.sort_unstable_by_key(|&(_, t)| t);
-    sizes.dedup_by_key(|&mut (_, t)| t);
-    let max = shared.config.metrics_max_tubes;
-    let mut left_out = 0;
-    if sizes.len() > max {
-        left_out = sizes.len() - max;
-        // The largest first; ties by id, so repeated scrapes keep the same.
-        sizes.select_nth_unstable_by(max, |a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-        sizes.truncate(max);
-    }
-    let ids: Vec<TubeId> = sizes.iter().map(|&(_, t)| t).collect();
+    // The largest first, ties by id so that scrapes agree; the id twice if
+    // a tube was seen twice. (Sorted as `(u64, u64)` pairs, which the
+    // engine sorts too: one sort in the binary, not three.)
+    let mut order: Vec<(u64, u64)> = Vec::new();
+    order.try_reserve_exact(sizes.len()).ok()?;
+    order.extend(sizes.iter().map(|&(size, t)| (u64::MAX - size as u64, u64::from(t))));
     drop(sizes);
+    order.sort_unstable();
+    let mut ids: Vec<(u64, u64)> = Vec::new();
+    ids.try_reserve_exact(order.len().min(shared.config.metrics_max_tubes)).ok()?;
+    ids.extend(order.iter().take(ids.capacity()).map(|&(_, t)| (t, 0)));
+    ids.sort_unstable();
+    ids.dedup();
+    let left_out = order.len().saturating_sub(ids.len());
+    drop(order);
     let mut tubes: Vec<TubeFigures> = Vec::new();
     tubes.try_reserve_exact(ids.len()).ok()?;
     for chunk in ids.chunks(FIGURES_A_HOLD) {
         let (engine, now) = shared.engine_now();
-        engine.tube_figures(chunk, now, &mut tubes);
+        engine.tube_figures(chunk.iter().map(|&(t, _)| t as TubeId), now, &mut tubes);
     }
-    tubes.sort_unstable_by(|a, b| a.stats.name.as_str().cmp(b.stats.name.as_str()));
-    tubes.dedup_by(|a, b| a.stats.name == b.stats.name);
+    drop_repeated_names(&mut tubes, &mut ids);
     let stats = shared.process_stats(overview.binlog);
     let process = ProcessFigures {
         pid: stats.pid,
@@ -105,18 +107,53 @@ pub fn collect(shared: &Shared) -> Option<Scrape> {
     })
 }
 
+/// Drops the copies of a tube seen twice, under two ids, because it was
+/// removed and made again mid-scrape: a series twice would spoil the
+/// whole scrape. By hashes of the names, sorted, and names compared where
+/// hashes meet; `room` is spare room of one pair a tube.
+fn drop_repeated_names(tubes: &mut Vec<TubeFigures>, room: &mut Vec<(u64, u64)>) {
+    room.clear();
+    room.extend(tubes.iter().enumerate().map(|(at, t)| (fnv1a(t.stats.name.as_str().as_bytes()), at as u64)));
+    room.sort_unstable();
+    // The positions of the repeats, gathered at the front of `room` (each
+    // write lands at or before the pair just read).
+    let mut repeats = 0;
+    for i in 1..room.len() {
+        let ((hash_a, a), (hash_b, b)) = (room[i - 1], room[i]);
+        if hash_a == hash_b && tubes[a as usize].stats.name == tubes[b as usize].stats.name {
+            room[repeats] = (b, 0);
+            repeats += 1;
+        }
+    }
+    room.truncate(repeats);
+    room.sort_unstable();
+    let (mut at, mut next) = (0, 0);
+    tubes.retain(|_| {
+        let repeat = room.get(next).is_some_and(|&(r, _)| r == at);
+        next += usize::from(repeat);
+        at += 1;
+        !repeat
+    });
+}
+
+/// The FNV-1a hash of `bytes`.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+}
+
 /// Resident memory and address space from `/proc/self/status`, and open
 /// descriptors from `/proc/self/fd`; zeros where they cannot be read.
 fn read_proc() -> ProcessFigures {
     let mut figures = ProcessFigures::default();
     if let Ok(status) = std::fs::read_to_string("/proc/self/status") {
         for line in status.lines() {
-            let kib =
-                |rest: &str| rest.trim().trim_end_matches("kB").trim().parse::<u64>().unwrap_or(0) * 1024;
-            if let Some(rest) = line.strip_prefix("VmRSS:") {
-                figures.resident_bytes = kib(rest);
-            } else if let Some(rest) = line.strip_prefix("VmSize:") {
-                figures.virtual_bytes = kib(rest);
+            // `VmRSS:     3928 kB`
+            let mut words = line.split_ascii_whitespace();
+            let (key, kib) = (words.next(), words.next().and_then(|n| n.parse::<u64>().ok()).unwrap_or(0));
+            match key {
+                Some("VmRSS:") => figures.resident_bytes = kib * 1024,
+                Some("VmSize:") => figures.virtual_bytes = kib * 1024,
+                _ => {}
             }
         }
     }
