@@ -20,9 +20,15 @@ pub struct Server {
 impl Server {
     /// Starts `binary` and waits until it accepts connections.
     pub fn start(binary: &str) -> Server {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        Server::start_args(binary, &[])
+    }
+
+    /// As [`Server::start`], with `args` after the address.
+    pub fn start_args(binary: &str, args: &[&str]) -> Server {
+        let port = free_port();
         let child = Command::new(binary)
             .args(["-l", "127.0.0.1", "-p", &port.to_string()])
+            .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -45,6 +51,11 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A loopback port nothing listens on (as far as anyone can tell).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// A `/proc/<pid>/status` figure in KiB (`VmRSS:`, `VmHWM:`).

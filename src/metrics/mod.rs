@@ -78,6 +78,8 @@ impl Endpoint {
             }
             let (shared, busy_here) = (Arc::clone(shared), Arc::clone(&busy));
             let spawned = thread::Builder::new().stack_size(SCRAPER_STACK).spawn(move || {
+                // A scrape runs on what the queue leaves of the CPU.
+                sys::lower_thread_priority();
                 serve(stream, &shared);
                 busy_here.fetch_sub(1, Ordering::SeqCst);
             });

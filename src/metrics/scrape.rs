@@ -19,11 +19,11 @@ use crate::ids::TubeId;
 use crate::shared::Shared;
 
 /// Tubes whose size is read in one hold of the lock.
-pub const SIZES_A_HOLD: usize = 4096;
+pub const SIZES_A_HOLD: usize = 1024;
 
 /// Tubes whose figures are copied in one hold of the lock (a tube's copy
 /// is about 900 bytes).
-pub const FIGURES_A_HOLD: usize = 64;
+pub const FIGURES_A_HOLD: usize = 32;
 
 /// Everything one scrape reports.
 pub struct Scrape {
@@ -66,6 +66,9 @@ pub fn collect(shared: &Shared) -> Option<Scrape> {
         if from >= engine.tube_count() || sizes.len() == sizes.capacity() {
             break;
         }
+        drop(engine);
+        // Whoever waits for the lock goes first.
+        std::thread::yield_now();
     }
     // The largest first, ties by id so that scrapes agree; the id twice if
     // a tube was seen twice. (Sorted as `(u64, u64)` pairs, which the
@@ -87,6 +90,8 @@ pub fn collect(shared: &Shared) -> Option<Scrape> {
     for chunk in ids.chunks(FIGURES_A_HOLD) {
         let (engine, now) = shared.engine_now();
         engine.tube_figures(chunk.iter().map(|&(t, _)| t as TubeId), now, &mut tubes);
+        drop(engine);
+        std::thread::yield_now();
     }
     drop_repeated_names(&mut tubes, &mut ids);
     let stats = shared.process_stats(overview.binlog);
