@@ -163,7 +163,9 @@ impl Engine {
     /// Turns measuring on (`--metrics`). Call before any job exists: the
     /// lists of ready jobs are kept from then on.
     pub fn set_metering(&mut self, on: bool) {
-        self.metering = on;
+        // At start-up, with one tube: a process that cannot meter it
+        // serves without metering.
+        self.metering = on && self.tubes.start_metering();
     }
 
     /// A job was filed as ready at `now` (from `make_ready`).
@@ -174,13 +176,15 @@ impl Engine {
         let Some(job) = self.jobs.get_mut(&id) else { return };
         job.deadline = now;
         let t = job.tube;
-        self.tubes.get_mut(t).ready_order.push_back(&mut self.jobs, id);
+        if let Some(meter) = self.tubes.meter_mut(t) {
+            meter.ready_order.push_back(&mut self.jobs, id);
+        }
     }
 
     /// A ready job is leaving its queue (from `unlink`).
     pub(super) fn note_not_ready(&mut self, t: TubeId, id: JobId) {
-        if self.metering {
-            self.tubes.get_mut(t).ready_order.remove(&mut self.jobs, id);
+        if let Some(meter) = self.tubes.meter_mut(t) {
+            meter.ready_order.remove(&mut self.jobs, id);
         }
     }
 
@@ -226,14 +230,14 @@ impl Engine {
     /// Tube `t`'s histograms, made at its first measurement; `None` if the
     /// memory cannot be had (the measurement is lost, nothing else).
     fn tube_times(&mut self, t: TubeId) -> Option<&mut TubeTimes> {
-        let tube = self.tubes.get_mut(t);
-        if tube.times.is_none() {
+        let meter = self.tubes.meter_mut(t)?;
+        if meter.times.is_none() {
             let mut room: Vec<TubeTimes> = Vec::new();
             room.try_reserve_exact(1).ok()?;
             room.push(TubeTimes::default());
-            tube.times = Box::<[TubeTimes; 1]>::try_from(room.into_boxed_slice()).ok();
+            meter.times = Box::<[TubeTimes; 1]>::try_from(room.into_boxed_slice()).ok();
         }
-        tube.times.as_deref_mut().map(|[times]| times)
+        meter.times.as_deref_mut().map(|[times]| times)
     }
 
     /// The engine-wide figures, without counting a `stats` command.
@@ -271,7 +275,8 @@ impl Engine {
             if into.len() == into.capacity() {
                 return;
             }
-            let oldest = tube.ready_order.front().and_then(|id| self.jobs.get(&id));
+            let meter = self.tubes.meter(t);
+            let oldest = meter.and_then(|m| m.ready_order.front()).and_then(|id| self.jobs.get(&id));
             into.push(TubeFigures {
                 stats: TubeStatsCopy {
                     name: tube.name.clone(),
@@ -292,7 +297,9 @@ impl Engine {
                     pause_time_left: tube.pause.map_or(0, |p| p.until.secs_since(now)),
                 },
                 oldest_ready_ns: oldest.map_or(0, |job| now.0.saturating_sub(job.deadline.0)),
-                times: tube.times.as_deref().map_or_else(TubeTimes::default, |[times]| *times),
+                times: meter
+                    .and_then(|m| m.times.as_deref())
+                    .map_or_else(TubeTimes::default, |[times]| *times),
             });
         }
     }
@@ -351,7 +358,7 @@ mod tests {
         reserved_id(e.reserve(c, None, Time::from_secs(2), &mut Vec::<u8>::new()));
         let f = figures(&e, Time::from_secs(3));
         assert_eq!((f.oldest_ready_ns, f.times.waiting.count()), (0, 0));
-        assert!(e.tubes.get(0).times.is_none());
+        assert!(e.tubes.meter(0).is_none());
     }
 
     #[test]

@@ -60,10 +60,15 @@ pub struct Tube {
     timed_at: Option<Time>,
     /// Its place in the timetable's heap, while `timed_at` is set.
     timed_slot: u32,
-    /// With `--metrics`: its ready jobs in the order they became ready,
-    /// oldest first (`metering.rs`).
+}
+
+/// What `--metrics` keeps of a tube (`metering.rs`), beside it rather than
+/// in it, so that without `--metrics` a tube costs what it did.
+#[derive(Debug, Default)]
+pub struct TubeMeter {
+    /// Its ready jobs in the order they became ready, oldest first.
     pub ready_order: List,
-    /// With `--metrics`: its histograms, from its first measurement.
+    /// Its histograms, from its first measurement.
     pub times: Option<Box<[super::metering::TubeTimes; 1]>>,
 }
 
@@ -87,8 +92,6 @@ impl Tube {
             list_index,
             timed_at: None,
             timed_slot: 0,
-            ready_order: List::default(),
-            times: None,
         }
     }
 
@@ -139,6 +142,10 @@ pub struct Tubes {
     timed: Heap<Time>,
     /// Room for [`Tubes::take_due`]'s answer.
     due: Vec<TubeId>,
+    /// With `--metrics`: each tube's [`TubeMeter`], by id, as long as
+    /// `slots`; empty otherwise.
+    meters: Vec<TubeMeter>,
+    metering: bool,
 }
 
 impl Tubes {
@@ -161,7 +168,8 @@ impl Tubes {
             && self.by_name.try_reserve(1).is_ok()
             && self.order.try_reserve(1).is_ok()
             && self.timed.try_make_room_for(tubes)
-            && self.due.try_reserve(tubes.saturating_sub(self.due.len())).is_ok();
+            && self.due.try_reserve(tubes.saturating_sub(self.due.len())).is_ok()
+            && (!self.metering || self.meters.try_reserve(self.slots.len() + 1 - self.meters.len()).is_ok());
         if !room {
             return None;
         }
@@ -178,6 +186,10 @@ impl Tubes {
         };
         self.by_name.insert(name.clone(), id);
         self.order.push(id);
+        if self.metering {
+            // Within the room claimed above: one meter a slot.
+            self.meters.resize_with(self.slots.len(), TubeMeter::default);
+        }
         Some(id)
     }
 
@@ -194,6 +206,26 @@ impl Tubes {
     /// without holding the lock (a scrape).
     pub fn live(&self, id: TubeId) -> Option<&Tube> {
         self.slots.get(id as usize)?.as_ref()
+    }
+
+    /// Keeps a [`TubeMeter`] for every tube from now on (`--metrics`):
+    /// called before any tube but `default` exists.
+    pub fn start_metering(&mut self) -> bool {
+        self.metering = true;
+        self.meters.try_reserve(self.slots.len()).is_ok() && {
+            self.meters.resize_with(self.slots.len(), TubeMeter::default);
+            true
+        }
+    }
+
+    /// Tube `id`'s meter; `None` without `--metrics`.
+    pub fn meter(&self, id: TubeId) -> Option<&TubeMeter> {
+        self.meters.get(id as usize)
+    }
+
+    /// Tube `id`'s meter, mutably; `None` without `--metrics`.
+    pub fn meter_mut(&mut self, id: TubeId) -> Option<&mut TubeMeter> {
+        self.meters.get_mut(id as usize)
     }
 
     /// The live tube `id`, mutably. Panics as [`Tubes::get`].
@@ -213,6 +245,9 @@ impl Tubes {
             self.timed.remove(tube.timed_slot as usize, &mut timed_slots(&mut self.slots));
         }
         self.by_name.remove(&tube.name);
+        if let Some(meter) = self.meters.get_mut(id as usize) {
+            *meter = TubeMeter::default();
+        }
         self.order.swap_remove(tube.list_index);
         if let Some(&moved) = self.order.get(tube.list_index) {
             self.get_mut(moved).list_index = tube.list_index;
