@@ -73,6 +73,7 @@ pub fn write(s: &Scrape, out: &mut Body) -> fmt::Result {
     write_extras(s, out)
 }
 
+#[inline(never)]
 fn write_server(s: &Scrape, out: &mut Body) -> fmt::Result {
     let (v, p) = (&s.overview.server, &s.process);
     let (j, c) = (&v.jobs, &v.cmds);
@@ -181,6 +182,7 @@ const TUBE_SERIES: [TubeSeries; 13] = [
     ("pause_time_left", "gauge", "Seconds until the tube's pause ends.", |t| t.stats.pause_time_left),
 ];
 
+#[inline(never)]
 fn write_tubes(tubes: &[TubeFigures], out: &mut Body) -> fmt::Result {
     for (key, kind, help, read) in TUBE_SERIES {
         family(out, Name("beanstalkd_tube_", key, ""), kind, help)?;
@@ -243,6 +245,7 @@ fn histogram(out: &mut Body, name: &str, tube: &str, outcome: Option<&str>, h: &
     writeln!(out, "{name}_count{{{labels}}} {count}")
 }
 
+#[inline(never)]
 fn write_extras(s: &Scrape, out: &mut Body) -> fmt::Result {
     let b = s.overview.binlog.unwrap_or_default();
     let p = &s.process;

@@ -38,6 +38,7 @@ pub enum Request {
 }
 
 /// Reads a request's head from `stream` into `buf` and says what it asks.
+#[inline(never)]
 pub fn read_request(stream: &mut TcpStream, buf: &mut [u8; HEAD_MOST]) -> Request {
     let deadline = Instant::now() + HEAD_DEADLINE;
     let mut have = 0;

@@ -8,6 +8,9 @@
 //! copies into room claimed beforehand) and formats outside the lock
 //! ([`exposition`]); [`http`] bounds each request in size and time. It
 //! never changes queue state.
+//!
+//! Its larger functions are marked `#[inline(never)]`: inlined into the
+//! threads that run them, they took 1 KB more of the static binary.
 
 pub mod exposition;
 pub mod http;
@@ -58,6 +61,7 @@ impl Endpoint {
         thread::Builder::new().name("beanstalk-metrics".into()).spawn(move || self.run(&shared))
     }
 
+    #[inline(never)]
     fn run(self, shared: &Arc<Shared>) {
         let busy = Arc::new(AtomicUsize::new(0));
         while !shared.stopping.load(Ordering::SeqCst) {
@@ -104,6 +108,7 @@ pub(crate) fn start(shared: &Arc<Shared>) -> Option<thread::JoinHandle<()>> {
 }
 
 /// Answers one scraper's one request, then closes.
+#[inline(never)]
 fn serve(mut stream: TcpStream, shared: &Shared) {
     // Accepted sockets do not inherit the listener's non-blocking mode on
     // Linux, but say so rather than rely on it.

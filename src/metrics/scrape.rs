@@ -51,6 +51,7 @@ pub struct ProcessFigures {
 }
 
 /// Copies what a scrape reports; `None` if the memory for it cannot be had.
+#[inline(never)]
 pub fn collect(shared: &Shared) -> Option<Scrape> {
     let overview = {
         let (engine, _) = shared.engine_now();
