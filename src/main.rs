@@ -95,9 +95,6 @@ fn main() -> ExitCode {
     log::event(format_args!("{how} {} {}", server.listener_fd(), server.listen_address()));
     let limit = server.connection_limit();
     log::event(format_args!("max-connections {} ({})", limit.value, limit.reason));
-    if let Some(addr) = server.metrics_addr() {
-        log::event(format_args!("metrics http://{addr}/metrics"));
-    }
     if let Err(e) = signals.spawn(server.handle()) {
         return fail(&program, EXIT_LISTEN, format_args!("cannot start the signal thread: {e}"));
     }

@@ -133,21 +133,19 @@ impl Server {
         for warning in &recovered.warnings {
             crate::log::warning(format_args!("{warning}"));
         }
-        let count = |f: fn(&RestoredState) -> bool| recovered.jobs.iter().filter(|j| f(&j.state)).count();
+        let count = |f: fn(&RestoredState) -> bool, kind| {
+            Count(recovered.jobs.iter().filter(|j| f(&j.state)).count() as u64, kind)
+        };
         let (ready, delayed, buried) = (
-            count(|s| matches!(s, RestoredState::Ready)),
-            count(|s| matches!(s, RestoredState::Delayed { .. })),
-            count(|s| matches!(s, RestoredState::Buried { .. })),
+            count(|s| matches!(s, RestoredState::Ready), "ready job"),
+            count(|s| matches!(s, RestoredState::Delayed { .. }), "delayed job"),
+            count(|s| matches!(s, RestoredState::Buried { .. }), "buried job"),
         );
-        let jobs = |n: usize, kind| Count(n as u64, kind);
         crate::log::event(format_args!(
-            "binlog {}: replayed {} in {} ms: {}, {} and {}",
+            "binlog {}: replayed {} in {} ms: {ready}, {delayed} and {buried}",
             dir.display(),
             Count(recovered.files as u64, "file"),
-            started.elapsed().as_millis(),
-            jobs(ready, "ready job"),
-            jobs(delayed, "delayed job"),
-            jobs(buried, "buried job"),
+            started.elapsed().as_millis()
         ));
         // The directory is locked (the binlog holds it): its identity is ours.
         let kept_id = crate::binlog::identity::load_or_keep(dir, &shared.process.instance_id)?;
@@ -172,11 +170,6 @@ impl Server {
     /// How many connections it serves at once, and why (for `-V` logging).
     pub fn connection_limit(&self) -> &ConnectionLimit {
         &self.shared.connection_limit
-    }
-
-    /// Where `--metrics` serves, as bound (for `-V` logging).
-    pub fn metrics_addr(&self) -> Option<SocketAddr> {
-        self.shared.metrics.lock().ok()?.as_ref()?.local_addr()
     }
 
     /// The listening socket's file descriptor (for `-V` logging).
@@ -383,23 +376,14 @@ impl Server {
         shared.hangups.stop();
         let _ = helpers.timer.join();
         let _ = helpers.hangup.join();
-        if let Some(metrics) = helpers.metrics {
-            let _ = metrics.join();
-        }
-        let jobs = shared.engine().job_count();
+        let _ = helpers.metrics.map(thread::JoinHandle::join);
+        let jobs = Count(shared.engine().job_count() as u64, "job");
+        let open = Count(open.len() as u64, "connection");
         if let Some(durability) = shared.durability.get() {
             durability.sync_all();
-            crate::log::event(format_args!(
-                "stopped: {} closed, {} kept in the binlog",
-                Count(open.len() as u64, "connection"),
-                Count(jobs as u64, "job")
-            ));
+            crate::log::event(format_args!("stopped: {open} closed, {jobs} kept in the binlog"));
         } else {
-            crate::log::event(format_args!(
-                "stopped: {} closed, {} dropped (no -b)",
-                Count(open.len() as u64, "connection"),
-                Count(jobs as u64, "job")
-            ));
+            crate::log::event(format_args!("stopped: {open} closed, {jobs} dropped (no -b)"));
         }
         self.listener.remove_socket_file();
     }

@@ -253,6 +253,25 @@ fn a_slow_client_does_not_hold_up_another_scrape() {
 }
 
 #[test]
+fn the_server_stops_with_its_endpoint() {
+    // The binary, on SIGTERM...
+    let (bin, addr) = start(&[]);
+    assert!(scrape(addr).contains("beanstalkd_build_info"));
+    let stderr = bin.terminate();
+    assert!(stderr.contains(": stopped: 0 connections closed, 0 jobs dropped (no -b)\n"), "{stderr}");
+    // ...and a server embedded in a process, when dropped.
+    let mut config = beanstalk::Config::loopback();
+    config.metrics = Some("127.0.0.1:0".into());
+    let running = beanstalk::Server::bind(config).unwrap().spawn().unwrap();
+    let (stopped, told) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        drop(running);
+        let _ = stopped.send(());
+    });
+    told.recv_timeout(PATIENCE).expect("the embedded server stops");
+}
+
+#[test]
 fn head_gets_the_head_alone() {
     let (_bin, addr) = start(&[]);
     let response = String::from_utf8(exchange(addr, b"HEAD /metrics HTTP/1.1\r\n\r\n")).unwrap();

@@ -98,6 +98,9 @@ impl Endpoint {
 /// that cannot be made is a problem logged, and the queue serves on.
 pub(crate) fn start(shared: &Arc<Shared>) -> Option<thread::JoinHandle<()>> {
     let endpoint = shared.metrics.lock().ok()?.take()?;
+    if let Some(addr) = endpoint.local_addr() {
+        crate::log::event(format_args!("metrics http://{addr}/metrics"));
+    }
     match endpoint.spawn(Arc::clone(shared)) {
         Ok(thread) => Some(thread),
         Err(e) => {
