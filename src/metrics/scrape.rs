@@ -79,12 +79,13 @@ pub fn collect(shared: &Shared) -> Option<Scrape> {
     order.extend(sizes.iter().map(|&(size, t)| (u64::MAX - size as u64, u64::from(t))));
     drop(sizes);
     order.sort_unstable();
+    let keep = order.len().min(shared.config.metrics_max_tubes);
+    let left_out = order.len() - keep;
     let mut ids: Vec<(u64, u64)> = Vec::new();
-    ids.try_reserve_exact(order.len().min(shared.config.metrics_max_tubes)).ok()?;
-    ids.extend(order.iter().take(ids.capacity()).map(|&(_, t)| (t, 0)));
+    ids.try_reserve_exact(keep).ok()?;
+    ids.extend(order.iter().take(keep).map(|&(_, t)| (t, 0)));
     ids.sort_unstable();
     ids.dedup();
-    let left_out = order.len().saturating_sub(ids.len());
     drop(order);
     let mut tubes: Vec<TubeFigures> = Vec::new();
     tubes.try_reserve_exact(ids.len()).ok()?;
