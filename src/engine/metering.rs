@@ -232,12 +232,9 @@ impl Engine {
     fn tube_times(&mut self, t: TubeId) -> Option<&mut TubeTimes> {
         let meter = self.tubes.meter_mut(t)?;
         if meter.times.is_none() {
-            let mut room: Vec<TubeTimes> = Vec::new();
-            room.try_reserve_exact(1).ok()?;
-            room.push(TubeTimes::default());
-            meter.times = Box::<[TubeTimes; 1]>::try_from(room.into_boxed_slice()).ok();
+            meter.times = crate::sys::try_box(TubeTimes::default()).ok();
         }
-        meter.times.as_deref_mut().map(|[times]| times)
+        meter.times.as_deref_mut()
     }
 
     /// The engine-wide figures, without counting a `stats` command.
@@ -297,9 +294,7 @@ impl Engine {
                     pause_time_left: tube.pause.map_or(0, |p| p.until.secs_since(now)),
                 },
                 oldest_ready_ns: oldest.map_or(0, |job| now.0.saturating_sub(job.deadline.0)),
-                times: meter
-                    .and_then(|m| m.times.as_deref())
-                    .map_or_else(TubeTimes::default, |[times]| *times),
+                times: meter.and_then(|m| m.times.as_deref()).copied().unwrap_or_default(),
             });
         }
     }

@@ -69,7 +69,7 @@ pub struct TubeMeter {
     /// Its ready jobs in the order they became ready, oldest first.
     pub ready_order: List,
     /// Its histograms, from its first measurement.
-    pub times: Option<Box<[super::metering::TubeTimes; 1]>>,
+    pub times: Option<Box<super::metering::TubeTimes>>,
 }
 
 impl Tube {
