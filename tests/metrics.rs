@@ -279,6 +279,28 @@ fn head_gets_the_head_alone() {
     assert!(response.ends_with("Connection: close\r\n\r\n"), "{response}");
 }
 
+#[test]
+fn the_readmes_scrape_configuration_and_alert_rules_pass_promtool() {
+    let Some(promtool) = tool("promtool") else { return };
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    // The first YAML block after each of these words.
+    let block = |after: &str| {
+        let rest = &readme[readme.find(after).unwrap_or_else(|| panic!("README: no {after:?}"))..];
+        let start = rest.find("```yaml\n").unwrap() + 8;
+        rest[start..start + rest[start..].find("```").unwrap()].to_owned()
+    };
+    let dir = TempDir::new("promtool-readme");
+    for (after, file, check) in [
+        ("A Prometheus scrape configuration", "prometheus.yml", "config"),
+        ("Three alert rules", "rules.yml", "rules"),
+    ] {
+        let path = dir.path.join(file);
+        std::fs::write(&path, block(after)).unwrap();
+        let (code, out) = run_with_input(Command::new(&promtool).args(["check", check]).arg(&path), b"");
+        assert_eq!(code, Some(0), "promtool check {check} on the README's:\n{out}");
+    }
+}
+
 // -------------------------------------------------------------------
 // A real Prometheus server
 // -------------------------------------------------------------------
