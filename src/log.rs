@@ -163,6 +163,14 @@ impl fmt::Display for Count {
     }
 }
 
+/// Why the server cannot start, whether or not logging is on: with the
+/// error priority under the journal, otherwise plainly, `program:
+/// message`, as beanstalkd says it, for the scripts that read it.
+pub fn fatal(program: &str, message: fmt::Arguments<'_>) {
+    let priority = if std::env::var_os("JOURNAL_STREAM").is_some() { "<3>" } else { "" };
+    eprintln!("{priority}{program}: {message}");
+}
+
 /// A problem the operator must act on.
 pub fn problem(message: fmt::Arguments<'_>) {
     line(Kind::Problem, message);

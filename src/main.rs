@@ -121,6 +121,6 @@ fn bind(line: &CommandLine) -> std::io::Result<(Server, &'static str)> {
 
 /// Prints why the server cannot start, and returns the exit status.
 fn fail(program: &str, code: u8, message: std::fmt::Arguments<'_>) -> ExitCode {
-    eprintln!("{program}: {message}");
+    log::fatal(program, message);
     ExitCode::from(code)
 }

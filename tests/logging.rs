@@ -139,3 +139,20 @@ fn unix_secs(stamp: &str) -> Option<u64> {
     let days = era * 146_097 + doe - 719_468;
     Some(days * 86_400 + hour * 3600 + minute * 60 + second)
 }
+
+#[test]
+fn a_failed_start_is_an_error_under_the_journal() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let output = beanstalk()
+        .args(["-l", "127.0.0.1", "-p", &port])
+        .env("JOURNAL_STREAM", "8:12345")
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(111));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("<3>beanstalk: "), "{stderr}");
+    assert!(stderr.contains("Address already in use"), "{stderr}");
+}
