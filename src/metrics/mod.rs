@@ -75,7 +75,16 @@ impl Endpoint {
                     continue;
                 }
             }
-            let Ok((stream, _)) = self.listener.accept() else { continue };
+            let stream = match self.listener.accept() {
+                Ok((stream, _)) => stream,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                // Out of descriptors, say: the listener stays readable, so
+                // back off rather than spin until they come back.
+                Err(_) => {
+                    thread::sleep(Duration::from_millis(50));
+                    continue;
+                }
+            };
             if busy.fetch_add(1, Ordering::SeqCst) >= MOST_AT_ONCE {
                 busy.fetch_sub(1, Ordering::SeqCst);
                 continue; // dropping the stream closes it
