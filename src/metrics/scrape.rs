@@ -8,8 +8,8 @@
 //!
 //! Tubes come and go between holds, so a scrape is not one instant's
 //! picture: a tube made mid-scrape may be missing, and each tube appears
-//! once (a tube seen twice is reported once, by name). It reads the process's figures
-//! from `/proc/self`; it formats nothing.
+//! once (a tube seen twice is reported once, by name). It reads the
+//! process's figures from `/proc/self`; it formats nothing.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
