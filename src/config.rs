@@ -19,7 +19,12 @@ use crate::ids::IdRange;
 pub const MAX_JOB_SIZE_LIMIT: u32 = 1_073_741_824;
 
 /// The long options this implementation adds (beanstalkd has none).
-pub const LONG_OPTIONS: &[&str] = &["max-connections", "max-job-memory", "job-id-start", "job-id-step"];
+pub const LONG_OPTIONS: &[&str] =
+    &["max-connections", "max-job-memory", "job-id-start", "job-id-step", "metrics", "metrics-max-tubes"];
+
+/// How many tubes a scrape reports one by one unless `--metrics-max-tubes`
+/// says otherwise.
+pub const DEFAULT_METRICS_MAX_TUBES: usize = 1000;
 
 /// Where the server listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,6 +62,12 @@ pub struct Config {
     pub max_job_memory: Option<u64>,
     /// The ids puts get (`--job-id-start`, `--job-id-step`).
     pub job_ids: IdRange,
+    /// Where Prometheus metrics are served (`--metrics HOST:PORT`); `None`:
+    /// nowhere, and nothing measured.
+    pub metrics: Option<String>,
+    /// Most tubes a scrape reports one by one, the largest first
+    /// (`--metrics-max-tubes`).
+    pub metrics_max_tubes: usize,
 }
 
 /// What the command line asks the program to run: the server's [`Config`],
@@ -87,6 +98,8 @@ impl Default for Config {
             max_connections: None,
             max_job_memory: None,
             job_ids: IdRange::default(),
+            metrics: None,
+            metrics_max_tubes: DEFAULT_METRICS_MAX_TUBES,
         }
     }
 }
@@ -100,6 +113,8 @@ impl Config {
 }
 
 /// What the command line asks for.
+// Made once, at start-up: boxing the configuration would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     Run(CommandLine),
@@ -186,6 +201,10 @@ pub fn usage(argv0: &str) -> String {
          --job-id-start S     the first job id (default 1; at most 2^64-2)\n \
          --job-id-step K      ids go S, S+K, S+2K, ... (default 1); K servers with\n                      \
          starts 1..K and step K: id mod K names the server\n \
+         --metrics HOST:PORT  serve Prometheus metrics at http://HOST:PORT/metrics\n                      \
+         (default: off)\n \
+         --metrics-max-tubes N  report at most N tubes one by one, the largest\n                      \
+         (default 1000)\n \
          -c, -n               removed from beanstalkd; accepted and ignored\n"
     )
 }
@@ -304,6 +323,19 @@ fn parse_long(
         "job-id-step" => {
             let v = value()?;
             config.job_ids.step = v.parse().ok().filter(|&n| n > 0).ok_or_else(|| invalid(&v))?;
+            Ok(())
+        }
+        "metrics" => {
+            let v = value()?;
+            let port = v
+                .rsplit_once(':')
+                .and_then(|(host, port)| port.parse::<u16>().ok().filter(|_| !host.is_empty()));
+            config.metrics = Some(port.map(|_| v.clone()).ok_or_else(|| invalid(&v))?);
+            Ok(())
+        }
+        "metrics-max-tubes" => {
+            let v = value()?;
+            config.metrics_max_tubes = v.parse().ok().ok_or_else(|| invalid(&v))?;
             Ok(())
         }
         _ => Err(ArgError::UnknownFlag(format!("--{option}"))),
@@ -444,5 +476,10 @@ mod tests {
         let no_id = "invalid value for --job-id-start: 18446744073709551615";
         assert_eq!(err(&["--job-id-start", "18446744073709551615"]), no_id);
         assert_eq!(run(&["--job-id-start", "18446744073709551614"]).job_ids.start, u64::MAX - 1);
+        assert_eq!(run(&["--metrics", "127.0.0.1:9100"]).metrics.as_deref(), Some("127.0.0.1:9100"));
+        assert_eq!(run(&[]).metrics, None);
+        assert_eq!(err(&["--metrics", "9100"]), "invalid value for --metrics: 9100");
+        assert_eq!(run(&["--metrics-max-tubes=5"]).metrics_max_tubes, 5);
+        assert_eq!(run(&[]).metrics_max_tubes, 1000);
     }
 }

@@ -223,6 +223,13 @@
 //!   `binlog::import`: taking over beanstalkd's own binlog directory.
 //!   [`binlog::inspect`]: reading a directory offline, for the
 //!   `beanstalk-binlog` tool; the server never calls it.
+//! - **Watching it run.** [`metrics`]: the `--metrics` endpoint, a
+//!   scrape copied out of the engine a bounded chunk at a time
+//!   ([`metrics::scrape`]), formatted outside the lock
+//!   ([`metrics::exposition`]), over a request bounded in size and time
+//!   ([`metrics::http`]); what the engine measures for it, at no cost to a
+//!   job's record, is [`engine::metering`]. [`log`]: what stderr says,
+//!   with the priority or the time an operator filters by.
 //! - **Running as a service.** [`config`] (beanstalkd's flags), [`host`]
 //!   (the connection limit the host allows), [`activation`] (systemd
 //!   sockets), [`privileges`] (`-u`), and [`sys`], the only module that
@@ -273,6 +280,7 @@ mod timer;
 mod hangup;
 pub mod binlog;
 pub mod stats;
+mod metrics;
 mod engine_lock;
 mod shared;
 mod listen;

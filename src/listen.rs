@@ -174,7 +174,7 @@ const MAX_UNIX_PATH: usize = 107;
 
 /// Binds the first address `host:port` resolves to that accepts the bind,
 /// as beanstalkd does with getaddrinfo's results.
-fn bind_tcp(host: &str, port: u16) -> io::Result<TcpListener> {
+pub(crate) fn bind_tcp(host: &str, port: u16) -> io::Result<TcpListener> {
     let mut last_error = io::Error::new(io::ErrorKind::NotFound, format!("{host}: no address found"));
     for addr in resolve(host, port)? {
         match TcpListener::bind(addr) {

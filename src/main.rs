@@ -55,7 +55,7 @@ fn main() -> ExitCode {
     };
     log::enable(&program, line.verbosity);
     for warning in &line.warnings {
-        log::problem(format_args!("{warning}"));
+        log::warning(format_args!("{warning}"));
     }
     let (server, how) = match bind(&line) {
         Ok(bound) => bound,
@@ -113,16 +113,16 @@ fn bind(line: &CommandLine) -> std::io::Result<(Server, &'static str)> {
         return Ok((Server::bind(line.config.clone())?, "bind"));
     };
     for warning in &inherited.warnings {
-        log::problem(format_args!("{warning}"));
+        log::warning(format_args!("{warning}"));
     }
     for option in &line.listen_options {
-        log::problem(format_args!("inherited listen fd; ignoring option: {option}"));
+        log::warning(format_args!("inherited listen fd; ignoring option: {option}"));
     }
     Ok((Server::bind_inherited(inherited.fd, line.config.clone())?, "inherited (socket activation) fd"))
 }
 
 /// Prints why the server cannot start, and returns the exit status.
 fn fail(program: &str, code: u8, message: std::fmt::Arguments<'_>) -> ExitCode {
-    eprintln!("{program}: {message}");
+    log::fatal(program, message);
     ExitCode::from(code)
 }

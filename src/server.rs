@@ -18,7 +18,7 @@ use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -30,6 +30,7 @@ use crate::engine_lock::EngineLock;
 use crate::hangup::HangupWatcher;
 use crate::host::{ConnectionLimit, HostLimits};
 use crate::listen::Listener;
+use crate::log::Count;
 pub use crate::shared::VERSION;
 use crate::shared::{AcceptWake, ProcessInfo, Shared};
 use crate::stream::SharedConn;
@@ -89,6 +90,8 @@ impl Server {
         engine.set_timer(Arc::clone(&timer));
         engine.set_memory_limit(config.max_job_memory);
         engine.set_id_range(config.job_ids);
+        engine.set_metering(config.metrics.is_some());
+        let metrics = config.metrics.as_deref().map(crate::metrics::Endpoint::bind).transpose()?;
         let shared = Arc::new(Shared {
             engine: EngineLock::new(engine),
             clock: Clock::start(),
@@ -103,6 +106,8 @@ impl Server {
             connections: Mutex::new(HashMap::new()),
             all_closed: Condvar::new(),
             durability: OnceLock::new(),
+            refused: AtomicU64::new(0),
+            metrics: Mutex::new(metrics),
         });
         Ok(Server { listener, shared })
     }
@@ -127,18 +132,20 @@ impl Server {
             shared.config.job_ids,
         )?;
         for warning in &recovered.warnings {
-            crate::log::problem(format_args!("{warning}"));
+            crate::log::warning(format_args!("{warning}"));
         }
-        let count = |f: fn(&RestoredState) -> bool| recovered.jobs.iter().filter(|j| f(&j.state)).count();
+        let count = |f: fn(&RestoredState) -> bool, kind| {
+            Count(recovered.jobs.iter().filter(|j| f(&j.state)).count() as u64, kind)
+        };
         let (ready, delayed, buried) = (
-            count(|s| matches!(s, RestoredState::Ready)),
-            count(|s| matches!(s, RestoredState::Delayed { .. })),
-            count(|s| matches!(s, RestoredState::Buried { .. })),
+            count(|s| matches!(s, RestoredState::Ready), "ready job"),
+            count(|s| matches!(s, RestoredState::Delayed { .. }), "delayed job"),
+            count(|s| matches!(s, RestoredState::Buried { .. }), "buried job"),
         );
         crate::log::event(format_args!(
-            "binlog {}: replayed {} files in {} ms: {ready} ready, {delayed} delayed and {buried} buried jobs",
+            "binlog {}: replayed {} in {} ms: {ready}, {delayed} and {buried}",
             dir.display(),
-            recovered.files,
+            Count(recovered.files as u64, "file"),
             started.elapsed().as_millis()
         ));
         // The directory is locked (the binlog holds it): its identity is ours.
@@ -255,7 +262,7 @@ impl Server {
             thread::Builder::new().name("beanstalk-hangup".into()).spawn(run)
         };
         match hangup {
-            Ok(hangup) => Ok(Helpers { timer, hangup }),
+            Ok(hangup) => Ok(Helpers { timer, hangup, metrics: crate::metrics::start(shared) }),
             Err(e) => {
                 shared.stopping.store(true, Ordering::SeqCst);
                 // Under the engine's lock, so that the timer is either
@@ -305,10 +312,12 @@ impl Server {
             return;
         }
         let fd = stream.as_raw_fd();
+        let peer = stream.peer();
         let mut connections = shared.connections();
         if connections.len() >= shared.connection_limit.value {
             drop(connections);
-            crate::log::event(format_args!("refuse {fd}: at the connection limit"));
+            shared.refused.fetch_add(1, Ordering::Relaxed);
+            crate::log::event(format_args!("refuse {peer} (fd {fd}): at the connection limit"));
             return; // dropping the stream closes it
         }
         // A connection's `Arc` allocates with no way to fail soft (std has
@@ -323,12 +332,12 @@ impl Server {
         };
         let Some(client) = client else {
             drop(connections);
-            crate::log::event(format_args!("refuse {fd}: out of memory"));
+            crate::log::event(format_args!("refuse {peer} (fd {fd}): out of memory"));
             return; // dropping the stream closes it
         };
         connections.insert(client, Arc::clone(&shared_conn));
         drop(connections);
-        crate::log::event(format_args!("accept {fd}"));
+        crate::log::event(format_args!("accept {peer} (fd {fd})"));
         let thread_shared = Arc::clone(shared);
         // Not std's spawn: its new thread maps a signal stack and aborts the
         // process if it cannot (see `sys/thread.rs`). Unnamed: a name is one
@@ -337,7 +346,9 @@ impl Server {
         let spawned =
             sys::spawn_thread(CONNECTION_STACK, move || conn::serve(thread_shared, shared_conn, client));
         if let Err(unrun) = spawned {
-            crate::log::problem(format_args!("cannot start a thread for connection {fd}: out of memory"));
+            crate::log::problem(format_args!(
+                "cannot start a thread for connection {peer} (fd {fd}): out of memory"
+            ));
             // The closure holds the stream: dropping it closes the socket.
             drop(unrun);
             shared.engine().disconnect(client, shared.clock.now());
@@ -377,18 +388,14 @@ impl Server {
         shared.hangups.stop();
         let _ = helpers.timer.join();
         let _ = helpers.hangup.join();
-        let jobs = shared.engine().job_count();
+        let _ = helpers.metrics.map(thread::JoinHandle::join);
+        let jobs = Count(shared.engine().job_count() as u64, "job");
+        let open = Count(open.len() as u64, "connection");
         if let Some(durability) = shared.durability.get() {
             durability.sync_all();
-            crate::log::event(format_args!(
-                "stopped: {} connections closed, {jobs} jobs kept in the binlog",
-                open.len()
-            ));
+            crate::log::event(format_args!("stopped: {open} closed, {jobs} kept in the binlog"));
         } else {
-            crate::log::event(format_args!(
-                "stopped: {} connections closed, {jobs} jobs dropped (no -b)",
-                open.len()
-            ));
+            crate::log::event(format_args!("stopped: {open} closed, {jobs} dropped (no -b)"));
         }
         self.listener.remove_socket_file();
     }
@@ -398,6 +405,8 @@ impl Server {
 struct Helpers {
     timer: thread::JoinHandle<()>,
     hangup: thread::JoinHandle<()>,
+    /// The `--metrics` endpoint's thread, if it serves.
+    metrics: Option<thread::JoinHandle<()>>,
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::io::Read;
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
@@ -17,6 +17,7 @@ use crate::engine::ClientId;
 use crate::engine_lock::{EngineGuard, EngineLock};
 use crate::hangup::HangupWatcher;
 use crate::host::ConnectionLimit;
+use crate::metrics::Endpoint;
 use crate::stats::{BinlogStats, ProcessStats};
 use crate::stream::SharedConn;
 use crate::sys;
@@ -52,6 +53,10 @@ pub(crate) struct Shared {
     pub all_closed: Condvar,
     /// The binlog's fsync policy and group commit, once it is open.
     pub durability: OnceLock<Arc<Durability>>,
+    /// Connections closed at once for the connection limit.
+    pub refused: AtomicU64,
+    /// The `--metrics` listener, until its thread takes it.
+    pub metrics: Mutex<Option<Endpoint>>,
 }
 
 impl Shared {

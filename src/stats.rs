@@ -178,6 +178,14 @@ pub struct BinlogStats {
     pub records_migrated: u64,
     pub records_written: u64,
     pub max_size: u64,
+    /// For `--metrics` only (`stats` shows beanstalkd's keys alone): bytes
+    /// and files on disk, fsyncs, failed writes and fsyncs, and whether
+    /// the binlog refuses every change since one failed.
+    pub disk_bytes: u64,
+    pub files: u64,
+    pub fsyncs: u64,
+    pub failures: u64,
+    pub refusing: bool,
 }
 
 /// The process's part of `stats`.

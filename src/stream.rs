@@ -14,6 +14,23 @@ use std::time::Duration;
 use crate::engine::Waker;
 use crate::sys;
 
+/// A client's address as the log names it: `ADDR:PORT`, or `unix`.
+#[derive(Debug, Clone, Copy)]
+pub enum Peer {
+    Tcp(Option<std::net::SocketAddr>),
+    Unix,
+}
+
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Peer::Tcp(Some(addr)) => write!(f, "{addr}"),
+            Peer::Tcp(None) => f.write_str("an unknown address"),
+            Peer::Unix => f.write_str("unix"),
+        }
+    }
+}
+
 /// A client's socket, TCP or UNIX. Reads and writes go through `&Stream`, so
 /// one shared socket serves the connection thread and the shutdown path
 /// without a second file descriptor.
@@ -24,6 +41,14 @@ pub enum Stream {
 }
 
 impl Stream {
+    /// Who is at the other end, for the log.
+    pub fn peer(&self) -> Peer {
+        match self {
+            Stream::Tcp(s) => Peer::Tcp(s.peer_addr().ok()),
+            Stream::Unix(_) => Peer::Unix,
+        }
+    }
+
     /// Sets how long a read waits for bytes before it gives up and reports
     /// the connection idle (the socket's receive timeout, `SO_RCVTIMEO`).
     pub fn set_idle_timeout(&self, after: Duration) -> io::Result<()> {

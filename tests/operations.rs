@@ -297,7 +297,7 @@ fn v_reports_replay_drain_and_shutdown() {
     let server = common::binary::spawn(&["-b", b]);
     let stderr = server.stderr();
     let replay = stderr.lines().find(|l| l.contains(" replayed ")).unwrap_or_else(|| panic!("{stderr}"));
-    assert!(replay.ends_with(": 1 ready, 1 delayed and 1 buried jobs"), "{replay}");
+    assert!(replay.ends_with(": 1 ready job, 1 delayed job and 1 buried job"), "{replay}");
     server.signal("USR1");
     let deadline = Instant::now() + Duration::from_secs(10);
     while !server.stderr().contains(": drain mode: ") {

@@ -23,6 +23,11 @@ impl Server {
         Server::start_with(binary, &[])
     }
 
+    /// [`Server::start`] with more flags (`-b DIR`, `--metrics`, say).
+    pub fn start_args(binary: &str, flags: &[&str]) -> Server {
+        Server::start_with(binary, flags)
+    }
+
     /// [`Server::start`] with more flags (`-b DIR`, say).
     pub fn start_with(binary: &str, flags: &[&str]) -> Server {
         Server::launch(Command::new(binary), binary, flags)
@@ -37,7 +42,7 @@ impl Server {
     }
 
     fn launch(mut command: Command, binary: &str, flags: &[&str]) -> Server {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = free_port();
         let child = command
             .args(["-l", "127.0.0.1", "-p", &port.to_string()])
             .args(flags)
@@ -63,6 +68,11 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A loopback port nothing listens on (as far as anyone can tell).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// A `/proc/<pid>/status` figure in KiB (`VmRSS:`, `VmHWM:`).

@@ -176,6 +176,8 @@ pub struct Binlog {
     gathered_records: u64,
     /// A write failed: refuse further work rather than lose it silently.
     failed: bool,
+    /// Writes that failed (for `--metrics`).
+    write_failures: u64,
     durability: Arc<Durability>,
     /// Converts the times in records to and from the wall clock, so that
     /// they mean the same to the next process (see `time.rs`).
@@ -299,6 +301,7 @@ impl Binlog {
             records_migrated: 0,
             max_size_shown,
             failed: false,
+            write_failures: 0,
             durability,
             clock,
             scratch: Vec::new(),

@@ -45,6 +45,9 @@ pub struct Durability {
     /// An fsync failed: nothing written since can be promised durable, and
     /// the binlog refuses further changes.
     failed: AtomicBool,
+    /// fsyncs run, and fsyncs failed (for `--metrics`).
+    fsyncs: AtomicU64,
+    failures: AtomicU64,
     state: Mutex<SyncState>,
     synced_cv: Condvar,
     /// Wakes the `-f MS` syncer thread.
@@ -90,6 +93,8 @@ impl Durability {
             mode,
             written: AtomicU64::new(0),
             failed: AtomicBool::new(false),
+            fsyncs: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
             state: Mutex::new(SyncState {
                 file: None,
                 retired: Vec::new(),
@@ -172,7 +177,18 @@ impl Durability {
 
     /// Records that durability can no longer be promised.
     pub(super) fn fail(&self) {
+        self.failures.fetch_add(1, Ordering::Relaxed);
         self.failed.store(true, Ordering::SeqCst);
+    }
+
+    /// fsyncs run so far by group commit.
+    pub fn fsyncs(&self) -> u64 {
+        self.fsyncs.load(Ordering::Relaxed)
+    }
+
+    /// fsyncs that failed.
+    pub fn failures(&self) -> u64 {
+        self.failures.load(Ordering::Relaxed)
     }
 
     /// Counts one more record handed to the OS.
@@ -330,6 +346,7 @@ impl Durability {
                 None => Ok(()),
             });
         drop(retired);
+        self.fsyncs.fetch_add(1, Ordering::Relaxed);
         let mut state = self.lock();
         state.syncing = false;
         if let Err(e) = result {

@@ -173,6 +173,11 @@ impl Journal for Binlog {
             records_migrated: self.records_migrated,
             records_written: self.records_written,
             max_size: self.max_size_shown,
+            disk_bytes: self.disk_bytes,
+            files: self.files.len() as u64,
+            fsyncs: self.durability.fsyncs(),
+            failures: self.write_failures + self.durability.failures(),
+            refusing: self.failed || self.durability.failed(),
         }
     }
 }

@@ -43,9 +43,13 @@ use buffers::OUTPUT_HIGH_WATER;
 pub(crate) fn serve(shared: Arc<Shared>, conn: Arc<SharedConn>, client: ClientId) {
     // Without it the connection works the same, but never goes idle.
     let _ = conn.stream.set_idle_timeout(IDLE_AFTER);
+    // Asked now: once the client has gone its address may not be had.
+    let peer = crate::log::enabled(crate::log::Kind::Event).then(|| conn.stream.peer());
     let _ = Conn::new(&shared, &conn.stream, client, &conn.condvar).run();
     shared.engine().disconnect(client, shared.clock.now());
-    crate::log::event(format_args!("close {}", conn.stream.as_raw_fd()));
+    if let Some(peer) = peer {
+        crate::log::event(format_args!("close {peer} (fd {})", conn.stream.as_raw_fd()));
+    }
     shared.connection_closed(client);
 }
 

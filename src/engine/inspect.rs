@@ -91,6 +91,11 @@ impl Engine {
     /// process's own figures).
     pub fn server_stats(&mut self) -> ServerStats {
         self.cmds.stats += 1;
+        self.figures()
+    }
+
+    /// The engine's part of the server stats, as they stand.
+    pub(super) fn figures(&self) -> ServerStats {
         ServerStats {
             jobs: self.job_counts,
             cmds: self.cmds,

@@ -77,8 +77,9 @@ impl State {
 /// | `heap_index` | 4 | slot in its heap, for O(log n) removal from the middle |
 /// | `file` | 4 | binlog file of its latest full record |
 /// | `counters` | 20 | five 32-bit counters, wrapping as beanstalkd's |
-/// | `state` | 1 | + 3 bytes of padding to the 8-byte alignment |
-/// | `keyed` | 1 | taken from that padding: a unique key is kept beside the table (`unique.rs`) |
+/// | `state` | 1 | + 3 bytes of padding to the 8-byte alignment, now used: |
+/// | `keyed` | 1 | a unique key is kept beside the table (`unique.rs`) |
+/// | `work_started` | 2 | when reserved, in 16 ms steps (`--metrics`) |
 ///
 /// The id is not stored: the table's index maps id to slot, and every
 /// caller that holds a record got there from its id. (Storing it would take
@@ -132,6 +133,9 @@ pub struct Job {
     pub(super) links: Links,
     /// The binlog file holding its latest full record; 0 without a binlog.
     pub(super) file: u32,
+    /// When it was last reserved, for `--metrics` (`metering.rs`): in the
+    /// record's padding, so it costs nothing.
+    pub(super) work_started: super::metering::Stamp,
     /// The opaque body, without the trailing CRLF.
     pub(super) body: Box<[u8]>,
     /// It has a unique key (`idp:`), held in `Tubes::keys`. In what was

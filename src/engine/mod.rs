@@ -55,6 +55,7 @@ pub(crate) mod worker;
 pub(crate) mod batch;
 pub(crate) mod inspect;
 pub(crate) mod schedule;
+pub mod metering;
 pub mod journal;
 pub(crate) mod journaling;
 
@@ -181,6 +182,8 @@ pub struct Engine {
     /// woken once it is let go ([`Engine::take_woken`]). Room for one a
     /// waiting client is claimed as it blocks.
     woken: Vec<Arc<dyn Waker>>,
+    /// Whether `--metrics` measures ready ages and times (`metering.rs`).
+    metering: bool,
 }
 
 impl Engine {
@@ -219,6 +222,7 @@ impl Engine {
             last_buried_at: Time::ZERO,
             job_counts: JobCounts::default(),
             woken: Vec::new(),
+            metering: false,
         }
     }
 
@@ -310,6 +314,7 @@ impl Engine {
                 reserved_by: ClientId::default(),
                 heap_index: 0,
                 links: Default::default(),
+                work_started: Default::default(),
                 file: r.file,
                 body: r.body,
                 keyed: false,

@@ -21,6 +21,7 @@ impl Engine {
             State::Ready => {
                 tube.ready.remove(slot, &mut positions(&mut self.jobs));
                 tube.urgent -= usize::from(pri < URGENT_PRIORITY);
+                self.note_not_ready(t, id);
             }
             State::Delayed => {
                 tube.delayed.remove(slot, &mut positions(&mut self.jobs));
@@ -49,6 +50,7 @@ impl Engine {
         let tube = self.tubes.get_mut(t);
         tube.ready.push(pri, id, &mut positions(&mut self.jobs));
         tube.urgent += usize::from(pri < URGENT_PRIORITY);
+        self.note_ready(id, now);
         self.serve_waiters(t, now);
     }
 
@@ -107,6 +109,7 @@ impl Engine {
     /// Takes a ready, delayed or buried job out of its queue and reserves it
     /// for client `c`.
     pub(super) fn reserve_for(&mut self, c: ClientId, id: JobId, now: Time) {
+        self.note_reserved(id, now);
         self.unlink(id);
         let Some(job) = self.jobs.get_mut(&id) else {
             return;

@@ -113,6 +113,7 @@ impl Engine {
             reserved_by: ClientId::default(),
             heap_index: 0,
             links: Default::default(),
+            work_started: Default::default(),
             file: 0,
             body: new.body,
             keyed: key.is_some(),

@@ -52,6 +52,7 @@ impl Engine {
                 break;
             }
             let holder = self.jobs.get(&id).map_or(ClientId::default(), |job| job.reserved_by);
+            self.end_work(id, metering::WorkEnd::TimedOut, now);
             self.unlink(id);
             if let Some(job) = self.jobs.get_mut(&id) {
                 job.counters.timeouts = job.counters.timeouts.wrapping_add(1);

@@ -47,6 +47,7 @@ impl Engine {
     pub fn disconnect(&mut self, c: ClientId, now: Time) {
         self.stop_waiting(c);
         while let Some(id) = self.clients.get(&c).and_then(|cl| cl.reserved.front()) {
+            self.end_work(id, metering::WorkEnd::Released, now);
             self.unlink(id);
             self.make_ready(id, now);
         }

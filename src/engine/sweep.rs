@@ -69,8 +69,15 @@ pub(super) fn key(name_: &str, cooldown: u32) -> Option<UniqueKey> {
     Some(UniqueKey { name: name(name_), cooldown })
 }
 
-fn world() -> World {
-    world_from(Engine::new(65535))
+thread_local! {
+    /// Whether [`world`] measures for `--metrics` (the second sweep).
+    static METERED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+pub(super) fn world() -> World {
+    let mut e = Engine::new(65535);
+    e.set_metering(METERED.with(|m| m.get()));
+    world_from(e)
 }
 
 /// [`world`]'s clients and jobs, in the engine `e`.
@@ -386,6 +393,18 @@ pub(super) fn output() -> Vec<u8> {
 
 #[test]
 fn every_allocation_of_every_command_may_fail_cleanly() {
+    sweep();
+}
+
+/// The same with `--metrics`: a tube's meter is claimed with the tube, and
+/// a histogram that cannot be had loses a measurement, nothing else.
+#[test]
+fn every_allocation_may_fail_cleanly_with_metering_too() {
+    METERED.with(|m| m.set(true));
+    sweep();
+}
+
+fn sweep() {
     let mut failure_points = 0;
     let cases = COMMANDS.iter().chain(super::sweep_reach::MORE_COMMANDS);
     for &(command, start, step) in cases {

@@ -11,7 +11,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::sweep::{name, put_step, world_from, Case, World, T0};
+use super::sweep::{name, put_step, world, Case, World, T0};
 use super::*;
 
 /// A client whose socket holds unread bytes once `typed` is set: the
@@ -29,10 +29,6 @@ impl Waker for Typist {
     fn has_input(&self) -> bool {
         self.typed.load(Ordering::SeqCst)
     }
-}
-
-fn world() -> World {
-    world_from(Engine::new(65535))
 }
 
 /// The world with the waiter replaced by a client blocked in a
@@ -175,8 +171,15 @@ pub(super) const MORE_COMMANDS: &[Case] = &[
 
 /// Entry points no client reaches: start-up's, before any client, and the
 /// log's own (its sweep runs them).
-const NOT_A_CLIENT_S: &[&str] =
-    &["set_id_range", "set_timer", "set_memory_limit", "set_journal", "restore", "rewrite_files"];
+const NOT_A_CLIENT_S: &[&str] = &[
+    "set_id_range",
+    "set_timer",
+    "set_memory_limit",
+    "set_metering",
+    "set_journal",
+    "restore",
+    "rewrite_files",
+];
 
 /// Every `pub fn` taking `&mut self` in `source`.
 fn mutating_entry_points(source: &str) -> Vec<&str> {

@@ -419,6 +419,7 @@ mod tests {
             links: Default::default(),
             keyed: false,
             file: 0,
+            work_started: Default::default(),
             body: Box::from(&id.to_le_bytes()[..]),
         }
     }

@@ -62,6 +62,16 @@ pub struct Tube {
     timed_slot: u32,
 }
 
+/// What `--metrics` keeps of a tube (`metering.rs`), beside it rather than
+/// in it, so that without `--metrics` a tube costs what it did.
+#[derive(Debug, Default)]
+pub struct TubeMeter {
+    /// Its ready jobs in the order they became ready, oldest first.
+    pub ready_order: List,
+    /// Its histograms, from its first measurement.
+    pub times: Option<Box<super::metering::TubeTimes>>,
+}
+
 impl Tube {
     /// A fresh, empty tube.
     pub fn new(name: TubeName, list_index: usize) -> Tube {
@@ -137,6 +147,10 @@ pub struct Tubes {
     /// are scoped by tube, and because the log reads a job's key where it
     /// reads its tube's name (`journal::Picture::logged`).
     pub keys: super::unique::UniqueKeys,
+    /// With `--metrics`: each tube's [`TubeMeter`], by id, as long as
+    /// `slots`; empty otherwise.
+    meters: Vec<TubeMeter>,
+    metering: bool,
 }
 
 impl Tubes {
@@ -159,7 +173,8 @@ impl Tubes {
             && self.by_name.try_reserve(1).is_ok()
             && self.order.try_reserve(1).is_ok()
             && self.timed.try_make_room_for(tubes)
-            && self.due.try_reserve(tubes.saturating_sub(self.due.len())).is_ok();
+            && self.due.try_reserve(tubes.saturating_sub(self.due.len())).is_ok()
+            && (!self.metering || self.meters.try_reserve(self.slots.len() + 1 - self.meters.len()).is_ok());
         if !room {
             return None;
         }
@@ -176,6 +191,10 @@ impl Tubes {
         };
         self.by_name.insert(name.clone(), id);
         self.order.push(id);
+        if self.metering {
+            // Within the room claimed above: one meter a slot.
+            self.meters.resize_with(self.slots.len(), TubeMeter::default);
+        }
         Some(id)
     }
 
@@ -186,6 +205,32 @@ impl Tubes {
     /// client's use or watch) is also a reference that keeps it alive.
     pub fn get(&self, id: TubeId) -> &Tube {
         self.slots[id as usize].as_ref().expect("live tube")
+    }
+
+    /// Tube `id`, if it still exists: for a caller that held the id
+    /// without holding the lock (a scrape).
+    pub fn live(&self, id: TubeId) -> Option<&Tube> {
+        self.slots.get(id as usize)?.as_ref()
+    }
+
+    /// Keeps a [`TubeMeter`] for every tube from now on (`--metrics`):
+    /// called before any tube but `default` exists.
+    pub fn start_metering(&mut self) -> bool {
+        self.metering = true;
+        self.meters.try_reserve(self.slots.len()).is_ok() && {
+            self.meters.resize_with(self.slots.len(), TubeMeter::default);
+            true
+        }
+    }
+
+    /// Tube `id`'s meter; `None` without `--metrics`.
+    pub fn meter(&self, id: TubeId) -> Option<&TubeMeter> {
+        self.meters.get(id as usize)
+    }
+
+    /// Tube `id`'s meter, mutably; `None` without `--metrics`.
+    pub fn meter_mut(&mut self, id: TubeId) -> Option<&mut TubeMeter> {
+        self.meters.get_mut(id as usize)
     }
 
     /// The live tube `id`, mutably. Panics as [`Tubes::get`].
@@ -205,6 +250,9 @@ impl Tubes {
             self.timed.remove(tube.timed_slot as usize, &mut timed_slots(&mut self.slots));
         }
         self.by_name.remove(&tube.name);
+        if let Some(meter) = self.meters.get_mut(id as usize) {
+            *meter = TubeMeter::default();
+        }
         self.order.swap_remove(tube.list_index);
         if let Some(&moved) = self.order.get(tube.list_index) {
             self.get_mut(moved).list_index = tube.list_index;

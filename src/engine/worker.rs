@@ -20,6 +20,7 @@ impl Engine {
             return Reply::NotFound;
         }
         let tube = job.tube;
+        self.end_work(id, metering::WorkEnd::Deleted, now);
         let logged = match self.discard(id, now) {
             Ok(logged) => logged,
             Err(refusal) => return refusal,
@@ -42,6 +43,7 @@ impl Engine {
         let Some((tube, keyed, file)) = self.jobs.get(&id).map(|job| (job.tube, job.keyed, job.file)) else {
             return;
         };
+        self.end_work(id, metering::WorkEnd::Deleted, now);
         self.unlink(id);
         if keyed {
             let until = self.tubes.keys.start_cooldown(id, now, &mut positions(&mut self.jobs));
@@ -100,6 +102,7 @@ impl Engine {
             return Reply::NotFound;
         }
         let released = self.journaled_change(id, |e| {
+            e.end_work(id, metering::WorkEnd::Released, now);
             e.unlink(id);
             if let Some(job) = e.jobs.get_mut(&id) {
                 job.pri = pri;
@@ -132,6 +135,7 @@ impl Engine {
             return Reply::NotFound;
         }
         let buried = self.journaled_change(id, |e| {
+            e.end_work(id, metering::WorkEnd::Buried, now);
             e.unlink(id);
             if let Some(job) = e.jobs.get_mut(&id) {
                 job.pri = pri;

@@ -33,7 +33,10 @@ pub(crate) mod thread;
 pub use file::{lock_posix, posix_lock_holder, preallocate, O_NOFOLLOW, O_NONBLOCK};
 pub use holes::HOLE_MAPS;
 pub use memory::{try_box, tune_malloc, Allocator, OWN_MAPPING_AT};
-pub use process::{become_user, ignore_sigpipe, soft_limit, Resource, SignalSet, SIGINT, SIGTERM, SIGUSR1};
+pub use process::{
+    become_user, ignore_sigpipe, lower_thread_priority, soft_limit, Resource, SignalSet, SIGINT, SIGTERM,
+    SIGUSR1,
+};
 #[cfg(test)]
 pub use socket::keepalive;
 pub use socket::{

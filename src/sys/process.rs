@@ -20,6 +20,7 @@ extern "C" {
     fn getgid() -> u32;
     fn getegid() -> u32;
     fn getrlimit64(resource: c_int, limit: *mut Rlimit) -> c_int;
+    fn setpriority(which: c_int, who: u32, priority: c_int) -> c_int;
 }
 
 /// glibc's `struct rlimit64`: the soft and the hard limit (64-bit on every
@@ -137,4 +138,15 @@ pub fn become_user(uid: u32, gid: u32, groups: &[u32]) -> io::Result<()> {
         ));
     }
     Ok(())
+}
+/// Gives the calling thread the least scheduling priority (nice 19), so
+/// that it runs on what the queue's threads leave of the CPU. On Linux a
+/// nice value belongs to a thread, and `setpriority(PRIO_PROCESS, 0, ..)`
+/// changes the caller's alone. Best effort: a failure changes nothing.
+pub fn lower_thread_priority() {
+    const PRIO_PROCESS: c_int = 0;
+    // SAFETY: setpriority takes plain integers and touches no memory.
+    unsafe {
+        setpriority(PRIO_PROCESS, 0, 19);
+    }
 }

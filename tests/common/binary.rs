@@ -45,6 +45,9 @@ impl Drop for TempDir {
 /// The binary, ready to be given arguments.
 pub fn beanstalk() -> Command {
     let mut cmd = Command::cargo_bin("beanstalk").unwrap();
+    // Lines start with a timestamp, as the tests expect, even when the
+    // tests themselves run with stderr in the journal.
+    cmd.env_remove("JOURNAL_STREAM");
     cmd.stdin(Stdio::null()).stdout(Stdio::null());
     cmd
 }
@@ -74,6 +77,7 @@ pub fn spawn_with_address_space(kib: u64, args: &[&str]) -> Bin {
 }
 
 fn spawn_command(mut command: Command, args: &[&str]) -> Bin {
+    command.env_remove("JOURNAL_STREAM");
     let mut child =
         command.args(["-V", "-l", "127.0.0.1", "-p", "0"]).args(args).stderr(Stdio::piped()).spawn().unwrap();
     let stderr = Arc::new(Mutex::new(String::new()));

@@ -1,0 +1,158 @@
+//! What the real binary writes on stderr with `-V`: under the journal
+//! (`JOURNAL_STREAM` set) every line starts with its sd-daemon priority,
+//! otherwise with a UTC timestamp; a connection's lines name its peer.
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::binary::beanstalk;
+use common::Client;
+
+/// Starts the binary with `-V -c` (`-c` gives a warning line), with or
+/// without `JOURNAL_STREAM`; the lines up to the `bind` line, and the
+/// later ones on the channel.
+fn start(journal: bool) -> (Child, SocketAddr, Vec<String>, mpsc::Receiver<String>) {
+    let mut command = beanstalk();
+    command.args(["-V", "-c", "-l", "127.0.0.1", "-p", "0"]).stderr(Stdio::piped());
+    if journal {
+        command.env("JOURNAL_STREAM", "8:12345");
+    } else {
+        command.env_remove("JOURNAL_STREAM");
+    }
+    let mut child = command.spawn().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let pipe = child.stderr.take().unwrap();
+    thread::spawn(move || {
+        for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut first = Vec::new();
+    let addr = loop {
+        let line = next(&rx);
+        let bound = line.split(" bind ").nth(1).map(|rest| rest.split(' ').nth(1).unwrap().parse().unwrap());
+        first.push(line);
+        if let Some(addr) = bound {
+            break addr;
+        }
+    };
+    (child, addr, first, rx)
+}
+
+fn next(rx: &mpsc::Receiver<String>) -> String {
+    rx.recv_timeout(Duration::from_secs(10)).expect("a line on stderr")
+}
+
+/// Connects, runs a command, hangs up: the server logs `accept` and
+/// `close`. Returns the client's own address, which those lines name.
+fn visit(addr: SocketAddr) -> SocketAddr {
+    let mut c = Client::connect(addr);
+    assert_eq!(c.cmd("list-tube-used"), "USING default\r\n");
+    c.stream.local_addr().unwrap()
+}
+
+/// The lines up to and including the one containing `until`.
+fn lines_until(rx: &mpsc::Receiver<String>, until: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    loop {
+        let line = next(rx);
+        let done = line.contains(until);
+        lines.push(line);
+        if done {
+            return lines;
+        }
+    }
+}
+
+#[test]
+fn under_the_journal_every_line_starts_with_its_priority() {
+    let (mut child, addr, mut lines, rx) = start(true);
+    let me = visit(addr);
+    lines.extend(lines_until(&rx, "close "));
+    let _ = child.kill();
+    let _ = child.wait();
+    for line in &lines {
+        let priority = line.strip_prefix('<').and_then(|rest| rest.split_once(">beanstalk: "));
+        assert!(priority.is_some_and(|(p, _)| matches!(p, "3" | "4" | "6" | "7")), "{line}");
+    }
+    assert!(
+        lines.contains(&"<4>beanstalk: -c flag was removed. binlog is always compacted.".to_owned()),
+        "{lines:?}"
+    );
+    assert!(lines.iter().any(|l| l.starts_with("<6>beanstalk: max-connections ")), "{lines:?}");
+    let accept = lines.iter().find(|l| l.contains(": accept ")).unwrap();
+    assert!(accept.starts_with(&format!("<6>beanstalk: accept {me} (fd ")), "{accept}");
+    let close = lines.last().unwrap();
+    assert!(close.starts_with(&format!("<6>beanstalk: close {me} (fd ")), "{close}");
+}
+
+#[test]
+fn otherwise_every_line_starts_with_the_utc_time() {
+    let before = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+    let (mut child, addr, mut lines, rx) = start(false);
+    let me = visit(addr);
+    lines.extend(lines_until(&rx, "close "));
+    let _ = child.kill();
+    let _ = child.wait();
+    let after = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+    for line in &lines {
+        // 2026-11-26T09:17:24.350Z beanstalk: ...
+        let (stamp, rest) = line.split_once(' ').unwrap();
+        assert!(rest.starts_with("beanstalk: "), "{line}");
+        let secs = unix_secs(stamp).unwrap_or_else(|| panic!("no UTC time: {line}"));
+        assert!((before..=after).contains(&secs), "{line}: {secs} not in {before}..={after}");
+    }
+    let accept = format!(" beanstalk: accept {me} (fd ");
+    assert!(lines.iter().any(|l| l.contains(&accept)), "{lines:?}");
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ` as seconds since the Unix epoch.
+fn unix_secs(stamp: &str) -> Option<u64> {
+    let b = stamp.as_bytes();
+    let shape = b.len() == 24
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b[10] == b'T'
+        && b[13] == b':'
+        && b[16] == b':'
+        && b[19] == b'.'
+        && b[23] == b'Z';
+    if !shape {
+        return None;
+    }
+    let n = |from: usize, to: usize| stamp[from..to].parse::<u64>().ok();
+    let (year, month, day) = (n(0, 4)?, n(5, 7)?, n(8, 10)?);
+    let (hour, minute, second) = (n(11, 13)?, n(14, 16)?, n(17, 19)?);
+    n(20, 23)?;
+    // Days from the epoch to the date (H. Hinnant's days_from_civil).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y / 400;
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days * 86_400 + hour * 3600 + minute * 60 + second)
+}
+
+#[test]
+fn a_failed_start_is_an_error_under_the_journal() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let output = beanstalk()
+        .args(["-l", "127.0.0.1", "-p", &port])
+        .env("JOURNAL_STREAM", "8:12345")
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(111));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("<3>beanstalk: "), "{stderr}");
+    assert!(stderr.contains("Address already in use"), "{stderr}");
+}

@@ -1,0 +1,411 @@
+//! `--metrics`: the real binary's endpoint, parsed by a real parser
+//! (`promtool check metrics`) and scraped by a real Prometheus server;
+//! the exact bytes of every refusal at the HTTP edge; and the bounds that
+//! keep a slow or huge request from costing more than one small buffer.
+//!
+//! promtool and prometheus come from Debian's `prometheus` package. A test
+//! that needs one and does not find it fails when `CI=true`, and says it
+//! skips otherwise.
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::binary::{self, Bin, TempDir};
+use common::Client;
+
+/// How long a test waits for anything it expects.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// A server with `--metrics` on a free loopback port, and that port's address.
+fn start(args: &[&str]) -> (Bin, SocketAddr) {
+    let mut all = vec!["--metrics", "127.0.0.1:0"];
+    all.extend_from_slice(args);
+    let bin = binary::spawn(&all);
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let stderr = bin.stderr();
+        if let Some(rest) = stderr.split("metrics http://").nth(1) {
+            let addr = rest.split('/').next().unwrap().parse().expect("metrics address");
+            return (bin, addr);
+        }
+        assert!(Instant::now() < deadline, "no metrics line: {stderr}");
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Sends `request` whole, then reads until the server closes.
+fn exchange(addr: SocketAddr, request: &[u8]) -> Vec<u8> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(PATIENCE)).unwrap();
+    s.write_all(request).unwrap();
+    read_to_close(&mut s)
+}
+
+fn read_to_close(s: &mut TcpStream) -> Vec<u8> {
+    s.set_read_timeout(Some(PATIENCE)).unwrap();
+    let mut all = Vec::new();
+    s.read_to_end(&mut all).expect("the response, then the close");
+    all
+}
+
+/// A scrape's body, after checking the head's exact bytes.
+fn scrape(addr: SocketAddr) -> String {
+    let response = String::from_utf8(exchange(addr, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").expect("a head and a body");
+    assert_eq!(
+        head,
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n\
+             Content-Length: {}\r\nConnection: close",
+            body.len()
+        )
+    );
+    body.to_owned()
+}
+
+/// The value of the sample named exactly `series` (name and labels).
+fn sample(body: &str, series: &str) -> Option<String> {
+    body.lines().find_map(|line| line.strip_prefix(series)?.strip_prefix(' ').map(str::to_owned))
+}
+
+/// A tool from the `prometheus` package, or `None` to skip (never under CI).
+fn tool(name: &str) -> Option<String> {
+    let path = format!("/usr/bin/{name}");
+    if std::path::Path::new(&path).exists() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{path} is missing: install Debian's prometheus package (.ci/run does)"
+    );
+    eprintln!("skipped: {path} is missing (install Debian's prometheus package)");
+    None
+}
+
+fn refusal(status: &str, body: &str) -> String {
+    format!(
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+#[test]
+fn a_scrape_reports_stats_and_tubes_and_promtool_accepts_it() {
+    let dir = TempDir::new("metrics-promtool");
+    let (bin, addr) = start(&["-b", dir.path.to_str().unwrap()]);
+    let mut c = bin.client();
+    assert_eq!(c.cmd("use emails"), "USING emails\r\n");
+    for _ in 0..3 {
+        c.put_ok("x");
+    }
+    assert_eq!(c.cmd("watch emails"), "WATCHING 2\r\n");
+    let reserved = c.cmd("reserve");
+    assert!(reserved.starts_with("RESERVED 1 1\r\n"), "{reserved}");
+    assert_eq!(c.cmd("bury 1 0"), "BURIED\r\n");
+    let body = scrape(addr);
+    for (series, value) in [
+        ("beanstalkd_cmd_put_total", "3"),
+        ("beanstalkd_current_jobs_ready", "2"),
+        ("beanstalkd_current_jobs_buried", "1"),
+        ("beanstalkd_current_tubes", "2"),
+        ("beanstalkd_total_jobs_total", "3"),
+        ("beanstalkd_tube_current_jobs_ready{tube=\"emails\"}", "2"),
+        ("beanstalkd_tube_current_jobs_buried{tube=\"emails\"}", "1"),
+        ("beanstalkd_tube_total_jobs_total{tube=\"emails\"}", "3"),
+        ("beanstalkd_tube_current_watching{tube=\"default\"}", "1"),
+        ("beanstalkd_tube_wait_seconds_count{tube=\"emails\"}", "1"),
+        ("beanstalkd_tube_work_seconds_count{tube=\"emails\",outcome=\"buried\"}", "1"),
+        ("beanstalkd_binlog_files", "1"),
+        ("beanstalkd_binlog_refusing", "0"),
+        // Three puts and a bury (a reserve is not logged).
+        ("beanstalkd_binlog_records_written_total", "4"),
+        ("beanstalkd_metrics_tubes_left_out", "0"),
+        ("beanstalkd_tube_oldest_ready_seconds{tube=\"default\"}", "0.000000"),
+    ] {
+        assert_eq!(sample(&body, series).as_deref(), Some(value), "{series} in:\n{body}");
+    }
+    let id = c.stats()["id"].clone();
+    assert!(body.contains(&format!("\nbeanstalkd_build_info{{version=\"1.13\",server_id=\"{id}\"}} 1\n")));
+    for process in ["process_resident_memory_bytes", "process_virtual_memory_bytes", "process_open_fds"] {
+        let value: u64 = sample(&body, process).unwrap().parse().unwrap();
+        assert!(value > 0, "{process} {value}");
+    }
+    let Some(promtool) = tool("promtool") else { return };
+    let (code, out) = run_with_input(Command::new(promtool).args(["check", "metrics"]), body.as_bytes());
+    assert_eq!(code, Some(0), "promtool check metrics:\n{out}\n{body}");
+}
+
+/// Runs `command` with `input` on its stdin; its exit code, and its
+/// stdout and stderr.
+fn run_with_input(command: &mut Command, input: &[u8]) -> (Option<i32>, String) {
+    let mut child =
+        command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    let feeder = thread::spawn(move || stdin.write_all(&input));
+    let output = child.wait_with_output().unwrap();
+    let _ = feeder.join();
+    let text =
+        String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr);
+    (output.status.code(), text)
+}
+
+#[test]
+fn only_the_largest_tubes_are_reported_and_the_rest_counted() {
+    let (bin, addr) = start(&["--metrics-max-tubes", "2"]);
+    let mut c = bin.client();
+    for (tube, jobs) in [("one", 1), ("three", 3), ("two", 2)] {
+        assert_eq!(c.cmd(&format!("use {tube}")), format!("USING {tube}\r\n"));
+        for _ in 0..jobs {
+            c.put_ok("x");
+        }
+    }
+    let body = scrape(addr);
+    let reported: Vec<&str> =
+        body.lines().filter_map(|l| l.strip_prefix("beanstalkd_tube_current_jobs_ready{tube=\"")).collect();
+    assert_eq!(reported, ["three\"} 3", "two\"} 2"]);
+    assert_eq!(sample(&body, "beanstalkd_metrics_tubes_left_out").as_deref(), Some("2"));
+}
+
+#[test]
+fn without_the_flag_there_is_no_endpoint_and_no_thread() {
+    let threads = |bin: &Bin| std::fs::read_dir(format!("/proc/{}/task", bin.child.id())).unwrap().count();
+    let without = binary::spawn(&[]);
+    let (with, _) = start(&[]);
+    // A reply says the helper threads have started: they start after the
+    // bind line. Each keeps its client, so each has one connection thread.
+    let mut clients = Vec::new();
+    for bin in [&without, &with] {
+        let mut c = bin.client();
+        assert_eq!(c.cmd("list-tube-used"), "USING default\r\n");
+        clients.push(c);
+    }
+    assert!(!without.stderr().contains("metrics"), "{}", without.stderr());
+    assert_eq!(threads(&with), threads(&without) + 1);
+}
+
+#[test]
+fn other_paths_are_404_and_malformed_requests_400() {
+    let (_bin, addr) = start(&[]);
+    let not_found = refusal("404 Not Found", "not found: the metrics are at /metrics\n");
+    assert_eq!(String::from_utf8(exchange(addr, b"GET / HTTP/1.1\r\n\r\n")).unwrap(), not_found);
+    assert_eq!(String::from_utf8(exchange(addr, b"GET /metricsx HTTP/1.0\r\n\r\n")).unwrap(), not_found);
+    let bad = refusal("400 Bad Request", "bad request\n");
+    for request in
+        [&b"GET /metrics\r\n\r\n"[..], b"hello\r\n\r\n", b"GET /metrics HTTP/1.1\r\nno colon\r\n\r\n"]
+    {
+        assert_eq!(String::from_utf8(exchange(addr, request)).unwrap(), bad, "{request:?}");
+    }
+    let post = refusal("405 Method Not Allowed", "only GET and HEAD\n");
+    assert_eq!(String::from_utf8(exchange(addr, b"POST /metrics HTTP/1.1\r\n\r\n")).unwrap(), post);
+}
+
+#[test]
+fn a_request_cut_off_half_way_is_400() {
+    let (_bin, addr) = start(&[]);
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(b"GET /metr").unwrap();
+    s.shutdown(Shutdown::Write).unwrap();
+    assert_eq!(
+        String::from_utf8(read_to_close(&mut s)).unwrap(),
+        refusal("400 Bad Request", "bad request\n")
+    );
+}
+
+#[test]
+fn ten_thousand_headers_are_refused_and_the_next_scrape_is_served() {
+    let (_bin, addr) = start(&[]);
+    let mut request = b"GET /metrics HTTP/1.1\r\n".to_vec();
+    for n in 0..10_000 {
+        request.extend_from_slice(format!("X-Header-{n}: value\r\n").as_bytes());
+    }
+    request.extend_from_slice(b"\r\n");
+    let mut s = TcpStream::connect(addr).unwrap();
+    // The server answers before reading it all: send on a thread of its own.
+    let mut sending = s.try_clone().unwrap();
+    let sender = thread::spawn(move || {
+        let _ = sending.write_all(&request);
+    });
+    let response = read_to_close(&mut s);
+    let _ = sender.join();
+    let too_large = refusal("431 Request Header Fields Too Large", "request head too large\n");
+    assert_eq!(String::from_utf8(response).unwrap(), too_large);
+    assert!(scrape(addr).contains("beanstalkd_build_info"));
+}
+
+#[test]
+fn a_slow_client_does_not_hold_up_another_scrape() {
+    let (_bin, addr) = start(&[]);
+    let mut slow = TcpStream::connect(addr).unwrap();
+    slow.write_all(b"GET /metrics HTTP/1.1\r\nHost:").unwrap();
+    // While it holds its socket, others are served at once...
+    for _ in 0..3 {
+        assert!(scrape(addr).contains("beanstalkd_build_info"));
+    }
+    // ...and it is answered when its time is up, not left open.
+    let response = String::from_utf8(read_to_close(&mut slow)).unwrap();
+    assert_eq!(response, refusal("408 Request Timeout", "request head too slow\n"));
+}
+
+#[test]
+fn the_server_stops_with_its_endpoint() {
+    // The binary, on SIGTERM...
+    let (bin, addr) = start(&[]);
+    assert!(scrape(addr).contains("beanstalkd_build_info"));
+    let stderr = bin.terminate();
+    assert!(stderr.contains(": stopped: 0 connections closed, 0 jobs dropped (no -b)\n"), "{stderr}");
+    // ...and a server embedded in a process, when dropped.
+    let mut config = beanstalk::Config::loopback();
+    config.metrics = Some("127.0.0.1:0".into());
+    let running = beanstalk::Server::bind(config).unwrap().spawn().unwrap();
+    let (stopped, told) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        drop(running);
+        let _ = stopped.send(());
+    });
+    told.recv_timeout(PATIENCE).expect("the embedded server stops");
+}
+
+#[test]
+fn head_gets_the_head_alone() {
+    let (_bin, addr) = start(&[]);
+    let response = String::from_utf8(exchange(addr, b"HEAD /metrics HTTP/1.1\r\n\r\n")).unwrap();
+    assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
+    assert!(response.ends_with("Connection: close\r\n\r\n"), "{response}");
+}
+
+#[test]
+fn the_readmes_scrape_configuration_and_alert_rules_pass_promtool() {
+    let Some(promtool) = tool("promtool") else { return };
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    // The first YAML block after each of these words.
+    let block = |after: &str| {
+        let rest = &readme[readme.find(after).unwrap_or_else(|| panic!("README: no {after:?}"))..];
+        let start = rest.find("```yaml\n").unwrap() + 8;
+        rest[start..start + rest[start..].find("```").unwrap()].to_owned()
+    };
+    let dir = TempDir::new("promtool-readme");
+    for (after, file, check) in [
+        ("A Prometheus scrape configuration", "prometheus.yml", "config"),
+        ("Three alert rules", "rules.yml", "rules"),
+    ] {
+        let path = dir.path.join(file);
+        std::fs::write(&path, block(after)).unwrap();
+        let (code, out) = run_with_input(Command::new(&promtool).args(["check", check]).arg(&path), b"");
+        assert_eq!(code, Some(0), "promtool check {check} on the README's:\n{out}");
+    }
+}
+
+// -------------------------------------------------------------------
+// A real Prometheus server
+// -------------------------------------------------------------------
+
+/// A Prometheus server on loopback, in a directory of its own; killed
+/// (by its own handle) when dropped.
+struct Prometheus {
+    child: Child,
+    addr: SocketAddr,
+    _dir: TempDir,
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Prometheus {
+    fn start(path: &str, target: SocketAddr) -> Prometheus {
+        let dir = TempDir::new("prometheus");
+        let config = dir.path.join("prometheus.yml");
+        // The README's scrape configuration, at a test's pace.
+        std::fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: beanstalk\n    \
+                 static_configs:\n      - targets: ['{target}']\n"
+            ),
+        )
+        .unwrap();
+        let port = {
+            let free = TcpListener::bind("127.0.0.1:0").unwrap();
+            free.local_addr().unwrap().port()
+        };
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let child = Command::new(path)
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--storage.tsdb.path={}", dir.path.join("data").display()))
+            .arg(format!("--web.listen-address={addr}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        Prometheus { child, addr, _dir: dir }
+    }
+
+    /// The value of instant query `query`, once it has one.
+    fn query(&self, query: &str) -> Option<f64> {
+        let encoded: String = query
+            .bytes()
+            .map(|b| match b {
+                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' => (b as char).to_string(),
+                _ => format!("%{b:02X}"),
+            })
+            .collect();
+        let request = format!("GET /api/v1/query?query={encoded} HTTP/1.0\r\nHost: x\r\n\r\n");
+        let mut s = TcpStream::connect(self.addr).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        s.write_all(request.as_bytes()).ok()?;
+        let mut response = String::new();
+        s.read_to_string(&mut response).ok()?;
+        // {"status":"success","data":{"resultType":"vector","result":[{"metric":{...},"value":[T,"V"]}]}}
+        let value = response.split("\"value\":[").nth(1)?;
+        value.split('"').nth(1)?.parse().ok()
+    }
+
+    /// Asks `query` until `accept` likes its value.
+    fn wait_for(&self, query: &str, accept: impl Fn(f64) -> bool) -> f64 {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let value = self.query(query);
+            if let Some(v) = value.filter(|&v| accept(v)) {
+                return v;
+            }
+            assert!(Instant::now() < deadline, "{query}: last {value:?}");
+            thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
+#[test]
+fn prometheus_sees_the_queue_age_grow_and_counts_every_reserve() {
+    let Some(path) = tool("prometheus") else { return };
+    let (bin, addr) = start(&[]);
+    let mut c: Client = bin.client();
+    assert_eq!(c.cmd("use aging"), "USING aging\r\n");
+    c.put_ok("nobody works this");
+    assert_eq!(c.cmd("use served"), "USING served\r\n");
+    assert_eq!(c.cmd("watch served"), "WATCHING 2\r\n");
+    assert_eq!(c.cmd("ignore default"), "WATCHING 1\r\n");
+    let reserves = 5;
+    for _ in 0..reserves {
+        let id = c.put_ok("work");
+        assert!(c.cmd("reserve").starts_with(&format!("RESERVED {id} 4\r\n")));
+        assert_eq!(c.cmd(&format!("delete {id}")), "DELETED\r\n");
+    }
+    let prometheus = Prometheus::start(&path, addr);
+    let age = "beanstalkd_tube_oldest_ready_seconds{tube=\"aging\"}";
+    let first = prometheus.wait_for(age, |v| v > 0.0);
+    prometheus.wait_for(age, |v| v >= first + 1.0);
+    let count = prometheus.wait_for("beanstalkd_tube_wait_seconds_count{tube=\"served\"}", |_| true);
+    assert_eq!(count, f64::from(reserves));
+    let deleted = "beanstalkd_tube_work_seconds_count{tube=\"served\",outcome=\"deleted\"}";
+    assert_eq!(prometheus.wait_for(deleted, |_| true), f64::from(reserves));
+}
