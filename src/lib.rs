@@ -60,15 +60,19 @@
 //!    may go, and what durability means. Then [`binlog::record`] (the
 //!    bytes), [`binlog::writing`] (each change as a record),
 //!    [`binlog::current`] (the file being written: its room, its appends),
+//!    [`binlog::batch`] (a change of many jobs in one write),
 //!    [`binlog::files`] (which files may be deleted), [`binlog::sync`]
-//!    (group commit, `-f`) and [`binlog::replay`] (start-up).
+//!    (group commit, `-f`, and the files removed once synced, all outside
+//!    the engine's lock) and [`binlog::replay`] (start-up).
 //! 8. [`stats`]: the YAML bodies of `stats`, `stats-job`, `stats-tube` and
 //!    `list-*`.
 //! 9. [`shared`] (what every thread of a server shares; the engine's lock,
 //!    which wakes blocked reserves once let go and lets no client's
 //!    pipeline starve another, is [`engine_lock`]), [`listen`] (the
 //!    listening socket), [`server`] (accepting, a thread a connection,
-//!    shutdown) and [`signals`] (SIGTERM, SIGINT, SIGUSR1).
+//!    shutdown; `server/recovery.rs` replays `-b` at start-up,
+//!    `server/handle.rs` is what its owner holds) and [`signals`]
+//!    (SIGTERM, SIGINT, SIGUSR1).
 //!
 //! Where the answers start:
 //!
@@ -214,7 +218,9 @@
 //!   freed memory goes back with no pass and no pause; [`sys::regions`]:
 //!   where pages come from, 4 MiB regions unmapped whole when empty
 //!   (one kept as a spare, its memory given back), and free pages among
-//!   live ones unmapped as holes while the maps allow. [`engine::table`]'s slab and index,
+//!   live ones unmapped as holes while the maps allow ([`sys::holes`]).
+//!   [`sys::thread`]: a connection's thread, whose start can fail but
+//!   never abort the server. [`engine::table`]'s slab and index,
 //!   [`engine::id_map`]'s hash and the heap's `PackedId`: a job in 233 bytes.
 //! - **The log over time.** [`binlog::compaction`]: rewriting old files'
 //!   live jobs at a pace bounded by what clients write. [`binlog::dir`]:

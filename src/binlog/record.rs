@@ -39,6 +39,7 @@
 //! refuses versions it does not know rather than guess. Version 1 had no
 //! `Imported` record; it is read as it is.
 
+pub use super::crc32c::crc32c;
 use crate::ids::JobId;
 use crate::stats::Counters;
 
@@ -287,36 +288,6 @@ pub fn decode(bytes: &[u8]) -> Decoded<'_> {
     }
 }
 
-/// Whether a payload has a record's shape: a known kind and the length that
-/// kind, and for a full record its own tube and body lengths, imply. O(1);
-/// a cheap filter before the checksum when looking for records in damage.
-pub fn plausible_payload(payload: &[u8]) -> bool {
-    // Offset of a full record's tube length in its payload.
-    const TUBE_LEN_AT: usize = FULL_FIXED_LEN - RECORD_HEADER_LEN - 4 - 1;
-    let len = payload.len();
-    match payload.first() {
-        Some(kind @ (1 | 6)) => {
-            let Some(&tube_len) = payload.get(TUBE_LEN_AT) else { return false };
-            let body_len_at = TUBE_LEN_AT + 1 + usize::from(tube_len);
-            let Some(b) = payload.get(body_len_at..body_len_at + 4) else { return false };
-            let body_end = body_len_at + 4 + u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize;
-            if *kind == 1 {
-                return len == body_end;
-            }
-            payload.get(body_end + 4).is_some_and(|&key_len| len == body_end + key_len_of(key_len))
-        }
-        Some(2) => len == UPDATE_LEN - RECORD_HEADER_LEN,
-        Some(3 | 4) => len == DELETE_LEN - RECORD_HEADER_LEN,
-        Some(5) => len == 1 + 8 + 8 + 4,
-        _ => false,
-    }
-}
-
-/// [`key_len`] of a key whose length byte is `len`.
-fn key_len_of(len: u8) -> usize {
-    key_len(usize::from(len))
-}
-
 fn parse_payload(payload: &[u8]) -> Option<Record<'_>> {
     let mut r = Reader { bytes: payload };
     let kind = r.u8()?;
@@ -402,48 +373,6 @@ impl<'a> Reader<'a> {
             kicks: self.u32()?,
         })
     }
-}
-
-/// CRC-32C (Castagnoli), the checksum of every record's payload.
-pub fn crc32c(bytes: &[u8]) -> u32 {
-    static TABLE: [[u32; 256]; 4] = crc_tables();
-    let mut crc = !0u32;
-    let mut chunks = bytes.chunks_exact(4);
-    for c in &mut chunks {
-        crc ^= u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-        crc = TABLE[3][(crc & 0xff) as usize]
-            ^ TABLE[2][((crc >> 8) & 0xff) as usize]
-            ^ TABLE[1][((crc >> 16) & 0xff) as usize]
-            ^ TABLE[0][(crc >> 24) as usize];
-    }
-    for &b in chunks.remainder() {
-        crc = TABLE[0][((crc ^ u32::from(b)) & 0xff) as usize] ^ (crc >> 8);
-    }
-    !crc
-}
-
-/// Slicing-by-4 tables for the reflected polynomial 0x82F63B78.
-const fn crc_tables() -> [[u32; 256]; 4] {
-    let mut t = [[0u32; 256]; 4];
-    let mut i = 0;
-    while i < 256 {
-        let mut c = i as u32;
-        let mut k = 0;
-        while k < 8 {
-            c = if c & 1 != 0 { (c >> 1) ^ 0x82F6_3B78 } else { c >> 1 };
-            k += 1;
-        }
-        t[0][i] = c;
-        i += 1;
-    }
-    let mut i = 0;
-    while i < 256 {
-        t[1][i] = (t[0][i] >> 8) ^ t[0][(t[0][i] & 0xff) as usize];
-        t[2][i] = (t[1][i] >> 8) ^ t[0][(t[1][i] & 0xff) as usize];
-        t[3][i] = (t[2][i] >> 8) ^ t[0][(t[2][i] & 0xff) as usize];
-        i += 1;
-    }
-    t
 }
 
 #[cfg(test)]
@@ -600,8 +529,8 @@ mod tests {
         encode_imported(&mut out, &FileStamp { number: 1, len: 2, crc: 3 });
         let mut at = 0;
         while let Decoded::Record(_, used) = decode(&out[at..]) {
-            assert!(plausible_payload(&out[at + RECORD_HEADER_LEN..at + used]));
-            assert!(!plausible_payload(&out[at + RECORD_HEADER_LEN..at + used - 1]));
+            assert!(super::super::damage::plausible_payload(&out[at + RECORD_HEADER_LEN..at + used]));
+            assert!(!super::super::damage::plausible_payload(&out[at + RECORD_HEADER_LEN..at + used - 1]));
             at += used;
         }
         assert_eq!(at, out.len());

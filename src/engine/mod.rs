@@ -65,6 +65,8 @@ pub(crate) mod id_map;
 #[cfg(test)]
 mod sweep;
 #[cfg(test)]
+mod sweep_state;
+#[cfg(test)]
 mod sweep_reach;
 #[cfg(test)]
 mod log_sweep;

@@ -1,5 +1,6 @@
 //! The wire protocol: bytes to [`Command`] (here), [`Reply`] to bytes
-//! (`reply.rs`), and the [`TubeName`] both carry (`tube_name.rs`). No state.
+//! (`reply.rs`), and the [`TubeName`] both carry (`tube_name.rs`); numbers
+//! are read by `fields.rs`. No state.
 //!
 //! Parsing follows beanstalkd 1.13 exactly where a client can see it
 //! (reference §1.3-1.4): commands are recognised by prefix in a fixed order,
@@ -15,10 +16,12 @@
 //! could panic, and no `unwrap` — the lints below make the compiler check it.
 #![deny(clippy::indexing_slicing, clippy::arithmetic_side_effects, clippy::unwrap_used, clippy::expect_used)]
 
+mod fields;
 mod reply;
 mod tube_name;
 
 use crate::ids::JobId;
+use fields::{id_fields, leading_number, parse_kick_bound, skip_spaces, Fields};
 pub use reply::{data_reply_len, NamedState, Reply, ReplyRoom, SHORT_REPLY_LEN};
 use tube_name::is_name_byte;
 pub use tube_name::{TubeName, MAX_TUBE_NAME};
@@ -297,21 +300,6 @@ pub fn batch_ids(line: &[u8]) -> impl Iterator<Item = JobId> + '_ {
     id_fields(ids).map_while(Result::ok)
 }
 
-/// Space-separated ids to the end of `s` (any number of spaces before
-/// each, as for every numeric field); an `Err` for anything else.
-fn id_fields(s: &[u8]) -> impl Iterator<Item = Result<JobId, ParseError>> + '_ {
-    let mut f = Fields::new(s);
-    let mut failed = false;
-    std::iter::from_fn(move || {
-        if failed || f.end().is_ok() {
-            return None;
-        }
-        let id = f.u64();
-        failed = id.is_err();
-        Some(id)
-    })
-}
-
 fn parse_put(rest: &[u8]) -> Result<Command, ParseError> {
     let mut f = Fields::new(rest);
     let pri = f.u32()?;
@@ -364,89 +352,6 @@ fn parse_pause_tube(rest: &[u8]) -> Result<Command, ParseError> {
     let (name, rest) = rest.split_at(name_len);
     let delay = Fields::new(rest).last_u32()?;
     Ok(Command::PauseTube { tube: TubeName::new(name), delay })
-}
-
-/// `kick`'s bound, parsed the way C's `strtoul` does it (reference §1.4): any
-/// leading white space, an optional sign, digits, junk ignored; a negative
-/// number wraps, and the 64-bit result is cut to 32 bits.
-fn parse_kick_bound(rest: &[u8]) -> Result<u32, ParseError> {
-    let is_c_space = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r');
-    let start = rest.iter().position(|b| !is_c_space(b)).unwrap_or(rest.len());
-    let s = rest.get(start..).unwrap_or_default();
-    let negative = s.first() == Some(&b'-');
-    let s = match s.split_first() {
-        Some((b'-' | b'+', unsigned)) => unsigned,
-        _ => s,
-    };
-    let (value, digits) = leading_number(s).ok_or(ParseError::BadFormat)?;
-    if digits == 0 {
-        return Err(ParseError::BadFormat);
-    }
-    let value = if negative { value.wrapping_neg() } else { value };
-    Ok(value as u32)
-}
-
-/// Reads the decimal digits at the start of `s`: `(value, digit count)`, or
-/// `None` if the value does not fit in a u64.
-fn leading_number(s: &[u8]) -> Option<(u64, usize)> {
-    let mut value: u64 = 0;
-    let mut digits: usize = 0;
-    for &b in s.iter().take_while(|b| b.is_ascii_digit()) {
-        value = value.checked_mul(10)?.checked_add(u64::from(b.wrapping_sub(b'0')))?;
-        digits = digits.saturating_add(1);
-    }
-    Some((value, digits))
-}
-
-fn skip_spaces(s: &[u8]) -> &[u8] {
-    let n = s.iter().take_while(|&&b| b == b' ').count();
-    s.get(n..).unwrap_or_default()
-}
-
-/// A cursor over space-separated numeric fields, with beanstalkd's rules:
-/// any number of spaces before a field, a digit first, every digit taken.
-struct Fields<'a> {
-    rest: &'a [u8],
-}
-
-impl<'a> Fields<'a> {
-    fn new(rest: &'a [u8]) -> Self {
-        Fields { rest }
-    }
-
-    fn u64(&mut self) -> Result<u64, ParseError> {
-        let s = skip_spaces(self.rest);
-        let (value, digits) = leading_number(s).ok_or(ParseError::BadFormat)?;
-        if digits == 0 {
-            return Err(ParseError::BadFormat);
-        }
-        self.rest = s.get(digits..).unwrap_or_default();
-        Ok(value)
-    }
-
-    fn u32(&mut self) -> Result<u32, ParseError> {
-        u32::try_from(self.u64()?).map_err(|_| ParseError::BadFormat)
-    }
-
-    fn end(&self) -> Result<(), ParseError> {
-        if self.rest.is_empty() {
-            Ok(())
-        } else {
-            Err(ParseError::BadFormat)
-        }
-    }
-
-    fn last_u64(mut self) -> Result<u64, ParseError> {
-        let value = self.u64()?;
-        self.end()?;
-        Ok(value)
-    }
-
-    fn last_u32(mut self) -> Result<u32, ParseError> {
-        let value = self.u32()?;
-        self.end()?;
-        Ok(value)
-    }
 }
 
 #[cfg(test)]

@@ -13,8 +13,13 @@
 //! socket file removed or replaced by someone else, or a firewalled
 //! address, cannot keep the server from exiting.
 
+mod handle;
+mod recovery;
+
+pub use handle::{Handle, Running};
+
 use std::collections::HashMap;
-use std::io::{self, Write};
+use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
@@ -23,9 +28,8 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::binlog::{Binlog, BinlogError};
 use crate::config::Config;
-use crate::engine::{ClientId, Engine, RestoredState};
+use crate::engine::{ClientId, Engine};
 use crate::engine_lock::EngineLock;
 use crate::hangup::HangupWatcher;
 use crate::host::{ConnectionLimit, HostLimits};
@@ -56,12 +60,6 @@ const CONNECTION_STACK: usize = 128 * 1024;
 /// ```
 pub struct Server {
     listener: Listener,
-    shared: Arc<Shared>,
-}
-
-/// A handle that can stop a server or put it in drain mode from any thread.
-#[derive(Clone)]
-pub struct Handle {
     shared: Arc<Shared>,
 }
 
@@ -110,62 +108,6 @@ impl Server {
             metrics: Mutex::new(metrics),
         });
         Ok(Server { listener, shared })
-    }
-
-    /// Opens the binlog of `config.binlog_dir`, if any: locks the directory,
-    /// replays it into the engine, and starts a new file. What replay found
-    /// is logged (see [`crate::log`]), its warnings as problems. [`Server::run`]
-    /// and [`Server::spawn`] call this themselves if it has not been called;
-    /// the binary calls it after dropping privileges.
-    pub fn open_binlog(&self) -> Result<(), BinlogError> {
-        let shared = &self.shared;
-        let Some(dir) = &shared.config.binlog_dir else { return Ok(()) };
-        if shared.durability.get().is_some() {
-            return Ok(());
-        }
-        let started = Instant::now();
-        let (binlog, recovered) = Binlog::open(
-            dir,
-            shared.config.binlog_file_size,
-            shared.config.fsync,
-            shared.clock,
-            shared.config.job_ids,
-        )?;
-        for warning in &recovered.warnings {
-            crate::log::warning(format_args!("{warning}"));
-        }
-        let count = |f: fn(&RestoredState) -> bool, kind| {
-            Count(recovered.jobs.iter().filter(|j| f(&j.state)).count() as u64, kind)
-        };
-        let (ready, delayed, buried) = (
-            count(|s| matches!(s, RestoredState::Ready), "ready job"),
-            count(|s| matches!(s, RestoredState::Delayed { .. }), "delayed job"),
-            count(|s| matches!(s, RestoredState::Buried { .. }), "buried job"),
-        );
-        crate::log::event(format_args!(
-            "binlog {}: replayed {} in {} ms: {ready}, {delayed} and {buried}",
-            dir.display(),
-            Count(recovered.files as u64, "file"),
-            started.elapsed().as_millis()
-        ));
-        // The directory is locked (the binlog holds it): its identity is ours.
-        let kept_id = crate::binlog::identity::load_or_keep(dir, &shared.process.instance_id)?;
-        let _ = shared.process.kept_id.set(kept_id);
-        let durability = binlog.durability();
-        let mut engine = shared.engine();
-        engine.restore(&recovered.tubes, recovered.jobs, recovered.next_id, shared.clock.now());
-        if engine.next_id() == crate::ids::NO_ID_LEFT {
-            crate::log::problem(format_args!(
-                "job ids spent: {} has no id left after the binlog's; every put is answered OUT_OF_MEMORY",
-                shared.config.job_ids.flags()
-            ));
-        }
-        engine.set_journal(Box::new(binlog));
-        engine.rewrite_files(&recovered.corrupt);
-        drop(engine);
-        let _ = shared.durability.set(Arc::clone(&durability));
-        durability.sync_all();
-        Ok(())
     }
 
     /// The TCP address actually bound (useful with port 0); `None` for a
@@ -415,67 +357,5 @@ impl Server {
     /// unit tests.
     pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.shared
-    }
-}
-
-impl Handle {
-    /// Stops the server: no new connections; open ones are closed after the
-    /// command in flight. [`Server::run`] returns once they are gone.
-    pub fn shutdown(&self) {
-        if self.shared.stopping.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        // Wake the accept loop through its own socket pair: the listener's
-        // address may no longer lead to it (socket file removed, replaced).
-        let _ = (&self.shared.accept_wake.writer).write_all(&[1]);
-    }
-
-    /// Whether start-up is over and the server accepts connections.
-    pub fn is_serving(&self) -> bool {
-        self.shared.serving.load(Ordering::SeqCst)
-    }
-
-    /// Enters drain mode: every later put is refused with `DRAINING`.
-    pub fn drain(&self) {
-        self.shared.engine().start_draining();
-        crate::log::event(format_args!("drain mode: puts are answered DRAINING from now on"));
-    }
-}
-
-/// A server running on its own thread (from [`Server::spawn`]). Dropping it
-/// shuts the server down and waits for it.
-pub struct Running {
-    handle: Handle,
-    addr: Option<SocketAddr>,
-    thread: Option<thread::JoinHandle<()>>,
-}
-
-impl Running {
-    /// The bound TCP address (`None` for a UNIX socket).
-    pub fn local_addr(&self) -> Option<SocketAddr> {
-        self.addr
-    }
-
-    /// A handle for shutdown or drain.
-    pub fn handle(&self) -> Handle {
-        self.handle.clone()
-    }
-
-    /// Stops the server and waits until it has finished.
-    pub fn shutdown(mut self) {
-        self.stop();
-    }
-
-    fn stop(&mut self) {
-        self.handle.shutdown();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.stop();
     }
 }
