@@ -108,10 +108,11 @@ impl JobStats<'_> {
     }
 }
 
-/// The figures of `stats-tube`.
-#[derive(Debug)]
-pub struct TubeStats<'a> {
-    pub name: &'a TubeName,
+/// The figures of `stats-tube` (and of a tube's metrics): owned, the name
+/// inline, so that a copy allocates nothing.
+#[derive(Debug, Clone)]
+pub struct TubeStats {
+    pub name: TubeName,
     pub jobs: JobCounts,
     pub total_jobs: u64,
     pub using: usize,
@@ -123,7 +124,7 @@ pub struct TubeStats<'a> {
     pub pause_time_left: u64,
 }
 
-impl TubeStats<'_> {
+impl TubeStats {
     /// The YAML document.
     pub fn to_yaml(&self) -> Option<String> {
         let mut y = yaml_buffer(REPLY_BUFFER_MIN)?;

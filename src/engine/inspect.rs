@@ -65,9 +65,14 @@ impl Engine {
         let Some(t) = self.tubes.find(name) else {
             return Reply::NotFound;
         };
+        self.tube_stats(t, now).to_yaml().map_or(Reply::OutOfMemory, Reply::Ok)
+    }
+
+    /// Tube `t`'s figures at `now`, for `stats-tube` and `--metrics`.
+    pub(super) fn tube_stats(&self, t: TubeId, now: Time) -> TubeStats {
         let tube = self.tubes.get(t);
-        let stats = TubeStats {
-            name: &tube.name,
+        TubeStats {
+            name: tube.name.clone(),
             jobs: JobCounts {
                 urgent: tube.urgent,
                 ready: tube.ready.len(),
@@ -83,8 +88,7 @@ impl Engine {
             cmd_pause_tube: tube.cmd_pause_tube,
             pause: tube.pause.map_or(0, |p| p.secs),
             pause_time_left: tube.pause.map_or(0, |p| p.until.secs_since(now)),
-        };
-        stats.to_yaml().map_or(Reply::OutOfMemory, Reply::Ok)
+        }
     }
 
     /// `stats`: the engine's part of the server stats (the caller adds the

@@ -136,26 +136,10 @@ impl Stamp {
 /// A copy of one tube's figures for a scrape.
 #[derive(Debug, Clone)]
 pub struct TubeFigures {
-    pub stats: TubeStatsCopy,
+    pub stats: crate::stats::TubeStats,
     /// How long its oldest ready job has been ready, in nanoseconds.
     pub oldest_ready_ns: u64,
     pub times: TubeTimes,
-}
-
-/// `stats-tube`'s figures, owned (the name is inline: copying allocates
-/// nothing).
-#[derive(Debug, Clone)]
-pub struct TubeStatsCopy {
-    pub name: TubeName,
-    pub jobs: JobCounts,
-    pub total_jobs: u64,
-    pub using: usize,
-    pub watching: usize,
-    pub waiting: usize,
-    pub cmd_delete: u64,
-    pub cmd_pause_tube: u64,
-    pub pause: u32,
-    pub pause_time_left: u64,
 }
 
 /// The engine-wide figures of a scrape.
@@ -269,31 +253,16 @@ impl Engine {
     /// `into`, while it has room (it never grows here).
     pub fn tube_figures(&self, ids: impl Iterator<Item = TubeId>, now: Time, into: &mut Vec<TubeFigures>) {
         for t in ids {
-            let Some(tube) = self.tubes.live(t) else { continue };
+            if self.tubes.live(t).is_none() {
+                continue;
+            }
             if into.len() == into.capacity() {
                 return;
             }
             let meter = self.tubes.meter(t);
             let oldest = meter.and_then(|m| m.ready_order.front()).and_then(|id| self.jobs.get(&id));
             into.push(TubeFigures {
-                stats: TubeStatsCopy {
-                    name: tube.name.clone(),
-                    jobs: JobCounts {
-                        urgent: tube.urgent,
-                        ready: tube.ready.len(),
-                        reserved: tube.reserved,
-                        delayed: tube.delayed.len(),
-                        buried: tube.buried.len(),
-                    },
-                    total_jobs: tube.total_jobs,
-                    using: tube.using,
-                    watching: tube.watching,
-                    waiting: tube.waiting.len(),
-                    cmd_delete: tube.cmd_delete,
-                    cmd_pause_tube: tube.cmd_pause_tube,
-                    pause: tube.pause.map_or(0, |p| p.secs),
-                    pause_time_left: tube.pause.map_or(0, |p| p.until.secs_since(now)),
-                },
+                stats: self.tube_stats(t, now),
                 oldest_ready_ns: oldest.map_or(0, |job| now.0.saturating_sub(job.deadline.0)),
                 times: meter.and_then(|m| m.times.as_deref()).copied().unwrap_or_default(),
             });

@@ -132,22 +132,17 @@ mod tests {
     #[test]
     fn buried_jobs_come_last_in_their_order_with_predicted_ids() {
         let tubes = vec![TubeName::default_tube(), TubeName::new(b"mail").unwrap()];
-        let log = Log {
-            cooling: 0,
-            dir: "d".into(),
-            files: Vec::new(),
+        let log = Log::of(
             tubes,
-            jobs: vec![
+            vec![
                 job(3, 1, State::Buried { at: 20 }, b"b3"),
                 job(4, 0, State::Delayed { until: 5_500_000_000 }, b"d4"),
                 job(5, 1, State::Buried { at: 10 }, b"b5"),
                 job(6, 0, State::Ready, b"r\r\n6"),
             ],
-            next_id: 7,
-            held_by: None,
-            notes: Vec::new(),
-            now: 1_000_000_000,
-        };
+            7,
+            1_000_000_000,
+        );
         let (mut out, mut mapping) = (Vec::new(), Vec::new());
         let done = write(&log, IdRange { start: 10, step: 1 }, &mut out, &mut mapping).unwrap();
         assert_eq!(done.jobs, 4);
@@ -161,17 +156,12 @@ mod tests {
 
     #[test]
     fn a_shard_s_ids_are_predicted_a_step_apart() {
-        let log = Log {
-            cooling: 0,
-            dir: "d".into(),
-            files: Vec::new(),
-            tubes: vec![TubeName::default_tube()],
-            jobs: vec![job(1, 0, State::Ready, b"r"), job(2, 0, State::Buried { at: 1 }, b"b")],
-            next_id: 3,
-            held_by: None,
-            notes: Vec::new(),
-            now: 1_000_000_000,
-        };
+        let log = Log::of(
+            vec![TubeName::default_tube()],
+            vec![job(1, 0, State::Ready, b"r"), job(2, 0, State::Buried { at: 1 }, b"b")],
+            3,
+            1_000_000_000,
+        );
         let (mut out, mut mapping) = (Vec::new(), Vec::new());
         write(&log, IdRange { start: 7, step: 3 }, &mut out, &mut mapping).unwrap();
         let expected = "put 7 0 60 1\r\nr\r\nput 7 0 60 1\r\nb\r\nreserve-job 10\r\nbury 10 7\r\nquit\r\n";

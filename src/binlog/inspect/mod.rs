@@ -160,6 +160,13 @@ pub struct Log {
 }
 
 impl Log {
+    /// A log of `jobs` in `tubes` read at `now`, from no files: the tests'.
+    #[cfg(test)]
+    pub fn of(tubes: Vec<TubeName>, jobs: Vec<Job>, next_id: JobId, now: u64) -> Log {
+        let (dir, files, held_by, notes, cooling) = ("d".into(), Vec::new(), None, Vec::new(), 0);
+        Log { dir, files, tubes, jobs, next_id, held_by, notes, now, cooling }
+    }
+
     pub fn tube(&self, job: &Job) -> &str {
         self.tubes.get(job.tube).map_or("?", TubeName::as_str)
     }

@@ -236,22 +236,13 @@ mod tests {
         let big: Vec<u8> = (0..65_535u32).map(|i| i as u8).collect();
         let tubes = vec![TubeName::default_tube(), TubeName::new(b"emails").unwrap()];
         let deadline = 1_800_000_000_000_000_000;
-        let log = Log {
-            cooling: 0,
-            dir: "d".into(),
-            files: Vec::new(),
-            tubes,
-            jobs: vec![
-                job(2, 0, State::Ready, 0, b"ready\r\nwith crlf"),
-                job(3, 1, State::Buried { at: 9 }, 1, b"buried second"),
-                job(4, 0, State::Delayed { until: deadline }, 0, &big),
-                job(5, 1, State::Buried { at: 4 }, 2, b"buried first"),
-            ],
-            next_id: 11,
-            held_by: None,
-            notes: Vec::new(),
-            now: 0,
-        };
+        let jobs = vec![
+            job(2, 0, State::Ready, 0, b"ready\r\nwith crlf"),
+            job(3, 1, State::Buried { at: 9 }, 1, b"buried second"),
+            job(4, 0, State::Delayed { until: deadline }, 0, &big),
+            job(5, 1, State::Buried { at: 4 }, 2, b"buried first"),
+        ];
+        let log = Log::of(tubes, jobs, 11, 0);
         let read = read_back(encode(&log));
         assert!(read.warnings.is_empty(), "{:?}", read.warnings);
         assert_eq!(read.max_id, 10, "the highest id used is kept");
@@ -295,17 +286,7 @@ mod tests {
 
     #[test]
     fn an_empty_log_writes_only_the_version() {
-        let log = Log {
-            cooling: 0,
-            dir: "d".into(),
-            files: Vec::new(),
-            tubes: Vec::new(),
-            jobs: Vec::new(),
-            next_id: 1,
-            held_by: None,
-            notes: Vec::new(),
-            now: 0,
-        };
+        let log = Log::of(Vec::new(), Vec::new(), 1, 0);
         assert_eq!(encode(&log), 7i32.to_le_bytes());
         assert!(read_back(encode(&log)).jobs.is_empty());
         assert_eq!(needs(&log), Needs { max_job_size: 2, job: None });
@@ -313,21 +294,16 @@ mod tests {
 
     #[test]
     fn the_largest_body_and_its_crlf_decide_the_max_job_size_needed() {
-        let log = Log {
-            dir: "d".into(),
-            files: Vec::new(),
-            tubes: vec![TubeName::default_tube()],
-            jobs: vec![
+        let log = Log::of(
+            vec![TubeName::default_tube()],
+            vec![
                 job(3, 0, State::Ready, 0, b"five!"),
                 job(4, 0, State::Ready, 0, &[b'x'; 65_534]),
                 job(5, 0, State::Buried { at: 1 }, 1, &[b'y'; 65_534]),
             ],
-            next_id: 6,
-            held_by: None,
-            notes: Vec::new(),
-            now: 0,
-            cooling: 0,
-        };
+            6,
+            0,
+        );
         assert_eq!(needs(&log), Needs { max_job_size: 65_536, job: Some((4, 65_534)) });
     }
 }
