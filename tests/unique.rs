@@ -255,4 +255,12 @@ fn the_binlog_tool_gives_keys_and_to_beanstalkd_drops_them() {
         ["beanstalk-binlog: dropped 2 unique keys (idp:), of jobs and cooling down: beanstalkd has none"],
         "{said}"
     );
+    // `export`'s plain puts carry no key either, and it says so.
+    let (puts, said) = tool(&["export", path]);
+    assert!(!puts.contains("idp:"), "{puts}");
+    assert!(
+        said.lines()
+            .any(|l| l == "dropped 2 unique keys (idp:), of jobs and cooling down: the puts carry none"),
+        "{said}"
+    );
 }

@@ -265,6 +265,14 @@ fn run(raw: &[OsString]) -> Result<u8, Failure> {
                     done.largest_body
                 )?;
             }
+            // Plain puts, for any server: the keys do not go with them.
+            let keys = log.jobs.iter().filter(|job| job.key.is_some()).count() + log.cooling;
+            if keys > 0 {
+                writeln!(
+                    mapping,
+                    "dropped {keys} unique keys (idp:), of jobs and cooling down: the puts carry none"
+                )?;
+            }
             mapping.flush()?;
             Ok(finish(out)?)
         }
