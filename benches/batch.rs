@@ -178,19 +178,11 @@ fn delete_all(c: &mut Client, batch: bool) {
 }
 
 fn delete(settings: &Settings) {
-    let median = |batch: bool, binary: &str| {
-        let runs: Vec<(f64, f64)> = (0..settings.rounds)
-            .map(|_| timed(binary, &[], |c| fill(c, "default", 100_000), |c| delete_all(c, batch)))
-            .collect();
-        let rate = common::median(runs.iter().map(|r| 100_000.0 / r.0).collect());
-        (rate, runs.iter().map(|r| r.1).fold(0.0, f64::max))
-    };
-    let batch = median(true, &settings.ours);
-    let single = median(false, &settings.ours);
-    let theirs = settings.theirs.as_ref().map(|b| median(false, b));
-    row("delete-batch 1000 vs their 1000 pipelined deletes (ids/s)", batch.0, theirs.map(|t| t.0));
-    row("our 1000 pipelined deletes vs theirs (ids/s)", single.0, theirs.map(|t| t.0));
-    row("  probe worst round trip, delete-batch (ms)", batch.1, theirs.map(|t| t.1));
+    let names = [
+        "delete-batch 1000 vs their 1000 pipelined deletes (ids/s)",
+        "our 1000 pipelined deletes vs theirs (ids/s)",
+    ];
+    batch_against_pipeline(settings, names, "delete-batch", delete_all);
 }
 
 /// Reserves 100,000 jobs 100 at a time: `reserve-batch 100` or 100
@@ -212,9 +204,20 @@ fn reserve_all(c: &mut Client, batch: bool) {
 }
 
 fn reserve(settings: &Settings) {
+    let names = [
+        "reserve-batch 100 vs their 100 pipelined reserves (jobs/s)",
+        "our 100 pipelined reserves vs theirs (jobs/s)",
+    ];
+    batch_against_pipeline(settings, names, "reserve-batch", reserve_all);
+}
+
+/// 100,000 jobs through `work` with the batch command (`true`) and the
+/// one-job command pipelined (`false`), ours and theirs, medians of the
+/// rounds: the rates and the probe's worst round trip, as rows.
+fn batch_against_pipeline(settings: &Settings, names: [&str; 2], command: &str, work: fn(&mut Client, bool)) {
     let median = |batch: bool, binary: &str| {
         let runs: Vec<(f64, f64)> = (0..settings.rounds)
-            .map(|_| timed(binary, &[], |c| fill(c, "default", 100_000), |c| reserve_all(c, batch)))
+            .map(|_| timed(binary, &[], |c| fill(c, "default", 100_000), |c| work(c, batch)))
             .collect();
         let rate = common::median(runs.iter().map(|r| 100_000.0 / r.0).collect());
         (rate, runs.iter().map(|r| r.1).fold(0.0, f64::max))
@@ -222,7 +225,7 @@ fn reserve(settings: &Settings) {
     let batch = median(true, &settings.ours);
     let single = median(false, &settings.ours);
     let theirs = settings.theirs.as_ref().map(|b| median(false, b));
-    row("reserve-batch 100 vs their 100 pipelined reserves (jobs/s)", batch.0, theirs.map(|t| t.0));
-    row("our 100 pipelined reserves vs theirs (jobs/s)", single.0, theirs.map(|t| t.0));
-    row("  probe worst round trip, reserve-batch (ms)", batch.1, theirs.map(|t| t.1));
+    row(names[0], batch.0, theirs.map(|t| t.0));
+    row(names[1], single.0, theirs.map(|t| t.0));
+    row(&format!("  probe worst round trip, {command} (ms)"), batch.1, theirs.map(|t| t.1));
 }
