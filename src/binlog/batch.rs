@@ -54,7 +54,10 @@ impl Binlog {
         // A record's own bytes are no more than its room (a delete's was
         // claimed before): the gathering buffer takes the larger of the two.
         let gathered = bytes as usize + changes.len() * DELETE_LEN;
-        if self.gathered.try_reserve_exact(gathered).is_err() {
+        // Each change may let one file go, collected after the write.
+        if self.gathered.try_reserve_exact(gathered).is_err()
+            || self.collect_after.try_reserve(changes.len()).is_err()
+        {
             return false;
         }
         let listed = |log: &mut Binlog| {
@@ -88,6 +91,12 @@ impl Binlog {
         self.gathering = false;
         let written = booked.and_then(|()| self.write_gathered());
         self.gathered.clear();
+        let mut let_go = std::mem::take(&mut self.collect_after);
+        if written.is_ok() {
+            self.collect_unneeded(&let_go);
+        }
+        let_go.clear();
+        self.collect_after = let_go;
         written
     }
 
@@ -111,6 +120,8 @@ impl Binlog {
         let written = faults::io_point().and_then(|()| self.writer.write_all_at(&self.gathered, at));
         if let Err(e) = written {
             self.failed = true;
+            self.durability.halt_removals();
+            self.write_failures += 1;
             crate::log::problem(format_args!("binlog: write failed, refusing further changes: {e}"));
             // Whatever part of it reached the file must not replay: a
             // change of many jobs is all or nothing. Best effort; the

@@ -160,6 +160,7 @@ impl Binlog {
         }
         if let Err(e) = written {
             self.failed = true;
+            self.durability.halt_removals();
             self.write_failures += 1;
             crate::log::problem(format_args!("binlog: write failed, refusing further changes: {e}"));
             return Err(e);

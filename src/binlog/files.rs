@@ -160,6 +160,7 @@ impl Binlog {
             crate::log::problem(format_args!("binlog: out of memory, refusing further changes"));
         }
         self.failed = true;
+        self.durability.halt_removals();
         io::Error::from(io::ErrorKind::OutOfMemory)
     }
 
@@ -187,6 +188,14 @@ impl Binlog {
     /// thread or the connection, outside the engine's lock, in this order
     /// (`sync.rs`), so no command waits for an fsync or an unlink here.
     pub(super) fn collect_unneeded(&mut self, candidates: &[u32]) {
+        if self.gathering {
+            // A change of many jobs is not written yet: nothing it makes
+            // unneeded may go before it is (`batch.rs` collects after).
+            for &n in candidates {
+                push_within_room(&mut self.collect_after, n);
+            }
+            return;
+        }
         // The work list's room was claimed with the files (`start_file`);
         // a file it has no room for stays, to be collected another time.
         let mut work = std::mem::take(&mut self.unneeded);

@@ -175,6 +175,8 @@ pub struct Binlog {
     gathered: Vec<u8>,
     gathering: bool,
     gathered_records: u64,
+    /// Files a gathered change let go, collected once it is written.
+    collect_after: Vec<u32>,
     /// A write failed: refuse further work rather than lose it silently.
     failed: bool,
     /// Writes that failed (for `--metrics`).
@@ -309,6 +311,7 @@ impl Binlog {
             gathered: Vec::new(),
             gathering: false,
             gathered_records: 0,
+            collect_after: Vec::new(),
         };
         if let Err(e) = binlog.start_file(current, 0) {
             // On a full disk, a file just big enough for the deletes the live

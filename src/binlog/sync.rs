@@ -54,8 +54,15 @@ pub struct Durability {
     syncer_cv: Condvar,
     /// The binlog directory, once the log is open.
     dir: OnceLock<PathBuf>,
-    /// Files the log no longer needs, oldest decision first.
+    /// Files the log no longer needs, oldest decision first. Only
+    /// [`Durability::remove_unneeded`] takes from it, one thread at a time
+    /// (`removing`), doing its I/O with this lock let go, so that queueing
+    /// a file under the engine's lock never waits for the disk.
     removals: Mutex<VecDeque<Removal>>,
+    removing: Mutex<()>,
+    /// The log failed (a write, or memory for its books): nothing is
+    /// removed any more, since what was let go may not be on disk.
+    removals_halted: AtomicBool,
 }
 
 /// A file to remove once the first `seq` records are synced.
@@ -71,7 +78,9 @@ struct Removal {
 struct SyncState {
     /// The file being written.
     file: Option<Arc<File>>,
-    /// Files left for a newer one, synced with the next fsync, then let go.
+    /// Files left for a newer one, synced with the next fsync, then let go:
+    /// an fsync syncs the first ones as it finds them and drains those
+    /// after, so the room claimed for later ones stays (no take, no swap).
     retired: Vec<Arc<File>>,
     /// A file was made since the directory was last synced.
     dir_changed: bool,
@@ -109,6 +118,8 @@ impl Durability {
             syncer_cv: Condvar::new(),
             dir: OnceLock::new(),
             removals: Mutex::new(VecDeque::new()),
+            removing: Mutex::new(()),
+            removals_halted: AtomicBool::new(false),
         }
     }
 
@@ -219,13 +230,11 @@ impl Durability {
             if self.mode != Fsync::Never && state.retired.len() < state.retired.capacity() {
                 state.retired.push(old);
             } else if self.mode != Fsync::Never {
-                // No room was claimed (it always is): sync it now rather
-                // than let a record go unsynced.
-                drop(state);
+                // No room (it is always claimed): sync it now, holding the
+                // state, so that no fsync can count its records meanwhile.
                 if super::faults::io_point().and_then(|()| old.sync_data()).is_err() {
                     self.fail();
                 }
-                state = self.lock();
             }
         }
         state.dir_changed = true;
@@ -250,11 +259,19 @@ impl Durability {
     /// engine's lock, after a write's reply is settled and after each of
     /// the syncer's fsyncs.
     pub fn remove_unneeded(&self) {
-        let mut removals = self.removals();
-        let Some(dir) = self.dir.get().filter(|_| !removals.is_empty()) else { return };
+        let Some(dir) = self.dir.get().filter(|_| !self.removals().is_empty()) else { return };
+        let _one_at_a_time = self.removing.lock().unwrap_or_else(|e| e.into_inner());
+        // After a failed fsync or write, what made a file unneeded may not
+        // be on disk: the file stays, for a restart to replay.
+        if self.removals_halted.load(Ordering::SeqCst) || (self.mode != Fsync::Never && self.failed()) {
+            return;
+        }
         let synced = if self.mode == Fsync::Never { u64::MAX } else { self.lock().synced };
         let mut removed = false;
-        while let Some(&next) = removals.front().filter(|next| next.seq <= synced) {
+        // The front stays the front while its I/O runs unlocked: only this
+        // thread takes from the queue, and others add at its back.
+        let front = || self.removals().front().copied().filter(|next| next.seq <= synced);
+        while let Some(next) = front() {
             let Some(path) = super::replay::try_file_path(dir, next.file) else { break };
             let result = if next.corrupt {
                 std::fs::rename(&path, path.with_extension(format!("{}.corrupt", next.file)))
@@ -266,7 +283,7 @@ impl Durability {
                 crate::log::problem(format_args!("binlog: cannot remove {}: {e}", path.display()));
                 break;
             }
-            removals.pop_front();
+            self.removals().pop_front();
             removed = true;
         }
         if removed && self.mode != Fsync::Never {
@@ -277,6 +294,11 @@ impl Durability {
     /// Files queued for removal and not yet removed.
     pub(super) fn removals_pending(&self) -> usize {
         self.removals().len()
+    }
+
+    /// The log has failed: no file is removed any more.
+    pub(super) fn halt_removals(&self) {
+        self.removals_halted.store(true, Ordering::SeqCst);
     }
 
     fn removals(&self) -> MutexGuard<'_, VecDeque<Removal>> {
@@ -334,21 +356,25 @@ impl Durability {
         let target = self.written();
         // The files left since the last fsync, then the current one, then
         // the directory if a file was made.
-        let retired = std::mem::take(&mut state.retired);
+        // The files left so far, then the current one, then the directory
+        // if a file was made. `syncing` keeps every other fsync out, so the
+        // first `left` retired files stay put while this one runs unlocked.
+        let left = state.retired.len();
         let dir_changed = std::mem::take(&mut state.dir_changed);
         drop(state);
-        let result = retired
-            .iter()
-            .chain(std::iter::once(&file))
+        let retired = |n: usize| self.lock().retired.get(n).cloned();
+        let result = (0..left)
+            .filter_map(retired)
+            .chain(std::iter::once(file))
             .try_for_each(|file| super::faults::io_point().and_then(|()| file.sync_data()))
             .and_then(|()| match self.dir.get().filter(|_| dir_changed) {
                 Some(dir) => super::sync_dir(dir),
                 None => Ok(()),
             });
-        drop(retired);
         self.fsyncs.fetch_add(1, Ordering::Relaxed);
         let mut state = self.lock();
         state.syncing = false;
+        state.retired.drain(..left);
         if let Err(e) = result {
             // Said loudly, and remembered: the waiters are let go rather than
             // left hanging, but told that their records are not safe.
@@ -414,5 +440,29 @@ mod tests {
         assert!(!path(1).exists() && !path(2).exists());
         assert_eq!(durability.removals_pending(), 0);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// After the log fails (a write, its books' memory) or an fsync fails,
+    /// nothing is removed: what made a file unneeded may not be on disk.
+    #[test]
+    fn a_failed_log_or_fsync_removes_nothing() {
+        for (mode, how) in [(Fsync::Never, "halted"), (Fsync::Every(0), "fsync failed")] {
+            let dir =
+                std::env::temp_dir().join(format!("beanstalk-halt-{}-{}", std::process::id(), how.len()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let path = super::super::replay::file_path(&dir, 1);
+            std::fs::write(&path, b"").unwrap();
+            let durability = Durability::new(mode);
+            durability.set_dir(dir.clone());
+            assert!(durability.claim_file_room(1) && durability.queue_removal(1, false));
+            if mode == Fsync::Never {
+                durability.halt_removals();
+            } else {
+                durability.fail();
+            }
+            durability.remove_unneeded();
+            assert!(path.exists(), "{how}: removed all the same");
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
     }
 }
