@@ -30,7 +30,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{free_port, median, row, status_kib, Client, Server, Settings};
+use common::{free_port, median, row, start_probe, status_kib, Client, Server, Settings};
 
 fn main() {
     let s = Settings::from_env("METRICS");
@@ -88,25 +88,6 @@ fn pipeline(c: &mut Client, count: usize, replies_each: usize, command: impl Fn(
 // Scrape cost
 // -------------------------------------------------------------------------
 
-/// Round trips of a probe doing put+delete every millisecond until `stop`,
-/// in ms.
-fn probe(port: u16, stop: Arc<AtomicBool>) -> thread::JoinHandle<Vec<f64>> {
-    thread::spawn(move || {
-        let mut p = Client::connect(port);
-        let mut times = Vec::new();
-        while !stop.load(Ordering::Relaxed) {
-            let t = Instant::now();
-            p.send(b"put 0 0 60 1\r\nx\r\n");
-            let id = p.reply();
-            p.send(format!("delete {id}\r\n").as_bytes());
-            p.reply();
-            times.push(t.elapsed().as_secs_f64() * 1000.0);
-            thread::sleep(Duration::from_millis(1));
-        }
-        times
-    })
-}
-
 fn scrape_cost(ours: &str) {
     const TUBES: usize = 200_000;
     const PHASE: Duration = Duration::from_secs(4);
@@ -115,13 +96,13 @@ fn scrape_cost(ours: &str) {
     pipeline(&mut setup, TUBES, 2, |i| format!("use t{i}\r\nput 0 86400 60 1\r\nx\r\n").into_bytes());
     let quiet = {
         let stop = Arc::new(AtomicBool::new(false));
-        let p = probe(server.port, Arc::clone(&stop));
+        let p = start_probe(server.port, &stop);
         thread::sleep(PHASE);
         stop.store(true, Ordering::Relaxed);
         p.join().unwrap()
     };
     let stop = Arc::new(AtomicBool::new(false));
-    let p = probe(server.port, Arc::clone(&stop));
+    let p = start_probe(server.port, &stop);
     let began = Instant::now();
     let (mut scrapes, mut bytes) = (0, 0);
     while began.elapsed() < PHASE {

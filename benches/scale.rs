@@ -33,7 +33,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{median, row, status_kib, Client, Server, Settings};
+use common::{median, row, start_probe, status_kib, Client, Server, Settings};
 
 fn main() {
     let s = Settings::from_env("SCALE");
@@ -267,26 +267,6 @@ fn give_back_stall(ours: &str, theirs: Option<&str>) {
         row(&format!("idle put+delete max, {phase} of 3M (ms)"), max(part(&a)), theirs(&max));
         row(&format!("idle put+delete p99, {phase} of 3M (ms)"), p99(part(&a)), theirs(&p99));
     }
-}
-
-/// A client that does a put+delete round trip every millisecond until
-/// `stop`, and returns how long each took, in ms.
-fn start_probe(port: u16, stop: &Arc<AtomicBool>) -> thread::JoinHandle<Vec<f64>> {
-    let stop = Arc::clone(stop);
-    thread::spawn(move || {
-        let mut p = Client::connect(port);
-        let mut times = Vec::new();
-        while !stop.load(Ordering::Relaxed) {
-            let t = Instant::now();
-            p.send(b"put 0 0 60 1\r\nx\r\n");
-            let id = p.reply();
-            p.send(format!("delete {id}\r\n").as_bytes());
-            p.reply();
-            times.push(t.elapsed().as_secs_f64() * 1000.0);
-            thread::sleep(Duration::from_millis(1));
-        }
-        times
-    })
 }
 
 /// Fills `jobs` jobs of 64 bytes, then deletes the odd ids, then the even

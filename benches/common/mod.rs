@@ -7,6 +7,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -201,4 +202,24 @@ impl Settings {
     pub fn runs(&self, scenario: &str) -> bool {
         self.only.is_empty() || self.only == scenario
     }
+}
+
+/// A client that does a put+delete round trip every millisecond until
+/// `stop`, and returns how long each took, in ms.
+pub fn start_probe(port: u16, stop: &Arc<AtomicBool>) -> thread::JoinHandle<Vec<f64>> {
+    let stop = Arc::clone(stop);
+    thread::spawn(move || {
+        let mut p = Client::connect(port);
+        let mut times = Vec::new();
+        while !stop.load(Ordering::Relaxed) {
+            let t = Instant::now();
+            p.send(b"put 0 0 60 1\r\nx\r\n");
+            let id = p.reply();
+            p.send(format!("delete {id}\r\n").as_bytes());
+            p.reply();
+            times.push(t.elapsed().as_secs_f64() * 1000.0);
+            thread::sleep(Duration::from_millis(1));
+        }
+        times
+    })
 }
