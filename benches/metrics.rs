@@ -30,7 +30,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{free_port, median, row, start_probe, status_kib, Client, Server, Settings};
+use common::{free_port, median, pipeline, row, start_probe, status_kib, Client, Server, Settings};
 
 fn main() {
     let s = Settings::from_env("METRICS");
@@ -66,24 +66,6 @@ fn scrape(port: u16) -> usize {
     all.len()
 }
 
-/// Sends `count` commands made by `command(i)` in batches of 1000, reading
-/// `replies_each` replies a command.
-fn pipeline(c: &mut Client, count: usize, replies_each: usize, command: impl Fn(usize) -> Vec<u8>) {
-    let mut sent = 0;
-    while sent < count {
-        let n = (count - sent).min(1000);
-        let bytes: Vec<u8> = (sent..sent + n).flat_map(&command).collect();
-        let mut w = c.writer.try_clone().unwrap();
-        // Written from another thread so that neither side's buffers fill.
-        let t = thread::spawn(move || w.write_all(&bytes).unwrap());
-        for _ in 0..n * replies_each {
-            c.reply();
-        }
-        t.join().unwrap();
-        sent += n;
-    }
-}
-
 // -------------------------------------------------------------------------
 // Scrape cost
 // -------------------------------------------------------------------------
@@ -93,7 +75,7 @@ fn scrape_cost(ours: &str) {
     const PHASE: Duration = Duration::from_secs(4);
     let (server, metrics) = start_with_metrics(ours);
     let mut setup = Client::connect(server.port);
-    pipeline(&mut setup, TUBES, 2, |i| format!("use t{i}\r\nput 0 86400 60 1\r\nx\r\n").into_bytes());
+    let _ = pipeline(&mut setup, TUBES, 2, |i| format!("use t{i}\r\nput 0 86400 60 1\r\nx\r\n").into_bytes());
     let quiet = {
         let stop = Arc::new(AtomicBool::new(false));
         let p = start_probe(server.port, &stop);
@@ -217,7 +199,7 @@ fn rss_per_job(server: &Server) -> f64 {
     let mut c = Client::connect(server.port);
     let before = status_kib(server.pid(), "VmRSS:");
     let body = [b'x'; 100];
-    pipeline(&mut c, JOBS, 1, |_| {
+    let _ = pipeline(&mut c, JOBS, 1, |_| {
         let mut put = b"put 0 0 60 100\r\n".to_vec();
         put.extend_from_slice(&body);
         put.extend_from_slice(b"\r\n");

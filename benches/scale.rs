@@ -27,13 +27,12 @@
 
 mod common;
 
-use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{median, row, start_probe, status_kib, Client, Server, Settings};
+use common::{median, pipeline, row, start_probe, status_kib, Client, Server, Settings};
 
 fn main() {
     let s = Settings::from_env("SCALE");
@@ -85,51 +84,18 @@ fn fill(binary: &str, jobs: usize, drain: bool) -> Fill {
     let mut put = b"put 0 0 60 100\r\n".to_vec();
     put.extend_from_slice(&[b'x'; 100]);
     put.extend_from_slice(b"\r\n");
-    let first = pipeline(&mut c, jobs, |_| put.clone());
+    let first = pipeline(&mut c, jobs, 1, |_| put.clone());
     let rss = status_kib(pid, "VmRSS:");
     let peak = status_kib(pid, "VmHWM:");
     let per_job = |kib: u64| (kib.saturating_sub(start) * 1024) as f64 / jobs as f64;
     let mut after_drain = None;
     if drain {
-        pipeline(&mut c, jobs, |i| format!("delete {}\r\n", first + i as u64).into_bytes());
+        pipeline(&mut c, jobs, 1, |i| format!("delete {}\r\n", first + i as u64).into_bytes());
         thread::sleep(Duration::from_secs(5));
         let after = status_kib(pid, "VmRSS:");
         after_drain = Some(after.saturating_sub(start) as f64 / rss.saturating_sub(start).max(1) as f64);
     }
     Fill { rss_per_job: per_job(rss), peak_per_job: per_job(peak), after_drain }
-}
-
-/// Sends `count` commands made by `command(i)` in batches of 1000, reading
-/// the replies; returns the id in the first reply.
-fn pipeline(c: &mut Client, count: usize, command: impl Fn(usize) -> Vec<u8>) -> u64 {
-    pipeline_replies(c, count, 1, command)
-}
-
-/// As [`pipeline`], for commands that each stand for `replies_each` replies.
-fn pipeline_replies(
-    c: &mut Client,
-    count: usize,
-    replies_each: usize,
-    command: impl Fn(usize) -> Vec<u8>,
-) -> u64 {
-    let mut first = 0;
-    let mut sent = 0;
-    while sent < count {
-        let n = (count - sent).min(1000);
-        let bytes: Vec<u8> = (sent..sent + n).flat_map(&command).collect();
-        let mut w = c.writer.try_clone().unwrap();
-        // Written from another thread so that neither side's buffers fill.
-        let t = thread::spawn(move || w.write_all(&bytes).unwrap());
-        for i in 0..n * replies_each {
-            let id = c.reply();
-            if sent == 0 && i == 0 {
-                first = id;
-            }
-        }
-        t.join().unwrap();
-        sent += n;
-    }
-    first
 }
 
 // -------------------------------------------------------------------------
@@ -172,7 +138,7 @@ fn cycle_beside_tubes(binary: &str, idle_tubes: usize) -> Cycle {
     let port = server.port;
     let mut setup = Client::connect(port);
     let idle = |i| format!("use idle{i}\r\nput 0 86400 60 1\r\nx\r\n").into_bytes();
-    pipeline_replies(&mut setup, idle_tubes, 2, idle);
+    pipeline(&mut setup, idle_tubes, 2, idle);
     let stop = Arc::new(AtomicBool::new(false));
     let trickle = {
         let stop = Arc::clone(&stop);
@@ -278,22 +244,22 @@ fn drain_with_probe(binary: &str, jobs: usize) -> Probe {
     let mut put = b"put 0 0 60 64\r\n".to_vec();
     put.extend_from_slice(&[b'x'; 64]);
     put.extend_from_slice(b"\r\n");
-    let first = pipeline(&mut c, jobs, |_| put.clone());
+    let first = pipeline(&mut c, jobs, 1, |_| put.clone());
     let stop = Arc::new(AtomicBool::new(false));
     let probe = start_probe(server.port, &stop);
     let half = jobs / 2;
-    pipeline(&mut c, half, |i| format!("delete {}\r\n", first + 2 * i as u64 + 1).into_bytes());
+    pipeline(&mut c, half, 1, |i| format!("delete {}\r\n", first + 2 * i as u64 + 1).into_bytes());
     stop.store(true, Ordering::Relaxed);
     let half_times = probe.join().unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let probe = start_probe(server.port, &stop);
-    pipeline(&mut c, half, |i| format!("delete {}\r\n", first + 2 * i as u64).into_bytes());
+    pipeline(&mut c, half, 1, |i| format!("delete {}\r\n", first + 2 * i as u64).into_bytes());
     thread::sleep(Duration::from_secs(5));
     stop.store(true, Ordering::Relaxed);
     let rest = probe.join().unwrap();
     // Again, deleting in a random order: freed blocks then merge into
     // holes of every size all over the heap, not in one sweep.
-    let first = pipeline(&mut c, jobs, |_| put.clone());
+    let first = pipeline(&mut c, jobs, 1, |_| put.clone());
     let mut order: Vec<u64> = (0..jobs as u64).map(|i| first + i).collect();
     let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
     for i in (1..order.len()).rev() {
@@ -304,7 +270,7 @@ fn drain_with_probe(binary: &str, jobs: usize) -> Probe {
     }
     let stop = Arc::new(AtomicBool::new(false));
     let probe = start_probe(server.port, &stop);
-    pipeline(&mut c, jobs, |i| format!("delete {}\r\n", order[i]).into_bytes());
+    pipeline(&mut c, jobs, 1, |i| format!("delete {}\r\n", order[i]).into_bytes());
     thread::sleep(Duration::from_secs(5));
     stop.store(true, Ordering::Relaxed);
     Probe { half: half_times, rest, random: probe.join().unwrap() }

@@ -122,6 +122,34 @@ impl Client {
     }
 }
 
+/// Sends `count` commands made by `command(i)` in batches of 1000, reading
+/// `replies_each` replies a command; returns the id in the first reply.
+pub fn pipeline(
+    c: &mut Client,
+    count: usize,
+    replies_each: usize,
+    command: impl Fn(usize) -> Vec<u8>,
+) -> u64 {
+    let mut first = 0;
+    let mut sent = 0;
+    while sent < count {
+        let n = (count - sent).min(1000);
+        let bytes: Vec<u8> = (sent..sent + n).flat_map(&command).collect();
+        let mut w = c.writer.try_clone().unwrap();
+        // Written from another thread so that neither side's buffers fill.
+        let t = thread::spawn(move || w.write_all(&bytes).unwrap());
+        for i in 0..n * replies_each {
+            let id = c.reply();
+            if sent == 0 && i == 0 {
+                first = id;
+            }
+        }
+        t.join().unwrap();
+        sent += n;
+    }
+    first
+}
+
 /// Starts `workers` threads, each blocked in `reserve` on a connection of its
 /// own; they pass `ready` once their reserve is sent. Each job a worker gets
 /// is given to `on_job` as soon as it arrives (its body is in `Client::body`),
