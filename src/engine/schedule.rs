@@ -64,7 +64,8 @@ impl Engine {
         // Only tubes with something due are visited: a tube waiting on
         // nothing, or on something later, costs nothing here.
         let due = self.tubes.take_due(now);
-        for &t in &due {
+        for &(_, t) in &due {
+            let t = t as TubeId;
             while let Some((due, id)) = self.tubes.get(t).delayed.peek() {
                 if due > now {
                     break;

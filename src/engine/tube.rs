@@ -140,8 +140,10 @@ pub struct Tubes {
     /// `(tube.timed_at, id)` of every tube whose `timed_at` is set; each
     /// tube's `timed_slot` says where it sits.
     timed: Heap<Time>,
-    /// Room for [`Tubes::take_due`]'s answer.
-    due: Vec<TubeId>,
+    /// Room for [`Tubes::take_due`]'s answer. Pairs, as the metrics'
+    /// scrape and the restore of buried jobs sort, so that the binary holds
+    /// one sort rather than two (2 KB, paid by 12 bytes a tube).
+    due: Vec<(u64, u64)>,
     /// The unique keys of every tube, by tube name, and those cooling
     /// down after their job's delete: kept with the tubes because they
     /// are scoped by tube, and because the log reads a job's key where it
@@ -300,37 +302,39 @@ impl Tubes {
         self.timed.peek().map(|(at, _)| at)
     }
 
-    /// The tubes with something due at `now`, in `list-tubes` order (the
-    /// order in which the engine handles events falling at one instant).
+    /// The tubes with something due at `now`, as `(list index, tube)`, in
+    /// `list-tubes` order (the order in which the engine handles events
+    /// falling at one instant).
     /// Visits only those tubes, and allocates nothing: the list's room was
     /// claimed with the tubes. Give it back with [`Tubes::return_due`].
-    pub fn take_due(&mut self, now: Time) -> Vec<TubeId> {
+    pub fn take_due(&mut self, now: Time) -> Vec<(u64, u64)> {
         let mut due = std::mem::take(&mut self.due);
         due.clear();
         // The due entries are a subtree at the heap's top: walk it, the
         // list itself serving as the walk's queue of heap slots.
         if self.timed.peek().is_some_and(|(at, _)| at <= now) {
-            due.push(0);
+            due.push((0, 0));
         }
         let mut next = 0;
         while next < due.len() {
-            let slot = due[next] as usize;
+            let slot = due[next].1 as usize;
             for child in [2 * slot + 1, 2 * slot + 2] {
                 if self.timed.key_at(child).is_some_and(|at| at <= now) {
-                    due.push(child as TubeId);
+                    due.push((0, child as u64));
                 }
             }
             next += 1;
         }
         for entry in due.iter_mut() {
-            *entry = self.timed.id_at(*entry as usize) as TubeId;
+            let id = self.timed.id_at(entry.1 as usize) as TubeId;
+            *entry = (self.get(id).list_index as u64, u64::from(id));
         }
-        due.sort_unstable_by_key(|&id| self.get(id).list_index);
+        due.sort_unstable();
         due
     }
 
     /// Gives back the list [`Tubes::take_due`] returned, with its room.
-    pub fn return_due(&mut self, due: Vec<TubeId>) {
+    pub fn return_due(&mut self, due: Vec<(u64, u64)>) {
         self.due = due;
     }
 
