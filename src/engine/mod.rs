@@ -61,6 +61,7 @@ pub(crate) mod journaling;
 
 // Second reading.
 pub(crate) mod id_map;
+pub(crate) mod slot_table;
 
 #[cfg(test)]
 mod sweep;
