@@ -216,12 +216,12 @@
 //!   of their own, and [`sys::pages`]: small blocks in pages of their own
 //!   size, each page's memory given back when its last block goes, so
 //!   freed memory goes back with no pass and no pause; [`sys::regions`]:
-//!   where pages come from, 4 MiB regions unmapped whole when empty
+//!   where pages come from, 1 MiB regions unmapped whole when empty
 //!   (one kept as a spare, its memory given back), and free pages among
 //!   live ones unmapped as holes while the maps allow ([`sys::holes`]).
 //!   [`sys::thread`]: a connection's thread, whose start can fail but
 //!   never abort the server. [`engine::table`]'s slab and index,
-//!   [`engine::id_map`]'s hash and the heap's `PackedId`: a job in 233 bytes.
+//!   [`engine::id_map`]'s hash and the heap's `PackedId`: a job in 235 bytes.
 //! - **The log over time.** [`binlog::compaction`]: rewriting old files'
 //!   live jobs at a pace bounded by what clients write. [`binlog::dir`]:
 //!   the lock and what a directory holds; [`binlog::identity`]: the

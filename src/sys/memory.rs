@@ -41,7 +41,7 @@ const M_ARENA_MAX: c_int = -8;
 ///   `glibc.malloc.mxfast` lives).
 ///
 /// (Since small blocks live in [`super::pages`] and big ones are mappings,
-/// `malloc` serves only blocks of 16 to 64 KiB, small ones aligned to more
+/// `malloc` serves only blocks of 8 KiB to 64 KiB, small ones aligned to more
 /// than 16 bytes, and glibc's own.)
 ///
 /// A no-op with other C libraries.
@@ -89,8 +89,8 @@ pub fn try_box<T>(value: T) -> Result<Box<T>, T> {
 /// its own.
 pub const OWN_MAPPING_AT: usize = 64 * 1024;
 
-/// The server binary's allocator, by a block's size: up to 16 KiB, a slot
-/// in a page of its size ([`super::pages`]); from 64 KiB
+/// The server binary's allocator, by a block's size: up to 8,160 bytes
+/// (half a page), a slot in a page of its size ([`super::pages`]); from 64 KiB
 /// (`OWN_MAPPING_AT`), a mapping of its own (`mmap`), always; in between,
 /// the C library's `malloc`. Only the pages written take memory, and freeing the
 /// block gives them back to the system at once, whatever the heap around it

