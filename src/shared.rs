@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::io::Read;
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
@@ -57,9 +57,40 @@ pub(crate) struct Shared {
     pub refused: AtomicU64,
     /// The `--metrics` listener, until its thread takes it.
     pub metrics: Mutex<Option<Endpoint>>,
+    /// When [`Shared::make_room`] last ran, in ms of the server's clock.
+    pub last_evacuation: AtomicU64,
 }
 
+/// The least time between two passes of [`Shared::make_room`].
+const EVACUATION_EVERY_MS: u64 = 1000;
+
 impl Shared {
+    /// Empties the pages that a few live jobs pin (`sys/evacuation.rs`),
+    /// when memory has run short for something that needs whole pages (a
+    /// connection's thread): true if a job's body moved, so that the need
+    /// may try again. At most once a second, since it takes a pass over
+    /// every job under the engine's lock; a server whose allocator is not
+    /// this crate's (an embedder's) has no page to empty, and does nothing.
+    pub fn make_room(&self) -> bool {
+        let now = self.clock.now().0 / 1_000_000;
+        let last = self.last_evacuation.load(Ordering::Relaxed);
+        if now < last.saturating_add(EVACUATION_EVERY_MS) {
+            return false;
+        }
+        // Choosing walks the pages with room, which is cheap; only a pass
+        // over the jobs counts against the rate.
+        let Some(evacuation) = sys::evacuate() else { return false };
+        if self.last_evacuation.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_err() {
+            return false;
+        }
+        let moved = self.engine().move_bodies(&|body| evacuation.holds(body));
+        crate::log::event(format_args!(
+            "short of memory: moved {moved} job bodies out of {} pages, to empty them",
+            evacuation.pages()
+        ));
+        moved > 0
+    }
+
     /// Locks the engine (see [`EngineLock::lock`]).
     pub fn engine(&self) -> EngineGuard<'_> {
         self.engine.lock()

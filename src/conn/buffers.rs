@@ -63,7 +63,15 @@ impl Conn<'_> {
     /// client sends again.
     pub(super) fn fill(&mut self) -> io::Result<bool> {
         loop {
-            match self.input.fill(self.stream)? {
+            let filled = match self.input.fill(self.stream) {
+                // The buffer needs whole pages: if there are none, empty
+                // those a few live jobs pin, and try once more.
+                Err(e) if e.kind() == io::ErrorKind::OutOfMemory && self.shared.make_room() => {
+                    self.input.fill(self.stream)
+                }
+                filled => filled,
+            };
+            match filled? {
                 Some(0) => {
                     self.hang_up();
                     return Ok(false);

@@ -55,6 +55,7 @@ pub(crate) mod worker;
 pub(crate) mod batch;
 pub(crate) mod inspect;
 pub(crate) mod schedule;
+pub(crate) mod relocate;
 pub mod metering;
 pub mod journal;
 pub(crate) mod journaling;

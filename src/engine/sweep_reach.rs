@@ -159,6 +159,9 @@ pub(super) const MORE_COMMANDS: &[Case] = &[
     ("the timer ends a pause", world_with_jobs_paused, |w, out| {
         let _ = std::io::Write::write_fmt(out, format_args!("{:?}", w.e.tick(Time::from_secs(11))));
     }),
+    ("bodies move to new blocks", world, |w, _| {
+        w.e.move_bodies(&|_| true);
+    }),
     ("drain mode", world, |w, out| {
         w.e.start_draining();
         put_step(w, out, 0)

@@ -191,6 +191,11 @@ impl JobTable {
         job
     }
 
+    /// Every job's body, to move (`Engine::move_bodies`).
+    pub fn bodies_mut(&mut self) -> impl Iterator<Item = &mut Box<[u8]>> {
+        self.slab.iter_mut().flat_map(|chunk| chunk.records.iter_mut().flatten().map(|job| &mut job.body))
+    }
+
     /// Slots in the slab's allocated chunks, vacant or not (for tests and
     /// the memory figures).
     pub fn capacity(&self) -> usize {

@@ -106,6 +106,7 @@ impl Server {
             durability: OnceLock::new(),
             refused: AtomicU64::new(0),
             metrics: Mutex::new(metrics),
+            last_evacuation: AtomicU64::new(0),
         });
         Ok(Server { listener, shared })
     }
@@ -268,10 +269,21 @@ impl Server {
         // room and the thread are claimed, and their failure closes this
         // connection alone.
         let shared_conn = Arc::new(SharedConn::new(stream));
-        let client = match connections.try_reserve(1) {
+        let connect = |connections: &mut HashMap<ClientId, Arc<SharedConn>>| match connections.try_reserve(1)
+        {
             Ok(()) => shared.engine().connect(shared_conn.clone()),
             Err(_) => None,
         };
+        let mut client = connect(&mut connections);
+        if client.is_none() {
+            // Out of memory: empty the pages a few live jobs pin, and try
+            // once more (without the table's lock, which no thread holding
+            // the engine's may wait for).
+            drop(connections);
+            let room = shared.make_room();
+            connections = shared.connections();
+            client = if room { connect(&mut connections) } else { None };
+        }
         let Some(client) = client else {
             drop(connections);
             crate::log::event(format_args!("refuse {peer} (fd {fd}): out of memory"));
@@ -286,7 +298,16 @@ impl Server {
         // more allocation a connection, and the thread shows under the
         // process's own name.
         let spawned =
-            sys::spawn_thread(CONNECTION_STACK, move || conn::serve(thread_shared, shared_conn, client));
+            sys::spawn_thread(CONNECTION_STACK, move || conn::serve(thread_shared, shared_conn, client))
+                // Its stack needs whole pages: empty those a few live jobs pin,
+                // and try once more.
+                .or_else(|unrun| {
+                    if shared.make_room() {
+                        sys::spawn_thread(CONNECTION_STACK, unrun)
+                    } else {
+                        Err(unrun)
+                    }
+                });
         if let Err(unrun) = spawned {
             crate::log::problem(format_args!(
                 "cannot start a thread for connection {peer} (fd {fd}): out of memory"

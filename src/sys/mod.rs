@@ -13,12 +13,14 @@
 //! listeners), `process.rs` (signals, resource limits, changing user),
 //! `file.rs` (preallocation, `fcntl` locks), `thread.rs` (a connection's
 //! thread, whose start can fail but never abort) and `memory.rs` (the
-//! allocator, with `pages.rs` and `regions.rs`).
+//! allocator, with `pages.rs`, `regions.rs`, `holes.rs`, and
+//! `evacuation.rs`, which empties the pages a few live blocks pin).
 
 use std::ffi::{c_char, c_int, c_long};
 use std::io;
 use std::time::Duration;
 
+pub(crate) mod evacuation;
 #[cfg(test)]
 pub(crate) mod failing;
 pub(crate) mod file;
@@ -30,6 +32,7 @@ pub(crate) mod regions;
 pub(crate) mod socket;
 pub(crate) mod thread;
 
+pub use evacuation::evacuate;
 pub use file::{lock_posix, posix_lock_holder, preallocate, O_NOFOLLOW, O_NONBLOCK};
 pub use holes::HOLE_MAPS;
 pub use memory::{try_box, tune_malloc, Allocator, OWN_MAPPING_AT};

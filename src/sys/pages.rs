@@ -27,7 +27,7 @@ use super::regions::{self, PAGE};
 
 /// Room the header takes at the start of a page (a multiple of 16, so
 /// that every slot stays 16-byte aligned).
-const HEADER: usize = 64;
+pub(super) const HEADER: usize = 64;
 
 /// The largest block served from pages, two to a page; bigger ones go to
 /// `malloc` or a mapping of their own.
@@ -38,7 +38,7 @@ pub const LARGEST: usize = (PAGE - HEADER) / 2;
 /// the largest slots of which four, three and two fit a page (a block of
 /// 3.5 to 8 KiB takes a quarter, a third or half of a page, whatever its
 /// slot).
-const CLASSES: [usize; 34] = [
+pub(super) const CLASSES: [usize; 34] = [
     16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256, 320, 384, 448, 512, 640, 768,
     896, 1024, 1280, 1536, 1792, 2048, 2560, 3072, 3584, 4080, 5440, LARGEST,
 ];
@@ -55,16 +55,19 @@ pub fn same_class(a: usize, b: usize) -> bool {
 
 /// A page's header. Free slots are a list threaded through the slots
 /// themselves; slots never used yet are taken from `unused` onward.
-struct Page {
+pub(super) struct Page {
     /// Slots of the page in use.
-    live: usize,
+    pub(super) live: usize,
     /// The first free slot, or null.
     free: *mut FreeSlot,
     /// Offset of the first slot never used yet.
     unused: usize,
-    /// Neighbours on the class's list of pages with room.
+    /// Neighbours on the class's list of pages with room, or, while it
+    /// is being emptied, on its list of such pages.
     prev: *mut Page,
-    next: *mut Page,
+    pub(super) next: *mut Page,
+    /// Being emptied (`evacuation.rs`): no new block goes into it.
+    pub(super) evacuating: bool,
 }
 
 /// A free slot: it holds the next free slot of its page.
@@ -72,17 +75,19 @@ struct FreeSlot {
     next: *mut FreeSlot,
 }
 
-/// One size class: the pages with a free slot, the first to fill next.
-struct Class {
-    with_room: *mut Page,
+/// One size class: the pages with a free slot, the first to fill next,
+/// and those being emptied (`evacuation.rs`), which are off that list.
+pub(super) struct Class {
+    pub(super) with_room: *mut Page,
+    pub(super) evacuating: *mut Page,
 }
 
 // SAFETY: a Class is only ever touched under its Mutex; the pages it points
 // to belong to it alone.
 unsafe impl Send for Class {}
 
-static CLASS_STATE: [Mutex<Class>; CLASSES.len()] =
-    [const { Mutex::new(Class { with_room: ptr::null_mut() }) }; CLASSES.len()];
+pub(super) static CLASS_STATE: [Mutex<Class>; CLASSES.len()] =
+    [const { Mutex::new(Class { with_room: ptr::null_mut(), evacuating: ptr::null_mut() }) }; CLASSES.len()];
 
 /// A new page aligned to [`PAGE`], its header set up; null if memory
 /// cannot be had.
@@ -101,38 +106,39 @@ fn new_page() -> *mut Page {
             unused: HEADER,
             prev: ptr::null_mut(),
             next: ptr::null_mut(),
+            evacuating: false,
         })
     };
     page
 }
 
-/// Puts `page` at the front of `class`'s list of pages with room.
+/// Puts `page` at the front of `list`, one of a class's lists.
 ///
 /// # Safety
-/// `page` is a live page of this class, not on the list; the class's lock
-/// is held.
-unsafe fn link(class: &mut Class, page: *mut Page) {
-    // SAFETY: the caller's promise; `with_room`, if any, is a live page.
+/// `page` is a live page of this class, on no list; the class's lock is
+/// held.
+pub(super) unsafe fn link(list: &mut *mut Page, page: *mut Page) {
+    // SAFETY: the caller's promise; the list's head, if any, is a live page.
     unsafe {
         (*page).prev = ptr::null_mut();
-        (*page).next = class.with_room;
-        if !class.with_room.is_null() {
-            (*class.with_room).prev = page;
+        (*page).next = *list;
+        if !list.is_null() {
+            (**list).prev = page;
         }
     }
-    class.with_room = page;
+    *list = page;
 }
 
-/// Takes `page` off `class`'s list of pages with room.
+/// Takes `page` off `list`.
 ///
 /// # Safety
 /// `page` is on that list; the class's lock is held.
-unsafe fn unlink(class: &mut Class, page: *mut Page) {
+pub(super) unsafe fn unlink(list: &mut *mut Page, page: *mut Page) {
     // SAFETY: the caller's promise; its neighbours are live pages.
     unsafe {
         let (prev, next) = ((*page).prev, (*page).next);
         if prev.is_null() {
-            class.with_room = next;
+            *list = next;
         } else {
             (*prev).next = next;
         }
@@ -154,7 +160,7 @@ pub fn alloc(size: usize) -> *mut u8 {
             return ptr::null_mut();
         }
         // SAFETY: a new page of this class; the lock is held.
-        unsafe { link(&mut class, page) };
+        unsafe { link(&mut class.with_room, page) };
     }
     let page = class.with_room;
     // SAFETY: `page` is a live page of this class with a free slot (it is
@@ -171,7 +177,7 @@ pub fn alloc(size: usize) -> *mut u8 {
         };
         (*page).live += 1;
         if (*page).free.is_null() && (*page).unused + slot > PAGE {
-            unlink(&mut class, page);
+            unlink(&mut class.with_room, page);
         }
         block
     }
@@ -197,22 +203,32 @@ pub unsafe fn dealloc(block: *mut u8, size: usize) {
         free.write(FreeSlot { next: (*page).free });
         (*page).free = free;
         (*page).live -= 1;
-        if (*page).live == 0 {
+        if (*page).evacuating {
+            // Being emptied: off the list of pages with room until it is.
+            if (*page).live == 0 {
+                unlink(&mut class.evacuating, page);
+                regions::release_page(page as usize);
+            }
+        } else if (*page).live == 0 {
             // Empty: back to the pool, which keeps a few empty pages warm
             // for the next class that needs one.
             if !was_full {
-                unlink(&mut class, page);
+                unlink(&mut class.with_room, page);
             }
             regions::release_page(page as usize);
         } else if was_full {
-            link(&mut class, page);
+            link(&mut class.with_room, page);
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
+
+    /// Held by the tests that watch whole pages, since choosing pages to
+    /// empty (`evacuation.rs`) looks at every class.
+    pub static ALONE: Mutex<()> = Mutex::new(());
 
     #[test]
     fn every_size_has_a_class_that_fits_it() {
@@ -227,6 +243,7 @@ mod tests {
 
     #[test]
     fn blocks_are_distinct_aligned_and_pages_go_back_when_empty() {
+        let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
         // A class no other test or thread uses much: 8160 bytes, two a page.
         let size = 6_000;
         let blocks: Vec<*mut u8> = (0..40).map(|_| alloc(size)).collect();

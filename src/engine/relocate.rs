@@ -1,0 +1,46 @@
+//! Moving job bodies to new blocks, when the allocator asks: how the
+//! server empties the pages that a few live jobs pin (`sys/evacuation.rs`
+//! says why and chooses the pages). The engine decides nothing here but
+//! that a body whose copy cannot be had stays where it is; no job, queue
+//! or reply changes, and nothing is logged, since only addresses change.
+
+use super::Engine;
+
+impl Engine {
+    /// Copies every job body for which `moves` says yes into a new block,
+    /// and frees the old one; returns how many moved. Each copy is claimed
+    /// on its own: one that cannot be had leaves that body where it was.
+    pub fn move_bodies(&mut self, moves: &dyn Fn(&[u8]) -> bool) -> usize {
+        let mut moved = 0;
+        for body in self.jobs.bodies_mut().filter(|body| moves(body)) {
+            let mut copy = Vec::new();
+            if copy.try_reserve_exact(body.len()).is_ok() {
+                copy.extend_from_slice(body);
+                *body = copy.into_boxed_slice();
+                moved += 1;
+            }
+        }
+        moved
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{client, engine, put};
+    use crate::time::Time;
+
+    #[test]
+    fn the_bodies_asked_for_move_and_keep_their_bytes() {
+        let mut e = engine();
+        let c = client(&mut e);
+        let ids: Vec<_> = (0..5).map(|_| put(&mut e, c, 0, 0, 60, Time::ZERO)).collect();
+        let before: Vec<_> =
+            ids.iter().map(|id| (e.jobs[id].body.clone(), e.jobs[id].body.as_ptr())).collect();
+        let first = before[0].1;
+        assert_eq!(e.move_bodies(&|body| body.as_ptr() != first), 4);
+        for (id, (bytes, at)) in ids.iter().zip(&before) {
+            assert_eq!(e.jobs[id].body, *bytes, "the same bytes");
+            assert_eq!(e.jobs[id].body.as_ptr() == *at, *at == first, "moved unless kept");
+        }
+    }
+}
