@@ -9,7 +9,7 @@ use std::io::Read;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::binlog::sync::Durability;
 use crate::config::Config;
@@ -64,6 +64,10 @@ pub(crate) struct Shared {
 /// The least time between two passes of [`Shared::make_room`].
 const EVACUATION_EVERY_MS: u64 = 1000;
 
+/// Job bodies [`Shared::make_room`] moves under one hold of the engine's
+/// lock: each may free a page, a system call (about 1 ms for 256).
+const MOVES_A_HOLD: usize = 256;
+
 impl Shared {
     /// Empties the pages that a few live jobs pin (`sys/evacuation.rs`),
     /// when memory has run short for something that needs whole pages (a
@@ -83,10 +87,20 @@ impl Shared {
         if self.last_evacuation.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_err() {
             return false;
         }
-        let moved = self.engine().move_bodies(&|body| evacuation.holds(body));
+        let started = Instant::now();
+        let (mut moved, mut from, mut longest) = (0, Some(0), Duration::ZERO);
+        while let Some(at) = from {
+            let hold = Instant::now();
+            let (more, next) = self.engine().move_bodies(at, MOVES_A_HOLD, &|body| evacuation.holds(body));
+            (moved, from, longest) = (moved + more, next, longest.max(hold.elapsed()));
+            // Whoever waits for the lock goes first.
+            std::thread::yield_now();
+        }
         crate::log::event(format_args!(
-            "short of memory: moved {moved} job bodies out of {} pages, to empty them",
-            evacuation.pages()
+            "short of memory: moved {moved} job bodies out of {} pages in {} ms (the engine's lock held at most {} µs at a time), to empty them",
+            evacuation.pages(),
+            started.elapsed().as_millis(),
+            longest.as_micros()
         ));
         moved > 0
     }

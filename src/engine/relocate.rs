@@ -7,20 +7,35 @@
 use super::Engine;
 
 impl Engine {
-    /// Copies every job body for which `moves` says yes into a new block,
-    /// and frees the old one; returns how many moved. Each copy is claimed
-    /// on its own: one that cannot be had leaves that body where it was.
-    pub fn move_bodies(&mut self, moves: &dyn Fn(&[u8]) -> bool) -> usize {
-        let mut moved = 0;
-        for body in self.jobs.bodies_mut().filter(|body| moves(body)) {
-            let mut copy = Vec::new();
-            if copy.try_reserve_exact(body.len()).is_ok() {
-                copy.extend_from_slice(body);
-                *body = copy.into_boxed_slice();
-                moved += 1;
+    /// Copies the job bodies for which `moves` says yes into new blocks,
+    /// and frees the old ones, from slab slot `from` on, until `most` have
+    /// moved or sixteen times as many were looked at: how many moved, and
+    /// the slot to go on from, if any are left. So the caller holds the
+    /// lock for a bounded time (freeing the last block of a page is a
+    /// system call). Each copy is claimed on its own: one that cannot be
+    /// had leaves that body where it was.
+    pub fn move_bodies(
+        &mut self,
+        from: usize,
+        most: usize,
+        moves: &dyn Fn(&[u8]) -> bool,
+    ) -> (usize, Option<usize>) {
+        let (mut moved, mut seen) = (0, 0);
+        for (slot, body) in self.jobs.bodies_from(from) {
+            if moved == most || seen / 16 == most {
+                return (moved, Some(slot));
+            }
+            seen += 1;
+            if moves(body) {
+                let mut copy = Vec::new();
+                if copy.try_reserve_exact(body.len()).is_ok() {
+                    copy.extend_from_slice(body);
+                    *body = copy.into_boxed_slice();
+                    moved += 1;
+                }
             }
         }
-        moved
+        (moved, None)
     }
 }
 
@@ -37,7 +52,8 @@ mod tests {
         let before: Vec<_> =
             ids.iter().map(|id| (e.jobs[id].body.clone(), e.jobs[id].body.as_ptr())).collect();
         let first = before[0].1;
-        assert_eq!(e.move_bodies(&|body| body.as_ptr() != first), 4);
+        assert_eq!(e.move_bodies(0, 2, &|body| body.as_ptr() != first), (2, Some(3)), "two, then stop");
+        assert_eq!(e.move_bodies(3, 2, &|body| body.as_ptr() != first), (2, None), "and on to the end");
         for (id, (bytes, at)) in ids.iter().zip(&before) {
             assert_eq!(e.jobs[id].body, *bytes, "the same bytes");
             assert_eq!(e.jobs[id].body.as_ptr() == *at, *at == first, "moved unless kept");

@@ -160,7 +160,7 @@ pub(super) const MORE_COMMANDS: &[Case] = &[
         let _ = std::io::Write::write_fmt(out, format_args!("{:?}", w.e.tick(Time::from_secs(11))));
     }),
     ("bodies move to new blocks", world, |w, _| {
-        w.e.move_bodies(&|_| true);
+        w.e.move_bodies(0, usize::MAX, &|_| true);
     }),
     ("drain mode", world, |w, out| {
         w.e.start_draining();

@@ -191,9 +191,13 @@ impl JobTable {
         job
     }
 
-    /// Every job's body, to move (`Engine::move_bodies`).
-    pub fn bodies_mut(&mut self) -> impl Iterator<Item = &mut Box<[u8]>> {
-        self.slab.iter_mut().flat_map(|chunk| chunk.records.iter_mut().flatten().map(|job| &mut job.body))
+    /// Every job's body from slab slot `from` on, with its slot, to move
+    /// (`Engine::move_bodies`).
+    pub fn bodies_from(&mut self, from: usize) -> impl Iterator<Item = (usize, &mut Box<[u8]>)> {
+        let records = self.slab.iter_mut().enumerate().flat_map(|(c, chunk)| {
+            chunk.records.iter_mut().enumerate().map(move |(at, job)| (c * SLAB_CHUNK + at, job))
+        });
+        records.skip(from).filter_map(|(slot, job)| Some((slot, &mut job.as_mut()?.body)))
     }
 
     /// Slots in the slab's allocated chunks, vacant or not (for tests and
