@@ -264,3 +264,24 @@ fn the_binlog_tool_gives_keys_and_to_beanstalkd_drops_them() {
         "{said}"
     );
 }
+
+#[test]
+fn keys_count_against_max_job_memory_and_come_back_when_they_go() {
+    // 1000 + 200 for the first job, 500 + 200 for the second: 1,900 of
+    // 2,000. A 50-byte key in tube `default` costs 50 + 7 + 64 more.
+    let s = server(&["--max-job-memory", "2000"]);
+    let mut c = s.client();
+    let key = format!("idp:{}", "k".repeat(50));
+    let id = |reply: String| -> u64 {
+        let id = reply.strip_prefix("INSERTED ").and_then(|r| r.strip_suffix("\r\n"));
+        id.and_then(|id| id.parse().ok()).unwrap_or_else(|| panic!("{reply:?}"))
+    };
+    id(c.put(0, 0, 30, &"a".repeat(1000)));
+    assert_eq!(put(&mut c, 0, 0, &key, &"b".repeat(500)), "OUT_OF_MEMORY\r\n");
+    let plain = id(c.put(0, 0, 30, &"b".repeat(500)));
+    assert_eq!(c.cmd(&format!("delete {plain}")), "DELETED\r\n", "the same put without a key fit");
+    let keyed = id(put(&mut c, 0, 0, &key, &"b".repeat(400)));
+    assert_eq!(c.put(0, 0, 30, &"c".repeat(80)), "OUT_OF_MEMORY\r\n", "1,200 + 600 + 121 + 280");
+    assert_eq!(c.cmd(&format!("delete {keyed}")), "DELETED\r\n");
+    id(c.put(0, 0, 30, &"c".repeat(80)));
+}

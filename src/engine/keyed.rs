@@ -17,7 +17,8 @@ impl Engine {
     /// A put into tube `t` with key `key`: `Err` with the answer if the key
     /// names a job already (then the put's ticket is given back, with its
     /// id when no other put took one since, so that nothing is stored), or
-    /// if the memory a new key needs cannot be had; otherwise that memory.
+    /// if the memory a new key needs cannot be had (or would pass
+    /// `--max-job-memory`); otherwise that memory.
     pub(super) fn check_key(
         &mut self,
         t: TubeId,
@@ -28,8 +29,10 @@ impl Engine {
     ) -> Result<KeyClaim, Reply<'static>> {
         let tube = self.tubes.get(t).name.clone();
         let found = self.tubes.keys.find(&tube, &key.name);
+        let key_bytes = key.name.as_str().len() + tube.as_str().len() + super::unique::KEY_MEMORY_OVERHEAD;
         let claim = match found {
             Some(_) => None,
+            None if self.over_memory_limit(key_bytes as u64) => None,
             None => self.tubes.keys.claim(&tube, key.name.as_str().as_bytes()),
         };
         if let Some(claim) = claim {

@@ -31,7 +31,7 @@ impl Engine {
             return None;
         }
         let cost = u64::from(bytes) + JOB_MEMORY_OVERHEAD;
-        if self.memory_limit.is_some_and(|limit| self.job_memory + cost > limit) {
+        if self.over_memory_limit(cost) {
             return None;
         }
         // Room in every structure the job may ever enter, claimed now: once
@@ -73,6 +73,12 @@ impl Engine {
 
     /// Gives back the memory a job of `body_len` bytes was counted for: its
     /// put failed, or it was deleted.
+    /// Whether `more` bytes would take the jobs, keys included, past
+    /// `--max-job-memory`.
+    pub(super) fn over_memory_limit(&self, more: u64) -> bool {
+        self.memory_limit.is_some_and(|limit| self.job_memory + self.tubes.keys.memory() + more > limit)
+    }
+
     pub(super) fn release_job_memory(&mut self, body_len: usize) {
         let cost = body_len as u64 + JOB_MEMORY_OVERHEAD;
         self.job_memory = self.job_memory.saturating_sub(cost);

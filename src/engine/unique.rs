@@ -118,6 +118,10 @@ pub struct KeyClaim {
     key_len: u8,
 }
 
+/// What a key costs beyond its name, as `--max-job-memory` counts it: the
+/// most the index was measured to take (module documentation).
+pub const KEY_MEMORY_OVERHEAD: usize = 64;
+
 /// Names packed away once more than half of `names` is dead, and this much.
 const PACK_AT: usize = 64 * 1024;
 
@@ -397,6 +401,12 @@ impl UniqueKeys {
             held.file = file;
         }
         self.ends.push(until, id, set_pos);
+    }
+
+    /// What the keys held count against `--max-job-memory`: their names,
+    /// and [`KEY_MEMORY_OVERHEAD`] each.
+    pub fn memory(&self) -> u64 {
+        (self.named + self.len() * KEY_MEMORY_OVERHEAD) as u64
     }
 
     /// Keys held, live and cooling.

@@ -1,0 +1,50 @@
+//! Issue 32's last check: greenstalk and pystalk, which never send a key,
+//! see no difference in a server holding keyed jobs (`unique_clients.py`
+//! puts them over a raw socket, then works the same server through both).
+//!
+//! Needs python3 with greenstalk and pystalk (`pip install greenstalk
+//! pystalk`; `.ci/run` installs them). Without them the test says so and
+//! passes, except under `CI=true`, where it fails. 127.0.0.1 only; the
+//! script is bounded by its clients' timeouts and by 60 s here.
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::binary;
+
+#[test]
+fn greenstalk_and_pystalk_see_no_difference_beside_keyed_jobs() {
+    let present = Command::new("python3")
+        .args(["-c", "import greenstalk, pystalk"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    if !present {
+        assert!(!common::under_ci(), "CI must install greenstalk and pystalk (.ci/run)");
+        common::skipping("python3 with greenstalk and pystalk is not installed");
+        return;
+    }
+    let server = binary::spawn(&[]);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/unique_clients.py");
+    let mut child = Command::new("python3")
+        .arg(&script)
+        .arg(server.port().to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().expect("wait").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the script ran past 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().expect("output");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && stdout.trim() == "ok", "{stdout}\n{stderr}\n{}", server.stderr());
+}
