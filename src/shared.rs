@@ -96,9 +96,11 @@ impl Shared {
             // Whoever waits for the lock goes first.
             std::thread::yield_now();
         }
+        let pages = evacuation.pages();
+        // The pages not emptied take blocks again before anything else.
+        drop(evacuation);
         crate::log::event(format_args!(
-            "short of memory: moved {moved} job bodies out of {} pages in {} ms (the engine's lock held at most {} µs at a time), to empty them",
-            evacuation.pages(),
+            "short of memory: moved {moved} job bodies out of {pages} pages in {} ms (the engine's lock held at most {} µs at a time), to empty them",
             started.elapsed().as_millis(),
             longest.as_micros()
         ));

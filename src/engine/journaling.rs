@@ -112,7 +112,7 @@ impl Engine {
                 // without its body, cooling until then (reference §3.1a).
                 Becomes::Deleted(now) => {
                     was.logged(id, tubes, &[]).key.filter(|key| key.cooldown > 0).map(|key| {
-                        let until = Some(now.plus_secs(key.cooldown));
+                        let until = Some(super::unique::cooldown_end(now, key.cooldown));
                         LoggedJob { key: Some(LoggedKey { until, ..key }), ..was.logged(id, tubes, &[]) }
                     })
                 }

@@ -65,7 +65,7 @@ impl SlotTable {
     /// if the memory cannot be had; then nothing has changed.
     pub fn make_room(&mut self, more: usize, held: &mut dyn Iterator<Item = (u32, u32)>) -> bool {
         let wanted = self.len.saturating_add(more);
-        let fits = |buckets: usize| wanted <= buckets / 4 * 3;
+        let fits = |buckets: usize| buckets > 0 && wanted <= buckets / 4 * 3;
         if fits(self.buckets.len()) {
             return true;
         }
@@ -84,9 +84,12 @@ impl SlotTable {
         }
         self.tags = tags;
         self.buckets = grown;
+        let mut placed = 0;
         for (slot, hash) in held {
             self.place(hash, slot);
+            placed += 1;
         }
+        debug_assert_eq!(placed, self.len, "every slot held, and only those");
         true
     }
 

@@ -194,10 +194,13 @@ impl JobTable {
     /// Every job's body from slab slot `from` on, with its slot, to move
     /// (`Engine::move_bodies`).
     pub fn bodies_from(&mut self, from: usize) -> impl Iterator<Item = (usize, &mut Box<[u8]>)> {
-        let records = self.slab.iter_mut().enumerate().flat_map(|(c, chunk)| {
-            chunk.records.iter_mut().enumerate().map(move |(at, job)| (c * SLAB_CHUNK + at, job))
-        });
-        records.skip(from).filter_map(|(slot, job)| Some((slot, &mut job.as_mut()?.body)))
+        let (first, skip) = (from / SLAB_CHUNK, from % SLAB_CHUNK);
+        let chunks = self.slab.iter_mut().enumerate().skip(first);
+        chunks.flat_map(move |(c, chunk)| {
+            let skip = if c == first { skip } else { 0 };
+            let records = chunk.records.iter_mut().enumerate().skip(skip);
+            records.filter_map(move |(at, job)| Some((c * SLAB_CHUNK + at, &mut job.as_mut()?.body)))
+        })
     }
 
     /// Slots in the slab's allocated chunks, vacant or not (for tests and

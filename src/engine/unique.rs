@@ -110,8 +110,10 @@ impl Default for UniqueKeys {
 }
 
 /// A key's name, in place and with room for its slot, claimed for one
-/// insert or rename; the next claim may take its place.
+/// insert or rename, which must come before the next claim (that may pack
+/// the names, and this one's with the dead).
 #[derive(Debug)]
+#[must_use]
 pub struct KeyClaim {
     at: u32,
     tube_len: u8,
@@ -131,9 +133,17 @@ fn id_hash(id: JobId) -> u32 {
     (id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as u32
 }
 
-/// A cooldown's end as a key keeps it: whole seconds, rounded up, never 0.
-fn end_secs(until: Time) -> u32 {
-    u32::try_from(until.0.div_ceil(1_000_000_000)).unwrap_or(u32::MAX).max(1)
+/// When a cooldown of `cooldown` seconds that starts at `now` ends: on a
+/// whole second, rounded up, since a key keeps it in whole seconds; and by
+/// 2106 (`u32::MAX` seconds), whatever the cooldown.
+pub fn cooldown_end(now: Time, cooldown: u32) -> Time {
+    Time::from_secs(end_secs(now.plus_secs(cooldown).0.div_ceil(1_000_000_000)).into())
+}
+
+/// A cooldown's end in whole seconds, as a key keeps it: never 0, at most
+/// `u32::MAX`.
+fn end_secs(secs: u64) -> u32 {
+    u32::try_from(secs).unwrap_or(u32::MAX).max(1)
 }
 
 /// The tube and key of `held`, whose name is in `names`.
@@ -332,8 +342,8 @@ impl UniqueKeys {
             self.forget(id);
             return None;
         }
-        let until = now.plus_secs(held.cooldown);
-        held.until = end_secs(until);
+        let until = cooldown_end(now, held.cooldown);
+        held.until = end_secs(until.0 / 1_000_000_000);
         self.ends.push(until, id, set_pos);
         Some(until)
     }
@@ -396,11 +406,14 @@ impl UniqueKeys {
             return;
         }
         self.insert(id, claim, *cooldown);
+        // The end was a whole second when it was logged; the clocks'
+        // offset, read again, may move it a few nanoseconds either way.
+        let secs = end_secs(until.0.saturating_add(500_000_000) / 1_000_000_000);
         if let Some(held) = self.held_mut(id) {
-            held.until = end_secs(until);
+            held.until = secs;
             held.file = file;
         }
-        self.ends.push(until, id, set_pos);
+        self.ends.push(Time::from_secs(secs.into()), id, set_pos);
     }
 
     /// What the keys held count against `--max-job-memory`: their names,

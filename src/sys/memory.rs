@@ -273,6 +273,7 @@ mod tests {
 
     #[test]
     fn big_blocks_are_mappings_of_their_own_through_every_resize() {
+        let _alone = super::super::pages::tests::ALONE.lock().unwrap_or_else(|e| e.into_inner());
         let small = Layout::from_size_align(1000, 8).unwrap();
         let big = Layout::from_size_align(OWN_MAPPING_AT, 8).unwrap();
         // SAFETY: each block is used within its size, and released with the

@@ -70,6 +70,9 @@ pub(super) struct Page {
     pub(super) evacuating: bool,
 }
 
+// The header fits the room kept for it.
+const _: () = assert!(std::mem::size_of::<Page>() <= HEADER);
+
 /// A free slot: it holds the next free slot of its page.
 struct FreeSlot {
     next: *mut FreeSlot,
@@ -155,11 +158,24 @@ pub fn alloc(size: usize) -> *mut u8 {
     let slot = CLASSES[c];
     let mut class = CLASS_STATE[c].lock().unwrap_or_else(|e| e.into_inner());
     if class.with_room.is_null() {
-        let page = new_page();
+        let mut page = new_page();
         if page.is_null() {
-            return ptr::null_mut();
+            // No page to be had: rather than fail, take back a page being
+            // emptied (`evacuation.rs`), whose free slots are as good as
+            // any when memory is this short.
+            page = class.evacuating;
+            if page.is_null() {
+                return ptr::null_mut();
+            }
+            // SAFETY: the head of this class's list of pages being
+            // emptied is a live page of the class with room; the lock is
+            // held.
+            unsafe {
+                unlink(&mut class.evacuating, page);
+                (*page).evacuating = false;
+            }
         }
-        // SAFETY: a new page of this class; the lock is held.
+        // SAFETY: a page of this class on no list; the lock is held.
         unsafe { link(&mut class.with_room, page) };
     }
     let page = class.with_room;

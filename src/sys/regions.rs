@@ -367,6 +367,7 @@ mod tests {
 
     #[test]
     fn every_page_of_many_regions_is_mapped_and_regions_go_when_empty() {
+        let _alone = super::super::pages::tests::ALONE.lock().unwrap_or_else(|e| e.into_inner());
         // 4080-byte blocks (a class no other test uses), four a page:
         // 1,000 fill more than two regions.
         let size = 4_000;
@@ -388,6 +389,7 @@ mod tests {
 
     #[test]
     fn a_region_kept_by_one_block_gives_its_free_pages_back_and_maps_them_again() {
+        let _alone = super::super::pages::tests::ALONE.lock().unwrap_or_else(|e| e.into_inner());
         // 5440-byte blocks, three a page.
         let size = 5_000;
         let write_all = |blocks: &[*mut u8]| {
