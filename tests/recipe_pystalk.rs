@@ -35,22 +35,6 @@ fn readme_block() -> String {
     format!("{block}\n")
 }
 
-/// Whether python3 can import pystalk; says why not when it cannot.
-fn pystalk_present() -> bool {
-    let found = Command::new("python3")
-        .args(["-c", "import pystalk"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success());
-    if !found {
-        assert!(!common::under_ci(), "CI must install python3 and pystalk (.ci/run: pip install pystalk)");
-        common::skipping("python3 with pystalk is not installed (pip install pystalk)");
-    }
-    found
-}
-
 /// Kills the servers the script started, should it not have: each pid it
 /// wrote down, if that process is still our binary.
 fn kill_servers_of(dir: &Path, binary: &Path) {
@@ -65,7 +49,7 @@ fn kill_servers_of(dir: &Path, binary: &Path) {
 
 #[test]
 fn the_readme_recipe_works_with_pystalks_pool_through_a_crash_and_a_retirement() {
-    if !pystalk_present() {
+    if !common::python_has("pystalk") {
         return;
     }
     let dir = TempDir::new("recipe-pystalk");

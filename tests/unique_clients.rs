@@ -16,15 +16,7 @@ use common::binary;
 
 #[test]
 fn greenstalk_and_pystalk_see_no_difference_beside_keyed_jobs() {
-    let present = Command::new("python3")
-        .args(["-c", "import greenstalk, pystalk"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success());
-    if !present {
-        assert!(!common::under_ci(), "CI must install greenstalk and pystalk (.ci/run)");
-        common::skipping("python3 with greenstalk and pystalk is not installed");
+    if !common::python_has("greenstalk, pystalk") {
         return;
     }
     let server = binary::spawn(&[]);

@@ -251,6 +251,23 @@ pub fn under_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
 }
 
+/// Whether python3 can import `modules` ("a, b"); says why not when it
+/// cannot, and fails under `CI=true`, whose `.ci/run` installs them.
+pub fn python_has(modules: &str) -> bool {
+    let found = std::process::Command::new("python3")
+        .args(["-c", &format!("import {modules}")])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    if !found {
+        assert!(!under_ci(), "CI must install python3 with {modules} (.ci/run: pip install)");
+        skipping(&format!("python3 with {modules} is not installed (pip install)"));
+    }
+    found
+}
+
 /// Says a test is skipped on the process's own stderr: the harness
 /// captures `eprintln!` and shows it only for a test that fails.
 pub fn skipping(why: &str) {
