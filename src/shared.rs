@@ -83,24 +83,35 @@ impl Shared {
         }
         // Choosing walks the pages with room, which is cheap; only a pass
         // over the jobs counts against the rate.
-        let Some(evacuation) = sys::evacuate() else { return false };
+        let Some(mut evacuation) = sys::evacuate() else { return false };
         if self.last_evacuation.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_err() {
             return false;
         }
         let started = Instant::now();
-        let (mut moved, mut from, mut longest) = (0, Some(0), Duration::ZERO);
-        while let Some(at) = from {
-            let hold = Instant::now();
-            let (more, next) = self.engine().move_bodies(at, MOVES_A_HOLD, &|body| evacuation.holds(body));
-            (moved, from, longest) = (moved + more, next, longest.max(hold.elapsed()));
-            // Whoever waits for the lock goes first.
-            std::thread::yield_now();
+        let (mut moved, mut pages, mut longest) = (0, 0, Duration::ZERO);
+        // A choice that filled its table may leave more pages to empty: go
+        // on at once, a few rounds at most.
+        for round in 1.. {
+            let mut from = Some(0);
+            while let Some(at) = from {
+                let hold = Instant::now();
+                let (more, next) =
+                    self.engine().move_bodies(at, MOVES_A_HOLD, &|body| evacuation.holds(body));
+                (moved, from, longest) = (moved + more, next, longest.max(hold.elapsed()));
+                // Whoever waits for the lock goes first.
+                std::thread::yield_now();
+            }
+            pages += evacuation.pages();
+            let full = evacuation.is_full();
+            // The pages not emptied take blocks again before anything else.
+            drop(evacuation);
+            match sys::evacuate() {
+                Some(next) if full && round < 8 => evacuation = next,
+                _ => break,
+            }
         }
-        let pages = evacuation.pages();
-        // The pages not emptied take blocks again before anything else.
-        drop(evacuation);
         crate::log::event(format_args!(
-            "short of memory: moved {moved} job bodies out of {pages} pages in {} ms (the engine's lock held at most {} µs at a time), to empty them",
+            "short of memory: moved {moved} job bodies out of {pages} pages in {} ms, the lock held {} µs at most",
             started.elapsed().as_millis(),
             longest.as_micros()
         ));

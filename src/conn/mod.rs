@@ -268,8 +268,7 @@ impl<'a> Conn<'a> {
         // The body's size is the client's to choose: memory that cannot be
         // had is a refusal, never an abort.
         let mut body = Vec::new();
-        // A big body needs whole pages: if there are none, empty those a
-        // few live jobs pin, and try once more.
+        // Short of pages for it: empty those a few live jobs pin, then retry.
         let room = |body: &mut Vec<u8>| body.try_reserve_exact(bytes as usize).is_ok();
         if !(room(&mut body) || shared.make_room() && room(&mut body)) {
             shared.engine().cancel_put(ticket);

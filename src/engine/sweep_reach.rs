@@ -200,14 +200,21 @@ fn mutating_entry_points(source: &str) -> Vec<&str> {
 
 #[test]
 fn every_entry_point_that_changes_the_engine_has_a_sweep_case() {
-    // Every file of the engine that adds to `impl Engine`, read as the
-    // tree holds it: a new file is scanned without a word here.
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/engine");
-    let engine: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|entry| std::fs::read_to_string(entry.unwrap().path()).unwrap())
-        .filter(|source| source.contains("impl Engine {"))
-        .collect();
+    // Every file of the engine, in its folders too, that adds to `impl
+    // Engine`, read as the tree holds it: a new file is scanned without a
+    // word here.
+    let mut folders = vec![std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/engine")];
+    let mut engine: Vec<String> = Vec::new();
+    while let Some(folder) = folders.pop() {
+        for path in std::fs::read_dir(folder).unwrap().map(|entry| entry.unwrap().path()) {
+            if path.is_dir() {
+                folders.push(path);
+            } else if path.extension().is_some_and(|ext| ext == "rs") {
+                engine.push(std::fs::read_to_string(path).unwrap());
+            }
+        }
+    }
+    engine.retain(|source| source.contains("impl Engine {"));
     let cases = [include_str!("sweep.rs"), include_str!("sweep_reach.rs")].concat();
     let mut entry_points: Vec<&str> =
         engine.iter().flat_map(|source| mutating_entry_points(source)).collect();

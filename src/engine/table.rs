@@ -25,15 +25,15 @@
 //! Two parts, both sized by the jobs alive now rather than by how many there
 //! were at the busiest moment:
 //!
-//! - **The slab** holds the records in chunks of [`SLAB_CHUNK`] slots.
-//!   A chunk is allocated when every other is full, and freed the moment
-//!   its last job goes (but for one, kept empty, so that a queue that
-//!   empties and fills again does not map and unmap a chunk for every job),
-//!   so memory follows the jobs alive now with no pass
-//!   over the table, ever: growing never copies a record, never needs the
-//!   old and the new storage at once, and never leaves half of a doubled
-//!   table empty (as a hash table does right after it grows). A deleted
-//!   job's slot goes on its chunk's list of holes and the next put reuses it.
+//! - **The slab** holds the records in chunks of [`SLAB_CHUNK`] slots. A
+//!   chunk is allocated when every other is full, and freed the moment its
+//!   last job goes (but for one, kept empty, so that a queue that empties
+//!   and fills again does not map and unmap a chunk for every job), so
+//!   memory follows the jobs alive now with no pass over the table: growing
+//!   never copies a record, never needs the old and the new storage at
+//!   once, and never leaves half of a doubled table empty (as a hash table
+//!   does). A deleted job's slot goes on its chunk's list of holes for the
+//!   next put.
 //! - **The index** maps an id to its slot. Ids are handed out in sequence
 //!   and jobs mostly die in roughly the order they were born, so the live
 //!   ids sit in one window of the id space: the index is a deque of blocks of
@@ -43,11 +43,11 @@
 //!   [`MAX_INDEX_BLOCKS`] (a job that outlives billions of later ones, or a
 //!   restored log with far-apart ids) go to a small hash map instead.
 //!
-//! Every operation is O(1) (amortised): nothing here walks the table, so
-//! no command and no timer waits on it.
+//! Every operation is O(1) (amortised), so no command and no timer waits
+//! on the table; only moving bodies when memory runs short walks it, a
+//! bounded stretch at a time (`bodies_from`).
 
 use std::collections::VecDeque;
-use std::ops::Index;
 
 use super::job::Job;
 use super::IdMap;
@@ -191,14 +191,12 @@ impl JobTable {
         job
     }
 
-    /// Every job's body from slab slot `from` on, with its slot, to move
-    /// (`Engine::move_bodies`).
+    /// Each job's body from slab slot `from` on, with its slot (`Engine::move_bodies`).
     pub fn bodies_from(&mut self, from: usize) -> impl Iterator<Item = (usize, &mut Box<[u8]>)> {
-        let (first, skip) = (from / SLAB_CHUNK, from % SLAB_CHUNK);
-        let chunks = self.slab.iter_mut().enumerate().skip(first);
-        chunks.flat_map(move |(c, chunk)| {
-            let skip = if c == first { skip } else { 0 };
-            let records = chunk.records.iter_mut().enumerate().skip(skip);
+        let first = from / SLAB_CHUNK;
+        self.slab.iter_mut().enumerate().skip(first).flat_map(move |(c, chunk)| {
+            let records =
+                chunk.records.iter_mut().enumerate().skip(if c == first { from % SLAB_CHUNK } else { 0 });
             records.filter_map(move |(at, job)| Some((c * SLAB_CHUNK + at, &mut job.as_mut()?.body)))
         })
     }
@@ -400,19 +398,21 @@ impl JobTable {
     }
 }
 
-impl Index<&JobId> for JobTable {
-    type Output = Job;
-
-    /// # Panics
-    /// If there is no job `id` (tests only use it on jobs they know exist).
-    fn index(&self, id: &JobId) -> &Job {
-        self.get(id).expect("job exists")
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::ops::Index;
+
     use super::*;
+
+    impl Index<&JobId> for JobTable {
+        type Output = Job;
+
+        /// # Panics
+        /// If there is no job `id` (tests only use it on jobs they know exist).
+        fn index(&self, id: &JobId) -> &Job {
+            self.get(id).expect("job exists")
+        }
+    }
     use crate::engine::{Counters, State};
     use crate::time::Time;
 

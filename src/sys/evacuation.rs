@@ -30,11 +30,11 @@ use std::sync::{Mutex, MutexGuard, TryLockError};
 use super::pages::{link, unlink, Page, CLASSES, CLASS_STATE, HEADER};
 use super::regions::PAGE;
 
-/// The most pages one evacuation empties (256 MiB of them): their
-/// addresses are kept in a fixed table (256 KiB, touched only as far as it
-/// is used), so that choosing allocates nothing when memory is short. A
-/// bigger mess takes another evacuation.
-const MOST_PAGES: usize = 16 * 1024;
+/// The most pages one evacuation empties (64 MiB of them): their
+/// addresses are kept in a fixed table, so that choosing allocates nothing
+/// when memory is short. Its 64 KiB are address space the process holds
+/// from the start, so it is kept small; a bigger mess takes more rounds.
+const MOST_PAGES: usize = 4096;
 
 /// The pages chosen: `(address, 0)` pairs, sorted (pairs, as the engine
 /// sorts, so that the binary holds one sort); while choosing, a class's
@@ -42,9 +42,11 @@ const MOST_PAGES: usize = 16 * 1024;
 struct Chosen {
     pages: [(u64, u64); MOST_PAGES],
     len: usize,
+    /// Some class had more pages with room than the table could weigh.
+    cut: bool,
 }
 
-static CHOSEN: Mutex<Chosen> = Mutex::new(Chosen { pages: [(0, 0); MOST_PAGES], len: 0 });
+static CHOSEN: Mutex<Chosen> = Mutex::new(Chosen { pages: [(0, 0); MOST_PAGES], len: 0, cut: false });
 
 /// Pages being emptied; see the module documentation. Dropping it ends
 /// the evacuation.
@@ -60,7 +62,7 @@ pub fn evacuate() -> Option<Evacuation> {
         Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
         Err(TryLockError::WouldBlock) => return None,
     };
-    chosen.len = 0;
+    (chosen.len, chosen.cut) = (0, false);
     for c in 0..CLASSES.len() {
         choose(c, &mut chosen);
     }
@@ -80,6 +82,12 @@ impl Evacuation {
     /// How many pages are being emptied.
     pub fn pages(&self) -> usize {
         self.chosen.len
+    }
+
+    /// Whether the choice ran out of table: more pages may be worth
+    /// emptying once these are.
+    pub fn is_full(&self) -> bool {
+        self.chosen.cut
     }
 }
 
@@ -125,6 +133,7 @@ fn choose(c: usize, chosen: &mut Chosen) {
         room += slots - live;
         page = unsafe { (*page).next };
     }
+    chosen.cut |= !page.is_null();
     let candidates = &mut chosen.pages[first..chosen.len];
     candidates.sort_unstable();
     // The pages taken gather at the front, in order.
