@@ -601,7 +601,9 @@ impl Model {
         let tube = j.tube.clone();
         let (key, reserved) = (j.key.clone(), j.state == St::Reserved);
         if let Some((key, cooldown)) = key.filter(|(_, secs)| *secs > 0) {
-            self.cooling.push((tube.clone(), key, id, now + u64::from(cooldown) * NS));
+            // It ends on a whole second of the server's clock, rounded up.
+            let end = (now + u64::from(cooldown) * NS).div_ceil(NS) * NS;
+            self.cooling.push((tube.clone(), key, id, end));
         }
         if reserved {
             self.unreserve(id);
