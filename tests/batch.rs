@@ -53,15 +53,18 @@ fn batch_counts_out_of_range_or_malformed_are_bad_format() {
         "reserve-batch x",
         "reserve-batch",
         "reserve-batch ",
-        "reserve-batch 1 ",
         "reserve-batch -1",
-        "delete-batch",
+        "reserve-batch 1 2",
         "delete-batch ",
-        "delete-batch 1 ",
         "delete-batch 1 x",
+        "delete-batch -1",
         "delete-batch 18446744073709551616",
     ] {
         assert_eq!(c.cmd(line), "BAD_FORMAT\r\n", "{line:?}");
+    }
+    // As beanstalkd and tuber answer: no command starts so.
+    for line in ["delete-batch", "delete-batchx 1", "delete-batch\t1"] {
+        assert_eq!(c.cmd(line), "UNKNOWN_COMMAND\r\n", "{line:?}");
     }
     // Nothing was reserved or deleted.
     assert_eq!(c.stat("current-jobs-ready"), "1");
@@ -72,17 +75,17 @@ fn delete_batch_takes_a_thousand_ids_on_one_line_and_no_more() {
     let server = common::start();
     let mut c = server.connect();
     let ids: Vec<u64> = (0..1000).map(|n| c.put_ok(&format!("job{n}"))).collect();
-    // Ids of 20 digits: the longest line the server takes.
-    let long: String = (0..1000).map(|n| format!(" {:020}", ids[n])).collect();
-    assert_eq!(long.len() + "delete-batch".len() + 2, 21_014);
-    assert_eq!(c.cmd(&format!("delete-batch{long}")), "DELETED_BATCH 1000 0\r\n");
+    // Ids of 20 digits with a `+`, tabs between and spaces after, as
+    // tuber reads them: 23,015 bytes, within the 32 KiB a line may take.
+    let long: String = (0..1000).map(|n| format!("\t+{:020}", ids[n])).collect();
+    assert_eq!(c.cmd(&format!("delete-batch {long}  ")), "DELETED_BATCH 1000 0\r\n");
     assert_eq!(c.stat("current-jobs-ready"), "0");
     assert_eq!(c.stat("cmd-delete"), "1000");
     // 1001 ids, or a longer line, is BAD_FORMAT, and the next line is read.
     let too_many: String = (1..=1001).map(|id| format!(" {id}")).collect();
     assert_eq!(c.cmd(&format!("delete-batch{too_many}")), "BAD_FORMAT\r\n");
-    assert_eq!(c.cmd(&format!("delete-batch{long} 1")), "BAD_FORMAT\r\n");
-    assert_eq!(c.cmd(&format!("delete-batch {}", "0".repeat(30_000))), "BAD_FORMAT\r\n");
+    assert_eq!(c.cmd(&format!("delete-batch {long} 1")), "BAD_FORMAT\r\n");
+    assert_eq!(c.cmd(&format!("delete-batch {}", "0".repeat(40_000))), "BAD_FORMAT\r\n");
     // Any other command is held to 224 bytes as ever.
     assert_eq!(c.cmd(&format!("delete 1{}", " ".repeat(300))), "BAD_FORMAT\r\n");
     assert_eq!(c.cmd("list-tube-used"), "USING default\r\n");

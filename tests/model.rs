@@ -772,7 +772,8 @@ impl Harness {
             Op::ReserveBatch(c, count) => {
                 let mut e = Vec::new();
                 let mut ids = Vec::with_capacity(count as usize);
-                let head = self.engine.reserve_batch(ClientId(c), count, self.t(), &mut e, &mut ids);
+                let head =
+                    self.engine.reserve_batch(ClientId(c), count, self.t(), usize::MAX, &mut e, &mut ids);
                 head.encode(&mut e);
                 for &id in &ids {
                     self.engine.reserved_reply(id).unwrap().encode(&mut e);
@@ -781,7 +782,7 @@ impl Harness {
                 self.cmp(if ids.is_empty() { "reserve-batch-0" } else { "reserve-batch" }, &e, &m);
             }
             Op::DeleteBatch(c, ref ids) => {
-                let e = enc(&self.engine.delete_batch(ClientId(c), ids, self.t()));
+                let e = enc(&self.engine.delete_batch(ClientId(c), &mut ids.iter().copied(), self.t()));
                 let m = self.model.delete_batch(c, ids, now);
                 self.cmp("delete-batch", &e, &m);
             }

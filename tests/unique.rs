@@ -215,18 +215,25 @@ fn a_cooldown_that_ended_while_stopped_ends_at_start() {
     assert!(fresh && last == "INSERTED 2\r\n", "{last:?}");
 }
 
-/// `beanstalk-binlog`'s output: stdout and stderr, after a success.
-fn tool(args: &[&str]) -> (String, String) {
+/// `beanstalk-binlog`'s exit code, stdout and stderr.
+fn tool_status(args: &[&str]) -> (i32, String, String) {
     let output = std::process::Command::new(assert_cmd::cargo::cargo_bin("beanstalk-binlog"))
         .args(args)
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
-    assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
     (
+        output.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&output.stdout).into_owned(),
         String::from_utf8_lossy(&output.stderr).into_owned(),
     )
+}
+
+/// `beanstalk-binlog`'s output: stdout and stderr, after a success.
+fn tool(args: &[&str]) -> (String, String) {
+    let (code, stdout, stderr) = tool_status(args);
+    assert_eq!(code, 0, "{args:?}: {stderr}");
+    (stdout, stderr)
 }
 
 #[test]
@@ -246,23 +253,36 @@ fn the_binlog_tool_gives_keys_and_to_beanstalkd_drops_them() {
     assert!(!lines[2].contains("idp:"), "{list}");
     let (show, _) = tool(&["show", path, "1"]);
     assert!(show.contains("\nkey: report\nkey-cooldown: 300\n"), "{show}");
+    // A copy that cannot carry the keys is refused, nothing written,
+    // unless told to drop them.
     let out = TempDir::new("unique-tool-out");
-    let target = out.path.join("v7");
-    let (_, said) = tool(&["to-beanstalkd", path, target.to_str().unwrap()]);
-    let dropped: Vec<&str> = said.lines().filter(|l| l.contains("unique keys")).collect();
-    assert_eq!(
-        dropped,
-        ["beanstalk-binlog: dropped 2 unique keys (idp:), of jobs and cooling down: beanstalkd has none"],
-        "{said}"
-    );
-    // `export`'s plain puts carry no key either, and it says so.
-    let (puts, said) = tool(&["export", path]);
-    assert!(!puts.contains("idp:"), "{puts}");
-    assert!(
-        said.lines()
-            .any(|l| l == "dropped 2 unique keys (idp:), of jobs and cooling down: the puts carry none"),
-        "{said}"
-    );
+    let refusal = "unique keys (idp:), of jobs and cooling down, would be dropped";
+    for (command, why) in [
+        ("to-beanstalkd", "beanstalkd has none"),
+        ("export", "the puts carry none"),
+        ("downgrade", "format version 2 has none"),
+    ] {
+        let target = out.path.join(command);
+        let mut args = vec![command, path];
+        if command != "export" {
+            args.push(target.to_str().unwrap());
+        }
+        let (code, stdout, said) = tool_status(&args);
+        assert_eq!(code, 1, "{command}: {said}");
+        assert!(stdout.is_empty() && !target.exists(), "{command} wrote something");
+        assert!(said.contains(&format!("2 {refusal} ({why}): nothing written")), "{command}: {said}");
+        args.push("--drop-keys");
+        let (code, stdout, said) = tool_status(&args);
+        assert_eq!(code, 0, "{command} --drop-keys: {said}");
+        assert!(said.contains("dropped 2 unique keys (idp:), of jobs and cooling down, as asked"), "{said}");
+        assert!(!stdout.contains("idp:"), "{stdout}");
+    }
+    // The downgraded directory holds both jobs, keyless, and the ids go on.
+    let older = server(&["-b", out.path.join("downgrade").to_str().unwrap()]);
+    let mut c = older.client();
+    assert_eq!(c.cmd("peek 1"), "FOUND 1 1\r\na\r\n");
+    assert_eq!(c.cmd("peek 2"), "FOUND 2 1\r\nb\r\n");
+    assert_eq!(put(&mut c, 0, 0, "idp:report:300", "d"), "INSERTED 4\r\n");
 }
 
 #[test]

@@ -14,7 +14,7 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use beanstalk::binlog::inspect::{self, check, export, list, usage, v7, Bodies, Log};
+use beanstalk::binlog::inspect::{self, check, downgrade, export, list, usage, v7, Bodies, Log};
 use beanstalk::ids::IdRange;
 use beanstalk::server::VERSION;
 
@@ -40,7 +40,7 @@ Commands:
                        a server that gives the puts ids from N (default 1: a
                        fresh server), K apart (its --job-id-step, default 1);
                        the old id -> new id mapping on stderr
-  to-beanstalkd DIR OUT [-z BYTES] [--live]
+  to-beanstalkd DIR OUT [-z BYTES] [--live] [--drop-keys]
                        write OUT/binlog.1, which beanstalkd 1.5 to 1.13 replays
                        to the same jobs; OUT must be empty or missing. -z is
                        the -z beanstalkd will run with (default 65535, its
@@ -48,11 +48,19 @@ Commands:
                        CRLF exceed it, and every job after it, so nothing is
                        written unless every job fits; start beanstalkd with
                        that -z
+  downgrade DIR OUT [--live] [--drop-keys]
+                       write OUT/beanstalk.1 in format version 2, which every
+                       build of beanstalk before format version 3 reads: a
+                       rollback that keeps every job and every id; OUT must
+                       be empty or missing. Start the older build with -b OUT
 
-export and to-beanstalkd refuse a directory a server holds, unless --live.
+export, to-beanstalkd and downgrade refuse a directory a server holds, unless
+--live; and a directory with unique keys (idp:), which none of them can carry,
+unless --drop-keys, which writes those jobs without their keys.
 -v, --version prints the version; -h, --help this text.
-Exit status: 0 done, 1 damaged (check), no such job (show) or a job that
-beanstalkd's -z would drop (to-beanstalkd), 2 bad command line or unreadable
+Exit status: 0 done, 1 damaged (check), no such job (show), a job that
+beanstalkd's -z would drop (to-beanstalkd), or keys that would be dropped
+without --drop-keys (nothing written), 2 bad command line or unreadable
 directory.
 ";
 
@@ -98,6 +106,7 @@ struct Args {
     words: Vec<String>,
     all: bool,
     live: bool,
+    drop_keys: bool,
     tube: Option<String>,
     state: Option<String>,
     first_id: Option<u64>,
@@ -110,6 +119,7 @@ fn parse(args: &[OsString]) -> Result<Args, Failure> {
         words: Vec::new(),
         all: false,
         live: false,
+        drop_keys: false,
         tube: None,
         state: None,
         first_id: None,
@@ -128,6 +138,7 @@ fn parse(args: &[OsString]) -> Result<Args, Failure> {
         match arg {
             "--all" => parsed.all = true,
             "--live" => parsed.live = true,
+            "--drop-keys" => parsed.drop_keys = true,
             "--tube" => parsed.tube = Some(value(arg)?),
             "--state" => {
                 let state = value(arg)?;
@@ -192,6 +203,7 @@ fn run(raw: &[OsString]) -> Result<u8, Failure> {
     let allowed = |ok: &[&str]| -> Result<(), Failure> {
         let given = [("--all", args.all), ("--live", args.live), ("--tube", args.tube.is_some())];
         let more = [
+            ("--drop-keys", args.drop_keys),
             ("--state", args.state.is_some()),
             ("--first-id", args.first_id.is_some()),
             ("--id-step", args.id_step.is_some()),
@@ -251,9 +263,13 @@ fn run(raw: &[OsString]) -> Result<u8, Failure> {
             Ok(finish(out)?)
         }
         ["export", dir] => {
-            allowed(&["--first-id", "--id-step", "--live"])?;
+            allowed(&["--first-id", "--id-step", "--live", "--drop-keys"])?;
             refuse_held(dir, args.live, "export")?;
             let log = open(dir, Bodies::All)?;
+            if let Some(refusal) = keys_lost(&log, args.drop_keys, "the puts carry none") {
+                eprintln!("beanstalk-binlog: {refusal}");
+                return Ok(REFUSED);
+            }
             let stderr = io::stderr();
             let mut mapping = BufWriter::new(stderr.lock());
             let ids = IdRange { start: args.first_id.unwrap_or(1), step: args.id_step.unwrap_or(1) };
@@ -266,20 +282,21 @@ fn run(raw: &[OsString]) -> Result<u8, Failure> {
                 )?;
             }
             // Plain puts, for any server: the keys do not go with them.
-            let keys = log.jobs.iter().filter(|job| job.key.is_some()).count() + log.cooling;
+            let keys = downgrade::keys(&log);
             if keys > 0 {
-                writeln!(
-                    mapping,
-                    "dropped {keys} unique keys (idp:), of jobs and cooling down: the puts carry none"
-                )?;
+                writeln!(mapping, "dropped {keys} unique keys (idp:), of jobs and cooling down, as asked")?;
             }
             mapping.flush()?;
             Ok(finish(out)?)
         }
         ["to-beanstalkd", dir, target] => {
-            allowed(&["--live", "-z"])?;
+            allowed(&["--live", "-z", "--drop-keys"])?;
             refuse_held(dir, args.live, "to-beanstalkd")?;
             let log = open(dir, Bodies::All)?;
+            if let Some(refusal) = keys_lost(&log, args.drop_keys, "beanstalkd has none") {
+                eprintln!("beanstalk-binlog: {refusal}");
+                return Ok(REFUSED);
+            }
             if let Some(refusal) = too_big_for_beanstalkd(&log, args.max_job_size) {
                 eprintln!("beanstalk-binlog: {refusal}");
                 return Ok(REFUSED);
@@ -293,14 +310,39 @@ fn run(raw: &[OsString]) -> Result<u8, Failure> {
             eprintln!("beanstalk-binlog: wrote {} jobs to {}; {z}", written.jobs, file.display());
             if written.keys_dropped > 0 {
                 eprintln!(
-                    "beanstalk-binlog: dropped {} unique keys (idp:), of jobs and cooling down: beanstalkd has none",
+                    "beanstalk-binlog: dropped {} unique keys (idp:), of jobs and cooling down, as asked",
                     written.keys_dropped
                 );
             }
             Ok(0)
         }
+        ["downgrade", dir, target] => {
+            allowed(&["--live", "--drop-keys"])?;
+            refuse_held(dir, args.live, "downgrade")?;
+            let log = open(dir, Bodies::All)?;
+            if let Some(refusal) = keys_lost(&log, args.drop_keys, "format version 2 has none") {
+                eprintln!("beanstalk-binlog: {refusal}");
+                return Ok(REFUSED);
+            }
+            let jobs = downgrade::write_dir(&log, &PathBuf::from(target)).map_err(Failure::Input)?;
+            let file = Path::new(target).join("beanstalk.1");
+            eprintln!(
+                "beanstalk-binlog: wrote {jobs} jobs to {} (format version 2; the next id {}); start the older \
+                 build with -b {target}",
+                file.display(),
+                log.next_id
+            );
+            let keys = downgrade::keys(&log);
+            if keys > 0 {
+                eprintln!(
+                    "beanstalk-binlog: dropped {keys} unique keys (idp:), of jobs and cooling down, as asked"
+                );
+            }
+            Ok(0)
+        }
         [command, ..]
-            if ["check", "usage", "pins", "list", "show", "export", "to-beanstalkd"].contains(command) =>
+            if ["check", "usage", "pins", "list", "show", "export", "to-beanstalkd", "downgrade"]
+                .contains(command) =>
         {
             Err(Failure::Usage(format!("{command}: wrong number of arguments")))
         }
@@ -359,7 +401,19 @@ fn too_big_for_beanstalkd(log: &Log, max_job_size: Option<usize>) -> Option<Stri
     ))
 }
 
-/// `export` and `to-beanstalkd` copy jobs out: from a queue a server is
+/// A copy that cannot carry `log`'s unique keys loses data: refused,
+/// unless the operator said to drop them. `why` says why they cannot go.
+fn keys_lost(log: &Log, drop_keys: bool, why: &str) -> Option<String> {
+    let keys = downgrade::keys(log);
+    (keys > 0 && !drop_keys).then(|| {
+        format!(
+            "{keys} unique keys (idp:), of jobs and cooling down, would be dropped ({why}): nothing written; \
+             pass --drop-keys to write those jobs without their keys"
+        )
+    })
+}
+
+/// `export`, `to-beanstalkd` and `downgrade` copy jobs out: from a queue a server is
 /// changing, that copy would hand out jobs twice.
 fn refuse_held(dir: &str, live: bool, command: &str) -> Result<(), Failure> {
     match inspect::holder(Path::new(dir)) {

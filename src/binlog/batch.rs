@@ -1,12 +1,14 @@
 //! A change of many jobs in one write: `kick`, `clear-tube` and
-//! `delete-batch` log all their jobs' records at once, so that either every
-//! record is on disk or none is, and the engine changes memory only once
-//! the write has succeeded (claim, log, then change).
+//! `delete-batch` log all their jobs' records at once, in one batch frame
+//! under one checksum (`record.rs`, kind 7), so that either every record
+//! replays or none does, whatever byte a crash cuts the write at; and the
+//! engine changes memory only once the write has succeeded (claim, log,
+//! then change).
 //!
 //! The records are chosen and booked exactly as one at a time
 //! ([`Journal::record`](crate::engine::Journal::record), `writing.rs`),
-//! but `append` gathers them here instead of writing each; then one write
-//! puts them all in the current file. What the write promises (the offset
+//! but `append` gathers them here, as the frame's items, instead of
+//! writing each; then one write puts the frame in the current file. What the write promises (the offset
 //! the next record goes to, the count of records that replies wait on to
 //! be durable) moves only after it has succeeded: the fsync thread must
 //! never count a record that is not yet in the file. A write that fails
@@ -18,10 +20,17 @@
 use std::io;
 use std::os::unix::fs::FileExt;
 
-use super::record::{DELETE_LEN, UPDATE_LEN};
+use super::record::{self, BATCH_LEN, DELETE_LEN, UPDATE_LEN};
 use super::writing::{full_len, kind, Kind};
 use super::{faults, Binlog};
 use crate::engine::Change;
+
+/// Changes of a usual batch ([`crate::engine::CLEAR_CHUNK`] updates or
+/// deletes) that the gathering buffers have room for from the start.
+pub(super) const BATCH_ROOM: usize = 1000;
+
+/// The gathering buffer's room for [`BATCH_ROOM`] updates in a frame.
+pub(super) const GATHERED_ROOM: usize = BATCH_ROOM * UPDATE_LEN + BATCH_LEN;
 
 /// Bytes `change`'s record takes, and whether it is a full one (the
 /// record `writing.rs` chooses for it).
@@ -43,20 +52,26 @@ fn record_len(change: &Change<'_>) -> (u64, bool) {
 impl Binlog {
     /// Claims room in the current file, and the memory to gather them, for
     /// all of `changes`' records, to be written by [`Binlog::record_batch`].
-    pub(super) fn claim_batch(&mut self, changes: &[Change<'_>]) -> bool {
-        let (mut bytes, mut fulls, mut new) = (0u64, 0usize, 0u64);
+    pub(super) fn claim_batch<'c>(&mut self, changes: &mut dyn Iterator<Item = Change<'c>>) -> bool {
+        let (mut bytes, mut fulls, mut new, mut count) = (0u64, 0usize, 0u64, 0usize);
         for change in changes {
-            let (len, full) = record_len(change);
+            let (len, full) = record_len(&change);
             bytes += len;
             fulls += usize::from(full);
             new += u64::from(change.was.is_none());
+            count += 1;
         }
+        // The frame's own bytes: an item is a record less its checksum.
+        let bytes = bytes + BATCH_LEN as u64;
         // A record's own bytes are no more than its room (a delete's was
         // claimed before): the gathering buffer takes the larger of the two.
-        let gathered = bytes as usize + changes.len() * DELETE_LEN;
-        // Each change may let one file go, collected after the write.
+        let gathered = bytes as usize + count * DELETE_LEN;
+        // Each change may let one file go, collected after the write. Both
+        // buffers keep their room from one batch to the next, and start
+        // with room for a usual one ([`BATCH_ROOM`]): a batch of deletes
+        // on a full server needs no new memory.
         if self.gathered.try_reserve_exact(gathered).is_err()
-            || self.collect_after.try_reserve(changes.len()).is_err()
+            || self.collect_after.try_reserve(count).is_err()
         {
             return false;
         }
@@ -75,12 +90,18 @@ impl Binlog {
     /// (as [`Journal::record`](crate::engine::Journal::record) returns it).
     /// `Err`: nothing of it is in the log, and the log refuses every later
     /// change.
-    pub(super) fn record_batch(&mut self, changes: &[Change<'_>], files: &mut Vec<u32>) -> io::Result<()> {
+    pub(super) fn record_batch<'c>(
+        &mut self,
+        changes: &mut dyn Iterator<Item = Change<'c>>,
+        files: &mut Vec<u32>,
+    ) -> io::Result<()> {
         use crate::engine::Journal;
+        self.gathered.clear();
+        let frame = record::begin_batch(&mut self.gathered);
         self.gathering = true;
         let mut booked = Ok(());
         for change in changes {
-            match self.record(change) {
+            match self.record(&change) {
                 Ok(file) => files.push(file),
                 Err(e) => {
                     booked = Err(e);
@@ -89,6 +110,7 @@ impl Binlog {
             }
         }
         self.gathering = false;
+        record::finish_batch(&mut self.gathered, frame);
         let written = booked.and_then(|()| self.write_gathered());
         self.gathered.clear();
         let mut let_go = std::mem::take(&mut self.collect_after);
@@ -100,20 +122,25 @@ impl Binlog {
         written
     }
 
-    /// `append` while a batch is gathered: the record joins it.
+    /// `append` while a batch is gathered: the record joins it as an item.
     pub(super) fn gather(&mut self) -> io::Result<u64> {
         if self.gathered.try_reserve(self.scratch.len()).is_err() {
             return Err(self.out_of_memory());
         }
-        self.gathered.extend_from_slice(&self.scratch);
+        let before = self.gathered.len();
+        record::push_batch_item(&mut self.gathered, &self.scratch);
         self.gathered_records += 1;
-        Ok(self.scratch.len() as u64)
+        Ok((self.gathered.len() - before) as u64)
     }
 
-    /// Writes the gathered records at the end of the current file, then
-    /// moves what the write promises.
+    /// Writes the gathered frame at the end of the current file, then
+    /// moves what the write promises. A frame of no records (no change
+    /// had one) is not written: a batch holds at least one.
     fn write_gathered(&mut self) -> io::Result<()> {
         let (len, records) = (self.gathered.len() as u64, std::mem::take(&mut self.gathered_records));
+        if records == 0 {
+            return Ok(());
+        }
         let Some(at) = self.files.get(&self.current).map(|info| info.used) else {
             return Err(io::Error::other("no current file"));
         };

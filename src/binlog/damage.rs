@@ -131,6 +131,8 @@ pub(super) fn plausible_payload(payload: &[u8]) -> bool {
         Some(2) => len == record::UPDATE_LEN - record::RECORD_HEADER_LEN,
         Some(3 | 4) => len == record::DELETE_LEN - record::RECORD_HEADER_LEN,
         Some(5) => len == 1 + 8 + 8 + 4,
+        // A batch: at least one item's length and kind.
+        Some(7) => len > 1 + 4,
         _ => false,
     }
 }

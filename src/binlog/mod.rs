@@ -283,6 +283,14 @@ impl Binlog {
         };
         let claimed = (replayed.jobs.len() * DELETE_LEN) as u64;
         let disk_bytes = files.values().map(|f| f.used).sum();
+        // Room for a usual change of many jobs, kept for the server's life, so
+        // that a batch of deletes needs no memory on a full server.
+        let (mut gathered, mut collect_after) = (Vec::new(), Vec::new());
+        if gathered.try_reserve_exact(batch::GATHERED_ROOM).is_err()
+            || collect_after.try_reserve_exact(batch::BATCH_ROOM).is_err()
+        {
+            return Err(open_error(io::Error::new(io::ErrorKind::OutOfMemory, "no memory for its buffers")));
+        }
         let mut binlog = Binlog {
             dir: dir.to_path_buf(),
             _lock: lock,
@@ -308,10 +316,10 @@ impl Binlog {
             durability,
             clock,
             scratch: Vec::new(),
-            gathered: Vec::new(),
+            gathered,
             gathering: false,
             gathered_records: 0,
-            collect_after: Vec::new(),
+            collect_after,
         };
         if let Err(e) = binlog.start_file(current, 0) {
             // On a full disk, a file just big enough for the deletes the live

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! file    := header record* zero-padding
-//! header  := "BSTKLOG\0" u32 version(=2)                       (12 bytes)
+//! header  := "BSTKLOG\0" u32 version(=3)                       (12 bytes)
 //! record  := u32 length u32 crc32c(payload) payload           (length = payload bytes, >= 1)
 //! payload := u8 kind, then by kind:
 //!   1 Full    id u64, pri u32, delay u32, ttr u32, state u8, created u64,
@@ -16,7 +16,16 @@
 //!             again, see `import.rs`)
 //!   6 KeyedFull  a Full record's fields, then cooldown u32, key_len u8, key
 //!             (a job put with a unique key, reference §3.1a)
+//!   7 Batch   item+, item := u32 length, payload of kind 1 to 6
+//!             (a change of many jobs: its records, under one checksum)
 //! ```
+//!
+//! A batch is how a change of many jobs (`kick`, `delete-batch`, a chunk
+//! of `clear-tube`) is all or nothing on disk: one length, one checksum,
+//! so a write torn anywhere inside it fails the whole frame and replay
+//! applies none of it. Its items carry no checksum of their own, so no
+//! item of a torn frame can pass for a record when replay or `check`
+//! looks past damage for the next one.
 //!
 //! Kind 6 is written only for jobs with a unique key, so a directory
 //! written without keys reads as it always did. A keyed job's delete that
@@ -35,9 +44,14 @@
 //! even across restarts, and they give the order of the buried list after
 //! a restart. A `length` of
 //! zero marks the end of the data, which is how the preallocated zero tail of
-//! a file reads. The version is bumped for any incompatible change; a reader
-//! refuses versions it does not know rather than guess. Version 1 had no
-//! `Imported` record; it is read as it is.
+//! a file reads. The version is bumped for any record an older build
+//! cannot read; a reader refuses versions it does not know rather than
+//! guess, in one line, before it changes anything. Version 1 had no
+//! `Imported` record; version 2 added kind 6 and state 4 (the build of
+//! unique keys wrote them as version 2: the builds before it took such a
+//! file for corrupt); version 3 added kind 7. Each is read as it is.
+//! `beanstalk-binlog downgrade` writes a version 2 directory that every
+//! build since version 2 reads.
 
 pub use super::crc32c::crc32c;
 use crate::ids::JobId;
@@ -46,12 +60,15 @@ use crate::stats::Counters;
 /// First bytes of every binlog file.
 pub const MAGIC: &[u8; 8] = b"BSTKLOG\0";
 /// The format version written.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 /// The format versions read.
-pub const READABLE_VERSIONS: [u32; 2] = [1, 2];
+pub const READABLE_VERSIONS: [u32; 3] = [1, 2, 3];
+/// The newest version that builds before batches read (kinds 1 to 5; the
+/// builds with unique keys kind 6 too): what `downgrade` writes.
+pub const PREVIOUS_VERSION: u32 = 2;
 
 /// [`READABLE_VERSIONS`] as messages name them.
-pub const READABLE_VERSIONS_TEXT: &str = "versions 1 and 2";
+pub const READABLE_VERSIONS_TEXT: &str = "versions 1 to 3";
 /// Bytes of the file header.
 pub const HEADER_LEN: usize = 12;
 /// Bytes of a record's length and checksum.
@@ -60,6 +77,9 @@ pub const RECORD_HEADER_LEN: usize = 8;
 pub const DELETE_LEN: usize = RECORD_HEADER_LEN + 1 + 8;
 /// Bytes of an encoded update record.
 pub const UPDATE_LEN: usize = RECORD_HEADER_LEN + 1 + 8 + 4 + 4 + 1 + 8 + 20;
+/// Bytes a batch frame adds to its records: its own header and kind, less
+/// the checksum each item goes without (so never more than this).
+pub const BATCH_LEN: usize = RECORD_HEADER_LEN + 1;
 /// Bytes of a full record without its tube name and body.
 pub const FULL_FIXED_LEN: usize = RECORD_HEADER_LEN + 1 + 8 + 4 + 4 + 4 + 1 + 8 + 8 + 20 + 1 + 4;
 
@@ -121,14 +141,72 @@ pub enum Record<'a> {
     Delete(JobId),
     NextId(JobId),
     Imported(FileStamp),
+    /// Kind 7: the records of one change of many jobs, each of them
+    /// checked when the batch was decoded.
+    Batch(Batch<'a>),
+}
+
+/// The items of a batch frame, every one already decoded once: reading
+/// them again cannot fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Batch<'a> {
+    items: &'a [u8],
+}
+
+impl<'a> Batch<'a> {
+    /// The batch's records, in the order they were made.
+    pub fn records(self) -> impl Iterator<Item = Record<'a>> {
+        let mut items = self.items;
+        std::iter::from_fn(move || {
+            let (record, rest) = next_item(items)?;
+            items = rest;
+            Some(record)
+        })
+    }
+}
+
+/// The first item of a batch's `items`, and the rest; `None` at their end
+/// or if the item is not a record of kind 1 to 6.
+fn next_item(items: &[u8]) -> Option<(Record<'_>, &[u8])> {
+    let mut r = Reader { bytes: items };
+    let len = r.u32()? as usize;
+    let payload = r.take(len)?;
+    match parse_payload(payload)? {
+        Record::Batch(_) => None,
+        record => Some((record, r.bytes)),
+    }
 }
 
 /// Encodes the file header.
 pub fn header() -> [u8; HEADER_LEN] {
+    header_of(VERSION)
+}
+
+/// Encodes the header of a file of format `version`.
+pub fn header_of(version: u32) -> [u8; HEADER_LEN] {
     let mut h = [0; HEADER_LEN];
     h[..8].copy_from_slice(MAGIC);
-    h[8..].copy_from_slice(&VERSION.to_le_bytes());
+    h[8..].copy_from_slice(&version.to_le_bytes());
     h
+}
+
+/// Starts a batch frame at the end of `out`; returns where it starts, for
+/// [`finish_batch`].
+pub fn begin_batch(out: &mut Vec<u8>) -> usize {
+    begin(out, 7)
+}
+
+/// Appends one encoded record (as the `encode_*` functions write it) to the
+/// batch being built in `out`: its length and payload, without its checksum,
+/// which the frame's covers.
+pub fn push_batch_item(out: &mut Vec<u8>, record: &[u8]) {
+    out.extend_from_slice(&record[..4]);
+    out.extend_from_slice(&record[RECORD_HEADER_LEN..]);
+}
+
+/// Ends the batch frame that starts at `start`: its length and checksum.
+pub fn finish_batch(out: &mut [u8], start: usize) {
+    finish(out, start);
 }
 
 /// Bytes a full record of this tube name and body length takes.
@@ -318,6 +396,18 @@ fn parse_payload(payload: &[u8]) -> Option<Record<'_>> {
         3 => Record::Delete(r.u64()?),
         4 => Record::NextId(r.u64()?),
         5 => Record::Imported(FileStamp { number: r.u64()?, len: r.u64()?, crc: r.u32()? }),
+        7 => {
+            // Every item is a record, and there is at least one.
+            let batch = Batch { items: std::mem::take(&mut r.bytes) };
+            let mut items = batch.items;
+            while !items.is_empty() {
+                items = next_item(items)?.1;
+            }
+            if batch.items.is_empty() {
+                return None;
+            }
+            Record::Batch(batch)
+        }
         _ => return None,
     };
     // Id 0 is never handed out and u64::MAX would leave no next id: a record
@@ -325,7 +415,7 @@ fn parse_payload(payload: &[u8]) -> Option<Record<'_>> {
     let id_ok = match &record {
         Record::Full { job, .. } | Record::Update(job) => valid_id(job.id),
         Record::Delete(id) => valid_id(*id),
-        Record::NextId(_) | Record::Imported(_) => true,
+        Record::NextId(_) | Record::Imported(_) | Record::Batch(_) => true,
     };
     (id_ok && r.bytes.is_empty()).then_some(record)
 }
@@ -508,7 +598,61 @@ mod tests {
         expected.extend_from_slice(&crc32c(&payload).to_le_bytes());
         expected.extend_from_slice(&payload);
         assert_eq!(out, expected);
-        assert_eq!(&header(), b"BSTKLOG\0\x02\0\0\0");
+        assert_eq!(&header(), b"BSTKLOG\0\x03\0\0\0");
+    }
+
+    /// A batch frame of a delete, an update and a full record.
+    fn batch() -> Vec<u8> {
+        let mut one = Vec::new();
+        let mut out = Vec::new();
+        let start = begin_batch(&mut out);
+        encode_delete(&mut one, 3);
+        encode_update(&mut one, &state());
+        encode_full(&mut one, &state(), 60, 42, b"t", b"body");
+        let mut at = 0;
+        while let Decoded::Record(_, used) = decode(&one[at..]) {
+            push_batch_item(&mut out, &one[at..at + used]);
+            at += used;
+        }
+        finish_batch(&mut out, start);
+        out
+    }
+
+    #[test]
+    fn a_batch_reads_back_its_records_in_order() {
+        let out = batch();
+        let Decoded::Record(Record::Batch(batch), used) = decode(&out) else { panic!("not a batch") };
+        assert_eq!(used, out.len());
+        let kinds: Vec<_> = batch
+            .records()
+            .map(|r| match r {
+                Record::Delete(3) => "delete",
+                Record::Update(s) if s == state() => "update",
+                Record::Full { body: b"body", .. } => "full",
+                _ => "other",
+            })
+            .collect();
+        assert_eq!(kinds, ["delete", "update", "full"]);
+        // Each item saves its checksum's 4 bytes; the frame adds its own.
+        assert_eq!(out.len(), BATCH_LEN + DELETE_LEN + UPDATE_LEN + full_len(1, 4) - 3 * 4);
+    }
+
+    /// A batch cut anywhere is truncated, and no byte flip passes: none of
+    /// its records can be read on its own.
+    #[test]
+    fn a_cut_or_damaged_batch_yields_none_of_its_records() {
+        let out = batch();
+        for cut in 1..out.len() {
+            assert!(matches!(decode(&out[..cut]), Decoded::Truncated), "cut at {cut}");
+            for at in 1..cut {
+                assert!(!matches!(decode(&out[at..cut]), Decoded::Record(..)), "cut at {cut}, read at {at}");
+            }
+        }
+        for bit in 0..(out.len() - RECORD_HEADER_LEN) * 8 {
+            let mut bad = out.clone();
+            bad[RECORD_HEADER_LEN + bit / 8] ^= 1 << (bit % 8);
+            assert_eq!(decode(&bad), Decoded::Corrupt, "bit {bit}");
+        }
     }
 
     #[test]

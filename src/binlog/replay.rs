@@ -273,8 +273,17 @@ fn replay_file(path: &Path, n: u32, state: ReplayState<'_>) -> io::Result<FileEn
         let Some(record) = record::decode_payload(crc, &payload) else {
             return classify(path, offset);
         };
-        let state = (&mut *jobs, &mut *tubes, &mut *refers_to, &mut *next_id, &mut *imported);
-        if let Err(id) = apply(record, n, state) {
+        // A batch's records, all of them, as if each came alone: its one
+        // checksum made it all or nothing.
+        let applied = match record {
+            Record::Batch(batch) => batch.records().try_for_each(|record| {
+                apply(record, n, (&mut *jobs, &mut *tubes, &mut *refers_to, &mut *next_id, &mut *imported))
+            }),
+            record => {
+                apply(record, n, (&mut *jobs, &mut *tubes, &mut *refers_to, &mut *next_id, &mut *imported))
+            }
+        };
+        if let Err(id) = applied {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!("{}: job {id} at offset {offset} is a second live job with that id", path.display()),
@@ -293,7 +302,7 @@ fn apply(record: Record<'_>, file: u32, state: ReplayState<'_>) -> Result<(), Jo
     let id = match &record {
         Record::Full { job, .. } | Record::Update(job) => Some(job.id),
         Record::Delete(id) => Some(*id),
-        Record::NextId(_) | Record::Imported(_) => None,
+        Record::NextId(_) | Record::Imported(_) | Record::Batch(_) => None,
     };
     if let Some(earlier) = id.and_then(|id| jobs.get(&id)).map(|p| p.file).filter(|&g| g != file) {
         refers_to.insert(earlier);
@@ -331,6 +340,8 @@ fn apply(record: Record<'_>, file: u32, state: ReplayState<'_>) -> Result<(), Jo
         Record::Imported(stamp) => {
             imported.push(stamp);
         }
+        // Opened by `replay_file`: no batch holds another.
+        Record::Batch(_) => {}
     }
     Ok(())
 }

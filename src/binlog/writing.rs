@@ -125,11 +125,15 @@ impl Journal for Binlog {
         }
     }
 
-    fn claim_all(&mut self, changes: &[Change<'_>]) -> bool {
+    fn claim_all<'c>(&mut self, changes: &mut dyn Iterator<Item = Change<'c>>) -> bool {
         self.claim_batch(changes)
     }
 
-    fn record_all(&mut self, changes: &[Change<'_>], files: &mut Vec<u32>) -> io::Result<()> {
+    fn record_all<'c>(
+        &mut self,
+        changes: &mut dyn Iterator<Item = Change<'c>>,
+        files: &mut Vec<u32>,
+    ) -> io::Result<()> {
         self.record_batch(changes, files)
     }
 

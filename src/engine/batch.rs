@@ -8,12 +8,51 @@
 //! that the connection lets the lock go between chunks and no other client
 //! waits for a whole tube to go.
 
-use super::journaling::Becomes;
+use super::journaling::deleted;
 use super::*;
 use crate::protocol::SHORT_REPLY_LEN;
 
 /// Jobs one call of [`Engine::clear_tube`] deletes at most.
 pub const CLEAR_CHUNK: usize = 1000;
+
+/// A list's room kept from one command on many jobs to the next, claimed
+/// at start-up for [`CLEAR_CHUNK`] entries: so that a command that frees
+/// memory (reference §3.0, `frees`) needs none of its own on a full
+/// server. A longer list is claimed as any memory is, and may be refused.
+#[derive(Debug)]
+pub(super) struct Kept<T>(Vec<T>);
+
+impl<T> Kept<T> {
+    /// Room for [`CLEAR_CHUNK`] entries: at start-up, where a process
+    /// without that much memory stops.
+    pub(super) fn new() -> Kept<T> {
+        Kept(Vec::with_capacity(CLEAR_CHUNK))
+    }
+
+    /// An empty list with room for `n`: the kept room if it is enough;
+    /// `None` if more cannot be had.
+    pub(super) fn take(&mut self, n: usize) -> Option<Vec<T>> {
+        let mut list = std::mem::take(&mut self.0);
+        list.clear();
+        if list.try_reserve_exact(n).is_err() {
+            self.0 = list;
+            return None;
+        }
+        Some(list)
+    }
+
+    /// Gives the room back. Room grown past a usual list's goes, and a
+    /// usual list's is claimed again if memory allows (a shrink in place
+    /// could not fail cleanly).
+    pub(super) fn put_back(&mut self, mut list: Vec<T>) {
+        list.clear();
+        if list.capacity() > CLEAR_CHUNK {
+            list = Vec::new();
+            let _ = list.try_reserve_exact(CLEAR_CHUNK);
+        }
+        self.0 = list;
+    }
+}
 
 impl Engine {
     /// How many jobs `clear-tube <tube>` may delete: the tube's ready,
@@ -38,16 +77,15 @@ impl Engine {
         };
         let tube = self.tubes.get(t);
         let chunk = (most.min(CLEAR_CHUNK as u64) as usize).min(tube.job_count() - tube.reserved);
-        let mut ids = Vec::new();
-        if ids.try_reserve_exact(chunk).is_err() {
-            return Err(Reply::OutOfMemory);
-        }
+        let mut ids = self.kept_ids.take(chunk).ok_or(Reply::OutOfMemory)?;
+        let tube = self.tubes.get(t);
         // The heaps' last entries first: taking them out moves nothing.
         let (delayed, ready) = (tube.delayed.last_ids(chunk), tube.ready.last_ids(chunk));
         ids.extend(tube.buried.ids(&self.jobs).chain(delayed).chain(ready).take(chunk));
         self.cmds.delete += ids.len() as u64;
-        self.delete_all(&ids, now)?;
-        Ok(ids.len())
+        let deleted = self.delete_all(&ids, now).map(|()| ids.len());
+        self.kept_ids.put_back(ids);
+        deleted
     }
 
     /// Deletes `ids`, all live and deletable, in one write: each as
@@ -62,45 +100,59 @@ impl Engine {
         if cooling > 0 && !self.tubes.keys.claim_cooldowns(cooling) {
             return Err(Reply::OutOfMemory);
         }
-        self.journaled_batch(ids, Becomes::Deleted(now), &mut |e, id| e.forget_deleted(id, now))
+        self.journaled_batch(ids, &deleted(now), &mut |e, id| e.forget_deleted(id, now))
     }
 
     /// `delete-batch <id> ...`: each id as `delete` would (reference
     /// §3.5): a job reserved by another client, a job that does not exist,
     /// and an id named twice count as not found. `DELETED_BATCH <deleted>
     /// <not found>`.
-    pub fn delete_batch(&mut self, c: ClientId, named: &[JobId], now: Time) -> Reply<'_> {
-        self.cmds.delete += named.len() as u64;
-        let mut ids = Vec::new();
-        if ids.try_reserve_exact(named.len()).is_err() {
+    /// The ids come as the line names them, at most
+    /// [`crate::protocol::MAX_BATCH`], and are listed in kept room.
+    pub fn delete_batch(
+        &mut self,
+        c: ClientId,
+        named: &mut dyn Iterator<Item = JobId>,
+        now: Time,
+    ) -> Reply<'_> {
+        let Some(mut ids) = self.kept_ids.take(crate::protocol::MAX_BATCH) else {
             return Reply::OutOfMemory;
-        }
+        };
         let deletable = |job: &Job| job.state != State::Reserved || job.reserved_by == c;
-        for &id in named {
+        let mut count = 0;
+        for id in named.take(crate::protocol::MAX_BATCH) {
+            count += 1;
             // At most a thousand: a scan costs less than a sort's code.
             if self.jobs.get(&id).is_some_and(deletable) && !ids.contains(&id) {
                 ids.push(id);
             }
         }
-        match self.delete_all(&ids, now) {
-            Ok(()) => Reply::DeletedBatch(ids.len(), named.len() - ids.len()),
-            Err(refusal) => refusal,
-        }
+        self.cmds.delete += count as u64;
+        let reply = match self.delete_all(&ids, now) {
+            Ok(()) => Ok((ids.len(), count - ids.len())),
+            Err(refusal) => Err(refusal),
+        };
+        self.kept_ids.put_back(ids);
+        reply.map_or_else(|refusal| refusal, |(deleted, missing)| Reply::DeletedBatch(deleted, missing))
     }
 
-    /// `reserve-batch <count>`: reserves up to `count` ready jobs at once,
-    /// each as `reserve` would pick it and counted as a `reserve`, their
-    /// ids into `ids` (room claimed by the caller), and never waits:
-    /// `RESERVED_BATCH <n>`, whose `RESERVED` replies the caller writes
-    /// ([`Engine::reserved_reply`]). Room for every reply is claimed in
-    /// `room` before its job is reserved; a job whose reply has no room
-    /// stays ready and ends the batch, and with no job reserved the answer
-    /// is `OUT_OF_MEMORY`.
+    /// One piece of `reserve-batch <count>`: reserves more ready jobs, each
+    /// as `reserve` would pick it and counted as a `reserve`, their ids
+    /// pushed onto `ids` (room claimed by the caller), until `ids` holds
+    /// `count` or the replies of this piece pass `budget` bytes (one job at
+    /// least); never waits. `RESERVED_BATCH <n>` with `n` the ids so far,
+    /// whose `RESERVED` replies the caller writes
+    /// ([`Engine::reserved_reply`]), one piece under one lock so that no
+    /// lock is held for a whole batch of big bodies. Room for every reply,
+    /// and for the head, is claimed in `room` before its job is reserved;
+    /// a job whose reply has no room stays ready and ends the batch, and
+    /// with no job reserved the answer is `OUT_OF_MEMORY`.
     pub fn reserve_batch(
         &mut self,
         c: ClientId,
         count: u32,
         now: Time,
+        budget: usize,
         room: &mut dyn ReplyRoom,
         ids: &mut Vec<JobId>,
     ) -> Reply<'_> {
@@ -108,7 +160,11 @@ impl Engine {
         self.become_worker(c);
         // The head line, then each job's reply.
         let mut bytes = SHORT_REPLY_LEN;
-        while ids.len() < count as usize && ids.len() < ids.capacity() {
+        let first = ids.len();
+        while ids.len() < count as usize
+            && ids.len() < ids.capacity()
+            && (ids.len() == first || bytes <= budget)
+        {
             let Some(id) = self.best_ready_job(c) else { break };
             let reply = self.jobs.get(&id).map_or(0, |job| data_reply_len(job.body.len()));
             if !room.claim(bytes + reply) {
@@ -123,5 +179,11 @@ impl Engine {
             ids.push(id);
         }
         Reply::ReservedBatch(ids.len())
+    }
+
+    /// Whether client `c` still holds job `id`: a batch's reply for a job
+    /// whose TTR ran out while the rest was copied is not sent.
+    pub fn holds(&self, c: ClientId, id: JobId) -> bool {
+        self.jobs.get(&id).is_some_and(|job| job.state == State::Reserved && job.reserved_by == c)
     }
 }

@@ -43,14 +43,21 @@ pub trait Journal: Send + fmt::Debug {
 
     /// Claims room for all of `changes`' records, to be written together
     /// by [`Journal::record_all`]: a change of many jobs (`kick`,
-    /// `clear-tube`, `delete-batch`). `false`: no room; change nothing.
-    fn claim_all(&mut self, changes: &[Change<'_>]) -> bool;
+    /// `clear-tube`, `delete-batch`), of any kind. `false`: no room;
+    /// change nothing. The changes come one by one, so that a command
+    /// that frees memory needs none to list them.
+    fn claim_all<'c>(&mut self, changes: &mut dyn Iterator<Item = Change<'c>>) -> bool;
     /// Records all of `changes` in one write, *before* the engine makes
     /// them: either every record is in the log, or (`Err`) none is, and the
-    /// log refuses every later change. Pushes each job's file into `files`,
-    /// in order, as [`Journal::record`] returns it; room for them is the
+    /// log refuses every later change; a write cut short by a crash
+    /// replays none of them. Pushes each job's file into `files`, in
+    /// order, as [`Journal::record`] returns it; room for them is the
     /// caller's to claim.
-    fn record_all(&mut self, changes: &[Change<'_>], files: &mut Vec<u32>) -> io::Result<()>;
+    fn record_all<'c>(
+        &mut self,
+        changes: &mut dyn Iterator<Item = Change<'c>>,
+        files: &mut Vec<u32>,
+    ) -> io::Result<()>;
     /// Claims room to rewrite a live job's full record (compaction).
     fn claim_rewrite(&mut self, job: &LoggedJob<'_>) -> bool;
 
@@ -189,13 +196,6 @@ impl Picture {
             file: job.file,
             keyed: job.keyed,
         }
-    }
-
-    /// The job as a kick leaves it: ready, one kick more.
-    pub(super) fn kicked(mut self) -> Picture {
-        self.state = State::Ready;
-        self.counters.kicks = self.counters.kicks.wrapping_add(1);
-        self
     }
 
     /// This picture as the log sees it, for job `id` with body `body`.

@@ -45,37 +45,31 @@ impl Engine {
     }
 
     /// The one way a logged change of many jobs is made (`kick`,
-    /// `clear-tube`, `delete-batch`): claim log room for every job's record,
-    /// write them all in one ([`Journal::record_all`]), and only then make
-    /// each job's change in memory. So the log and memory agree whatever
-    /// fails: a claim that fails is `OUT_OF_MEMORY` and a write that fails
-    /// `INTERNAL_ERROR`, with no job changed either way. `after` pictures a
-    /// job as its change will leave it (`None`: deleted) before the change
-    /// is made; `change` then makes it. The ids are of live jobs, each once.
+    /// `clear-tube`, `delete-batch`, or any new one): claim log room for
+    /// every job's record, write them all in one frame
+    /// ([`Journal::record_all`]), and only then make each job's change in
+    /// memory. So the log and memory agree whatever fails: a claim that
+    /// fails is `OUT_OF_MEMORY` and a write that fails `INTERNAL_ERROR`,
+    /// with no job changed either way; and a crash that cuts the write
+    /// replays none of it. `after` pictures a job, as the log sees it, as
+    /// its change will leave it (`None`: deleted) before the change is
+    /// made; `change` then makes it. The ids are of live jobs, each once.
+    /// The list of files comes from room kept for it ([`Kept`]), so a
+    /// batch of a usual size needs no new memory.
     pub(super) fn journaled_batch(
         &mut self,
         ids: &[JobId],
-        after: Becomes,
+        after: &After,
         change: &mut dyn FnMut(&mut Engine, JobId),
     ) -> Result<(), Reply<'static>> {
         let mut files = Vec::new();
         if self.journal.is_some() {
-            if files.try_reserve_exact(ids.len()).is_err() {
-                return Err(Reply::OutOfMemory);
+            files = self.kept_files.take(ids.len()).ok_or(Reply::OutOfMemory)?;
+            let logged = self.log_batch_twice(ids, after, &mut files);
+            if let Err(refusal) = logged {
+                self.kept_files.put_back(files);
+                return Err(refusal);
             }
-            // Once more after freeing old files, if the disk was full.
-            let mut claimed = self.log_batch(ids, after, None)?;
-            if !claimed {
-                let full = self.journal.as_mut().map(|j| j.files_to_free()).unwrap_or_default();
-                if !full.is_empty() {
-                    self.rewrite_files(&full);
-                    claimed = self.log_batch(ids, after, None)?;
-                }
-            }
-            if !claimed {
-                return Err(Reply::OutOfMemory);
-            }
-            self.log_batch(ids, after, Some(&mut files))?;
         }
         for (n, &id) in ids.iter().enumerate() {
             // The file first: a deleted job's cooling key takes it with it.
@@ -84,45 +78,58 @@ impl Engine {
             }
             change(self, id);
         }
+        self.kept_files.put_back(files);
         self.compact();
         Ok(())
     }
 
+    /// Claims room for the changes of `ids`, once more after freeing old
+    /// files if the disk was full, and records them, their files into
+    /// `files`.
+    fn log_batch_twice(
+        &mut self,
+        ids: &[JobId],
+        after: &After,
+        files: &mut Vec<u32>,
+    ) -> Result<(), Reply<'static>> {
+        let mut claimed = self.log_batch(ids, after, None)?;
+        if !claimed {
+            let full = self.journal.as_mut().map(|j| j.files_to_free()).unwrap_or_default();
+            if !full.is_empty() {
+                self.rewrite_files(&full);
+                claimed = self.log_batch(ids, after, None)?;
+            }
+        }
+        if !claimed {
+            return Err(Reply::OutOfMemory);
+        }
+        self.log_batch(ids, after, Some(files)).map(|_| ())
+    }
+
     /// [`Engine::journaled_batch`]'s log calls: claims room for the
     /// changes of `ids` (`files` is `None`; `Ok(false)`: no room), or
-    /// records them, their files into `files`.
+    /// records them, their files into `files`. The changes are made one
+    /// by one as the log reads them: no list of them is kept.
     fn log_batch(
         &mut self,
         ids: &[JobId],
-        after: Becomes,
+        after: &After,
         files: Option<&mut Vec<u32>>,
     ) -> Result<bool, Reply<'static>> {
         let Engine { journal, jobs, tubes, .. } = self;
         let Some(journal) = journal.as_mut() else { return Ok(true) };
-        let mut changes = Vec::new();
-        if changes.try_reserve_exact(ids.len()).is_err() {
-            return Err(Reply::OutOfMemory);
+        if ids.iter().any(|id| jobs.get(id).is_none()) {
+            return Err(Reply::InternalError);
         }
-        for &id in ids {
-            let Some(job) = jobs.get(&id) else { return Err(Reply::InternalError) };
-            let was = Picture::of(job);
-            let now = match after {
-                Becomes::Kicked => Some(was.kicked().logged(id, tubes, &job.body)),
-                // A unique key that outlives its job is logged as the job
-                // without its body, cooling until then (reference §3.1a).
-                Becomes::Deleted(now) => {
-                    was.logged(id, tubes, &[]).key.filter(|key| key.cooldown > 0).map(|key| {
-                        let until = Some(super::unique::cooldown_end(now, key.cooldown));
-                        LoggedJob { key: Some(LoggedKey { until, ..key }), ..was.logged(id, tubes, &[]) }
-                    })
-                }
-            };
-            changes.push(Change { was: Some(was.logged(id, tubes, &job.body)), now });
-        }
+        let mut changes = ids.iter().filter_map(|&id| {
+            let job = jobs.get(&id)?;
+            let was = Picture::of(job).logged(id, tubes, &job.body);
+            Some(Change { was: Some(was), now: after(was) })
+        });
         match files {
-            None => Ok(journal.claim_all(&changes)),
+            None => Ok(journal.claim_all(&mut changes)),
             Some(files) => {
-                journal.record_all(&changes, files).map(|()| true).map_err(|_| Reply::InternalError)
+                journal.record_all(&mut changes, files).map(|()| true).map_err(|_| Reply::InternalError)
             }
         }
     }
@@ -262,13 +269,28 @@ impl Engine {
     }
 }
 
-/// What a change of many jobs makes of each ([`Engine::journaled_batch`]).
-#[derive(Debug, Clone, Copy)]
-pub(super) enum Becomes {
-    /// Ready, one kick more (`kick`).
-    Kicked,
-    /// Deleted at this time, a unique key with a cooldown cooling.
-    Deleted(Time),
+/// What a change of many jobs makes of each job ([`Engine::journaled_batch`]),
+/// as the log sees it: the job after the change from the job before it,
+/// `None` if it is gone. Any change the log can record is one of these,
+/// so a new command on many jobs needs nothing new here or in the log.
+pub(super) type After = dyn for<'a> Fn(LoggedJob<'a>) -> Option<LoggedJob<'a>>;
+
+/// `kick`: ready, one kick more.
+pub(super) fn kicked(was: LoggedJob<'_>) -> Option<LoggedJob<'_>> {
+    let mut counters = was.counters;
+    counters.kicks = counters.kicks.wrapping_add(1);
+    Some(LoggedJob { state: State::Ready, counters, ..was })
+}
+
+/// A delete at `now`: gone, but for a unique key with a cooldown, which
+/// is logged as the job without its body, cooling until then (reference
+/// §3.1a).
+pub(super) fn deleted(now: Time) -> impl for<'a> Fn(LoggedJob<'a>) -> Option<LoggedJob<'a>> {
+    move |was| {
+        let key = was.key.filter(|key| key.cooldown > 0)?;
+        let until = Some(super::unique::cooldown_end(now, key.cooldown));
+        Some(LoggedJob { key: Some(LoggedKey { until, ..key }), body: &[], ..was })
+    }
 }
 
 /// `was` as it will be in tube `tube`: what a change is claimed for.

@@ -120,7 +120,7 @@ const LOGGED: &[(&str, Setup, Step)] = &[
     ("clear-tube of a tube with a job in every state", many, clear_step),
     ("delete-batch", many, |w, out| {
         let ids = [w.ready, w.reserved, w.buried, 999, w.ready, w.delayed];
-        w.e.delete_batch(w.worker, &ids, T0).encode(out)
+        w.e.delete_batch(w.worker, &mut ids.into_iter(), T0).encode(out)
     }),
     ("put with a new unique key", none, |w, out| put_keyed_step(w, out, 0, 0, key("new", 30))),
     ("put with a key that names a job: nothing stored", none, |w, out| {

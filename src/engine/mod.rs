@@ -188,6 +188,10 @@ pub struct Engine {
     woken: Vec<Arc<dyn Waker>>,
     /// Whether `--metrics` measures ready ages and times (`metering.rs`).
     metering: bool,
+    /// Room for the ids, and their log files, of a command on many jobs,
+    /// kept from one to the next (`batch.rs`).
+    kept_ids: batch::Kept<JobId>,
+    kept_files: batch::Kept<u32>,
 }
 
 impl Engine {
@@ -227,6 +231,8 @@ impl Engine {
             job_counts: JobCounts::default(),
             woken: Vec::new(),
             metering: false,
+            kept_ids: batch::Kept::new(),
+            kept_files: batch::Kept::new(),
         }
     }
 

@@ -105,7 +105,7 @@ pub(super) fn reserve_batch_step(w: &mut World, out: &mut Vec<u8>) {
     if ids.try_reserve_exact(5).is_err() {
         return Reply::OutOfMemory.encode(out);
     }
-    let head = w.e.reserve_batch(w.worker, 5, T0, out, &mut ids);
+    let head = w.e.reserve_batch(w.worker, 5, T0, usize::MAX, out, &mut ids);
     head.encode(out);
     for &id in &ids {
         w.e.reserved_reply(id).unwrap_or(Reply::InternalError).encode(out);
@@ -129,7 +129,7 @@ pub(super) const MORE_COMMANDS: &[Case] = &[
     ("clear-tube of a tube with a job in every state", world_with_many, clear_step),
     ("delete-batch", world_with_many, |w, out| {
         let ids = [w.ready, w.reserved, w.buried, 999, w.ready, w.delayed];
-        w.e.delete_batch(w.producer, &ids, T0).encode(out)
+        w.e.delete_batch(w.producer, &mut ids.into_iter(), T0).encode(out)
     }),
     ("reserve-batch", world_with_many, reserve_batch_step),
     ("kick-job of a buried job", world, |w, out| w.e.kick_job(w.buried, T0).encode(out)),
@@ -231,7 +231,7 @@ fn every_logged_command_of_the_reference_has_a_log_sweep_case() {
     let reference = include_str!("../reference.md");
     let log_sweep = include_str!("log_sweep.rs");
     let mut logged = Vec::new();
-    let table = reference.split("| command | replies | logged | § |").nth(1).unwrap_or_default();
+    let table = reference.split("| command | replies | logged | promises | § |").nth(1).unwrap_or_default();
     for row in table.lines().skip(2).take_while(|line| line.starts_with("| `")) {
         let cells: Vec<&str> = row.split(" | ").collect();
         let command = cells[0].trim_start_matches("| `").split([' ', '`']).next().unwrap_or_default();

@@ -6,7 +6,7 @@
 //! [`Engine::journaled_change`], which claims log room first, logs the change
 //! after, and lets compaction run.
 
-use super::journaling::Becomes;
+use super::journaling::kicked;
 use super::*;
 
 impl Engine {
@@ -183,23 +183,24 @@ impl Engine {
             return Reply::InternalError;
         };
         let tube = self.tubes.get(t);
-        let mut ids = Vec::new();
+        let count = if tube.buried.is_empty() { tube.delayed.len() } else { tube.buried.len() };
+        let Some(mut ids) = self.kept_ids.take(count.min(bound as usize)) else {
+            return Reply::OutOfMemory;
+        };
+        let tube = self.tubes.get(t);
         let chosen = if tube.buried.is_empty() {
             tube.delayed.smallest(bound as usize, &mut ids)
         } else {
-            let count = tube.buried.len().min(bound as usize);
-            ids.try_reserve_exact(count).is_ok() && {
-                ids.extend(tube.buried.ids(&self.jobs).take(count));
-                true
-            }
+            ids.extend(tube.buried.ids(&self.jobs).take(bound as usize));
+            true
         };
-        if !chosen {
-            return Reply::OutOfMemory;
-        }
-        match self.journaled_batch(&ids, Becomes::Kicked, &mut |e, id| e.kick_one(id, now)) {
-            Ok(()) => Reply::KickedCount(ids.len() as u32),
-            Err(refusal) => refusal,
-        }
+        let reply = if !chosen {
+            Err(Reply::OutOfMemory)
+        } else {
+            self.journaled_batch(&ids, &kicked, &mut |e, id| e.kick_one(id, now)).map(|()| ids.len())
+        };
+        self.kept_ids.put_back(ids);
+        reply.map_or_else(|refusal| refusal, |n| Reply::KickedCount(n as u32))
     }
 
     /// `kick-job <id>`: a buried or delayed job in any tube.

@@ -1,25 +1,47 @@
 //! Numbers as beanstalkd reads them (reference §1.4): the cursor over a
 //! line's space-separated numeric fields, `kick`'s `strtoul`-like bound,
-//! and the ids of a `delete-batch`. Bytes from a client: nothing here may
+//! and the numbers of tuber's batch commands, read as tuber reads them. Bytes from a client: nothing here may
 //! panic, which the lints of `protocol` check here too.
 #![deny(clippy::indexing_slicing, clippy::arithmetic_side_effects, clippy::unwrap_used, clippy::expect_used)]
 
 use super::ParseError;
 use crate::ids::JobId;
 
-/// Space-separated ids to the end of `s` (any number of spaces before
-/// each, as for every numeric field); an `Err` for anything else.
-pub(super) fn id_fields(s: &[u8]) -> impl Iterator<Item = Result<JobId, ParseError>> + '_ {
-    let mut f = Fields::new(s);
+/// The ids of a `delete-batch`, read as tuber reads them: fields split
+/// at any white space, each a [`tuber_number`]; `Some(None)` for a field
+/// that is not one, after which the iterator ends.
+pub(super) fn id_fields(s: &[u8]) -> impl Iterator<Item = Option<JobId>> + '_ {
+    let mut fields = s.split(|b| is_white(*b)).filter(|field| !field.is_empty());
     let mut failed = false;
     std::iter::from_fn(move || {
-        if failed || f.end().is_ok() {
+        if failed {
             return None;
         }
-        let id = f.u64();
-        failed = id.is_err();
+        let id = tuber_number(fields.next()?);
+        failed = id.is_none();
         Some(id)
     })
+}
+
+/// White space as Rust's `str::split_whitespace`, which tuber splits with,
+/// finds it in ASCII.
+fn is_white(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r')
+}
+
+/// `s` without white space at either end.
+pub(super) fn trim_white(s: &[u8]) -> &[u8] {
+    let start = s.iter().position(|b| !is_white(*b)).unwrap_or(s.len());
+    let end = s.iter().rposition(|b| !is_white(*b)).map_or(start, |at| at.saturating_add(1));
+    s.get(start..end).unwrap_or_default()
+}
+
+/// A number as Rust's `u64::from_str` reads it, which tuber's batch
+/// commands use: digits, a `+` allowed before them, nothing else.
+pub(super) fn tuber_number(s: &[u8]) -> Option<u64> {
+    let digits = s.strip_prefix(b"+").unwrap_or(s);
+    let (value, count) = leading_number(digits)?;
+    (count > 0 && count == digits.len()).then_some(value)
 }
 
 /// `kick`'s bound, parsed the way C's `strtoul` does it (reference §1.4): any

@@ -32,13 +32,16 @@ pub const MAX_LINE: usize = 224;
 /// Most jobs one `reserve-batch` or `delete-batch` names (tuber's bound).
 pub const MAX_BATCH: usize = 1000;
 
-/// Longest `delete-batch` line, CRLF included: its prefix and
-/// [`MAX_BATCH`] ids of up to 20 digits, each after a space. The one line
-/// allowed past [`MAX_LINE`] (reference §1.2).
-pub const MAX_BATCH_LINE: usize = DELETE_BATCH.len() + MAX_BATCH * 21 + 2;
+/// Longest `delete-batch` line, CRLF included: room for [`MAX_BATCH`]
+/// ids of 20 digits with a `+` and a space or more each (tuber reads any
+/// white space between them). The one line allowed past [`MAX_LINE`]
+/// (reference §1.2).
+pub const MAX_BATCH_LINE: usize = 32 * 1024;
 
-/// The prefix of the one command whose line may pass [`MAX_LINE`].
-pub const DELETE_BATCH: &[u8] = b"delete-batch";
+/// The prefix of the one command whose line may pass [`MAX_LINE`]. Only
+/// a space may follow it: `delete-batch` alone, or followed by anything
+/// else, is no command (reference §1.3).
+pub const DELETE_BATCH: &[u8] = b"delete-batch ";
 
 /// One parsed command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -204,9 +207,10 @@ pub fn parse(line: &[u8]) -> Result<Command, ParseError> {
     }
     // tuber's, before `reserve`, whose prefix it shares.
     if let Some(rest) = line.strip_prefix(b"reserve-batch ") {
-        let count = Fields::new(rest).last_u32()?;
+        // tuber's reading: white space around the count, a `+` before it.
+        let count = fields::tuber_number(fields::trim_white(rest)).ok_or(BadFormat)?;
         return match usize::try_from(count) {
-            Ok(1..=MAX_BATCH) => Ok(C::ReserveBatch(count)),
+            Ok(1..=MAX_BATCH) => Ok(C::ReserveBatch(count as u32)),
             _ => Err(BadFormat),
         };
     }
@@ -216,11 +220,10 @@ pub fn parse(line: &[u8]) -> Result<Command, ParseError> {
     if let Some(rest) = line.strip_prefix(b"delete ") {
         return Ok(C::Delete(Fields::new(rest).last_u64()?));
     }
-    if let Some(rest) = line.strip_prefix(DELETE_BATCH) {
-        let ids = rest.strip_prefix(b" ").ok_or(BadFormat)?;
+    if let Some(ids) = line.strip_prefix(DELETE_BATCH) {
         let mut count: usize = 0;
         for id in id_fields(ids) {
-            id?;
+            id.ok_or(BadFormat)?;
             count = count.saturating_add(1);
         }
         return if (1..=MAX_BATCH).contains(&count) { Ok(C::DeleteBatch) } else { Err(BadFormat) };
@@ -297,7 +300,7 @@ pub fn parse(line: &[u8]) -> Result<Command, ParseError> {
 /// The ids of a line [`parse`] took as [`Command::DeleteBatch`], in order.
 pub fn batch_ids(line: &[u8]) -> impl Iterator<Item = JobId> + '_ {
     let ids = line.strip_prefix(DELETE_BATCH).unwrap_or_default();
-    id_fields(ids).map_while(Result::ok)
+    id_fields(ids).map_while(|id| id)
 }
 
 fn parse_put(rest: &[u8]) -> Result<Command, ParseError> {
@@ -465,32 +468,46 @@ mod tests {
     fn batches_take_one_to_a_thousand_and_nothing_else() {
         assert_eq!(parse(b"reserve-batch 5"), Ok(C::ReserveBatch(5)));
         assert_eq!(parse(b"reserve-batch  1000"), Ok(C::ReserveBatch(1000)));
+        // tuber's reading of a number: white space around it, a `+`.
+        for line in
+            [&b"reserve-batch +5"[..], b"reserve-batch 5 ", b"reserve-batch \t5\t", b"reserve-batch 05"]
+        {
+            assert_eq!(parse(line), Ok(C::ReserveBatch(5)), "{:?}", String::from_utf8_lossy(line));
+        }
         for line in [
             &b"reserve-batch 0"[..],
             b"reserve-batch 1001",
             b"reserve-batch",
             b"reserve-batch ",
-            b"reserve-batch 5 ",
             b"reserve-batch x",
             b"reserve-batch -1",
+            b"reserve-batch +",
+            b"reserve-batch 1 2",
+            b"reserve-batch 99999999999999999999",
         ] {
             assert_eq!(parse(line), Err(BadFormat), "{:?}", String::from_utf8_lossy(line));
         }
         assert_eq!(parse(b"delete-batch 1 2 3 99"), Ok(C::DeleteBatch));
         assert_eq!(batch_ids(b"delete-batch 1  02 3 99").collect::<Vec<_>>(), [1, 2, 3, 99]);
+        // tuber's: any white space between, before and after the ids.
+        assert_eq!(batch_ids(b"delete-batch  +1\t2 3 \t").collect::<Vec<_>>(), [1, 2, 3]);
+        assert_eq!(parse(b"delete-batch 1 "), Ok(C::DeleteBatch));
         let most: String = (1..=1000).map(|id| format!(" {id}")).collect();
         assert_eq!(parse(format!("delete-batch{most}").as_bytes()), Ok(C::DeleteBatch));
         assert_eq!(parse(format!("delete-batch{most} 1001").as_bytes()), Err(BadFormat));
         for line in [
-            &b"delete-batch"[..],
-            b"delete-batch ",
-            b"delete-batch 1 ",
+            &b"delete-batch "[..],
             b"delete-batch 1 x",
             b"delete-batch 1,2",
-            b"delete-batchx 1",
+            b"delete-batch -1",
+            b"delete-batch 1 +",
             b"delete-batch 18446744073709551616",
         ] {
             assert_eq!(parse(line), Err(BadFormat), "{:?}", String::from_utf8_lossy(line));
+        }
+        // As beanstalkd and tuber: no prefix matches these.
+        for line in [&b"delete-batch"[..], b"delete-batchx 1", b"delete-batch\t1"] {
+            assert_eq!(parse(line), Err(UnknownCommand), "{:?}", String::from_utf8_lossy(line));
         }
         assert_eq!(parse(b"clear-tube jobs"), Ok(C::ClearTube(name("jobs"))));
         for line in [&b"clear-tube "[..], b"clear-tube -x", b"clear-tube a b", b"clear-tube a*"] {

@@ -4,6 +4,7 @@
 
 pub mod beanstalkd;
 pub mod binary;
+pub mod table;
 pub mod wire;
 
 use std::collections::HashMap;

@@ -6,8 +6,9 @@
 //! This module owns that model; `read` fills it from a directory (with
 //! `scan` for our files' records, and `live_jobs` holding the jobs while
 //! it reads), and the other submodules each turn it into one subcommand's
-//! output: [`check`], [`usage`], [`list`] (and `show`), [`export`] and
-//! [`v7`] (`to-beanstalkd`).
+//! output: [`check`], [`usage`], [`list`] (and `show`), [`export`],
+//! [`v7`] (`to-beanstalkd`) and [`downgrade`]; the last two write a new
+//! directory elsewhere ([`write_new_dir`]).
 //!
 //! It must never change the directory it reads: no file is created,
 //! written, renamed, truncated or locked there (the server's replay cuts
@@ -21,6 +22,7 @@
 //! server binary: the server never calls it.
 
 pub mod check;
+pub mod downgrade;
 pub mod export;
 pub mod list;
 mod live_jobs;
@@ -29,7 +31,8 @@ mod scan;
 pub mod usage;
 pub mod v7;
 
-use std::fs::OpenOptions;
+use std::fs::{self, OpenOptions};
+use std::io::{self, BufWriter, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -193,4 +196,39 @@ pub fn holder(dir: &Path) -> Option<i32> {
 pub fn unix_now() -> u64 {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     u64::try_from(now.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Writes `bytes` as `out/name`, `out` empty or missing (it is made), for
+/// `command`: through a temporary file, synced, renamed, and the directory
+/// synced, so that a crash leaves the file whole or absent.
+pub fn write_new_dir(out: &Path, name: &str, bytes: &[u8], command: &str) -> Result<(), String> {
+    let fail = |what: &str, e: io::Error| format!("{}: {what}: {e}", out.display());
+    match fs::read_dir(out) {
+        Ok(mut entries) => {
+            if entries.next().is_some() {
+                return Err(format!(
+                    "{}: not empty; {command} writes only into an empty or new directory",
+                    out.display()
+                ));
+            }
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            fs::create_dir(out).map_err(|e| fail("cannot create it", e))?
+        }
+        Err(e) => return Err(fail("cannot read it", e)),
+    }
+    let temp = out.join(format!("{command}.partial"));
+    let file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&temp)
+        .map_err(|e| fail("cannot create a file in it", e))?;
+    let mut writer = BufWriter::new(&file);
+    writer.write_all(bytes).and_then(|()| writer.flush()).map_err(|e| fail("cannot write", e))?;
+    drop(writer);
+    file.sync_all().map_err(|e| fail("cannot sync", e))?;
+    fs::rename(&temp, out.join(name)).map_err(|e| fail(&format!("cannot rename the new file {name}"), e))?;
+    fs::File::open(out).and_then(|d| d.sync_all()).map_err(|e| fail("cannot sync the directory", e))?;
+    Ok(())
 }

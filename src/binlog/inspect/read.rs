@@ -217,7 +217,7 @@ impl Reader<'_> {
         let id = match &record {
             Record::Full { job, .. } | Record::Update(job) => Some(job.id),
             Record::Delete(id) => Some(*id),
-            Record::NextId(_) | Record::Imported(_) => None,
+            Record::NextId(_) | Record::Imported(_) | Record::Batch(_) => None,
         };
         if let Some(id) = id {
             self.log.next_id = self.log.next_id.max(id.saturating_add(1));
@@ -268,6 +268,8 @@ impl Reader<'_> {
             }
             Record::NextId(id) => self.log.next_id = self.log.next_id.max(id),
             Record::Imported(stamp) => self.imported.push(stamp_key(&stamp)),
+            // `scan` hands a batch's records one by one.
+            Record::Batch(_) => {}
         }
     }
 

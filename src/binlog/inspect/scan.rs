@@ -30,7 +30,8 @@ pub enum Mode {
 }
 
 /// Hands every readable record of `bytes` (the contents of `path`) to
-/// `visit` with its offset; returns the damage found.
+/// `visit` with its offset, a batch's records one by one with the batch's
+/// offset; returns the damage found.
 pub fn scan(path: &Path, bytes: &[u8], mode: Mode, mut visit: impl FnMut(u64, Record<'_>)) -> Vec<Damage> {
     let (Mode::AsReplay { newest } | Mode::Check { newest }) = mode;
     let mut damage = Vec::new();
@@ -56,6 +57,12 @@ pub fn scan(path: &Path, bytes: &[u8], mode: Mode, mut visit: impl FnMut(u64, Re
     let mut at = HEADER_LEN;
     while at < bytes.len() {
         let bad = match next(bytes, at) {
+            Step::Record(Record::Batch(batch), len) => {
+                // A change of many jobs: its records, each as if alone.
+                batch.records().for_each(|rec| visit(at as u64, rec));
+                at += len;
+                continue;
+            }
             Step::Record(rec, len) => {
                 visit(at as u64, rec);
                 at += len;

@@ -23,9 +23,6 @@
 //! It writes only into `OUT`, which must be empty or missing; the file is
 //! written under a name beanstalkd ignores, fsynced, then renamed.
 
-use std::fs::{self, OpenOptions};
-use std::io::{self, BufWriter, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use super::{Job, Log, State};
@@ -168,35 +165,7 @@ pub fn encode(log: &Log) -> Vec<u8> {
 
 /// Writes `OUT/binlog.1` for `log`; `out` must be empty or missing.
 pub fn write_dir(log: &Log, out: &Path) -> Result<Written, String> {
-    let fail = |what: &str, e: io::Error| format!("{}: {what}: {e}", out.display());
-    match fs::read_dir(out) {
-        Ok(mut entries) => {
-            if entries.next().is_some() {
-                return Err(format!(
-                    "{}: not empty; to-beanstalkd writes only into an empty or new directory",
-                    out.display()
-                ));
-            }
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            fs::create_dir(out).map_err(|e| fail("cannot create it", e))?
-        }
-        Err(e) => return Err(fail("cannot read it", e)),
-    }
-    let bytes = encode(log);
-    let temp = out.join("to-beanstalkd.partial");
-    let file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&temp)
-        .map_err(|e| fail("cannot create a file in it", e))?;
-    let mut writer = BufWriter::new(&file);
-    writer.write_all(&bytes).and_then(|()| writer.flush()).map_err(|e| fail("cannot write", e))?;
-    drop(writer);
-    file.sync_all().map_err(|e| fail("cannot sync", e))?;
-    fs::rename(&temp, out.join("binlog.1")).map_err(|e| fail("cannot rename the new file binlog.1", e))?;
-    fs::File::open(out).and_then(|d| d.sync_all()).map_err(|e| fail("cannot sync the directory", e))?;
+    super::write_new_dir(out, "binlog.1", &encode(log), "to-beanstalkd")?;
     let keys_dropped = log.jobs.iter().filter(|job| job.key.is_some()).count() + log.cooling;
     Ok(Written { jobs: log.jobs.len(), keys_dropped })
 }
