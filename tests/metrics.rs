@@ -252,6 +252,59 @@ fn a_slow_client_does_not_hold_up_another_scrape() {
     assert_eq!(response, refusal("408 Request Timeout", "request head too slow\n"));
 }
 
+/// 64 clients that connect and send nothing, and 8 that send a byte of
+/// their request now and then, all reconnecting as soon as they are
+/// closed, cannot keep a scrape out: every scrape is answered.
+#[test]
+fn idle_and_slow_clients_however_many_never_keep_a_scrape_out() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let (_bin, addr) = start(&[]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let holders: Vec<_> = (0..72)
+        .map(|n| {
+            let stop = Arc::clone(&stop);
+            thread::spawn(move || {
+                let slow = n >= 64;
+                // Bounded: the test stops them, and so does a deadline.
+                let until = Instant::now() + Duration::from_secs(60);
+                while !stop.load(Ordering::SeqCst) && Instant::now() < until {
+                    let Ok(mut s) = TcpStream::connect(addr) else { continue };
+                    s.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+                    let mut sent = 0;
+                    let mut buf = [0; 64];
+                    // Hold the socket until the server closes it.
+                    while !stop.load(Ordering::SeqCst) {
+                        if slow
+                            && sent < 20
+                            && s.write_all(&b"GET /metrics HTTP/1.1\r\n"[sent..=sent]).is_ok()
+                        {
+                            sent += 1;
+                        }
+                        match s.read(&mut buf) {
+                            Ok(0) => break,
+                            Err(e)
+                                if matches!(
+                                    e.kind(),
+                                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                                ) => {}
+                            _ => break,
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    // Let them take every place, then scrape.
+    thread::sleep(Duration::from_millis(500));
+    let answered = (0..12).filter(|_| scrape(addr).contains("beanstalkd_build_info")).count();
+    stop.store(true, Ordering::SeqCst);
+    for holder in holders {
+        holder.join().unwrap();
+    }
+    assert_eq!(answered, 12);
+}
+
 #[test]
 fn the_server_stops_with_its_endpoint() {
     // The binary, on SIGTERM...

@@ -1,6 +1,7 @@
-//! Just enough HTTP/1.x for a scraper: read one request's head into a
-//! fixed buffer within a deadline, decide what it asks for, and write one
-//! response, then close. No keep-alive, no request bodies, no chunking.
+//! Just enough HTTP/1.x for a scraper: find where a request's head ends,
+//! decide what it asks for, and write one response, then close. No
+//! keep-alive, no request bodies, no chunking. (The head is read by
+//! `arriving.rs`.)
 //!
 //! It owns the bounds that make a hostile client cheap: a request's head
 //! must fit in [`HEAD_MOST`] bytes and arrive within [`HEAD_DEADLINE`],
@@ -14,8 +15,10 @@ use std::time::{Duration, Instant};
 /// The most a request's head (request line and headers) may take.
 pub const HEAD_MOST: usize = 8192;
 
-/// How long a client has to send its request's head.
-pub const HEAD_DEADLINE: Duration = Duration::from_secs(2);
+/// How long a client has to send its request's head: a scraper sends it
+/// at once, and a client that does not may be pushed out sooner
+/// (`slots.rs`).
+pub const HEAD_DEADLINE: Duration = Duration::from_secs(1);
 
 /// How long a response may take to leave.
 pub const WRITE_DEADLINE: Duration = Duration::from_secs(10);
@@ -37,36 +40,8 @@ pub enum Request {
     TimedOut,
 }
 
-/// Reads a request's head from `stream` into `buf` and says what it asks.
-#[inline(never)]
-pub fn read_request(stream: &mut TcpStream, buf: &mut [u8; HEAD_MOST]) -> Request {
-    let deadline = Instant::now() + HEAD_DEADLINE;
-    let mut have = 0;
-    loop {
-        if let Some(end) = head_end(&buf[..have]) {
-            return parse(&buf[..end]);
-        }
-        if have == buf.len() {
-            return Request::TooLarge;
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
-            return Request::TimedOut;
-        }
-        match stream.read(&mut buf[have..]) {
-            Ok(0) => return Request::Malformed,
-            Ok(n) => have += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
-                return Request::TimedOut
-            }
-            Err(_) => return Request::Malformed,
-        }
-    }
-}
-
 /// Where the head ends (after its blank line), if it has.
-fn head_end(bytes: &[u8]) -> Option<usize> {
+pub fn head_end(bytes: &[u8]) -> Option<usize> {
     bytes.windows(4).position(|w| w == b"\r\n\r\n").map(|at| at + 4)
 }
 

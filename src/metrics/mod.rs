@@ -1,8 +1,9 @@
 //! The `--metrics` endpoint: a listener of its own, and the thread that
-//! accepts scrapers and serves each on a short-lived thread of its own,
-//! at most [`MOST_AT_ONCE`] at a time, so that a slow client holds one
-//! small buffer and one thread until its deadline and never the next
-//! scrape. Without `--metrics` none of this exists.
+//! accepts scrapers and reads their requests ([`arriving`]: no thread
+//! for a connection until its request is whole, so idle or slow clients,
+//! however many, keep no scrape out), then answers each whole request on
+//! a short-lived thread of its own, at most [`MOST_AT_ONCE`] answering at
+//! a time. Without `--metrics` none of this exists.
 //!
 //! It reads the engine only through [`scrape`] (bounded holds of the lock,
 //! copies into room claimed beforehand) and formats outside the lock
@@ -12,12 +13,15 @@
 //! Its larger functions are marked `#[inline(never)]`: inlined into the
 //! threads that run them, they took 1 KB more of the static binary.
 
+pub mod arriving;
 pub mod exposition;
 pub mod http;
 pub mod scrape;
 
+use std::collections::VecDeque;
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -25,9 +29,14 @@ use std::time::Duration;
 
 use crate::shared::Shared;
 use crate::sys;
+use arriving::Heads;
+use http::Request;
 
-/// Scrapers served at once; one more is closed at once.
+/// Requests answered at once; more whole requests wait their turn.
 pub const MOST_AT_ONCE: usize = 8;
+
+/// Threads at once, answering or closing after their answer.
+const THREADS_MOST: usize = 2 * MOST_AT_ONCE;
 
 /// Stack of a scraper's thread: formatting runs on the heap.
 const SCRAPER_STACK: usize = 64 * 1024;
@@ -63,41 +72,65 @@ impl Endpoint {
 
     #[inline(never)]
     fn run(self, shared: &Arc<Shared>) {
-        let busy = Arc::new(AtomicUsize::new(0));
+        let mut heads = Heads::default();
+        // Whole requests (or what went wrong), waiting for a thread.
+        let mut whole: VecDeque<(TcpStream, Request)> = VecDeque::new();
+        let (answering, threads) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (mut fds, mut readable) = (Vec::new(), Vec::new());
         while !shared.stopping.load(Ordering::SeqCst) {
+            fds.clear();
             // The accept loop's wake-up socket stays readable once shutdown
             // wrote to it, so this wakes too.
-            match sys::wait_readable(&self.listener, &shared.accept_wake.reader) {
-                Ok((true, false)) => {}
-                Ok(_) => continue,
-                Err(_) => {
-                    thread::sleep(Duration::from_millis(50));
-                    continue;
+            fds.extend([self.listener.as_raw_fd(), shared.accept_wake.reader.as_raw_fd()]);
+            heads.fds(&mut fds);
+            // Whole requests waiting for a thread: look again soon.
+            let timeout = if whole.is_empty() { heads.timeout_ms() } else { 20 };
+            if sys::wait_any_readable(&fds, timeout, &mut readable).is_err() {
+                thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+            heads.read(readable.get(2..).unwrap_or_default(), &mut whole);
+            if readable.first() == Some(&true) {
+                self.accept_all(&mut heads);
+            }
+            while !whole.is_empty()
+                && answering.load(Ordering::SeqCst) < MOST_AT_ONCE
+                && threads.load(Ordering::SeqCst) < THREADS_MOST
+            {
+                let Some((stream, request)) = whole.pop_front() else { break };
+                answering.fetch_add(1, Ordering::SeqCst);
+                threads.fetch_add(1, Ordering::SeqCst);
+                let (shared, answering_here, threads_here) =
+                    (Arc::clone(shared), Arc::clone(&answering), Arc::clone(&threads));
+                let spawned = thread::Builder::new().stack_size(SCRAPER_STACK).spawn(move || {
+                    // A scrape runs on what the queue leaves of the CPU.
+                    sys::lower_thread_priority();
+                    answer(stream, request, &shared, &answering_here);
+                    threads_here.fetch_sub(1, Ordering::SeqCst);
+                });
+                if spawned.is_err() {
+                    answering.fetch_sub(1, Ordering::SeqCst);
+                    threads.fetch_sub(1, Ordering::SeqCst);
+                    break;
                 }
             }
-            let stream = match self.listener.accept() {
-                Ok((stream, _)) => stream,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                // Out of descriptors, say: the listener stays readable, so
-                // back off rather than spin until they come back.
-                Err(_) => {
-                    thread::sleep(Duration::from_millis(50));
-                    continue;
+        }
+    }
+
+    /// Takes every connection waiting on the listener.
+    fn accept_all(&self, heads: &mut Heads) {
+        for _ in 0..arriving::ARRIVING_MOST {
+            match self.listener.accept() {
+                Ok((stream, _)) => heads.add(stream),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // WouldBlock: none left. Out of descriptors, say: the
+                // listener stays readable, so back off rather than spin.
+                Err(e) => {
+                    if e.kind() != io::ErrorKind::WouldBlock {
+                        thread::sleep(Duration::from_millis(50));
+                    }
+                    return;
                 }
-            };
-            if busy.fetch_add(1, Ordering::SeqCst) >= MOST_AT_ONCE {
-                busy.fetch_sub(1, Ordering::SeqCst);
-                continue; // dropping the stream closes it
-            }
-            let (shared, busy_here) = (Arc::clone(shared), Arc::clone(&busy));
-            let spawned = thread::Builder::new().stack_size(SCRAPER_STACK).spawn(move || {
-                // A scrape runs on what the queue leaves of the CPU.
-                sys::lower_thread_priority();
-                serve(stream, &shared);
-                busy_here.fetch_sub(1, Ordering::SeqCst);
-            });
-            if spawned.is_err() {
-                busy.fetch_sub(1, Ordering::SeqCst);
             }
         }
     }
@@ -119,19 +152,20 @@ pub(crate) fn start(shared: &Arc<Shared>) -> Option<thread::JoinHandle<()>> {
     }
 }
 
-/// Answers one scraper's one request, then closes.
+/// Answers one whole request (or what went wrong with it), then closes;
+/// it stops counting as answering once its answer is written.
 #[inline(never)]
-fn serve(mut stream: TcpStream, shared: &Shared) {
-    // Accepted sockets do not inherit the listener's non-blocking mode on
-    // Linux, but say so rather than rely on it.
+fn answer(mut stream: TcpStream, request: Request, shared: &Shared, answering: &AtomicUsize) {
+    let done = || answering.fetch_sub(1, Ordering::SeqCst);
     if stream.set_nonblocking(false).is_err() {
+        done();
         return;
     }
     let mut head = [0u8; http::HEAD_MOST];
-    let request = http::read_request(&mut stream, &mut head);
-    let http::Request::Metrics { head_only } = request else {
+    let Request::Metrics { head_only } = request else {
         let (status, body) = http::refusal(request);
         let _ = http::respond(&mut stream, status, "text/plain; charset=utf-8", body.as_bytes(), false);
+        done();
         http::close_gently(&mut stream, &mut head);
         return;
     };
@@ -143,5 +177,6 @@ fn serve(mut stream: TcpStream, shared: &Shared) {
         http::respond(&mut stream, "503 Service Unavailable", "text/plain", b"out of memory\n", false)
     };
     drop(body);
+    done();
     http::close_gently(&mut stream, &mut head);
 }

@@ -1,4 +1,4 @@
-//! Sockets: polling one or two for readability or a hang-up, the epoll
+//! Sockets: polling one, two or a list for readability or a hang-up, the epoll
 //! instance behind the hang-up watcher, socket options, and listening
 //! sockets inherited from systemd.
 
@@ -77,6 +77,28 @@ fn poll_fds<const N: usize>(fds: [RawFd; N], events: i16, timeout_ms: c_int) -> 
         Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok([0; N]),
         Err(e) => Err(e),
     }
+}
+
+/// Waits up to `timeout_ms` (-1: for ever) until one of `fds` is readable
+/// (or has an error or hang-up pending, which a read would report); sets
+/// `readable[i]` for each that is. `poll` on a slice: for a few hundred
+/// sockets at most, whose list the caller rebuilds each time. EINTR
+/// counts as "nothing yet".
+pub fn wait_any_readable(fds: &[RawFd], timeout_ms: i32, readable: &mut Vec<bool>) -> io::Result<()> {
+    let mut entries: Vec<PollFd> = Vec::new();
+    entries.try_reserve_exact(fds.len()).map_err(|_| io::Error::from(io::ErrorKind::OutOfMemory))?;
+    entries.extend(fds.iter().map(|&fd| PollFd { fd, events: POLLIN, revents: 0 }));
+    // SAFETY: `entries` is a writable array of `entries.len()` pollfds, and
+    // that length is passed, so the kernel reads and writes only inside it.
+    // The fds are plain numbers; a closed one is reported, not UB.
+    let ret = unsafe { poll(entries.as_mut_ptr(), entries.len() as c_ulong, timeout_ms) };
+    readable.clear();
+    match check(ret) {
+        Ok(_) => readable.extend(entries.iter().map(|e| e.revents != 0)),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => readable.resize(fds.len(), false),
+        Err(e) => return Err(e),
+    }
+    Ok(())
 }
 
 /// True if the peer of connected socket `socket` has hung up: closed, reset,
