@@ -29,8 +29,13 @@ use std::time::{Duration, Instant};
 use common::wire::{inserted, Conn, Target};
 use common::Rng;
 
-/// How long the producers and workers run, per transport.
+/// How long the producers and workers run at least, per transport...
 const RUN_FOR: Duration = Duration::from_secs(3);
+/// ...and until this many reservations were made: the work is counted,
+/// not timed, so a loaded machine takes longer rather than fails...
+const ENOUGH_HOLDS: usize = 1000;
+/// ...within a deadline that only a hang passes.
+const DEADLINE: Duration = Duration::from_secs(180);
 const PRODUCERS: u64 = 3;
 const WORKERS: u64 = 4;
 /// Delayed jobs in another tube, kicked at once mid-run.
@@ -379,7 +384,15 @@ fn run(unix: bool) {
     let quitters: Vec<_> = (0..2).map(|n| quitter(&target, n, Arc::clone(&stop_producing))).collect();
     let kicker = kicker(&target, Arc::clone(&ledger), Arc::clone(&stop_producing));
 
+    let started = Instant::now();
     thread::sleep(RUN_FOR);
+    while ledger.lock().unwrap().holds.len() < ENOUGH_HOLDS {
+        assert!(
+            started.elapsed() < DEADLINE,
+            "fewer than {ENOUGH_HOLDS} reservations in {DEADLINE:?}: a hang"
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
     stop_producing.store(true, Ordering::SeqCst);
     for t in producers.into_iter().chain(quitters).chain([kicker]) {
         t.join().unwrap();
@@ -453,7 +466,7 @@ fn check(ledger: Ledger, left: Vec<(u64, String)>) {
     assert!(errors.is_empty(), "{} errors, the first: {:#?}", errors.len(), &errors[..errors.len().min(10)]);
     let lapsed = holds.iter().filter(|h| h.confirmed_until.is_none()).count();
     eprintln!("{} puts, {} reservations, {lapsed} of them lost or unproven", acked.len(), holds.len());
-    assert!(holds.len() > 1000, "too little work to prove anything: {} holds", holds.len());
+    assert!(holds.len() >= ENOUGH_HOLDS, "too little work to prove anything: {} holds", holds.len());
 }
 
 #[test]
