@@ -65,7 +65,13 @@ pub(crate) mod id_map;
 pub(crate) mod slot_table;
 
 #[cfg(test)]
+mod sweep_world;
+#[cfg(test)]
 mod sweep;
+#[cfg(test)]
+mod sweep_reaches;
+#[cfg(test)]
+mod sweep_refusals;
 #[cfg(test)]
 mod sweep_state;
 #[cfg(test)]

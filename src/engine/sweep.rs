@@ -14,102 +14,10 @@
 
 use std::io::Write as _;
 
+use super::sweep_reaches::REACHES;
+use super::sweep_world::*;
 use super::*;
-use crate::protocol::SHORT_REPLY_LEN;
-use crate::stats::ProcessStats;
 use crate::sys::failing::fail_nth;
-
-/// An engine with a job in every state and three clients: a producer
-/// using `jobs`, a worker watching `jobs` and `default` and holding a
-/// reserved job, and a waiter watching only `quiet`.
-pub(super) struct World {
-    pub(super) e: Engine,
-    pub(super) producer: ClientId,
-    pub(super) worker: ClientId,
-    pub(super) waiter: ClientId,
-    pub(super) ready: JobId,
-    pub(super) delayed: JobId,
-    pub(super) buried: JobId,
-    pub(super) reserved: JobId,
-    /// A ready job with unique key `k`, whose key cools down for 60 s.
-    pub(super) keyed: JobId,
-    /// For a new connection: the server makes it before the engine's part.
-    pub(super) waker: Arc<Condvar>,
-}
-
-pub(super) fn name(s: &str) -> TubeName {
-    TubeName::new(s.as_bytes()).unwrap()
-}
-
-pub(super) const T0: Time = Time::ZERO;
-
-fn put(e: &mut Engine, c: ClientId, pri: u32, delay: u32, body: &[u8]) -> JobId {
-    put_keyed(e, c, pri, delay, body, None)
-}
-
-fn put_keyed(
-    e: &mut Engine,
-    c: ClientId,
-    pri: u32,
-    delay: u32,
-    body: &[u8],
-    key: Option<UniqueKey>,
-) -> JobId {
-    e.count_put();
-    let ticket = e.start_put(c, body.len() as u32).unwrap();
-    let id = ticket.id();
-    let job = NewJob { ticket, pri, delay, ttr: 60, created: T0, body: Box::from(body), key };
-    assert_eq!(e.put(c, job, T0), Reply::Inserted(id));
-    id
-}
-
-/// Unique key `name` with a cooldown of `cooldown` seconds.
-pub(super) fn key(name_: &str, cooldown: u32) -> Option<UniqueKey> {
-    Some(UniqueKey { name: name(name_), cooldown })
-}
-
-thread_local! {
-    /// Whether [`world`] measures for `--metrics` (the second sweep).
-    static METERED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-pub(super) fn world() -> World {
-    let mut e = Engine::new(65535);
-    e.set_metering(METERED.with(|m| m.get()));
-    world_from(e)
-}
-
-/// [`world`]'s clients and jobs, in the engine `e`.
-pub(super) fn world_from(mut e: Engine) -> World {
-    let connect = |e: &mut Engine| e.connect(Arc::new(Condvar::new())).unwrap();
-    let (producer, worker, waiter) = (connect(&mut e), connect(&mut e), connect(&mut e));
-    e.use_tube(producer, &name("jobs"));
-    e.watch(worker, &name("jobs"));
-    e.watch(waiter, &name("quiet"));
-    e.ignore(waiter, &name("default"));
-    let buried = put(&mut e, producer, 1, 0, b"buried");
-    assert!(matches!(e.reserve(worker, None, T0, &mut Vec::<u8>::new()), Some(Reply::Reserved(..))));
-    assert_eq!(e.bury(worker, buried, 1, T0), Reply::Buried);
-    let reserved = put(&mut e, producer, 2, 0, b"reserved");
-    assert!(matches!(e.reserve(worker, None, T0, &mut Vec::<u8>::new()), Some(Reply::Reserved(..))));
-    let ready = put(&mut e, producer, 3, 0, b"ready");
-    let delayed = put(&mut e, producer, 4, 100, b"delayed");
-    let keyed = put_keyed(&mut e, producer, 5, 0, b"keyed", key("k", 60));
-    let cooling = put_keyed(&mut e, producer, 5, 0, b"cooling", key("c", 60));
-    assert_eq!(e.delete(producer, cooling, T0), Reply::Deleted);
-    World {
-        e,
-        producer,
-        worker,
-        waiter,
-        ready,
-        delayed,
-        buried,
-        reserved,
-        keyed,
-        waker: Arc::new(Condvar::new()),
-    }
-}
 
 /// The world with the waiter blocked in a reserve.
 fn world_with_waiter_blocked() -> World {
@@ -156,51 +64,6 @@ fn world_with_tube_of_one_job() -> World {
     w
 }
 
-pub(super) use super::sweep_state::state;
-
-/// One command, as a connection runs it: the engine's call, and the reply
-/// encoded into `out`.
-pub(super) type Step = fn(&mut World, &mut Vec<u8>);
-
-fn process() -> ProcessStats<'static> {
-    ProcessStats {
-        pid: 1,
-        version: "1.13",
-        user_cpu: std::time::Duration::ZERO,
-        system_cpu: std::time::Duration::ZERO,
-        uptime_secs: 0,
-        binlog: Default::default(),
-        instance_id: "0123456789abcdef",
-        hostname: "host",
-        os: "os",
-        platform: "x86_64",
-    }
-}
-
-/// `put`, the way `Conn::put` makes it: a ticket, the body's memory, the job.
-pub(super) fn put_step(w: &mut World, out: &mut Vec<u8>, delay: u32) {
-    put_keyed_step(w, out, 0, delay, None);
-}
-
-/// [`put_step`] with priority `pri` and unique key `key`.
-pub(super) fn put_keyed_step(w: &mut World, out: &mut Vec<u8>, pri: u32, delay: u32, key: Option<UniqueKey>) {
-    w.e.count_put();
-    let Some(ticket) = w.e.start_put(w.producer, 4) else {
-        return Reply::OutOfMemory.encode(out);
-    };
-    let mut body = Vec::new();
-    if body.try_reserve_exact(4).is_err() {
-        w.e.cancel_put(ticket);
-        return Reply::OutOfMemory.encode(out);
-    }
-    body.extend_from_slice(b"body");
-    let job = NewJob { ticket, pri, delay, ttr: 60, created: T0, body: body.into_boxed_slice(), key };
-    w.e.put(w.producer, job, T0).encode(out);
-}
-
-/// A command's name, the state it starts from, and the command.
-pub(super) type Case = (&'static str, fn() -> World, Step);
-
 const COMMANDS: &[Case] = &[
     ("put", world, |w, out| put_step(w, out, 0)),
     ("put with a delay", world, |w, out| put_step(w, out, 10)),
@@ -242,7 +105,7 @@ const COMMANDS: &[Case] = &[
             reply.encode(out);
         }
     }),
-    ("a blocked reserve times out", world_with_waiter_blocked, |w, out| {
+    ("reserve: a blocked one times out when its client hangs up", world_with_waiter_blocked, |w, out| {
         w.e.hang_up(w.waiter);
         if let Some(reply) = w.e.check_wait(w.waiter, T0, out) {
             reply.encode(out);
@@ -306,13 +169,6 @@ const COMMANDS: &[Case] = &[
     }),
 ];
 
-/// A connection's output buffer as it stands when a command starts.
-pub(super) fn output() -> Vec<u8> {
-    let mut out = Vec::new();
-    out.try_reserve(SHORT_REPLY_LEN).unwrap();
-    out
-}
-
 #[test]
 fn every_allocation_of_every_command_may_fail_cleanly() {
     sweep();
@@ -328,7 +184,8 @@ fn every_allocation_may_fail_cleanly_with_metering_too() {
 
 fn sweep() {
     let mut failure_points = 0;
-    let cases = COMMANDS.iter().chain(super::sweep_reach::MORE_COMMANDS);
+    let cases =
+        COMMANDS.iter().chain(super::sweep_reach::MORE_COMMANDS).chain(super::sweep_refusals::REFUSALS);
     for &(command, start, step) in cases {
         let (expected_reply, expected_state) = {
             let mut w = start();
@@ -336,6 +193,14 @@ fn sweep() {
             step(&mut w, &mut out);
             (out, state(&w.e))
         };
+        let reached = String::from_utf8_lossy(&expected_reply);
+        let Some(&(_, expect)) = REACHES.iter().find(|(case, _)| *case == command) else {
+            panic!("{command}: not in REACHES, which says what each case reaches: {reached:?}")
+        };
+        assert!(
+            if expect.is_empty() { reached.is_empty() } else { reached.starts_with(expect) },
+            "{command}: reaches {reached:?}, not {expect:?}"
+        );
         for n in 1.. {
             let mut w = start();
             let before = state(&w.e);
@@ -368,7 +233,8 @@ fn sweep() {
             }
         }
     }
-    let commands = COMMANDS.len() + super::sweep_reach::MORE_COMMANDS.len();
+    let commands =
+        COMMANDS.len() + super::sweep_reach::MORE_COMMANDS.len() + super::sweep_refusals::REFUSALS.len();
     eprintln!("allocation-failure sweep: {commands} commands, {failure_points} failure points");
     assert!(failure_points > 0, "no allocation failed: is the failing allocator in place?");
 }

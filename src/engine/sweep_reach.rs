@@ -11,7 +11,8 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::sweep::{name, put_step, world, Case, World, T0};
+use super::sweep_refusals::world_with_nothing_ready;
+use super::sweep_world::{key, name, put_keyed_step, put_step, world, Case, World, T0};
 use super::*;
 
 /// A client whose socket holds unread bytes once `typed` is set: the
@@ -61,10 +62,31 @@ fn world_with_handoff_uncollected() -> World {
     w
 }
 
-/// The worker's TTR a second from its end and no job ready: DEADLINE_SOON.
-fn world_with_nothing_ready() -> World {
+/// Tube `other` holds a job with the world's keyed job's key, `k`.
+fn world_with_key_taken_elsewhere() -> World {
     let mut w = world();
-    assert_eq!(w.e.delete(w.producer, w.ready, T0), Reply::Deleted);
+    w.e.use_tube(w.producer, &name("other"));
+    put_keyed_step(&mut w, &mut Vec::new(), 0, 0, key("k", 0));
+    w.e.use_tube(w.producer, &name("jobs"));
+    w
+}
+
+/// Keyed jobs that are not ready: `d` delayed, `b` buried, `r` reserved
+/// by the worker.
+fn world_with_keyed_jobs_not_ready() -> World {
+    let mut w = world();
+    w.e.use_tube(w.producer, &name("keyed"));
+    put_keyed_step(&mut w, &mut Vec::new(), 5, 30, key("d", 0));
+    w.e.watch(w.worker, &name("keyed"));
+    for k in ["b", "r"] {
+        put_keyed_step(&mut w, &mut Vec::new(), 0, 0, key(k, 0));
+        let Some(Reply::Reserved(id, _)) = w.e.reserve(w.worker, None, T0, &mut Vec::<u8>::new()) else {
+            panic!("no keyed job to reserve");
+        };
+        if k == "b" {
+            assert_eq!(w.e.bury(w.worker, id, 5, T0), Reply::Buried);
+        }
+    }
     w
 }
 
@@ -131,6 +153,24 @@ pub(super) const MORE_COMMANDS: &[Case] = &[
         let ids = [w.ready, w.reserved, w.buried, 999, w.ready, w.delayed];
         w.e.delete_batch(w.producer, &mut ids.into_iter(), T0).encode(out)
     }),
+    ("delete-batch of a keyed job: its key cools down", world, |w, out| {
+        let ids = [w.keyed, w.ready];
+        w.e.delete_batch(w.producer, &mut ids.into_iter(), T0).encode(out)
+    }),
+    (
+        "move-job of a keyed job to a tube with its key: KEY_TAKEN",
+        world_with_key_taken_elsewhere,
+        |w, out| w.e.move_job(w.keyed, &name("other"), T0).encode(out),
+    ),
+    ("put with a key that names a delayed job: the ratchet", world_with_keyed_jobs_not_ready, |w, out| {
+        put_keyed_step(w, out, 1, 0, key("d", 0))
+    }),
+    ("put with a key that names a buried job", world_with_keyed_jobs_not_ready, |w, out| {
+        put_keyed_step(w, out, 9, 0, key("b", 0))
+    }),
+    ("put with a key that names a reserved job", world_with_keyed_jobs_not_ready, |w, out| {
+        put_keyed_step(w, out, 9, 0, key("r", 0))
+    }),
     ("reserve-batch", world_with_many, reserve_batch_step),
     ("kick-job of a buried job", world, |w, out| w.e.kick_job(w.buried, T0).encode(out)),
     ("move-job of a delayed job", world, |w, out| w.e.move_job(w.delayed, &name("fresh"), T0).encode(out)),
@@ -162,7 +202,7 @@ pub(super) const MORE_COMMANDS: &[Case] = &[
     ("bodies move to new blocks", world, |w, _| {
         w.e.move_bodies(0, usize::MAX, &|_| true);
     }),
-    ("drain mode", world, |w, out| {
+    ("put in drain mode", world, |w, out| {
         w.e.start_draining();
         put_step(w, out, 0)
     }),
@@ -215,7 +255,7 @@ fn every_entry_point_that_changes_the_engine_has_a_sweep_case() {
         }
     }
     engine.retain(|source| source.contains("impl Engine {"));
-    let cases = [include_str!("sweep.rs"), include_str!("sweep_reach.rs")].concat();
+    let cases = case_text();
     let mut entry_points: Vec<&str> =
         engine.iter().flat_map(|source| mutating_entry_points(source)).collect();
     entry_points.retain(|name| !NOT_A_CLIENT_S.contains(name));
@@ -224,6 +264,77 @@ fn every_entry_point_that_changes_the_engine_has_a_sweep_case() {
         entry_points.iter().filter(|name| !cases.contains(&format!("w.e.{name}("))).collect();
     assert!(missing.is_empty(), "entry points no allocation-sweep case calls: {missing:?}");
     eprintln!("allocation sweep reaches {} entry points", entry_points.len());
+}
+
+/// The text of the sweep's cases: the two lists of cases and the steps
+/// (`fn *_step`) they call, but not the worlds they start from, so that a
+/// call made only in a set-up reaches nothing.
+fn case_text() -> String {
+    let files = [
+        include_str!("sweep.rs"),
+        include_str!("sweep_reach.rs"),
+        include_str!("sweep_refusals.rs"),
+        include_str!("sweep_world.rs"),
+    ];
+    let mut text = String::new();
+    for file in files {
+        for list in [
+            "const COMMANDS: &[Case] = &[",
+            "const MORE_COMMANDS: &[Case] = &[",
+            "const REFUSALS: &[Case] = &[",
+        ] {
+            if let Some(at) = file.find(list) {
+                text.push_str(file[at..].split("\n];").next().unwrap_or_default());
+            }
+        }
+        for (at, _) in file.match_indices("fn ") {
+            let name = file[at + 3..].split('(').next().unwrap_or_default();
+            if name.ends_with("_step") {
+                text.push_str(file[at..].split("\n}\n").next().unwrap_or_default());
+            }
+        }
+    }
+    text
+}
+
+/// Replies of the table of commands that no engine call gives, with why:
+/// the connection gives them, before or after the engine.
+const CONNECTIONS_REPLIES: &[(&str, &str)] = &[
+    ("put", "JOB_TOO_BIG"),   // the body's size, checked as it is read
+    ("put", "EXPECTED_CRLF"), // the body's end, read by the connection
+];
+
+/// Every reply each command of the table of commands (reference §3.0) can
+/// give is what some case reaches (`REACHES`): a case named for the
+/// command (its name starts with the command's) whose reply starts with
+/// that word, or names it as a unique key's state does (`INSERTED 9
+/// RESERVED`). A reply added to the table needs a case that gives it.
+#[test]
+fn every_reply_of_every_command_of_the_reference_is_reached() {
+    let reference = include_str!("../reference.md");
+    let table = reference.split("| command | replies | logged | promises | § |").nth(1).unwrap_or_default();
+    let mut missing = Vec::new();
+    let mut pairs = 0;
+    for row in table.lines().skip(2).take_while(|line| line.starts_with("| `")) {
+        let cells: Vec<&str> = row.split(" | ").collect();
+        let command = cells[0].trim_start_matches("| `").split([' ', '`']).next().unwrap_or_default();
+        let words = cells[1].split(|c: char| !(c.is_ascii_uppercase() || c == '_')).filter(|w| w.len() > 1);
+        for word in words {
+            pairs += 1;
+            let named = |case: &str| {
+                case.strip_prefix(command)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', ',', ':']))
+            };
+            let reached = super::sweep_reaches::REACHES
+                .iter()
+                .any(|(case, reply)| named(case) && reply.split_whitespace().any(|w| w == word));
+            if !reached && !CONNECTIONS_REPLIES.contains(&(command, word)) {
+                missing.push(format!("{command}: {word}"));
+            }
+        }
+    }
+    assert!(pairs > 40, "the table was not read: {pairs} replies");
+    assert!(missing.is_empty(), "replies of the table no sweep case reaches: {missing:#?}");
 }
 
 #[test]

@@ -1,0 +1,65 @@
+//! The allocation sweep's cases for the replies the first lists did not
+//! reach: each command's `NOT_FOUND` (or `NOT_IGNORED`), and the reserve
+//! variants' other answers. The reach test (`sweep_reach.rs`) asks that
+//! every reply of the table of commands be reached by a case named for
+//! its command; these are the cases that make it so.
+
+use super::sweep_world::{name, world, Case, World, T0};
+use super::*;
+
+/// A job id no world holds.
+const NO_JOB: JobId = 999;
+
+/// The worker's TTR a second from its end and no job ready.
+pub(super) fn world_with_nothing_ready() -> World {
+    let mut w = world();
+    assert_eq!(w.e.delete(w.producer, w.ready, T0), Reply::Deleted);
+    assert_eq!(w.e.delete(w.producer, w.keyed, T0), Reply::Deleted);
+    w
+}
+
+/// `reply`, if the command answered at once, into `out`.
+fn answer(reply: Option<Reply<'_>>, out: &mut Vec<u8>) {
+    if let Some(reply) = reply {
+        reply.encode(out);
+    }
+}
+
+pub(super) const REFUSALS: &[Case] = &[
+    ("reserve-with-timeout 5, a job ready", world, |w, out| {
+        answer(w.e.reserve(w.worker, Some(5), T0, out), out)
+    }),
+    ("reserve-with-timeout 5, DEADLINE_SOON", world_with_nothing_ready, |w, out| {
+        answer(w.e.reserve(w.worker, Some(5), Time::from_secs(59), out), out)
+    }),
+    ("reserve-with-abort, a job ready", world, |w, out| {
+        answer(w.e.reserve_with_abort(w.worker, None, false, T0, out), out)
+    }),
+    ("reserve-with-abort, DEADLINE_SOON", world_with_nothing_ready, |w, out| {
+        answer(w.e.reserve_with_abort(w.worker, None, false, Time::from_secs(59), out), out)
+    }),
+    ("reserve-with-abort with a timeout of 0, none ready", world, |w, out| {
+        answer(w.e.reserve_with_abort(w.waiter, Some(0), false, T0, out), out)
+    }),
+    ("reserve-job of no job", world, |w, out| w.e.reserve_job(w.waiter, NO_JOB, T0, out).encode(out)),
+    ("delete of no job", world, |w, out| w.e.delete(w.producer, NO_JOB, T0).encode(out)),
+    ("release of a job another holds", world, |w, out| {
+        w.e.release(w.waiter, w.reserved, 1, 0, T0).encode(out)
+    }),
+    ("bury of a job not reserved", world, |w, out| w.e.bury(w.worker, w.ready, 1, T0).encode(out)),
+    ("touch of a job not reserved", world, |w, out| w.e.touch(w.worker, w.ready, T0).encode(out)),
+    ("ignore of the last tube watched", world, |w, out| w.e.ignore(w.waiter, &name("quiet")).encode(out)),
+    ("peek of no job", world, |w, out| w.e.peek(NO_JOB).encode(out)),
+    ("peek-ready of an empty tube", world, |w, out| w.e.peek_ready(w.waiter).encode(out)),
+    ("peek-delayed of an empty tube", world, |w, out| w.e.peek_delayed(w.waiter).encode(out)),
+    ("peek-buried of an empty tube", world, |w, out| w.e.peek_buried(w.waiter).encode(out)),
+    ("kick-job of a ready job", world, |w, out| w.e.kick_job(w.ready, T0).encode(out)),
+    ("stats-job of no job", world, |w, out| w.e.stats_job(NO_JOB, T0).encode(out)),
+    ("stats-tube of no tube", world, |w, out| w.e.stats_tube(&name("nowhere"), T0).encode(out)),
+    ("pause-tube of no tube", world, |w, out| w.e.pause_tube(Some(&name("nowhere")), 5, T0).encode(out)),
+    ("move-job of a reserved job", world, |w, out| w.e.move_job(w.reserved, &name("quiet"), T0).encode(out)),
+    ("clear-tube of no tube", world, |w, out| match w.e.clear_tube(&name("nowhere"), 10, T0) {
+        Ok(n) => Reply::Cleared(n as u64).encode(out),
+        Err(refusal) => refusal.encode(out),
+    }),
+];
