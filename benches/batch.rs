@@ -12,6 +12,10 @@
 //!   `delete`s (ids deleted a second).
 //! - `reserve`: `reserve-batch 100`, against 100 pipelined `reserve`s
 //!   (jobs reserved a second).
+//! - `big`: 1000 jobs of 1 MB (`-z 1048576`) taken by `reserve-batch
+//!   1000` (again until all are taken: a batch stops at 16 MiB), by our
+//!   1000 pipelined reserves, and by beanstalkd's, with a put+delete probe
+//!   beside each: the stall a batch of big bodies causes others.
 //!
 //! `BATCH_ONLY` runs one scenario, `BEANSTALKD=` skips beanstalkd,
 //! `BATCH_OURS` names another build of ours. Loopback only; every server
@@ -39,6 +43,68 @@ fn main() {
     if settings.runs("reserve") {
         reserve(&settings);
     }
+    if settings.runs("big") {
+        big(&settings);
+    }
+}
+
+/// Bytes of each job of the `big` scenario.
+const BIG: usize = 1 << 20;
+
+/// 1000 jobs of 1 MB taken by `reserve-batch` (`batch`) or 1000
+/// pipelined reserves, with a put+delete probe beside: `(seconds, the
+/// probe's worst ms)`, the worst of `rounds`.
+fn big_round(binary: &str, batch: bool) -> (f64, f64) {
+    let z = BIG.to_string();
+    let server = Server::start_with(binary, &["-z", &z]);
+    let mut c = Client::connect(server.port);
+    let one = [format!("put 0 0 600 {BIG}\r\n").into_bytes(), vec![b'x'; BIG], b"\r\n".to_vec()].concat();
+    for _ in 0..1000 {
+        c.send(&one);
+        c.reply();
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let probe = common::start_probe(server.port, &stop);
+    thread::sleep(Duration::from_millis(50));
+    let start = Instant::now();
+    let mut taken = 0;
+    while taken < 1000 {
+        if batch {
+            c.send(b"reserve-batch 1000\r\n");
+            c.line.clear();
+            c.reader.read_line(&mut c.line).unwrap();
+            let n: usize = c.line.trim_end().rsplit(' ').next().and_then(|n| n.parse().ok()).unwrap();
+            assert!(n > 0, "{}", c.line);
+            for _ in 0..n {
+                c.reply();
+            }
+            taken += n;
+        } else {
+            c.send("reserve\r\n".repeat(1000).as_bytes());
+            for _ in 0..1000 {
+                c.reply();
+            }
+            taken += 1000;
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    let times = probe.join().unwrap();
+    (secs, times.iter().copied().fold(0.0, f64::max))
+}
+
+fn big(settings: &Settings) {
+    let worst = |binary: &str, batch: bool| {
+        let runs: Vec<(f64, f64)> = (0..settings.rounds).map(|_| big_round(binary, batch)).collect();
+        (common::median(runs.iter().map(|r| r.0).collect()), runs.iter().map(|r| r.1).fold(0.0, f64::max))
+    };
+    let batch = worst(&settings.ours, true);
+    let single = worst(&settings.ours, false);
+    let theirs = settings.theirs.as_ref().map(|b| worst(b, false));
+    row("1000 jobs of 1 MB: reserve-batch vs their reserves (s)", batch.0, theirs.map(|t| t.0));
+    row("1000 jobs of 1 MB: our reserves vs theirs (s)", single.0, theirs.map(|t| t.0));
+    row("  probe worst put+delete, reserve-batch (ms)", batch.1, theirs.map(|t| t.1));
+    row("  probe worst put+delete, our reserves (ms)", single.1, theirs.map(|t| t.1));
 }
 
 /// A client that sends `list-tube-used` every millisecond until stopped;

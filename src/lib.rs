@@ -158,10 +158,20 @@
 //!    changes tube); a delete, which may not fail for want of disk, is
 //!    `journal_delete` then `forget_deleted`, as `Engine::delete` does.
 //!    Many jobs (a `kick`, `clear-tube`, `delete-batch`): collect their
-//!    ids, then `Engine::journaled_batch`, which logs them all in one
-//!    write and only then changes each job; a command that may hold the
-//!    lock too long works in chunks, one engine call a chunk, and its
-//!    reply says exactly what was done (`clear-tube`, `conn/batch.rs`).
+//!    ids in the room the engine keeps for them (`Kept`, in
+//!    [`engine::batch`], so that a command that frees memory needs none),
+//!    then `Engine::journaled_batch` with a function that pictures a job
+//!    as the change leaves it, as the log sees it (`kicked`,
+//!    `deleted(now)` in [`engine::journaling`]; a new kind of change is a
+//!    new such function, and nothing in [`engine::journal`] or [`binlog`]).
+//!    It logs them all in one frame under one checksum (all or nothing on
+//!    disk, whatever byte a crash cuts the write at) and only then changes
+//!    each job. When "one write" and "a bounded hold of the lock" pull
+//!    apart, one write wins for a change that must survive a restart
+//!    whole (`kick`, as beanstalkd does), and a command on a whole tube
+//!    works in chunks of a thousand, each one write, one engine call a
+//!    chunk, its reply saying exactly what was done (`clear-tube`,
+//!    `conn/batch.rs`). A frame costs 9 bytes, less 4 a record.
 //! 5. **The connection** ([`conn`]): one arm in `conn::answer`, calling
 //!    the engine's method; `Conn::ask_engine` runs it under the lock and
 //!    holds the reply until the log is as durable as `-f` says. A command
@@ -170,17 +180,30 @@
 //!    `conn/batch.rs`.
 //! 6. **Tests**: the exact bytes over TCP in the file of its area in
 //!    `tests/` (`worker.rs`, `tubes.rs`, `batch.rs`, ...); for a logged
-//!    command, a restart in `tests/binlog.rs`; the command in
-//!    `tests/model.rs`'s random histories, beside the naive model in
+//!    command, a restart in that same file (`tests/binlog.rs` for the
+//!    one-job commands, `tests/batch.rs` for those on many); the command
+//!    in `tests/model.rs`'s random histories, beside the naive model in
 //!    `tests/model/`; and a case in each failure sweep: the allocation
-//!    sweep (`engine/sweep.rs`, or `engine/sweep_reach.rs`), which fails
-//!    each of its allocations in turn and proves a refusal changes
-//!    nothing, and for a logged command the log sweep
-//!    (`engine/log_sweep.rs`), which fails each write, fsync and
-//!    allocation and proves the log and memory agree with the reply.
-//!    `sweep_reach.rs` fails until both have a case: it reads every
-//!    engine method that takes `&mut self`, and the logged column of the
-//!    table.
+//!    sweep (`engine/sweep.rs`, `engine/sweep_reach.rs`, or
+//!    `engine/sweep_refusals.rs` for a refusal), which fails each of its
+//!    allocations in turn and proves a refusal changes nothing, with what
+//!    the case reaches in `engine/sweep_reaches.rs`; and for a logged
+//!    command the log sweep (`engine/log_sweep.rs`), which fails each
+//!    write, fsync and allocation and proves the log and memory agree
+//!    with the reply. `sweep_reach.rs` fails until every engine method
+//!    that takes `&mut self` is called by a case, every reply in the
+//!    command's row is reached by a case named for it, and a logged
+//!    command has a log-sweep case. Each promise in the row's *promises*
+//!    gets its test by the table: `tests/full.rs` (`frees`) and
+//!    `tests/torn.rs` (`one write`) fail until they have a case for it.
+//!
+//! The places that list commands beside the table, each held to it by a
+//! test (`src/reference.rs`, `engine/sweep_reach.rs`): §1.3's prefixes,
+//! the README's cheat-sheet, the parser's `Command`, the sweeps' cases.
+//! The places a new command's words go by hand: its section in the
+//! reference (and §8.2 and §10 if it is logged or ours), the README's
+//! feature list under "How it maps to beanstalkd", and the man page's
+//! list of commands beyond beanstalkd's.
 //!
 //! **Thread per connection.** Each client gets a thread that blocks in
 //! `read` and writes its own replies, and one `Mutex` guards the engine.
@@ -195,8 +218,10 @@
 //! p99 is no worse); and a separate thread to notice a hang-up while a worker's
 //! thread sleeps in reserve ([`hangup`]), which an event loop gets from
 //! `epoll` for free. What it buys: the server uses both cores when there
-//! are two (a connection parses, copies bodies and writes replies outside
-//! the lock), the put/reserve/delete cycle runs at 1.3 times beanstalkd's
+//! are two (a connection parses, reads a put's body and writes replies
+//! outside the lock; a `RESERVED` body is copied into the reply under the
+//! lock, which is what keeps evacuation from moving it mid-copy, a piece
+//! at a time for a batch), the put/reserve/delete cycle runs at 1.3 times beanstalkd's
 //! rate and at 0.75 to 0.85 of a thread-per-connection responder with no
 //! engine at all, and pipelined puts at 20 times (README, "Performance").
 //!
