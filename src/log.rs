@@ -16,10 +16,14 @@
 //! - a **trace** (`<7>`, debug; `-VV`): every command and every reply.
 //!
 //! Every line starts with what lets an operator filter it: when stderr is
-//! the journal (`JOURNAL_STREAM` is set, as systemd sets it), the
-//! sd-daemon(3) priority prefix `<N>`, which journald strips and files as
-//! the line's priority (so `journalctl -p warning` shows problems and
-//! warnings alone); otherwise a UTC timestamp to the millisecond.
+//! the journal, the sd-daemon(3) priority prefix `<N>`, which journald
+//! strips and files as the line's priority (so `journalctl -p warning`
+//! shows problems and warnings alone); otherwise a UTC timestamp to the
+//! millisecond and the priority's word (`error`, `warning`, `info`,
+//! `debug`), so that `grep ' error '` finds the problems. Stderr is the
+//! journal when `JOURNAL_STREAM` names its own device and inode, as
+//! systemd.exec(5) asks a program to check: a service whose stderr was
+//! sent elsewhere inherits the variable, and its lines are plain.
 //!
 //! It holds process-wide settings and nothing else, and never fails: a
 //! line that cannot be written is dropped.
@@ -67,16 +71,37 @@ impl Kind {
             Kind::Trace => 7,
         }
     }
+
+    /// The priority's word, for a plain line.
+    pub fn word(self) -> &'static str {
+        match self {
+            Kind::Problem => "error",
+            Kind::Warning => "warning",
+            Kind::Event => "info",
+            Kind::Trace => "debug",
+        }
+    }
+}
+
+/// Whether stderr is the journal: `JOURNAL_STREAM` (`DEVICE:INODE`, set by
+/// systemd) names the very file stderr is, as systemd.exec(5) asks to
+/// check; read from `/proc/self/fd/2`, which needs no system call std lacks.
+fn stderr_is_the_journal() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Some(named) = std::env::var_os("JOURNAL_STREAM") else { return false };
+    let Some((device, inode)) = named.to_str().and_then(|s| s.split_once(':')) else { return false };
+    let Ok(stderr) = std::fs::metadata("/proc/self/fd/2") else { return false };
+    device.parse() == Ok(stderr.dev()) && inode.parse() == Ok(stderr.ino())
 }
 
 /// Turns logging on for the whole process: problems and warnings always,
 /// events with `verbosity` 1 (`-V`), traces with 2 (`-VV`). Lines start
-/// with a priority prefix if the environment has `JOURNAL_STREAM` (stderr
-/// is the journal), with a UTC timestamp otherwise, then `program: `.
-/// Called once, by the binary; later calls change the level only.
+/// with a priority prefix if stderr is the journal, with a UTC timestamp
+/// and the priority's word otherwise, then `program: `. Called once, by
+/// the binary; later calls change the level only.
 pub fn enable(program: &str, verbosity: u8) {
     let _ = PREFIX.set(program.to_owned());
-    JOURNAL.store(std::env::var_os("JOURNAL_STREAM").is_some(), Ordering::Relaxed);
+    JOURNAL.store(stderr_is_the_journal(), Ordering::Relaxed);
     LEVEL.store(verbosity.saturating_add(1).min(3), Ordering::Relaxed);
 }
 
@@ -121,7 +146,7 @@ impl fmt::Display for LineStart {
         let since_epoch =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         let millis = since_epoch.as_millis() as u64;
-        write!(f, "{} ", Utc(millis))
+        write!(f, "{} {} ", Utc(millis), self.kind.word())
     }
 }
 
@@ -167,7 +192,7 @@ impl fmt::Display for Count {
 /// error priority under the journal, otherwise plainly, `program:
 /// message`, as beanstalkd says it, for the scripts that read it.
 pub fn fatal(program: &str, message: fmt::Arguments<'_>) {
-    let priority = if std::env::var_os("JOURNAL_STREAM").is_some() { "<3>" } else { "" };
+    let priority = if stderr_is_the_journal() { "<3>" } else { "" };
     eprintln!("{priority}{program}: {message}");
 }
 

@@ -1,11 +1,16 @@
 //! What the real binary writes on stderr with `-V`: under the journal
-//! (`JOURNAL_STREAM` set) every line starts with its sd-daemon priority,
-//! otherwise with a UTC timestamp; a connection's lines name its peer.
+//! (`JOURNAL_STREAM` naming stderr's own device and inode) every line
+//! starts with its sd-daemon priority, otherwise (no `JOURNAL_STREAM`, or
+//! one naming another file: stderr redirected) with a UTC timestamp and
+//! the priority's word; a connection's lines name its peer, `-VV`'s too.
 mod common;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::{Child, Stdio};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::net::UnixStream;
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -13,20 +18,42 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use common::binary::beanstalk;
 use common::Client;
 
-/// Starts the binary with `-V -c` (`-c` gives a warning line), with or
-/// without `JOURNAL_STREAM`; the lines up to the `bind` line, and the
-/// later ones on the channel.
-fn start(journal: bool) -> (Child, SocketAddr, Vec<String>, mpsc::Receiver<String>) {
+/// Where `JOURNAL_STREAM` points.
+#[derive(Clone, Copy, PartialEq)]
+enum Journal {
+    /// At the child's stderr: it is the journal.
+    Stderr,
+    /// At another file: stderr was redirected, as a unit's
+    /// `StandardError=file:` does while the variable is inherited.
+    Elsewhere,
+    /// Not set.
+    Unset,
+}
+
+/// Gives `command` a socket for stderr, with `JOURNAL_STREAM` as `journal`
+/// says; returns our end.
+fn stderr_to_socket(command: &mut Command, journal: Journal) -> UnixStream {
+    let (ours, theirs) = UnixStream::pair().unwrap();
+    let meta = std::fs::metadata(format!("/proc/self/fd/{}", theirs.as_raw_fd())).unwrap();
+    command.stderr(Stdio::from(OwnedFd::from(theirs)));
+    match journal {
+        Journal::Stderr => command.env("JOURNAL_STREAM", format!("{}:{}", meta.dev(), meta.ino())),
+        Journal::Elsewhere => command.env("JOURNAL_STREAM", format!("{}:{}", meta.dev(), meta.ino() + 1)),
+        Journal::Unset => command.env_remove("JOURNAL_STREAM"),
+    };
+    ours
+}
+
+/// Starts the binary with `-V -c` (`-c` gives a warning line) and more
+/// `args`, `JOURNAL_STREAM` as `journal` says; the lines up to the `bind`
+/// line, and the later ones on the channel.
+fn start(journal: Journal, args: &[&str]) -> (Child, SocketAddr, Vec<String>, mpsc::Receiver<String>) {
     let mut command = beanstalk();
-    command.args(["-V", "-c", "-l", "127.0.0.1", "-p", "0"]).stderr(Stdio::piped());
-    if journal {
-        command.env("JOURNAL_STREAM", "8:12345");
-    } else {
-        command.env_remove("JOURNAL_STREAM");
-    }
-    let mut child = command.spawn().unwrap();
+    command.args(["-V", "-c", "-l", "127.0.0.1", "-p", "0"]).args(args);
+    let pipe = stderr_to_socket(&mut command, journal);
+    let child = command.spawn().unwrap();
+    drop(command);
     let (tx, rx) = mpsc::channel();
-    let pipe = child.stderr.take().unwrap();
     thread::spawn(move || {
         for line in BufReader::new(pipe).lines().map_while(Result::ok) {
             let _ = tx.send(line);
@@ -71,7 +98,7 @@ fn lines_until(rx: &mpsc::Receiver<String>, until: &str) -> Vec<String> {
 
 #[test]
 fn under_the_journal_every_line_starts_with_its_priority() {
-    let (mut child, addr, mut lines, rx) = start(true);
+    let (mut child, addr, mut lines, rx) = start(Journal::Stderr, &[]);
     let me = visit(addr);
     lines.extend(lines_until(&rx, "close "));
     let _ = child.kill();
@@ -92,23 +119,45 @@ fn under_the_journal_every_line_starts_with_its_priority() {
 }
 
 #[test]
-fn otherwise_every_line_starts_with_the_utc_time() {
-    let before = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
-    let (mut child, addr, mut lines, rx) = start(false);
+fn otherwise_every_line_starts_with_the_utc_time_and_its_priority() {
+    for journal in [Journal::Unset, Journal::Elsewhere] {
+        let before = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+        let (mut child, addr, mut lines, rx) = start(journal, &[]);
+        let me = visit(addr);
+        lines.extend(lines_until(&rx, "close "));
+        let _ = child.kill();
+        let _ = child.wait();
+        let after = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+        for line in &lines {
+            // 2026-11-26T09:17:24.350Z info beanstalk: ...
+            let (stamp, rest) = line.split_once(' ').unwrap();
+            let (word, rest) = rest.split_once(' ').unwrap();
+            assert!(["error", "warning", "info", "debug"].contains(&word), "{line}");
+            assert!(rest.starts_with("beanstalk: "), "{line}");
+            let secs = unix_secs(stamp).unwrap_or_else(|| panic!("no UTC time: {line}"));
+            assert!((before..=after).contains(&secs), "{line}: {secs} not in {before}..={after}");
+        }
+        let accept = format!(" info beanstalk: accept {me} (fd ");
+        assert!(lines.iter().any(|l| l.contains(&accept)), "{lines:?}");
+        let warning = " warning beanstalk: -c flag was removed. binlog is always compacted.";
+        assert!(lines.iter().any(|l| l.ends_with(warning)), "{lines:?}");
+    }
+}
+
+/// `-VV`: every command and reply, named by the client's address.
+#[test]
+fn traces_name_the_client() {
+    let (mut child, addr, _, rx) = start(Journal::Unset, &["-V"]);
     let me = visit(addr);
-    lines.extend(lines_until(&rx, "close "));
+    let lines = lines_until(&rx, "close ");
     let _ = child.kill();
     let _ = child.wait();
-    let after = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
-    for line in &lines {
-        // 2026-11-26T09:17:24.350Z beanstalk: ...
-        let (stamp, rest) = line.split_once(' ').unwrap();
-        assert!(rest.starts_with("beanstalk: "), "{line}");
-        let secs = unix_secs(stamp).unwrap_or_else(|| panic!("no UTC time: {line}"));
-        assert!((before..=after).contains(&secs), "{line}: {secs} not in {before}..={after}");
-    }
-    let accept = format!(" beanstalk: accept {me} (fd ");
-    assert!(lines.iter().any(|l| l.contains(&accept)), "{lines:?}");
+    let command = format!(" debug beanstalk: <{me} (fd ");
+    let line = lines.iter().find(|l| l.contains(&command)).unwrap_or_else(|| panic!("{lines:?}"));
+    assert!(line.ends_with(") command list-tube-used"), "{line}");
+    let reply = format!(" debug beanstalk: >{me} (fd ");
+    let line = lines.iter().find(|l| l.contains(&reply)).unwrap_or_else(|| panic!("{lines:?}"));
+    assert!(line.ends_with(") reply USING default"), "{line}");
 }
 
 /// `YYYY-MM-DDTHH:MM:SS.mmmZ` as seconds since the Unix epoch.
@@ -141,18 +190,21 @@ fn unix_secs(stamp: &str) -> Option<u64> {
 }
 
 #[test]
-fn a_failed_start_is_an_error_under_the_journal() {
+fn a_failed_start_is_an_error_under_the_journal_and_plain_elsewhere() {
+    use std::io::Read;
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port().to_string();
-    let output = beanstalk()
-        .args(["-l", "127.0.0.1", "-p", &port])
-        .env("JOURNAL_STREAM", "8:12345")
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(111));
-    let stderr = String::from_utf8(output.stderr).unwrap();
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(stderr.starts_with("<3>beanstalk: "), "{stderr}");
-    assert!(stderr.contains("Address already in use"), "{stderr}");
+    for (journal, start) in [(Journal::Stderr, "<3>beanstalk: "), (Journal::Elsewhere, "beanstalk: ")] {
+        let mut command = beanstalk();
+        command.args(["-l", "127.0.0.1", "-p", &port]);
+        let mut pipe = stderr_to_socket(&mut command, journal);
+        let status = command.status().unwrap();
+        drop(command);
+        assert_eq!(status.code(), Some(111));
+        let mut stderr = String::new();
+        pipe.read_to_string(&mut stderr).unwrap();
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.starts_with(start), "{stderr}");
+        assert!(stderr.contains("Address already in use"), "{stderr}");
+    }
 }

@@ -146,7 +146,8 @@ impl<'a> Conn<'a> {
             // `Utf8Chunks` shows the bytes as text without a copy: logging
             // allocates nothing, so `-VV` too runs out of memory cleanly.
             let line = Lossy(self.input.line(start, end));
-            crate::log::trace(format_args!("<{} command {line}", self.stream.as_raw_fd()));
+            let (peer, fd) = (self.stream.peer(), self.stream.as_raw_fd());
+            crate::log::trace(format_args!("<{peer} (fd {fd}) command {line}"));
         }
         let reply_from = self.output.len();
         let next = match command {
@@ -163,7 +164,8 @@ impl<'a> Conn<'a> {
         if verbose && self.output.len() > reply_from {
             let reply = &self.output[reply_from..];
             let first = reply.split(|&b| b == b'\r').next().unwrap_or_default();
-            crate::log::trace(format_args!(">{} reply {}", self.stream.as_raw_fd(), Lossy(first)));
+            let (peer, fd) = (self.stream.peer(), self.stream.as_raw_fd());
+            crate::log::trace(format_args!(">{peer} (fd {fd}) reply {}", Lossy(first)));
         }
         Ok(next)
     }
