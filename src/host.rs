@@ -1,9 +1,10 @@
 //! The default connection limit, from what the host lets this process hold.
 //!
 //! Every connection costs one file descriptor and one thread, and every
-//! thread costs a process id and up to six memory maps (its stack, and the
-//! alternate signal stack std gives every thread, each with a guard page;
-//! and, while it is busy, its two buffers). The kernel caps each of these: the fd limit
+//! thread costs a process id and up to four memory maps (its stack and its
+//! guard page, and while it is busy its two buffers: `sys/thread.rs` starts
+//! it without the alternate signal stack std would map for it). The
+//! kernel caps each of these: the fd limit
 //! (`RLIMIT_NOFILE`), the processes of this user (`RLIMIT_NPROC`, which
 //! counts threads), the threads and pids of the whole system
 //! (`kernel.threads-max`, `kernel.pid_max`), the tasks of the process's

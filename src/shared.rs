@@ -17,7 +17,6 @@ use crate::engine::ClientId;
 use crate::engine_lock::{EngineGuard, EngineLock};
 use crate::hangup::HangupWatcher;
 use crate::host::ConnectionLimit;
-use crate::metrics::Endpoint;
 use crate::stats::{BinlogStats, ProcessStats};
 use crate::stream::SharedConn;
 use crate::sys;
@@ -56,7 +55,7 @@ pub(crate) struct Shared {
     /// Connections closed at once for the connection limit.
     pub refused: AtomicU64,
     /// The `--metrics` listener, until its thread takes it.
-    pub metrics: Mutex<Option<Endpoint>>,
+    pub metrics: Mutex<Option<std::net::TcpListener>>,
     /// When [`Shared::make_room`] last ran, in ms of the server's clock.
     pub last_evacuation: AtomicU64,
 }
@@ -159,7 +158,7 @@ impl Shared {
         let p = &self.process;
         ProcessStats {
             pid: std::process::id(),
-            version: VERSION,
+            version: crate::protocol::VERSION,
             user_cpu,
             system_cpu,
             uptime_secs: p.started.elapsed().as_secs(),
@@ -183,10 +182,6 @@ impl Shared {
         }
     }
 }
-
-/// The protocol version `stats` reports: the beanstalkd release whose
-/// behaviour this server reproduces.
-pub const VERSION: &str = "1.13";
 
 /// Facts about the process fixed at start-up.
 pub(crate) struct ProcessInfo {

@@ -15,7 +15,7 @@ use std::fmt::{self, Write};
 
 use super::scrape::Scrape;
 use crate::engine::metering::{Histogram, TubeFigures, WorkEnd, BUCKET_BOUNDS_US};
-use crate::server::VERSION;
+use crate::protocol::VERSION;
 
 /// A response body that grows only by fallible allocation.
 pub struct Body(pub Vec<u8>);

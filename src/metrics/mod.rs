@@ -41,32 +41,33 @@ const THREADS_MOST: usize = 2 * MOST_AT_ONCE;
 /// Stack of a scraper's thread: formatting runs on the heap.
 const SCRAPER_STACK: usize = 64 * 1024;
 
-/// The bound metrics listener, before its thread starts.
-pub struct Endpoint {
+/// Binds `address` (`HOST:PORT`, `[IPv6]:PORT`), resolving the host as
+/// `-l` does (a static build reads no DNS): the listener the server holds
+/// (`Shared::metrics`) until [`start`] takes it.
+pub fn bind(address: &str) -> io::Result<TcpListener> {
+    let invalid =
+        || io::Error::new(io::ErrorKind::InvalidInput, format!("--metrics {address}: not HOST:PORT"));
+    let (host, port) = address.rsplit_once(':').ok_or_else(invalid)?;
+    let port = port.parse().map_err(|_| invalid())?;
+    let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+    let listener = crate::listen::bind_tcp(host, port)?;
+    listener.set_nonblocking(true)?;
+    Ok(listener)
+}
+
+/// The metrics listener, once its thread starts.
+struct Endpoint {
     listener: TcpListener,
 }
 
 impl Endpoint {
-    /// Binds `address` (`HOST:PORT`, `[IPv6]:PORT`), resolving the host
-    /// as `-l` does (a static build reads no DNS).
-    pub fn bind(address: &str) -> io::Result<Endpoint> {
-        let invalid =
-            || io::Error::new(io::ErrorKind::InvalidInput, format!("--metrics {address}: not HOST:PORT"));
-        let (host, port) = address.rsplit_once(':').ok_or_else(invalid)?;
-        let port = port.parse().map_err(|_| invalid())?;
-        let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
-        let listener = crate::listen::bind_tcp(host, port)?;
-        listener.set_nonblocking(true)?;
-        Ok(Endpoint { listener })
-    }
-
     /// The address bound (useful with port 0).
-    pub fn local_addr(&self) -> Option<SocketAddr> {
+    fn local_addr(&self) -> Option<SocketAddr> {
         self.listener.local_addr().ok()
     }
 
     /// Starts the accepting thread; it ends when the server stops.
-    pub(crate) fn spawn(self, shared: Arc<Shared>) -> io::Result<thread::JoinHandle<()>> {
+    fn spawn(self, shared: Arc<Shared>) -> io::Result<thread::JoinHandle<()>> {
         thread::Builder::new().name("beanstalk-metrics".into()).spawn(move || self.run(&shared))
     }
 
@@ -139,7 +140,7 @@ impl Endpoint {
 /// Starts the endpoint's thread if `--metrics` asked for one; a thread
 /// that cannot be made is a problem logged, and the queue serves on.
 pub(crate) fn start(shared: &Arc<Shared>) -> Option<thread::JoinHandle<()>> {
-    let endpoint = shared.metrics.lock().ok()?.take()?;
+    let endpoint = Endpoint { listener: shared.metrics.lock().ok()?.take()? };
     if let Some(addr) = endpoint.local_addr() {
         crate::log::event(format_args!("metrics http://{addr}/metrics"));
     }

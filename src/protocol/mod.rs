@@ -26,6 +26,10 @@ pub use reply::{data_reply_len, NamedState, Reply, ReplyRoom, SHORT_REPLY_LEN};
 use tube_name::is_name_byte;
 pub use tube_name::{TubeName, MAX_TUBE_NAME};
 
+/// The version of beanstalkd whose protocol this server speaks: what
+/// `stats` reports as `version`, and the metrics' `build_info`.
+pub const VERSION: &str = "1.13";
+
 /// Longest command line, CRLF included (reference §1.2).
 pub const MAX_LINE: usize = 224;
 

@@ -35,7 +35,7 @@ use crate::hangup::HangupWatcher;
 use crate::host::{ConnectionLimit, HostLimits};
 use crate::listen::Listener;
 use crate::log::Count;
-pub use crate::shared::VERSION;
+pub use crate::protocol::VERSION;
 use crate::shared::{AcceptWake, ProcessInfo, Shared};
 use crate::stream::SharedConn;
 pub use crate::stream::Stream;
@@ -89,7 +89,7 @@ impl Server {
         engine.set_memory_limit(config.max_job_memory);
         engine.set_id_range(config.job_ids);
         engine.set_metering(config.metrics.is_some());
-        let metrics = config.metrics.as_deref().map(crate::metrics::Endpoint::bind).transpose()?;
+        let metrics = config.metrics.as_deref().map(crate::metrics::bind).transpose()?;
         let shared = Arc::new(Shared {
             engine: EngineLock::new(engine),
             clock: Clock::start(),
