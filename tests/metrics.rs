@@ -305,6 +305,36 @@ fn idle_and_slow_clients_however_many_never_keep_a_scrape_out() {
     assert_eq!(answered, 12);
 }
 
+/// The age of the oldest ready job survives a restart with `-b`: a job
+/// never reserved has been ready since its put (plus its delay), which
+/// the log knows, so the queue-age alert stays firing.
+#[test]
+fn the_oldest_ready_job_keeps_its_age_across_a_restart() {
+    let dir = TempDir::new("metrics-age");
+    let b = ["-b", binary::arg(&dir.path)];
+    let (bin, addr) = start(&b);
+    let mut c = bin.client();
+    assert_eq!(c.cmd("use aging"), "USING aging\r\n");
+    c.put_ok("waiting");
+    // A job reserved and released: the log cannot date its return, so
+    // after the restart it counts from then, and the older one leads.
+    let worked = c.put_ok("worked");
+    assert!(c.cmd(&format!("reserve-job {worked}")).starts_with("RESERVED "));
+    assert_eq!(c.cmd(&format!("release {worked} 0 0")), "RELEASED\r\n");
+    thread::sleep(Duration::from_millis(2100));
+    let age = "beanstalkd_tube_oldest_ready_seconds{tube=\"aging\"}";
+    let before: f64 = sample(&scrape(addr), age).unwrap().parse().unwrap();
+    assert!(before >= 2.0, "{before}");
+    bin.terminate();
+    let (bin, addr) = start(&b);
+    let after: f64 = sample(&scrape(addr), age).unwrap().parse().unwrap();
+    assert!(after >= before, "the oldest ready job's age fell from {before} to {after} across the restart");
+    // Its age counts on, and a reserve sees the whole wait.
+    let mut c = bin.client();
+    assert_eq!(c.cmd("watch aging"), "WATCHING 2\r\n");
+    assert!(c.cmd("reserve-with-timeout 0").starts_with("RESERVED 1 "));
+}
+
 #[test]
 fn the_server_stops_with_its_endpoint() {
     // The binary, on SIGTERM...

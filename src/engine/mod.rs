@@ -293,6 +293,10 @@ impl Engine {
         // Buried jobs join their lists last, by burial time (the rule on
         // `Engine::bury`); the heaps order the others themselves.
         let mut buried: Vec<(u64, JobId)> = Vec::new();
+        // Ready jobs join their queues last too, in the order they became
+        // ready, so that a tube's oldest ready job (`--metrics`) is as old
+        // as the log can tell.
+        let mut ready: Vec<(Time, JobId)> = Vec::new();
         for r in jobs {
             self.next_job_id = self.next_job_id.max(r.id.saturating_add(1));
             let (Some(slot), Some(name)) = (tube_ids.get_mut(r.tube), tube_names.get(r.tube)) else {
@@ -351,8 +355,13 @@ impl Engine {
                     buried.push((at.0, r.id));
                 }
                 RestoredState::Delayed { until } if until > now => self.make_delayed(r.id, until),
-                _ => self.make_ready(r.id, now),
+                RestoredState::Delayed { until } => ready.push((until, r.id)),
+                _ => ready.push((ready_since(r.created, r.delay, &r.counters, now), r.id)),
             }
+        }
+        ready.sort_unstable();
+        for (since, id) in ready {
+            self.make_ready(id, since);
         }
         buried.sort_unstable();
         for (_, id) in buried {
@@ -411,6 +420,19 @@ fn positions(jobs: &mut JobTable) -> impl FnMut(JobId, usize) + '_ {
             job.heap_index = slot as u32;
         }
     }
+}
+
+/// Since when a job the log brings back ready has been ready, as near as
+/// the log can tell (reference §8.2): a job never reserved since its put
+/// (or its delay's end), which is exact; one reserved before has been
+/// ready again since a release, a kick or the restart, which the log does
+/// not date, so since `now`.
+fn ready_since(created: Time, delay: u32, counters: &Counters, now: Time) -> Time {
+    if counters.reserves > 0 {
+        return now;
+    }
+    let due = created.0.saturating_add(u64::from(delay).saturating_mul(1_000_000_000));
+    Time(due.min(now.0))
 }
 
 #[cfg(test)]
