@@ -13,6 +13,10 @@ use crate::protocol::{self, Reply, TubeName};
 /// about a tenth of a millisecond of copying.
 const BATCH_PIECE: usize = 256 * 1024;
 
+/// Output room made ready before each piece: a piece's bodies and a
+/// job more, up to a megabyte's.
+const PIECE_ROOM: usize = BATCH_PIECE + (1 << 20);
+
 /// Bytes of replies one `reserve-batch` makes at most (one job at least):
 /// what a client that does not read may hold (reference §3.22).
 const BATCH_MOST: usize = 16 << 20;
@@ -53,6 +57,7 @@ impl Conn<'_> {
         let reply_start = self.output.len();
         loop {
             let before = ids.len();
+            self.prepare_room(PIECE_ROOM);
             let (mut engine, now) = self.shared.engine_now();
             let head = engine.reserve_batch(self.client, count, now, BATCH_PIECE, &mut self.output, &mut ids);
             if ids.is_empty() {
@@ -80,6 +85,18 @@ impl Conn<'_> {
         self.output.extend_from_slice(&head);
         self.output[reply_start..].rotate_right(head.len());
         Ok(Next::Continue)
+    }
+
+    /// Room for `bytes` more of output, claimed and its pages touched
+    /// before the lock is taken, so that copying a piece under the lock
+    /// neither moves the buffer nor faults its pages in (best effort: a
+    /// piece claims its own room again under the lock).
+    fn prepare_room(&mut self, bytes: usize) {
+        let len = self.output.len();
+        if self.output.try_reserve(bytes).is_ok() {
+            self.output.resize(len + bytes, 0);
+            self.output.truncate(len);
+        }
     }
 
     /// Takes out the replies of the jobs this client no longer holds (a
