@@ -362,23 +362,25 @@ fn head_gets_the_head_alone() {
     assert!(response.ends_with("Connection: close\r\n\r\n"), "{response}");
 }
 
+/// The README's first YAML block after the words `after`.
+fn readme_block(after: &str) -> String {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let rest = &readme[readme.find(after).unwrap_or_else(|| panic!("README: no {after:?}"))..];
+    let start = rest.find("```yaml\n").unwrap() + 8;
+    rest[start..start + rest[start..].find("```").unwrap()].to_owned()
+}
+
 #[test]
 fn the_readmes_scrape_configuration_and_alert_rules_pass_promtool() {
     let Some(promtool) = tool("promtool") else { return };
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    // The first YAML block after each of these words.
-    let block = |after: &str| {
-        let rest = &readme[readme.find(after).unwrap_or_else(|| panic!("README: no {after:?}"))..];
-        let start = rest.find("```yaml\n").unwrap() + 8;
-        rest[start..start + rest[start..].find("```").unwrap()].to_owned()
-    };
     let dir = TempDir::new("promtool-readme");
     for (after, file, check) in [
         ("A Prometheus scrape configuration", "prometheus.yml", "config"),
         ("Three alert rules", "rules.yml", "rules"),
+        ("Dashboards built for the exporters", "names.yml", "rules"),
     ] {
         let path = dir.path.join(file);
-        std::fs::write(&path, block(after)).unwrap();
+        std::fs::write(&path, readme_block(after)).unwrap();
         let (code, out) = run_with_input(Command::new(&promtool).args(["check", check]).arg(&path), b"");
         assert_eq!(code, Some(0), "promtool check {check} on the README's:\n{out}");
     }
@@ -405,14 +407,27 @@ impl Drop for Prometheus {
 
 impl Prometheus {
     fn start(path: &str, target: SocketAddr) -> Prometheus {
+        Prometheus::start_with_rules(path, target, None)
+    }
+
+    /// [`Prometheus::start`] with recording or alert `rules` loaded.
+    fn start_with_rules(path: &str, target: SocketAddr, rules: Option<&str>) -> Prometheus {
         let dir = TempDir::new("prometheus");
         let config = dir.path.join("prometheus.yml");
+        let rule_files = match rules {
+            Some(rules) => {
+                let file = dir.path.join("rules.yml");
+                std::fs::write(&file, rules).unwrap();
+                format!("rule_files: ['{}']\n", file.display())
+            }
+            None => String::new(),
+        };
         // The README's scrape configuration, at a test's pace.
         std::fs::write(
             &config,
             format!(
-                "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: beanstalk\n    \
-                 static_configs:\n      - targets: ['{target}']\n"
+                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n{rule_files}scrape_configs:\n  \
+                 - job_name: beanstalk\n    static_configs:\n      - targets: ['{target}']\n"
             ),
         )
         .unwrap();
@@ -464,6 +479,49 @@ impl Prometheus {
             assert!(Instant::now() < deadline, "{query}: last {value:?}");
             thread::sleep(Duration::from_millis(250));
         }
+    }
+}
+
+/// The queries of the Grafana dashboard for Beanstalkd (grafana/jsonnet-
+/// libs' beanstalkd-mixin), built on messagebird's exporter, as it asks
+/// them: `$Instance` is the exporter's address (`exported_instance`),
+/// `$TubeName` a tube.
+const DASHBOARD_QUERIES: [&str; 19] = [
+    "rate(cmd_put{exported_instance=\"$Instance\"}[5m])",
+    "rate(cmd_reserve{exported_instance=\"$Instance\"}[5m])",
+    "rate(cmd_reserve_with_timeout{exported_instance=\"$Instance\"}[5m])",
+    "rate(cmd_delete{exported_instance=\"$Instance\"}[5m])",
+    "rate(cmd_bury{exported_instance=\"$Instance\"}[5m])",
+    "rate(cmd_kick{exported_instance=\"$Instance\"}[5m])",
+    "rate(total_jobs{exported_instance=\"$Instance\"}[5m])",
+    "current_workers{exported_instance=\"$Instance\"}",
+    "current_waiting{exported_instance=\"$Instance\"}",
+    "current_tubes",
+    "tube_current_jobs_ready{tube=\"$TubeName\"}",
+    "tube_current_jobs_reserved{tube=\"$TubeName\"}",
+    "tube_current_jobs_buried{tube=\"$TubeName\"}",
+    "tube_current_jobs_delayed{tube=\"$TubeName\"}",
+    "tube_current_jobs_urgent{tube=\"$TubeName\"}",
+    "tube_current_using{tube=\"$TubeName\"}",
+    "tube_current_waiting{tube=\"$TubeName\"}",
+    "tube_current_watching{tube=\"$TubeName\"}",
+    "rate(tube_total_jobs{tube=\"$TubeName\"}[5m])",
+];
+
+/// With the README's recording rules, every query of the dashboard built
+/// for messagebird's exporter has a series.
+#[test]
+fn the_exporters_dashboard_finds_every_series_through_the_readmes_rules() {
+    let Some(path) = tool("prometheus") else { return };
+    let (bin, addr) = start(&[]);
+    let mut c: Client = bin.client();
+    assert_eq!(c.cmd("use emails"), "USING emails\r\n");
+    c.put_ok("hello");
+    let prometheus =
+        Prometheus::start_with_rules(&path, addr, Some(&readme_block("Dashboards built for the exporters")));
+    for query in DASHBOARD_QUERIES {
+        let query = query.replace("$Instance", &addr.to_string()).replace("$TubeName", "emails");
+        prometheus.wait_for(&query, |_| true);
     }
 }
 
