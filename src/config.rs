@@ -122,6 +122,9 @@ pub enum Action {
     Help,
     /// `-v` or `--version`: print the version on stdout and exit 0.
     Version,
+    /// `--health-check`: ask the server the other flags name (`-l`, `-p`)
+    /// whether it serves, and exit 0 if it does (see `health.rs`).
+    HealthCheck(Listen),
 }
 
 /// A command-line error; the caller prints it, then the usage, and exits 5.
@@ -205,6 +208,9 @@ pub fn usage(argv0: &str) -> String {
          (default: off)\n \
          --metrics-max-tubes N  report at most N tubes one by one, the largest\n                      \
          (default 1000)\n \
+         --health-check       do not serve: ask the server that -l and -p name\n                      \
+         whether it serves; exit 0 if it does, 1 if not (a\n                      \
+         container's health check, with no shell)\n \
          -c, -n               removed from beanstalkd; accepted and ignored\n"
     )
 }
@@ -221,11 +227,13 @@ where
     let mut host = "0.0.0.0".to_owned();
     let mut port: u16 = 11300;
     let mut words = args.into_iter();
+    let mut health_check = false;
     while let Some(word) = words.next() {
         if let Some(long) = word.strip_prefix("--").filter(|rest| !rest.is_empty()) {
             match long {
                 "help" => return Ok(Action::Help),
                 "version" => return Ok(Action::Version),
+                "health-check" => health_check = true,
                 _ => parse_long(long, &mut words, config)?,
             }
             continue;
@@ -285,6 +293,9 @@ where
         Some(path) => Listen::Unix(PathBuf::from(path)),
         None => Listen::Tcp { host, port },
     };
+    if health_check {
+        return Ok(Action::HealthCheck(line.config.listen));
+    }
     Ok(Action::Run(line))
 }
 
@@ -443,6 +454,11 @@ mod tests {
         assert_eq!(parse_args(["-hv"]), Ok(Action::Help));
         assert_eq!(parse_args(["--help"]), Ok(Action::Help));
         assert_eq!(parse_args(["--version"]), Ok(Action::Version));
+        let local = |port| Listen::Tcp { host: "0.0.0.0".into(), port };
+        assert_eq!(parse_args(["--health-check"]), Ok(Action::HealthCheck(local(11300))));
+        assert_eq!(parse_args(["--health-check", "-p", "7"]), Ok(Action::HealthCheck(local(7))));
+        let unix = Action::HealthCheck(Listen::Unix("/run/b.sock".into()));
+        assert_eq!(parse_args(["-l", "unix:/run/b.sock", "--health-check"]), Ok(unix));
     }
 
     #[test]

@@ -261,7 +261,8 @@
 //!   ([`metrics::http`]); what the engine measures for it, at no cost to a
 //!   job's record, is [`engine::metering`]. [`log`]: what stderr says,
 //!   with the priority or the time an operator filters by.
-//! - **Running as a service.** [`config`] (beanstalkd's flags), [`host`]
+//! - **Running as a service.** [`config`] (beanstalkd's flags), [`health`]
+//!   (`--health-check`, the binary as a client for a container), [`host`]
 //!   (the connection limit the host allows), [`activation`] (systemd
 //!   sockets), [`privileges`] (`-u`), and [`sys`], the only module that
 //!   calls C: a few libc functions std lacks, each behind a safe wrapper.
@@ -321,6 +322,7 @@ pub mod signals;
 // Second reading: running as a service.
 pub mod log;
 pub mod config;
+pub mod health;
 pub mod host;
 pub mod activation;
 pub mod privileges;

@@ -47,6 +47,15 @@ fn main() -> ExitCode {
             println!("beanstalk {version} (beanstalkd {} protocol)", beanstalk::server::VERSION);
             return ExitCode::SUCCESS;
         }
+        Ok(Action::HealthCheck(listen)) => {
+            return match beanstalk::health::check(&listen) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(why) => {
+                    eprintln!("{program}: not healthy: {why}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
         Err(e) => {
             eprintln!("{program}: {e}");
             eprint!("{}", config::usage(&argv0));

@@ -116,6 +116,28 @@ fn a_regular_file_at_the_socket_path_is_not_replaced() {
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "keep me");
 }
 
+/// `--health-check` (a container's health check): exit 0 and silence
+/// while the server that `-l` and `-p` name serves, exit 1 and one line
+/// once it does not; over TCP and a UNIX socket.
+#[test]
+fn the_health_check_says_whether_the_server_serves() {
+    let server = binary::spawn(&[]);
+    let port = server.port().to_string();
+    assert_eq!(run(&["--health-check", "-l", "127.0.0.1", "-p", &port]), (0, String::new(), String::new()));
+    drop(server.terminate());
+    let (code, stdout, stderr) = run(&["--health-check", "-l", "127.0.0.1", "-p", &port]);
+    assert_eq!((code, stdout.as_str()), (1, ""));
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with(&format!("beanstalk: not healthy: 127.0.0.1:{port}: ")), "{stderr}");
+
+    let dir = TempDir::new("cli-health");
+    let listen = format!("unix:{}", dir.path.join("sock").display());
+    let server = binary::spawn(&["-l", &listen]);
+    assert_eq!(run(&["-l", &listen, "--health-check"]).0, 0);
+    drop(server.terminate());
+    assert_eq!(run(&["-l", &listen, "--health-check"]).0, 1);
+}
+
 /// Every flag the parser accepts, found by asking the parser itself.
 fn accepted_flags() -> Vec<String> {
     use beanstalk::config::{parse_args, ArgError, LONG_OPTIONS};

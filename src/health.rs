@@ -1,0 +1,67 @@
+//! `beanstalk --health-check`: the binary as a client of a running server,
+//! for a container's health check, which runs a program and reads its exit
+//! status and has no shell to run `nc` in. It connects to the address the
+//! same `-l` and `-p` flags name (the any-address `0.0.0.0` or `::` as the
+//! loopback), asks `list-tube-used`, and wants `USING ` back within a few
+//! seconds.
+//!
+//! It is a client only: it never binds, reads no binlog and starts no
+//! thread.
+
+use std::io::{self, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+use crate::config::Listen;
+
+/// How long each step (connect, write, read) may take.
+const PATIENCE: Duration = Duration::from_secs(5);
+
+/// Whether the server at `listen` serves: `Err` says why not.
+pub fn check(listen: &Listen) -> Result<(), String> {
+    let reply = match listen {
+        Listen::Tcp { host, port } => {
+            let host = match host.as_str() {
+                "0.0.0.0" | "" => "127.0.0.1",
+                "::" => "::1",
+                host => host,
+            };
+            let addr = (host, *port).to_socket_addrs().ok().and_then(|mut a| a.next());
+            let addr = addr.ok_or_else(|| format!("{host}:{port}: no such address"))?;
+            let stream = TcpStream::connect_timeout(&addr, PATIENCE).map_err(|e| format!("{addr}: {e}"))?;
+            ask(stream, |s| (s.set_read_timeout(Some(PATIENCE)), s.set_write_timeout(Some(PATIENCE))))
+                .map_err(|e| format!("{addr}: {e}"))?
+        }
+        Listen::Unix(path) => {
+            let stream = UnixStream::connect(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            ask(stream, |s| (s.set_read_timeout(Some(PATIENCE)), s.set_write_timeout(Some(PATIENCE))))
+                .map_err(|e| format!("{}: {e}", path.display()))?
+        }
+    };
+    if reply.starts_with(b"USING ") {
+        Ok(())
+    } else {
+        Err(format!("answered {:?}", String::from_utf8_lossy(&reply)))
+    }
+}
+
+/// Sends `list-tube-used` on `stream` and reads its reply's line.
+fn ask<S: Read + Write>(
+    mut stream: S,
+    timeouts: impl Fn(&S) -> (io::Result<()>, io::Result<()>),
+) -> io::Result<Vec<u8>> {
+    let (read, write) = timeouts(&stream);
+    read.and(write)?;
+    stream.write_all(b"list-tube-used\r\n")?;
+    let mut reply = Vec::new();
+    let mut byte = [0u8; 1];
+    // One line, at most a reply's length (`USING` and a 200-byte name).
+    while reply.len() < 256 && !reply.ends_with(b"\r\n") {
+        match stream.read(&mut byte)? {
+            0 => break,
+            _ => reply.push(byte[0]),
+        }
+    }
+    Ok(reply)
+}
