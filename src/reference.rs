@@ -115,6 +115,59 @@ mod tests {
         }
     }
 
+    /// beanstalkd 1.13's commands: fixed, as that release is.
+    const BEANSTALKDS: [&str; 25] = [
+        "put",
+        "use",
+        "reserve",
+        "reserve-with-timeout",
+        "reserve-job",
+        "delete",
+        "release",
+        "bury",
+        "touch",
+        "watch",
+        "ignore",
+        "peek",
+        "peek-ready",
+        "peek-delayed",
+        "peek-buried",
+        "kick",
+        "kick-job",
+        "stats-job",
+        "stats-tube",
+        "stats",
+        "list-tubes",
+        "list-tube-used",
+        "list-tubes-watched",
+        "pause-tube",
+        "quit",
+    ];
+
+    /// Each command of the table that beanstalkd lacks is named where a
+    /// reader looks for what this server adds: the README's "How it maps
+    /// to beanstalkd", the man page, and §10.
+    #[test]
+    fn every_command_beanstalkd_lacks_is_named_where_extras_are_listed() {
+        const MAN: &str = include_str!("../beanstalk.1");
+        let man = MAN.replace("\\-", "-");
+        let maps = README.split("## How it maps to beanstalkd").nth(1).expect("README: How it maps");
+        let maps = maps.split("\n## ").next().unwrap_or_default();
+        let differs = REFERENCE.split("## 10. ").nth(1).expect("§10");
+        let extras: Vec<String> = table()
+            .iter()
+            .map(|row| row.name().to_owned())
+            .filter(|name| !BEANSTALKDS.contains(&name.as_str()))
+            .collect();
+        assert!(extras.len() >= 5, "{extras:?}");
+        for name in &extras {
+            let quoted = format!("`{name}");
+            assert!(maps.contains(&quoted), "README's How it maps to beanstalkd does not name {name}");
+            assert!(differs.contains(&quoted), "reference §10 does not name {name}");
+            assert!(man.contains(name.as_str()), "the man page does not name {name}");
+        }
+    }
+
     #[test]
     fn the_readme_cheat_sheet_is_a_copy_of_the_table() {
         let table = table();

@@ -692,9 +692,12 @@ fn stats_job_age_counts_from_the_put_line_not_the_end_of_the_body() {
     let mut c = server.connect();
     let started = std::time::Instant::now();
     c.send("put 0 0 10 1\r\n");
-    // Await a second of the body's absence by a reserve on another
+    // Once the server has read the put line (its client counts as a
+    // producer from then: by count, not by time, on a loaded machine),
+    // await a second of the body's absence by a reserve on another
     // connection that times out.
     let mut clock = server.connect();
+    assert!(common::settle(Duration::from_secs(60), || clock.stat("current-producers") == "1"));
     assert_eq!(clock.cmd("reserve-with-timeout 1"), "TIMED_OUT\r\n");
     assert_eq!(c.cmd("x"), "INSERTED 1\r\n");
     // 1 at once after the body; more only if this machine stalled the
