@@ -9,7 +9,7 @@
 //! thread.
 
 use std::io::{self, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
@@ -27,7 +27,8 @@ pub fn check(listen: &Listen) -> Result<(), String> {
                 "::" => "::1",
                 host => host,
             };
-            let addr = (host, *port).to_socket_addrs().ok().and_then(|mut a| a.next());
+            // As the server resolves `-l`: a static build reads no DNS.
+            let addr = crate::listen::resolve(host, *port).map_err(|e| e.to_string())?.into_iter().next();
             let addr = addr.ok_or_else(|| format!("{host}:{port}: no such address"))?;
             let stream = TcpStream::connect_timeout(&addr, PATIENCE).map_err(|e| format!("{addr}: {e}"))?;
             ask(stream, |s| (s.set_read_timeout(Some(PATIENCE)), s.set_write_timeout(Some(PATIENCE))))

@@ -188,7 +188,7 @@ pub(crate) fn bind_tcp(host: &str, port: u16) -> io::Result<TcpListener> {
 /// The addresses of `host`, through the C library's resolver (files, DNS,
 /// whatever nsswitch.conf says).
 #[cfg(not(target_feature = "crt-static"))]
-fn resolve(host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
+pub(crate) fn resolve(host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
     use std::net::ToSocketAddrs;
     let addresses = (host, port)
         .to_socket_addrs()
@@ -201,7 +201,7 @@ fn resolve(host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
 /// (NSS, a dynamic loader, iconv tables) only to `dlopen` NSS modules that
 /// a minimal host may not have; a listen address is almost always a literal.
 #[cfg(target_feature = "crt-static")]
-fn resolve(host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
+pub(crate) fn resolve(host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
     if let Ok(ip) = host.parse::<std::net::IpAddr>() {
         return Ok(vec![SocketAddr::new(ip, port)]);
     }
