@@ -33,7 +33,7 @@ use std::sync::{Arc, Condvar};
 
 use crate::engine::{ClientId, Engine, NewJob};
 use crate::framing::{Input, Line};
-use crate::protocol::{self, Command, Reply, ReplyRoom, UniqueKey, SHORT_REPLY_LEN};
+use crate::protocol::{self, AfterSize, Command, Reply, ReplyRoom, UniqueKey, SHORT_REPLY_LEN};
 use crate::shared::Shared;
 use crate::stream::{SharedConn, Stream};
 use crate::time::Time;
@@ -175,8 +175,8 @@ impl<'a> Conn<'a> {
     fn execute(&mut self, command: Command) -> io::Result<Next> {
         let c = self.client;
         match command {
-            Command::Put { pri, delay, ttr, bytes, junk_after_size, key } => {
-                return self.put(PutLine { pri, delay, ttr, bytes, junk: junk_after_size, key })
+            Command::Put { pri, delay, ttr, bytes, after_size, key } => {
+                return self.put(PutLine { pri, delay, ttr, bytes, after_size, key })
             }
             Command::Reserve => return self.reserve(None, false),
             Command::ReserveWithTimeout(secs) => return self.reserve(Some(secs), false),
@@ -239,7 +239,7 @@ impl<'a> Conn<'a> {
     /// `put`: the checks before the body, the body, then the engine
     /// (reference §3.1, in that order).
     fn put(&mut self, line: PutLine) -> io::Result<Next> {
-        let PutLine { pri, delay, ttr, bytes, junk, key } = line;
+        let PutLine { pri, delay, ttr, bytes, after_size, key } = line;
         let shared = self.shared;
         let created = shared.clock.now();
         let started = {
@@ -247,11 +247,14 @@ impl<'a> Conn<'a> {
             engine.count_put();
             if bytes > shared.config.max_job_size {
                 Err(Reply::JobTooBig)
-            } else if junk {
+            } else if after_size == AfterSize::Junk {
                 // The body is not read: its bytes will be parsed as commands.
                 drop(engine);
                 Reply::BadFormat.encode(&mut self.output);
                 return Ok(Next::Continue);
+            } else if after_size == AfterSize::RefusedTags {
+                // A tuber client's: its body is swallowed, never a command.
+                Err(Reply::BadFormat)
             } else {
                 engine.start_put(self.client, bytes).ok_or(Reply::OutOfMemory)
             }
@@ -382,7 +385,7 @@ struct PutLine {
     delay: u32,
     ttr: u32,
     bytes: u32,
-    junk: bool,
+    after_size: AfterSize,
     key: Option<UniqueKey>,
 }
 

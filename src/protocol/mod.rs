@@ -47,21 +47,39 @@ pub const MAX_BATCH_LINE: usize = 32 * 1024;
 /// else, is no command (reference §1.3).
 pub const DELETE_BATCH: &[u8] = b"delete-batch ";
 
+/// What follows a put's size field (reference §3.1, step 4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterSize {
+    /// Nothing, or unique keys this server takes.
+    Nothing,
+    /// Anything else: `BAD_FORMAT`, and the body is not read, as
+    /// beanstalkd does (its bytes are taken as commands).
+    Junk,
+    /// Only tuber's put tags (`idp:`, `grp:`, `aft:`, `con:`), one of
+    /// which this server does not take: `BAD_FORMAT` once the body is read
+    /// and dropped, so that a tuber client's body is never taken as
+    /// commands (reference §3.1a).
+    RefusedTags,
+}
+
+/// The prefixes of tuber's put tags.
+const TUBER_TAGS: [&[u8]; 4] = [b"idp:", b"grp:", b"aft:", b"con:"];
+
 /// One parsed command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
     /// `put <pri> <delay> <ttr> <bytes> [idp:<key>[:<seconds>]]`. A body
-    /// of `bytes` bytes plus CRLF follows the line. `junk_after_size` is set
-    /// when bytes other than a unique key follow the size field: beanstalkd
-    /// answers `BAD_FORMAT` for that only after counting the command and
-    /// checking the size, so the parser cannot reject it itself. `key` is
-    /// tuber's unique-job token (reference §3.1a).
+    /// of `bytes` bytes plus CRLF follows the line. `after_size` says what
+    /// else followed the size field: beanstalkd answers `BAD_FORMAT` for
+    /// junk only after counting the command and checking the size, so the
+    /// parser cannot reject it itself. `key` is tuber's unique-job token
+    /// (reference §3.1a).
     Put {
         pri: u32,
         delay: u32,
         ttr: u32,
         bytes: u32,
-        junk_after_size: bool,
+        after_size: AfterSize,
         key: Option<UniqueKey>,
     },
     Use(TubeName),
@@ -314,21 +332,27 @@ fn parse_put(rest: &[u8]) -> Result<Command, ParseError> {
     let ttr = f.u32()?;
     let bytes = f.u32()?;
     // Nothing, or tokens that are all unique keys (tuber's rule: the last
-    // one counts); anything else is beanstalkd's junk after the size.
-    let mut key = None;
-    let mut junk = !f.rest.is_empty();
+    // one counts); tuber's other tags are refused with the body read;
+    // anything else is beanstalkd's junk after the size.
+    let put = |after_size, key| Ok(Command::Put { pri, delay, ttr, bytes, after_size, key });
+    if f.rest.is_empty() {
+        return put(AfterSize::Nothing, None);
+    }
     let separated = matches!(f.rest.first(), Some(b' ' | b'\t'));
-    for token in f.rest.split(|&b| b == b' ' || b == b'\t').filter(|t| !t.is_empty()) {
-        key = token.strip_prefix(b"idp:").filter(|_| separated).and_then(parse_unique_key);
-        junk = key.is_none();
-        if junk {
-            break;
+    let mut tokens = f.rest.split(|&b| b == b' ' || b == b'\t').filter(|t| !t.is_empty()).peekable();
+    let tags =
+        tokens.peek().is_some() && tokens.clone().all(|t| TUBER_TAGS.iter().any(|tag| t.starts_with(tag)));
+    if !separated || !tags {
+        return put(AfterSize::Junk, None);
+    }
+    let mut key = None;
+    for token in tokens {
+        key = token.strip_prefix(b"idp:").and_then(parse_unique_key);
+        if key.is_none() {
+            return put(AfterSize::RefusedTags, None);
         }
     }
-    if key.is_none() {
-        return Ok(Command::Put { pri, delay, ttr, bytes, junk_after_size: junk, key: None });
-    }
-    Ok(Command::Put { pri, delay, ttr, bytes, junk_after_size: false, key })
+    put(AfterSize::Nothing, key)
 }
 
 /// `<key>` or `<key>:<seconds>`, as tuber reads them: the seconds after the
@@ -374,12 +398,12 @@ mod tests {
 
     #[test]
     fn put_takes_four_numbers_with_loose_spacing() {
-        let put = |pri, delay, ttr, bytes, junk| C::Put {
+        let put = |pri, delay, ttr, bytes, junk: bool| C::Put {
             pri,
             delay,
             ttr,
             bytes,
-            junk_after_size: junk,
+            after_size: if junk { AfterSize::Junk } else { AfterSize::Nothing },
             key: None,
         };
         assert_eq!(parse(b"put 1 2 3 4"), Ok(put(1, 2, 3, 4, false)));
@@ -400,14 +424,18 @@ mod tests {
     #[test]
     fn put_takes_tubers_unique_key_token_and_nothing_else() {
         let key = |name: &[u8], cooldown| Some(UniqueKey { name: TubeName::new(name).unwrap(), cooldown });
-        let put = |key| C::Put { pri: 1, delay: 2, ttr: 3, bytes: 4, junk_after_size: false, key };
-        let junk = C::Put { pri: 1, delay: 2, ttr: 3, bytes: 4, junk_after_size: true, key: None };
+        let put = |key| C::Put { pri: 1, delay: 2, ttr: 3, bytes: 4, after_size: AfterSize::Nothing, key };
+        let junk = C::Put { pri: 1, delay: 2, ttr: 3, bytes: 4, after_size: AfterSize::Junk, key: None };
+        let refused =
+            C::Put { pri: 1, delay: 2, ttr: 3, bytes: 4, after_size: AfterSize::RefusedTags, key: None };
         assert_eq!(parse(b"put 1 2 3 4 idp:my-key"), Ok(put(key(b"my-key", 0))));
         assert_eq!(parse(b"put 1 2 3 4 idp:report:300"), Ok(put(key(b"report", 300))));
         assert_eq!(parse(b"put 1 2 3 4 idp:k:0"), Ok(put(key(b"k", 0))));
         assert_eq!(parse(b"put 1 2 3 4 idp:k:+7"), Ok(put(key(b"k", 7))));
         assert_eq!(parse(b"put 1 2 3 4 idp:k:4294967295"), Ok(put(key(b"k", u32::MAX))));
         assert_eq!(parse(b"put 1 2 3 4  idp:a \tidp:b "), Ok(put(key(b"b", 0))), "tuber: the last wins");
+        // tuber's tags this server does not take, or takes but malformed:
+        // refused once the body is read, never taken as commands.
         for line in [
             &b"put 1 2 3 4 idp:"[..],
             b"put 1 2 3 4 idp:-bad",
@@ -416,18 +444,22 @@ mod tests {
             b"put 1 2 3 4 idp:k:-1",
             b"put 1 2 3 4 idp:k:4294967296",
             b"put 1 2 3 4 idp:a:b:5",
-            b"put 1 2 3 4 idp:k extra",
-            b"put 1 2 3 4idp:k",
-            b"put 1 2 3 4 IDP:k",
             b"put 1 2 3 4 grp:g",
             b"put 1 2 3 4 aft:g",
             b"put 1 2 3 4 con:c",
             b"put 1 2 3 4 con:c:2",
+            b"put 1 2 3 4 idp:k grp:g",
         ] {
-            assert_eq!(parse(line), Ok(junk.clone()), "{}", String::from_utf8_lossy(line));
+            assert_eq!(parse(line), Ok(refused.clone()), "{}", String::from_utf8_lossy(line));
         }
         let long = [b'k'; 201];
-        assert_eq!(parse(&[&b"put 1 2 3 4 idp:"[..], &long].concat()), Ok(junk));
+        assert_eq!(parse(&[&b"put 1 2 3 4 idp:"[..], &long].concat()), Ok(refused));
+        // Anything else is beanstalkd's junk: the body is not read.
+        for line in
+            [&b"put 1 2 3 4 idp:k extra"[..], b"put 1 2 3 4idp:k", b"put 1 2 3 4 IDP:k", b"put 1 2 3 4 x"]
+        {
+            assert_eq!(parse(line), Ok(junk.clone()), "{}", String::from_utf8_lossy(line));
+        }
     }
 
     #[test]
