@@ -101,91 +101,12 @@ impl From<io::Error> for Failure {
     }
 }
 
-/// The command line, split into words and `--flag [value]` options.
-struct Args {
-    words: Vec<String>,
-    all: bool,
-    live: bool,
-    drop_keys: bool,
-    tube: Option<String>,
-    state: Option<String>,
-    first_id: Option<u64>,
-    id_step: Option<u64>,
-    max_job_size: Option<usize>,
-}
+// Beside this file, not in src/bin/ itself, where cargo would take it for
+// a program of its own.
+#[path = "beanstalk-binlog/args.rs"]
+mod args;
 
-fn parse(args: &[OsString]) -> Result<Args, Failure> {
-    let mut parsed = Args {
-        words: Vec::new(),
-        all: false,
-        live: false,
-        drop_keys: false,
-        tube: None,
-        state: None,
-        first_id: None,
-        id_step: None,
-        max_job_size: None,
-    };
-    let mut rest = args.iter();
-    while let Some(arg) = rest.next() {
-        let Some(arg) = arg.to_str() else {
-            return Err(Failure::Usage(format!("{}: not valid UTF-8", arg.to_string_lossy())));
-        };
-        let mut value = |flag: &str| {
-            let v = rest.next().and_then(|v| v.to_str()).map(str::to_owned);
-            v.ok_or_else(|| Failure::Usage(format!("{flag} needs a value")))
-        };
-        match arg {
-            "--all" => parsed.all = true,
-            "--live" => parsed.live = true,
-            "--drop-keys" => parsed.drop_keys = true,
-            "--tube" => parsed.tube = Some(value(arg)?),
-            "--state" => {
-                let state = value(arg)?;
-                if !list::STATES.contains(&state.as_str()) {
-                    let why = if state == "reserved" {
-                        " (a reserved job is logged as ready, which it becomes after a restart)"
-                    } else {
-                        ""
-                    };
-                    return Err(Failure::Usage(format!(
-                        "--state {state}: use ready, delayed or buried{why}"
-                    )));
-                }
-                parsed.state = Some(state);
-            }
-            "--first-id" => {
-                let v = value(arg)?;
-                let id = v.parse().ok().filter(|&id| id > 0);
-                let id = id.ok_or_else(|| Failure::Usage(format!("--first-id {v}: not a job id")))?;
-                parsed.first_id = Some(id);
-            }
-            "--id-step" => {
-                let v = value(arg)?;
-                let step = v.parse().ok().filter(|&step| step > 0);
-                let step =
-                    step.ok_or_else(|| Failure::Usage(format!("--id-step {v}: not a step of 1 or more")))?;
-                parsed.id_step = Some(step);
-            }
-            "-z" => {
-                let v = value(arg)?;
-                let size = v.parse().ok().filter(|size| (1..=v7::LARGEST_MAX_JOB_SIZE).contains(size));
-                let size = size.ok_or_else(|| {
-                    Failure::Usage(format!(
-                        "-z {v}: not a size beanstalkd takes (1 to {})",
-                        v7::LARGEST_MAX_JOB_SIZE
-                    ))
-                })?;
-                parsed.max_job_size = Some(size);
-            }
-            flag if flag.starts_with('-') && flag.len() > 1 => {
-                return Err(Failure::Usage(format!("unknown option {flag}")))
-            }
-            word => parsed.words.push(word.to_owned()),
-        }
-    }
-    Ok(parsed)
-}
+use args::parse;
 
 fn run(raw: &[OsString]) -> Result<u8, Failure> {
     if raw.iter().any(|a| a == "-h" || a == "--help") || raw.first().is_some_and(|a| a == "help") {

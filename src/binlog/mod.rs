@@ -67,6 +67,8 @@ pub mod record;
 mod crc32c;
 pub(crate) mod writing;
 pub(crate) mod batch;
+mod frame;
+mod reader;
 pub(crate) mod current;
 pub(crate) mod files;
 pub mod sync;

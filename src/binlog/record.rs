@@ -54,6 +54,8 @@
 //! build since version 2 reads.
 
 pub use super::crc32c::crc32c;
+pub use super::frame::{begin_batch, finish_batch, push_batch_item, Batch};
+use super::reader::Reader;
 use crate::ids::JobId;
 use crate::stats::Counters;
 
@@ -146,37 +148,6 @@ pub enum Record<'a> {
     Batch(Batch<'a>),
 }
 
-/// The items of a batch frame, every one already decoded once: reading
-/// them again cannot fail.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Batch<'a> {
-    items: &'a [u8],
-}
-
-impl<'a> Batch<'a> {
-    /// The batch's records, in the order they were made.
-    pub fn records(self) -> impl Iterator<Item = Record<'a>> {
-        let mut items = self.items;
-        std::iter::from_fn(move || {
-            let (record, rest) = next_item(items)?;
-            items = rest;
-            Some(record)
-        })
-    }
-}
-
-/// The first item of a batch's `items`, and the rest; `None` at their end
-/// or if the item is not a record of kind 1 to 6.
-fn next_item(items: &[u8]) -> Option<(Record<'_>, &[u8])> {
-    let mut r = Reader { bytes: items };
-    let len = r.u32()? as usize;
-    let payload = r.take(len)?;
-    match parse_payload(payload)? {
-        Record::Batch(_) => None,
-        record => Some((record, r.bytes)),
-    }
-}
-
 /// Encodes the file header.
 pub fn header() -> [u8; HEADER_LEN] {
     header_of(VERSION)
@@ -188,25 +159,6 @@ pub fn header_of(version: u32) -> [u8; HEADER_LEN] {
     h[..8].copy_from_slice(MAGIC);
     h[8..].copy_from_slice(&version.to_le_bytes());
     h
-}
-
-/// Starts a batch frame at the end of `out`; returns where it starts, for
-/// [`finish_batch`].
-pub fn begin_batch(out: &mut Vec<u8>) -> usize {
-    begin(out, 7)
-}
-
-/// Appends one encoded record (as the `encode_*` functions write it) to the
-/// batch being built in `out`: its length and payload, without its checksum,
-/// which the frame's covers.
-pub fn push_batch_item(out: &mut Vec<u8>, record: &[u8]) {
-    out.extend_from_slice(&record[..4]);
-    out.extend_from_slice(&record[RECORD_HEADER_LEN..]);
-}
-
-/// Ends the batch frame that starts at `start`: its length and checksum.
-pub fn finish_batch(out: &mut [u8], start: usize) {
-    finish(out, start);
 }
 
 /// Bytes a full record of this tube name and body length takes.
@@ -289,14 +241,14 @@ pub fn encode_imported(out: &mut Vec<u8>, stamp: &FileStamp) {
     finish(out, start);
 }
 
-fn begin(out: &mut Vec<u8>, kind: u8) -> usize {
+pub(super) fn begin(out: &mut Vec<u8>, kind: u8) -> usize {
     let start = out.len();
     out.extend_from_slice(&[0; RECORD_HEADER_LEN]);
     out.push(kind);
     start
 }
 
-fn finish(out: &mut [u8], start: usize) {
+pub(super) fn finish(out: &mut [u8], start: usize) {
     let payload = &out[start + RECORD_HEADER_LEN..];
     let len = payload.len() as u32;
     let crc = crc32c(payload);
@@ -366,7 +318,7 @@ pub fn decode(bytes: &[u8]) -> Decoded<'_> {
     }
 }
 
-fn parse_payload(payload: &[u8]) -> Option<Record<'_>> {
+pub(super) fn parse_payload(payload: &[u8]) -> Option<Record<'_>> {
     let mut r = Reader { bytes: payload };
     let kind = r.u8()?;
     let record = match kind {
@@ -396,18 +348,7 @@ fn parse_payload(payload: &[u8]) -> Option<Record<'_>> {
         3 => Record::Delete(r.u64()?),
         4 => Record::NextId(r.u64()?),
         5 => Record::Imported(FileStamp { number: r.u64()?, len: r.u64()?, crc: r.u32()? }),
-        7 => {
-            // Every item is a record, and there is at least one.
-            let batch = Batch { items: std::mem::take(&mut r.bytes) };
-            let mut items = batch.items;
-            while !items.is_empty() {
-                items = next_item(items)?.1;
-            }
-            if batch.items.is_empty() {
-                return None;
-            }
-            Record::Batch(batch)
-        }
+        7 => Record::Batch(Batch::checked(std::mem::take(&mut r.bytes))?),
         _ => return None,
     };
     // Id 0 is never handed out and u64::MAX would leave no next id: a record
@@ -422,47 +363,6 @@ fn parse_payload(payload: &[u8]) -> Option<Record<'_>> {
 
 fn valid_id(id: JobId) -> bool {
     id != 0 && id != JobId::MAX
-}
-
-/// A cursor over a payload; every read checks bounds.
-struct Reader<'a> {
-    bytes: &'a [u8],
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        let (head, rest) = (self.bytes.get(..n)?, self.bytes.get(n..)?);
-        self.bytes = rest;
-        Some(head)
-    }
-    fn u8(&mut self) -> Option<u8> {
-        self.take(1).map(|b| b[0])
-    }
-    fn u32(&mut self) -> Option<u32> {
-        self.take(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-    fn u64(&mut self) -> Option<u64> {
-        let b = self.take(8)?;
-        Some(u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
-    }
-    fn state(&mut self) -> Option<LoggedState> {
-        match self.u8()? {
-            1 => Some(LoggedState::Ready),
-            2 => Some(LoggedState::Delayed),
-            3 => Some(LoggedState::Buried),
-            4 => Some(LoggedState::Cooling),
-            _ => None,
-        }
-    }
-    fn counters(&mut self) -> Option<Counters> {
-        Some(Counters {
-            reserves: self.u32()?,
-            timeouts: self.u32()?,
-            releases: self.u32()?,
-            buries: self.u32()?,
-            kicks: self.u32()?,
-        })
-    }
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@
 pub(crate) mod wait;
 pub(crate) mod buffers;
 mod batch;
+mod put;
 
 pub(crate) use buffers::IDLE_AFTER;
 
@@ -31,13 +32,14 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::{Arc, Condvar};
 
-use crate::engine::{ClientId, Engine, NewJob};
+use crate::engine::{ClientId, Engine};
 use crate::framing::{Input, Line};
-use crate::protocol::{self, AfterSize, Command, Reply, ReplyRoom, UniqueKey, SHORT_REPLY_LEN};
+use crate::protocol::{self, Command, Reply, ReplyRoom, SHORT_REPLY_LEN};
 use crate::shared::Shared;
 use crate::stream::{SharedConn, Stream};
 use crate::time::Time;
 use buffers::OUTPUT_HIGH_WATER;
+use put::PutLine;
 
 /// Serves one client until it quits or disconnects, then tells the engine.
 pub(crate) fn serve(shared: Arc<Shared>, conn: Arc<SharedConn>, client: ClientId) {
@@ -236,70 +238,6 @@ impl<'a> Conn<'a> {
         yaml.map_or(Reply::OutOfMemory, Reply::Ok).encode(&mut self.output);
     }
 
-    /// `put`: the checks before the body, the body, then the engine
-    /// (reference §3.1, in that order).
-    fn put(&mut self, line: PutLine) -> io::Result<Next> {
-        let PutLine { pri, delay, ttr, bytes, after_size, key } = line;
-        let shared = self.shared;
-        let created = shared.clock.now();
-        let started = {
-            let (mut engine, _) = shared.engine_now();
-            engine.count_put();
-            if bytes > shared.config.max_job_size {
-                Err(Reply::JobTooBig)
-            } else if after_size == AfterSize::Junk {
-                // The body is not read: its bytes will be parsed as commands.
-                drop(engine);
-                Reply::BadFormat.encode(&mut self.output);
-                return Ok(Next::Continue);
-            } else if after_size == AfterSize::RefusedTags {
-                // A tuber client's: its body is swallowed, never a command.
-                Err(Reply::BadFormat)
-            } else {
-                engine.start_put(self.client, bytes).ok_or(Reply::OutOfMemory)
-            }
-        };
-        let ticket = match started {
-            Ok(ticket) => ticket,
-            Err(refusal) => {
-                // Swallow the body unseen, then say why.
-                if !self.discard(u64::from(bytes) + 2)? {
-                    return Ok(Next::Close);
-                }
-                refusal.encode(&mut self.output);
-                return Ok(Next::Continue);
-            }
-        };
-        // The body's size is the client's to choose: memory that cannot be
-        // had is a refusal, never an abort.
-        let mut body = Vec::new();
-        // Short of pages for it: empty those a few live jobs pin, then retry.
-        let room = |body: &mut Vec<u8>| body.try_reserve_exact(bytes as usize).is_ok();
-        if !(room(&mut body) || shared.make_room() && room(&mut body)) {
-            shared.engine().cancel_put(ticket);
-            if !self.discard(u64::from(bytes) + 2)? {
-                return Ok(Next::Close);
-            }
-            Reply::OutOfMemory.encode(&mut self.output);
-            return Ok(Next::Continue);
-        }
-        body.resize(bytes as usize, 0);
-        let mut crlf = [0; 2];
-        let arrived = self.read_exact(&mut body).and_then(|ok| Ok(ok && self.read_exact(&mut crlf)?));
-        if !matches!(arrived, Ok(true)) || &crlf != b"\r\n" {
-            shared.engine().cancel_put(ticket);
-            if arrived? {
-                Reply::ExpectedCrlf.encode(&mut self.output);
-                return Ok(Next::Continue);
-            }
-            return Ok(Next::Close);
-        }
-        let job = NewJob { ticket, pri, delay, ttr, created, body: body.into_boxed_slice(), key };
-        let c = self.client;
-        self.ask_engine(|e, now, _| e.put(c, job, now));
-        Ok(Next::Continue)
-    }
-
     /// `reserve` / `reserve-with-timeout`, and with `abortable` their
     /// `reserve-with-abort` forms: answer now, or block until a job is
     /// handed over, the timeout or safety margin arrives, the client hangs
@@ -377,16 +315,6 @@ fn answer<'e>(
         | Command::DeleteBatch
         | Command::ClearTube(_) => Reply::InternalError,
     }
-}
-
-/// A put's line, as parsed.
-struct PutLine {
-    pri: u32,
-    delay: u32,
-    ttr: u32,
-    bytes: u32,
-    after_size: AfterSize,
-    key: Option<UniqueKey>,
 }
 
 /// Bytes shown as text, as `String::from_utf8_lossy` would, without a copy.

@@ -1,0 +1,88 @@
+//! A `put`, as the connection runs it (reference §3.1, in that order):
+//! the checks the line allows before the body, the engine's claim of an
+//! id and memory, the body read by length outside the lock, then the
+//! engine's filing of the job. A put's body is the one thing a client
+//! sizes, so its memory is claimed fallibly, and a refusal swallows the
+//! body rather than read it as commands.
+
+use std::io;
+
+use super::{Conn, Next};
+use crate::engine::NewJob;
+use crate::protocol::{AfterSize, Reply, UniqueKey};
+
+/// A put's command line, parsed: what [`Conn::put`] works from.
+pub(super) struct PutLine {
+    pub(super) pri: u32,
+    pub(super) delay: u32,
+    pub(super) ttr: u32,
+    pub(super) bytes: u32,
+    pub(super) after_size: AfterSize,
+    pub(super) key: Option<UniqueKey>,
+}
+
+impl Conn<'_> {
+    /// `put`: the checks before the body, the body, then the engine
+    /// (reference §3.1, in that order).
+    pub(super) fn put(&mut self, line: PutLine) -> io::Result<Next> {
+        let PutLine { pri, delay, ttr, bytes, after_size, key } = line;
+        let shared = self.shared;
+        let created = shared.clock.now();
+        let started = {
+            let (mut engine, _) = shared.engine_now();
+            engine.count_put();
+            if bytes > shared.config.max_job_size {
+                Err(Reply::JobTooBig)
+            } else if after_size == AfterSize::Junk {
+                // The body is not read: its bytes will be parsed as commands.
+                drop(engine);
+                Reply::BadFormat.encode(&mut self.output);
+                return Ok(Next::Continue);
+            } else if after_size == AfterSize::RefusedTags {
+                // A tuber client's: its body is swallowed, never a command.
+                Err(Reply::BadFormat)
+            } else {
+                engine.start_put(self.client, bytes).ok_or(Reply::OutOfMemory)
+            }
+        };
+        let ticket = match started {
+            Ok(ticket) => ticket,
+            Err(refusal) => {
+                // Swallow the body unseen, then say why.
+                if !self.discard(u64::from(bytes) + 2)? {
+                    return Ok(Next::Close);
+                }
+                refusal.encode(&mut self.output);
+                return Ok(Next::Continue);
+            }
+        };
+        // The body's size is the client's to choose: memory that cannot be
+        // had is a refusal, never an abort.
+        let mut body = Vec::new();
+        // Short of pages for it: empty those a few live jobs pin, then retry.
+        let room = |body: &mut Vec<u8>| body.try_reserve_exact(bytes as usize).is_ok();
+        if !(room(&mut body) || shared.make_room() && room(&mut body)) {
+            shared.engine().cancel_put(ticket);
+            if !self.discard(u64::from(bytes) + 2)? {
+                return Ok(Next::Close);
+            }
+            Reply::OutOfMemory.encode(&mut self.output);
+            return Ok(Next::Continue);
+        }
+        body.resize(bytes as usize, 0);
+        let mut crlf = [0; 2];
+        let arrived = self.read_exact(&mut body).and_then(|ok| Ok(ok && self.read_exact(&mut crlf)?));
+        if !matches!(arrived, Ok(true)) || &crlf != b"\r\n" {
+            shared.engine().cancel_put(ticket);
+            if arrived? {
+                Reply::ExpectedCrlf.encode(&mut self.output);
+                return Ok(Next::Continue);
+            }
+            return Ok(Next::Close);
+        }
+        let job = NewJob { ticket, pri, delay, ttr, created, body: body.into_boxed_slice(), key };
+        let c = self.client;
+        self.ask_engine(|e, now, _| e.put(c, job, now));
+        Ok(Next::Continue)
+    }
+}
