@@ -401,3 +401,23 @@ fn vv_logs_a_handed_over_job_on_both_sides() {
     assert!(replies.iter().any(|l| l.ends_with(" reply INSERTED 1")), "{stderr}");
     assert!(replies.iter().any(|l| l.ends_with(" reply RESERVED 1 1")), "{stderr}");
 }
+
+/// tuber's `drain` and `undrain` (reference §3.25): drain mode from a
+/// client, as SIGUSR1 starts it, and its end; whole lines only.
+#[test]
+fn drain_and_undrain_start_and_end_drain_mode_from_a_client() {
+    let server = common::start();
+    let mut c = server.connect();
+    assert_eq!(c.cmd("drain"), "DRAINING\r\n");
+    assert_eq!(c.cmd("drain"), "DRAINING\r\n");
+    assert_eq!(c.put(0, 0, 60, "late"), "DRAINING\r\n");
+    assert_eq!(c.stat("draining"), "true");
+    assert_eq!(c.cmd("undrain"), "NOT_DRAINING\r\n");
+    assert_eq!(c.cmd("undrain"), "NOT_DRAINING\r\n");
+    assert_eq!(c.stat("draining"), "false");
+    // The refused put used id 1 up (reference §3.1, step 7).
+    assert_eq!(c.put(0, 0, 60, "on time"), "INSERTED 2\r\n");
+    for line in ["drain ", "drainx", "undrain now"] {
+        assert_eq!(c.cmd(line), "UNKNOWN_COMMAND\r\n", "{line}");
+    }
+}

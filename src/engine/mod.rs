@@ -392,6 +392,25 @@ impl Engine {
     pub fn start_draining(&mut self) {
         self.draining = true;
     }
+
+    /// `drain` (tuber's, reference §3.25): drain mode, as SIGUSR1 starts it.
+    pub fn drain(&mut self) -> Reply<'_> {
+        if !self.draining {
+            crate::log::event(format_args!("drain mode: puts are answered DRAINING from now on (drain)"));
+        }
+        self.start_draining();
+        Reply::Draining
+    }
+
+    /// `undrain` (tuber's, reference §3.25): puts are taken again, however
+    /// drain mode began.
+    pub fn undrain(&mut self) -> Reply<'_> {
+        if self.draining {
+            crate::log::event(format_args!("drain mode ends: puts are taken again (undrain)"));
+        }
+        self.draining = false;
+        Reply::NotDraining
+    }
 }
 
 /// Counts a job filed into (`filed`) or taken out of the queue of `state`

@@ -99,5 +99,7 @@ pub(super) const REACHES: &[(&str, &str)] = &[
     ("stats-tube of no tube", "NOT_FOUND"),
     ("pause-tube of no tube", "NOT_FOUND"),
     ("move-job of a reserved job", "NOT_FOUND"),
+    ("drain", "DRAINING"),
+    ("undrain of a draining server", "NOT_DRAINING"),
     ("clear-tube of no tube", "NOT_FOUND"),
 ];

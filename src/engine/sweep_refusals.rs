@@ -18,6 +18,13 @@ pub(super) fn world_with_nothing_ready() -> World {
     w
 }
 
+/// The world in drain mode.
+fn world_draining() -> World {
+    let mut w = world();
+    w.e.start_draining();
+    w
+}
+
 /// `reply`, if the command answered at once, into `out`.
 fn answer(reply: Option<Reply<'_>>, out: &mut Vec<u8>) {
     if let Some(reply) = reply {
@@ -58,6 +65,8 @@ pub(super) const REFUSALS: &[Case] = &[
     ("stats-tube of no tube", world, |w, out| w.e.stats_tube(&name("nowhere"), T0).encode(out)),
     ("pause-tube of no tube", world, |w, out| w.e.pause_tube(Some(&name("nowhere")), 5, T0).encode(out)),
     ("move-job of a reserved job", world, |w, out| w.e.move_job(w.reserved, &name("quiet"), T0).encode(out)),
+    ("drain", world, |w, out| w.e.drain().encode(out)),
+    ("undrain of a draining server", world_draining, |w, out| w.e.undrain().encode(out)),
     ("clear-tube of no tube", world, |w, out| match w.e.clear_tube(&name("nowhere"), 10, T0) {
         Ok(n) => Reply::Cleared(n as u64).encode(out),
         Err(refusal) => refusal.encode(out),

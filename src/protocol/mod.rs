@@ -138,6 +138,10 @@ pub enum Command {
     DeleteBatch,
     /// `clear-tube <tube>`: beanstalkd's pull request #87 (reference §3.24).
     ClearTube(TubeName),
+    /// `drain`: tuber's; puts are refused from now on (reference §3.25).
+    Drain,
+    /// `undrain`: tuber's; puts are taken again (reference §3.25).
+    Undrain,
 }
 
 /// A put's `idp:<key>[:<seconds>]` token (reference §3.1a): the job's
@@ -316,7 +320,12 @@ pub fn parse(line: &[u8]) -> Result<Command, ParseError> {
     if let Some(rest) = line.strip_prefix(b"clear-tube ") {
         return Ok(C::ClearTube(TubeName::new(rest).ok_or(BadFormat)?));
     }
-    Err(ParseError::UnknownCommand)
+    // tuber's, whole lines only: `drainx` or `drain ` is no command.
+    match line {
+        b"drain" => Ok(C::Drain),
+        b"undrain" => Ok(C::Undrain),
+        _ => Err(ParseError::UnknownCommand),
+    }
 }
 
 /// The ids of a line [`parse`] took as [`Command::DeleteBatch`], in order.
@@ -550,6 +559,11 @@ mod tests {
             assert_eq!(parse(line), Err(BadFormat), "{:?}", String::from_utf8_lossy(line));
         }
         assert_eq!(parse(b"clear-tube"), Err(UnknownCommand));
+        assert_eq!(parse(b"drain"), Ok(C::Drain));
+        assert_eq!(parse(b"undrain"), Ok(C::Undrain));
+        for line in [&b"drain "[..], b"drainx", b"undrain 1", b"Drain"] {
+            assert_eq!(parse(line), Err(UnknownCommand), "{:?}", String::from_utf8_lossy(line));
+        }
     }
 
     #[test]

@@ -52,6 +52,8 @@ pub enum Reply<'a> {
     /// A `reserve-with-abort` called off by a byte from its client.
     Aborted,
     Draining,
+    /// `NOT_DRAINING`, the answer to `undrain` (tuber's, reference §3.25).
+    NotDraining,
     ExpectedCrlf,
     JobTooBig,
     BadFormat,
@@ -114,6 +116,7 @@ impl Reply<'_> {
             Reply::TimedOut => "TIMED_OUT",
             Reply::Aborted => "ABORTED",
             Reply::Draining => "DRAINING",
+            Reply::NotDraining => "NOT_DRAINING",
             Reply::ExpectedCrlf => "EXPECTED_CRLF",
             Reply::JobTooBig => "JOB_TOO_BIG",
             Reply::BadFormat => "BAD_FORMAT",
