@@ -79,11 +79,11 @@ impl Conn<'_> {
         }
         self.leave_out_lapsed(reply_start, &mut ids, &mut starts);
         // The head in front: room for it was claimed with every piece, so
-        // neither step allocates.
-        let mut head = Vec::new();
-        Reply::ReservedBatch(ids.len()).encode(&mut head);
-        self.output.extend_from_slice(&head);
-        self.output[reply_start..].rotate_right(head.len());
+        // this allocates nothing.
+        let end = self.output.len();
+        Reply::ReservedBatch(ids.len()).encode(&mut self.output);
+        let head = self.output.len() - end;
+        self.output[reply_start..].rotate_right(head);
         Ok(Next::Continue)
     }
 
@@ -93,6 +93,10 @@ impl Conn<'_> {
     /// piece claims its own room again under the lock).
     fn prepare_room(&mut self, bytes: usize) {
         let len = self.output.len();
+        // Room the buffer has already was touched when it was used.
+        if self.output.capacity() - len >= bytes {
+            return;
+        }
         if self.output.try_reserve(bytes).is_ok() {
             self.output.resize(len + bytes, 0);
             self.output.truncate(len);
