@@ -93,10 +93,6 @@ impl Conn<'_> {
     /// piece claims its own room again under the lock).
     fn prepare_room(&mut self, bytes: usize) {
         let len = self.output.len();
-        // Room the buffer has already was touched when it was used.
-        if self.output.capacity() - len >= bytes {
-            return;
-        }
         if self.output.try_reserve(bytes).is_ok() {
             self.output.resize(len + bytes, 0);
             self.output.truncate(len);
