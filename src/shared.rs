@@ -54,6 +54,10 @@ pub(crate) struct Shared {
     pub durability: OnceLock<Arc<Durability>>,
     /// Connections closed at once for the connection limit.
     pub refused: AtomicU64,
+    /// Bytes of replies being written to clients now: what clients that do
+    /// not read hold of the server's memory (each bounded, reference
+    /// §3.22), shown by `--metrics`.
+    pub replies_unsent: AtomicU64,
     /// The `--metrics` listener, until its thread takes it.
     pub metrics: Mutex<Option<std::net::TcpListener>>,
     /// When [`Shared::make_room`] last ran, in ms of the server's clock.

@@ -335,6 +335,49 @@ fn the_oldest_ready_job_keeps_its_age_across_a_restart() {
     assert!(c.cmd("reserve-with-timeout 0").starts_with("RESERVED 1 "));
 }
 
+/// What a client that does not read holds is bounded and counted: its
+/// `reserve-batch` of 40 jobs of 1 MiB stops at 16 MiB of replies, shown
+/// as `beanstalkd_reply_bytes_unsent` while it waits, and 0 once the
+/// client reads it all.
+#[test]
+fn a_client_that_does_not_read_holds_a_bounded_and_counted_amount() {
+    let (bin, addr) = start(&["-z", "1048576"]);
+    let mut c = bin.client();
+    let body = "x".repeat(1 << 20);
+    for _ in 0..40 {
+        c.put_ok(&body);
+    }
+    let mut idle = TcpStream::connect(bin.addr).unwrap();
+    idle.write_all(b"reserve-batch 1000\r\n").unwrap();
+    let unsent = "beanstalkd_reply_bytes_unsent";
+    let held = |addr| -> f64 { sample(&scrape(addr), unsent).unwrap().parse().unwrap() };
+    let deadline = Instant::now() + PATIENCE;
+    let mut seen = held(addr);
+    while seen < 8.0 * (1 << 20) as f64 {
+        assert!(Instant::now() < deadline, "{unsent} is {seen}");
+        thread::sleep(Duration::from_millis(50));
+        seen = held(addr);
+    }
+    // 16 MiB and the job that passed it, with their headers, at most.
+    assert!(seen <= (17 << 20) as f64 + 40.0 * 64.0, "{unsent} is {seen}");
+    // Read it all: a batch of 16 jobs (their replies pass 16 MiB), and
+    // nothing is held any more.
+    idle.set_read_timeout(Some(PATIENCE)).unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n") {
+        idle.read_exact(&mut byte).unwrap();
+        head.push(byte[0]);
+    }
+    assert_eq!(head, b"RESERVED_BATCH 16\r\n");
+    let deadline = Instant::now() + PATIENCE;
+    let mut buf = vec![0u8; 1 << 20];
+    while held(addr) > 0.0 {
+        assert!(Instant::now() < deadline, "{unsent} stays above 0");
+        let _ = idle.read(&mut buf);
+    }
+}
+
 #[test]
 fn the_server_stops_with_its_endpoint() {
     // The binary, on SIGTERM...

@@ -126,7 +126,11 @@ impl Conn<'_> {
 
     pub(super) fn flush(&mut self) -> io::Result<()> {
         if !self.output.is_empty() {
+            // Counted while it waits for the client to read it.
+            let unsent = &self.shared.replies_unsent;
+            unsent.fetch_add(self.output.len() as u64, std::sync::atomic::Ordering::Relaxed);
             let result = self.stream.write_all(&self.output);
+            unsent.fetch_sub(self.output.len() as u64, std::sync::atomic::Ordering::Relaxed);
             self.output.clear();
             // A batch of replies past the buffer's size (a large job, a long
             // `list-tubes`) is not kept for the rest of a busy spell.

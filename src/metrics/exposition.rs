@@ -249,7 +249,7 @@ fn histogram(out: &mut Body, name: &str, tube: &str, outcome: Option<&str>, h: &
 fn write_extras(s: &Scrape, out: &mut Body) -> fmt::Result {
     let b = s.overview.binlog.unwrap_or_default();
     let p = &s.process;
-    let extras: [(&str, &str, u64, &str); 10] = [
+    let extras: [(&str, &str, u64, &str); 11] = [
         ("beanstalkd_binlog_bytes", "gauge", b.disk_bytes, "Bytes of binlog files on disk."),
         ("beanstalkd_binlog_files", "gauge", b.files, "Binlog files on disk."),
         ("beanstalkd_binlog_fsyncs_total", "counter", b.fsyncs, "Binlog fsyncs run."),
@@ -270,6 +270,12 @@ fn write_extras(s: &Scrape, out: &mut Body) -> fmt::Result {
             "counter",
             s.refused,
             "Connections closed at once for the connection limit.",
+        ),
+        (
+            "beanstalkd_reply_bytes_unsent",
+            "gauge",
+            s.replies_unsent,
+            "Bytes of replies being written to clients: what clients that do not read hold.",
         ),
         (
             "beanstalkd_metrics_tubes_left_out",

@@ -35,6 +35,8 @@ pub struct Scrape {
     pub process: ProcessFigures,
     /// Connections closed at once for the connection limit.
     pub refused: u64,
+    /// Bytes of replies being written to clients (`Shared::replies_unsent`).
+    pub replies_unsent: u64,
     pub server_id: String,
 }
 
@@ -110,6 +112,7 @@ pub fn collect(shared: &Shared) -> Option<Scrape> {
         left_out,
         process,
         refused: shared.refused.load(Ordering::Relaxed),
+        replies_unsent: shared.replies_unsent.load(Ordering::Relaxed),
         server_id: stats.instance_id.to_owned(),
     })
 }

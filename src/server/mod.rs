@@ -105,6 +105,7 @@ impl Server {
             all_closed: Condvar::new(),
             durability: OnceLock::new(),
             refused: AtomicU64::new(0),
+            replies_unsent: AtomicU64::new(0),
             metrics: Mutex::new(metrics),
             last_evacuation: AtomicU64::new(0),
         });
