@@ -60,8 +60,8 @@
 //!    may go, and what durability means. Then [`binlog::record`] (the
 //!    bytes), [`binlog::writing`] (each change as a record),
 //!    [`binlog::current`] (the file being written: its room, its appends),
-//!    [`binlog::batch`] (a change of many jobs in one write, as one
-//!    frame: `binlog/frame.rs`),
+//!    [`binlog::decode`] (reading them back), [`binlog::batch`] (a change
+//!    of many jobs in one write, as one record of kind 7),
 //!    [`binlog::files`] (which files may be deleted), [`binlog::sync`]
 //!    (group commit, `-f`, and the files removed once synced, all outside
 //!    the engine's lock) and [`binlog::replay`] (start-up).

@@ -11,6 +11,7 @@ use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
 
+use super::decode;
 use super::record::{self, RECORD_HEADER_LEN};
 
 /// What a bad record is.
@@ -92,7 +93,7 @@ pub(crate) fn next_record(bytes: &[u8], from: usize) -> (NextRecord, usize) {
     for at in from..bytes.len() {
         let Some(head) = bytes.get(at..at + RECORD_HEADER_LEN) else { break };
         let (len, crc) =
-            record::parse_header([head[0], head[1], head[2], head[3], head[4], head[5], head[6], head[7]]);
+            decode::parse_header([head[0], head[1], head[2], head[3], head[4], head[5], head[6], head[7]]);
         let payload_at = at + RECORD_HEADER_LEN;
         let Some(payload) = bytes.get(payload_at..payload_at.saturating_add(len)) else { continue };
         if len == 0 || !plausible_payload(payload) {
@@ -103,7 +104,7 @@ pub(crate) fn next_record(bytes: &[u8], from: usize) -> (NextRecord, usize) {
         }
         budget -= len;
         checksummed += len;
-        if record::decode_payload(crc, payload).is_some() {
+        if decode::decode_payload(crc, payload).is_some() {
             return (NextRecord::At(at), checksummed);
         }
     }

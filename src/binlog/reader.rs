@@ -2,9 +2,6 @@
 //! read checks its bounds and says `None` past the end, so no byte of a
 //! damaged or hostile file can make decoding panic.
 
-use super::record::LoggedState;
-use crate::stats::Counters;
-
 /// A cursor over a payload; every read checks bounds.
 pub(super) struct Reader<'a> {
     pub(super) bytes: &'a [u8],
@@ -25,23 +22,5 @@ impl<'a> Reader<'a> {
     pub(super) fn u64(&mut self) -> Option<u64> {
         let b = self.take(8)?;
         Some(u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
-    }
-    pub(super) fn state(&mut self) -> Option<LoggedState> {
-        match self.u8()? {
-            1 => Some(LoggedState::Ready),
-            2 => Some(LoggedState::Delayed),
-            3 => Some(LoggedState::Buried),
-            4 => Some(LoggedState::Cooling),
-            _ => None,
-        }
-    }
-    pub(super) fn counters(&mut self) -> Option<Counters> {
-        Some(Counters {
-            reserves: self.u32()?,
-            timeouts: self.u32()?,
-            releases: self.u32()?,
-            buries: self.u32()?,
-            kicks: self.u32()?,
-        })
     }
 }

@@ -54,7 +54,6 @@
 //! build since version 2 reads.
 
 pub use super::crc32c::crc32c;
-pub use super::frame::{begin_batch, finish_batch, push_batch_item, Batch};
 use super::reader::Reader;
 use crate::ids::JobId;
 use crate::stats::Counters;
@@ -146,6 +145,66 @@ pub enum Record<'a> {
     /// Kind 7: the records of one change of many jobs, each of them
     /// checked when the batch was decoded.
     Batch(Batch<'a>),
+}
+
+/// The items of a batch frame, every one already decoded once: reading
+/// them again cannot fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Batch<'a> {
+    items: &'a [u8],
+}
+
+impl<'a> Batch<'a> {
+    /// The frame whose items are `items`, if every item is a record of
+    /// kind 1 to 6 and there is at least one.
+    fn checked(items: &'a [u8]) -> Option<Batch<'a>> {
+        let mut rest = items;
+        while !rest.is_empty() {
+            rest = next_item(rest)?.1;
+        }
+        (!items.is_empty()).then_some(Batch { items })
+    }
+
+    /// The batch's records, in the order they were made.
+    pub fn records(self) -> impl Iterator<Item = Record<'a>> {
+        let mut items = self.items;
+        std::iter::from_fn(move || {
+            let (record, rest) = next_item(items)?;
+            items = rest;
+            Some(record)
+        })
+    }
+}
+
+/// The first item of a batch's `items`, and the rest; `None` at their end
+/// or if the item is not a record of kind 1 to 6.
+fn next_item(items: &[u8]) -> Option<(Record<'_>, &[u8])> {
+    let len = u32::from_le_bytes(items.get(..4)?.try_into().ok()?) as usize;
+    let payload = items.get(4..4usize.checked_add(len)?)?;
+    let rest = items.get(4 + len..)?;
+    match parse_payload(payload)? {
+        Record::Batch(_) => None,
+        record => Some((record, rest)),
+    }
+}
+
+/// Starts a batch frame at the end of `out`; returns where it starts, for
+/// [`finish_batch`].
+pub fn begin_batch(out: &mut Vec<u8>) -> usize {
+    begin(out, 7)
+}
+
+/// Appends one encoded record (as the `encode_*` functions write it) to the
+/// batch being built in `out`: its length and payload, without its checksum,
+/// which the frame's covers.
+pub fn push_batch_item(out: &mut Vec<u8>, record: &[u8]) {
+    out.extend_from_slice(&record[..4]);
+    out.extend_from_slice(&record[RECORD_HEADER_LEN..]);
+}
+
+/// Ends the batch frame that starts at `start`: its length and checksum.
+pub fn finish_batch(out: &mut [u8], start: usize) {
+    finish(out, start);
 }
 
 /// Encodes the file header.
@@ -268,64 +327,14 @@ fn put_counters(out: &mut Vec<u8>, c: &Counters) {
     }
 }
 
-/// What [`decode`] found at the start of a buffer.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Decoded<'a> {
-    /// A record and the bytes it took.
-    Record(Record<'a>, usize),
-    /// A zero length: no more records in this file.
-    End,
-    /// Not enough bytes for the record the header announces.
-    Truncated,
-    /// The checksum or the contents are wrong.
-    Corrupt,
-}
-
-/// Splits a record header into the payload length and its checksum.
-pub fn parse_header(head: [u8; RECORD_HEADER_LEN]) -> (usize, u32) {
-    let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
-    (len, u32::from_le_bytes([head[4], head[5], head[6], head[7]]))
-}
-
-/// Decodes a payload whose header announced checksum `crc`; `None` if the
-/// checksum or the contents are wrong.
-pub fn decode_payload(crc: u32, payload: &[u8]) -> Option<Record<'_>> {
-    if crc32c(payload) != crc {
-        return None;
-    }
-    parse_payload(payload)
-}
-
-/// Decodes the record at the start of `bytes`.
-pub fn decode(bytes: &[u8]) -> Decoded<'_> {
-    let Some(head) = bytes.get(..RECORD_HEADER_LEN) else {
-        return if bytes.iter().all(|&b| b == 0) { Decoded::End } else { Decoded::Truncated };
-    };
-    let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
-    let crc = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
-    if len == 0 {
-        return Decoded::End;
-    }
-    let Some(payload) = bytes.get(RECORD_HEADER_LEN..RECORD_HEADER_LEN + len) else {
-        return Decoded::Truncated;
-    };
-    if crc32c(payload) != crc {
-        return Decoded::Corrupt;
-    }
-    match parse_payload(payload) {
-        Some(record) => Decoded::Record(record, RECORD_HEADER_LEN + len),
-        None => Decoded::Corrupt,
-    }
-}
-
 pub(super) fn parse_payload(payload: &[u8]) -> Option<Record<'_>> {
     let mut r = Reader { bytes: payload };
     let kind = r.u8()?;
     let record = match kind {
         1 | 6 => {
             let (id, pri, delay, ttr) = (r.u64()?, r.u32()?, r.u32()?, r.u32()?);
-            let state = r.state()?;
-            let (created, deadline, counters) = (r.u64()?, r.u64()?, r.counters()?);
+            let state = read_state(&mut r)?;
+            let (created, deadline, counters) = (r.u64()?, r.u64()?, read_counters(&mut r)?);
             let tube_len = r.u8()? as usize;
             let tube = r.take(tube_len)?;
             let body_len = r.u32()? as usize;
@@ -341,8 +350,8 @@ pub(super) fn parse_payload(payload: &[u8]) -> Option<Record<'_>> {
             Record::Full { job, ttr, created, tube, body, key }
         }
         2 => {
-            let (id, pri, delay, state) = (r.u64()?, r.u32()?, r.u32()?, r.state()?);
-            let (deadline, counters) = (r.u64()?, r.counters()?);
+            let (id, pri, delay, state) = (r.u64()?, r.u32()?, r.u32()?, read_state(&mut r)?);
+            let (deadline, counters) = (r.u64()?, read_counters(&mut r)?);
             Record::Update(JobState { id, pri, delay, state, deadline, counters })
         }
         3 => Record::Delete(r.u64()?),
@@ -361,229 +370,28 @@ pub(super) fn parse_payload(payload: &[u8]) -> Option<Record<'_>> {
     (id_ok && r.bytes.is_empty()).then_some(record)
 }
 
-fn valid_id(id: JobId) -> bool {
-    id != 0 && id != JobId::MAX
+/// A state byte.
+fn read_state(r: &mut Reader<'_>) -> Option<LoggedState> {
+    match r.u8()? {
+        1 => Some(LoggedState::Ready),
+        2 => Some(LoggedState::Delayed),
+        3 => Some(LoggedState::Buried),
+        4 => Some(LoggedState::Cooling),
+        _ => None,
+    }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// A job's five counters.
+fn read_counters(r: &mut Reader<'_>) -> Option<Counters> {
+    Some(Counters {
+        reserves: r.u32()?,
+        timeouts: r.u32()?,
+        releases: r.u32()?,
+        buries: r.u32()?,
+        kicks: r.u32()?,
+    })
+}
 
-    impl JobState {
-        /// A ready job of priority 0 that nothing has happened to: the record
-        /// tests here and elsewhere in the binlog write when only the id matters.
-        pub(crate) fn ready(id: JobId) -> JobState {
-            JobState {
-                id,
-                pri: 0,
-                delay: 0,
-                state: LoggedState::Ready,
-                deadline: 0,
-                counters: Counters::default(),
-            }
-        }
-    }
-
-    fn state() -> JobState {
-        JobState {
-            id: 7,
-            pri: 1024,
-            delay: 5,
-            state: LoggedState::Delayed,
-            deadline: 1_700_000_000_000_000_000,
-            counters: Counters { reserves: 1, timeouts: 2, releases: 3, buries: 4, kicks: 5 },
-        }
-    }
-
-    #[test]
-    fn crc32c_matches_the_standard_check_value() {
-        assert_eq!(crc32c(b"123456789"), 0xE306_9283);
-        assert_eq!(crc32c(b""), 0);
-    }
-
-    #[test]
-    fn every_record_round_trips_with_its_advertised_length() {
-        let mut out = Vec::new();
-        encode_full(&mut out, &state(), 60, 42, b"tube", b"body\r\nwith\0bytes");
-        assert_eq!(out.len(), full_len(4, 16));
-        let full_end = out.len();
-        encode_update(&mut out, &state());
-        assert_eq!(out.len() - full_end, UPDATE_LEN);
-        encode_delete(&mut out, 7);
-        encode_next_id(&mut out, 8);
-        let stamp = FileStamp { number: 3, len: 4096, crc: 0xdead_beef };
-        encode_imported(&mut out, &stamp);
-        out.extend_from_slice(&[0; 32]);
-
-        let mut at = 0;
-        let mut records = Vec::new();
-        while let Decoded::Record(record, used) = decode(&out[at..]) {
-            records.push(record);
-            at += used;
-        }
-        assert_eq!(decode(&out[at..]), Decoded::End);
-        assert_eq!(
-            records,
-            [
-                Record::Full {
-                    job: state(),
-                    ttr: 60,
-                    created: 42,
-                    tube: b"tube",
-                    body: b"body\r\nwith\0bytes",
-                    key: None,
-                },
-                Record::Update(state()),
-                Record::Delete(7),
-                Record::NextId(8),
-                Record::Imported(stamp),
-            ]
-        );
-        assert_eq!(at, full_end + UPDATE_LEN + DELETE_LEN + DELETE_LEN + RECORD_HEADER_LEN + 21);
-    }
-
-    #[test]
-    fn a_cut_record_is_truncated_and_a_flipped_bit_is_corrupt() {
-        let mut out = Vec::new();
-        encode_full(&mut out, &state(), 60, 42, b"t", b"hello");
-        for cut in 1..out.len() {
-            assert!(matches!(decode(&out[..cut]), Decoded::Truncated), "cut at {cut}");
-        }
-        for bit in 0..(out.len() - RECORD_HEADER_LEN) * 8 {
-            let mut bad = out.clone();
-            bad[RECORD_HEADER_LEN + bit / 8] ^= 1 << (bit % 8);
-            assert_eq!(decode(&bad), Decoded::Corrupt, "bit {bit}");
-        }
-    }
-
-    /// Random bytes, and real records with random damage, never make the
-    /// decoder panic or claim more bytes than it was given.
-    #[test]
-    fn decoding_garbage_never_panics() {
-        let mut seed = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
-        let mut valid = Vec::new();
-        encode_full(&mut valid, &state(), 60, 42, b"tube", b"body");
-        encode_update(&mut valid, &state());
-        for round in 0..20_000 {
-            let mut bytes = if round % 2 == 0 {
-                (0..next() % 200).map(|_| next() as u8).collect::<Vec<u8>>()
-            } else {
-                valid.clone()
-            };
-            for _ in 0..1 + next() % 4 {
-                if !bytes.is_empty() {
-                    let at = (next() % bytes.len() as u64) as usize;
-                    bytes[at] = next() as u8;
-                }
-            }
-            bytes.truncate((next() % (bytes.len() as u64 + 1)) as usize);
-            if let Decoded::Record(_, used) = decode(&bytes) {
-                assert!(used <= bytes.len());
-            }
-        }
-    }
-
-    #[test]
-    fn the_layout_is_pinned_byte_for_byte() {
-        let mut out = Vec::new();
-        encode_delete(&mut out, 0x0102);
-        let payload = [3, 0x02, 0x01, 0, 0, 0, 0, 0, 0];
-        let mut expected = vec![9, 0, 0, 0];
-        expected.extend_from_slice(&crc32c(&payload).to_le_bytes());
-        expected.extend_from_slice(&payload);
-        assert_eq!(out, expected);
-        assert_eq!(&header(), b"BSTKLOG\0\x03\0\0\0");
-    }
-
-    /// A batch frame of a delete, an update and a full record.
-    fn batch() -> Vec<u8> {
-        let mut one = Vec::new();
-        let mut out = Vec::new();
-        let start = begin_batch(&mut out);
-        encode_delete(&mut one, 3);
-        encode_update(&mut one, &state());
-        encode_full(&mut one, &state(), 60, 42, b"t", b"body");
-        let mut at = 0;
-        while let Decoded::Record(_, used) = decode(&one[at..]) {
-            push_batch_item(&mut out, &one[at..at + used]);
-            at += used;
-        }
-        finish_batch(&mut out, start);
-        out
-    }
-
-    #[test]
-    fn a_batch_reads_back_its_records_in_order() {
-        let out = batch();
-        let Decoded::Record(Record::Batch(batch), used) = decode(&out) else { panic!("not a batch") };
-        assert_eq!(used, out.len());
-        let kinds: Vec<_> = batch
-            .records()
-            .map(|r| match r {
-                Record::Delete(3) => "delete",
-                Record::Update(s) if s == state() => "update",
-                Record::Full { body: b"body", .. } => "full",
-                _ => "other",
-            })
-            .collect();
-        assert_eq!(kinds, ["delete", "update", "full"]);
-        // Each item saves its checksum's 4 bytes; the frame adds its own.
-        assert_eq!(out.len(), BATCH_LEN + DELETE_LEN + UPDATE_LEN + full_len(1, 4) - 3 * 4);
-    }
-
-    /// A batch cut anywhere is truncated, and no byte flip passes: none of
-    /// its records can be read on its own.
-    #[test]
-    fn a_cut_or_damaged_batch_yields_none_of_its_records() {
-        let out = batch();
-        for cut in 1..out.len() {
-            assert!(matches!(decode(&out[..cut]), Decoded::Truncated), "cut at {cut}");
-            for at in 1..cut {
-                assert!(!matches!(decode(&out[at..cut]), Decoded::Record(..)), "cut at {cut}, read at {at}");
-            }
-        }
-        for bit in 0..(out.len() - RECORD_HEADER_LEN) * 8 {
-            let mut bad = out.clone();
-            bad[RECORD_HEADER_LEN + bit / 8] ^= 1 << (bit % 8);
-            assert_eq!(decode(&bad), Decoded::Corrupt, "bit {bit}");
-        }
-    }
-
-    #[test]
-    fn records_naming_impossible_ids_are_rejected() {
-        for id in [0, u64::MAX] {
-            let mut out = Vec::new();
-            encode_delete(&mut out, id);
-            assert_eq!(decode(&out), Decoded::Corrupt);
-        }
-    }
-
-    #[test]
-    fn every_record_has_a_plausible_shape() {
-        let mut out = Vec::new();
-        encode_full(&mut out, &state(), 60, 42, b"tube", b"body");
-        encode_update(&mut out, &state());
-        encode_delete(&mut out, 7);
-        encode_imported(&mut out, &FileStamp { number: 1, len: 2, crc: 3 });
-        let mut at = 0;
-        while let Decoded::Record(_, used) = decode(&out[at..]) {
-            assert!(super::super::damage::plausible_payload(&out[at + RECORD_HEADER_LEN..at + used]));
-            assert!(!super::super::damage::plausible_payload(&out[at + RECORD_HEADER_LEN..at + used - 1]));
-            at += used;
-        }
-        assert_eq!(at, out.len());
-    }
-
-    #[test]
-    fn zeros_read_as_the_end() {
-        assert_eq!(decode(&[0; 100]), Decoded::End);
-        assert_eq!(decode(&[0; 3]), Decoded::End);
-        assert_eq!(decode(&[]), Decoded::End);
-    }
+fn valid_id(id: JobId) -> bool {
+    id != 0 && id != JobId::MAX
 }

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 use super::damage::{classify, Bad, FileEnd};
 pub(crate) use super::damage::{next_record, NextRecord};
+use super::decode;
 use super::dir::{read_up_to, rest_is_zero};
 use super::record::FileStamp;
 use super::record::{self, JobState, LoggedState, Record, HEADER_LEN, RECORD_HEADER_LEN};
@@ -253,7 +254,7 @@ fn replay_file(path: &Path, n: u32, state: ReplayState<'_>) -> io::Result<FileEn
             let clean = FileEnd::Clean { data_end: offset, file_len };
             return Ok(if zeros { clean } else { FileEnd::Bad { offset, what: Bad::Torn } });
         }
-        let (len, crc) = record::parse_header(head);
+        let (len, crc) = decode::parse_header(head);
         if len == 0 && crc == 0 {
             // The zero tail of a preallocated file, or garbage after it?
             let clean = rest_is_zero(&mut file)?;
@@ -270,7 +271,7 @@ fn replay_file(path: &Path, n: u32, state: ReplayState<'_>) -> io::Result<FileEn
         if read_up_to(&mut file, &mut payload)? < len {
             return classify(path, offset);
         }
-        let Some(record) = record::decode_payload(crc, &payload) else {
+        let Some(record) = decode::decode_payload(crc, &payload) else {
             return classify(path, offset);
         };
         // A batch's records, all of them, as if each came alone: its one

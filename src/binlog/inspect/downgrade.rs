@@ -52,8 +52,9 @@ pub fn write_dir(log: &Log, out: &Path) -> Result<usize, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::binlog::decode::{decode, Decoded};
     use crate::binlog::inspect::Job;
-    use crate::binlog::record::{decode, Decoded, Record};
+    use crate::binlog::record::Record;
     use crate::protocol::TubeName;
 
     #[test]

@@ -13,6 +13,7 @@
 use std::path::Path;
 
 use super::Damage;
+use crate::binlog::decode;
 use crate::binlog::record::{self, Record, HEADER_LEN, RECORD_HEADER_LEN};
 use crate::binlog::replay::{self, NextRecord};
 
@@ -126,7 +127,7 @@ fn next(bytes: &[u8], at: usize) -> Step<'_> {
         return if is_zero(rest) { Step::End } else { Step::Bad("a record header cut short".into()) };
     };
     let (len, crc) =
-        record::parse_header([head[0], head[1], head[2], head[3], head[4], head[5], head[6], head[7]]);
+        decode::parse_header([head[0], head[1], head[2], head[3], head[4], head[5], head[6], head[7]]);
     if len == 0 && crc == 0 {
         return if is_zero(rest) {
             Step::End
@@ -140,7 +141,7 @@ fn next(bytes: &[u8], at: usize) -> Step<'_> {
     let Some(payload) = rest.get(RECORD_HEADER_LEN..RECORD_HEADER_LEN + len) else {
         return Step::Bad(format!("a record of {len} bytes that runs past the end of the file"));
     };
-    match record::decode_payload(crc, payload) {
+    match decode::decode_payload(crc, payload) {
         Some(rec) => Step::Record(rec, RECORD_HEADER_LEN + len),
         None if record::crc32c(payload) != crc => Step::Bad("a record that fails its checksum".into()),
         None => Step::Bad("a record with a good checksum but impossible contents".into()),
