@@ -54,7 +54,7 @@ impl Engine {
     /// replays none of it. `after` pictures a job, as the log sees it, as
     /// its change will leave it (`None`: deleted) before the change is
     /// made; `change` then makes it. The ids are of live jobs, each once.
-    /// The list of files comes from room kept for it ([`Kept`]), so a
+    /// The list of files comes from room kept for it (`Kept`, in `batch.rs`), so a
     /// batch of a usual size needs no new memory.
     pub(super) fn journaled_batch(
         &mut self,
