@@ -61,8 +61,13 @@ impl Binlog {
             new += u64::from(change.was.is_none());
             count += 1;
         }
-        // The frame's own bytes: an item is a record less its checksum.
-        let bytes = bytes + BATCH_LEN as u64;
+        if count == 0 {
+            return true;
+        }
+        // The frame's own bytes, less the checksum each item goes without
+        // (a delete's item comes out of the room its job claimed): exact,
+        // so a batch of deletes claims next to nothing on a full disk.
+        let bytes = (bytes + BATCH_LEN as u64).saturating_sub(4 * count as u64);
         // A record's own bytes are no more than its room (a delete's was
         // claimed before): the gathering buffer takes the larger of the two.
         let gathered = bytes as usize + count * DELETE_LEN;
@@ -97,6 +102,7 @@ impl Binlog {
     ) -> io::Result<()> {
         use crate::engine::Journal;
         self.gathered.clear();
+        self.gathered_records = 0;
         let frame = record::begin_batch(&mut self.gathered);
         self.gathering = true;
         let mut booked = Ok(());
@@ -113,6 +119,13 @@ impl Binlog {
         record::finish_batch(&mut self.gathered, frame);
         let written = booked.and_then(|()| self.write_gathered());
         self.gathered.clear();
+        // A huge batch's room goes back to a usual one's (best effort).
+        if self.gathered.capacity() > 2 * GATHERED_ROOM {
+            let mut usual = Vec::new();
+            if usual.try_reserve_exact(GATHERED_ROOM).is_ok() {
+                self.gathered = usual;
+            }
+        }
         let mut let_go = std::mem::take(&mut self.collect_after);
         if written.is_ok() {
             self.collect_unneeded(&let_go);

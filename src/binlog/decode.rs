@@ -248,6 +248,21 @@ mod tests {
         }
     }
 
+    /// A frame inside a frame is refused before it is parsed: bytes shaped
+    /// like frames within frames (a body can be) cannot recurse.
+    #[test]
+    fn a_frame_holding_a_frame_is_corrupt() {
+        let mut inner = batch();
+        for _ in 0..3 {
+            let mut outer = Vec::new();
+            let start = begin_batch(&mut outer);
+            push_batch_item(&mut outer, &inner);
+            finish_batch(&mut outer, start);
+            assert_eq!(decode(&outer), Decoded::Corrupt);
+            inner = outer;
+        }
+    }
+
     #[test]
     fn records_naming_impossible_ids_are_rejected() {
         for id in [0, u64::MAX] {

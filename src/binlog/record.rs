@@ -182,10 +182,12 @@ fn next_item(items: &[u8]) -> Option<(Record<'_>, &[u8])> {
     let len = u32::from_le_bytes(items.get(..4)?.try_into().ok()?) as usize;
     let payload = items.get(4..4usize.checked_add(len)?)?;
     let rest = items.get(4 + len..)?;
-    match parse_payload(payload)? {
-        Record::Batch(_) => None,
-        record => Some((record, rest)),
+    // No frame holds a frame: refused before it is parsed, so that bytes
+    // shaped like frames within frames cannot recurse.
+    if payload.first() == Some(&7) {
+        return None;
     }
+    Some((parse_payload(payload)?, rest))
 }
 
 /// Starts a batch frame at the end of `out`; returns where it starts, for

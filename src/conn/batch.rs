@@ -47,18 +47,22 @@ impl Conn<'_> {
     /// the replies in room claimed with each piece. A job whose TTR ran
     /// out meanwhile is left out: its reply is never sent.
     pub(super) fn reserve_batch(&mut self, count: u32) -> io::Result<Next> {
-        let mut ids = Vec::new();
-        let mut starts = Vec::new();
-        if ids.try_reserve_exact(count as usize).is_err() || starts.try_reserve_exact(count as usize).is_err()
+        let (mut ids, mut starts, mut keep) = (Vec::new(), Vec::new(), Vec::new());
+        let n = count as usize;
+        if ids.try_reserve_exact(n).is_err()
+            || starts.try_reserve_exact(n).is_err()
+            || keep.try_reserve_exact(n).is_err()
         {
             Reply::OutOfMemory.encode(&mut self.output);
             return Ok(Next::Continue);
         }
         let reply_start = self.output.len();
+        let mut timeouts_before = None;
         loop {
             let before = ids.len();
             self.prepare_room(PIECE_ROOM);
             let (mut engine, now) = self.shared.engine_now();
+            timeouts_before.get_or_insert(engine.timeouts_so_far());
             let head = engine.reserve_batch(self.client, count, now, BATCH_PIECE, &mut self.output, &mut ids);
             if ids.is_empty() {
                 // Nothing ready (`RESERVED_BATCH 0`), or no room for one.
@@ -72,12 +76,14 @@ impl Conn<'_> {
                 engine.reserved_reply(id).unwrap_or(Reply::InternalError).encode(&mut self.output);
             }
             drop(engine);
-            let done = ids.len() == before || ids.len() == count as usize;
+            let done = ids.len() == before || ids.len() == n;
             if done || self.output.len() - reply_start >= BATCH_MOST {
                 break;
             }
         }
-        self.leave_out_lapsed(reply_start, &mut ids, &mut starts);
+        if timeouts_before != Some(self.shared.engine().timeouts_so_far()) {
+            self.leave_out_lapsed(&mut ids, &starts, &mut keep);
+        }
         // The head in front: room for it was claimed with every piece, so
         // this allocates nothing.
         let end = self.output.len();
@@ -99,25 +105,34 @@ impl Conn<'_> {
         }
     }
 
-    /// Takes out the replies of the jobs this client no longer holds (a
-    /// TTR that ran out while later pieces were copied), checked under one
-    /// lock: a job reaches one worker at a time.
-    fn leave_out_lapsed(&mut self, reply_start: usize, ids: &mut Vec<JobId>, starts: &mut [usize]) {
-        let engine = self.shared.engine();
-        let mut n = ids.len();
-        while n > 0 {
-            n -= 1;
-            if !engine.holds(self.client, ids[n]) {
-                let end = starts.get(n + 1).copied().unwrap_or(self.output.len());
-                let len = end - starts[n];
-                self.output.drain(starts[n]..end);
-                for start in &mut starts[n + 1..] {
-                    *start -= len;
-                }
-                ids.remove(n);
+    /// After a TTR ran out while the batch was made: takes out the replies
+    /// of the jobs this client no longer holds, and the earlier reply of a
+    /// job that lapsed and came back to it in a later piece (it is sent
+    /// once, as its last reservation). Which to keep is decided under one
+    /// lock (a job reaches one worker at a time); the replies are moved
+    /// after it is let go. `starts` holds where each reply begins.
+    fn leave_out_lapsed(&mut self, ids: &mut Vec<JobId>, starts: &[usize], keep: &mut Vec<bool>) {
+        {
+            let engine = self.shared.engine();
+            keep.extend(ids.iter().map(|&id| engine.holds(self.client, id)));
+        }
+        for n in 0..ids.len() {
+            if keep[n] && ids[n + 1..].contains(&ids[n]) {
+                keep[n] = false;
             }
         }
-        debug_assert!(starts.first().is_none_or(|&s| s >= reply_start));
+        let (mut to, mut kept) = (starts[0], 0);
+        for n in 0..ids.len() {
+            let end = starts.get(n + 1).copied().unwrap_or(self.output.len());
+            if keep[n] {
+                self.output.copy_within(starts[n]..end, to);
+                to += end - starts[n];
+                ids[kept] = ids[n];
+                kept += 1;
+            }
+        }
+        self.output.truncate(to);
+        ids.truncate(kept);
     }
 
     /// `clear-tube <tube>`: the engine's chunks, the lock let go between

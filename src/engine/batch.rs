@@ -181,6 +181,12 @@ impl Engine {
         Reply::ReservedBatch(ids.len())
     }
 
+    /// How many reservations have run out of TTR so far: a batch whose
+    /// pieces saw none has no reply to leave out.
+    pub fn timeouts_so_far(&self) -> u64 {
+        self.job_timeouts
+    }
+
     /// Whether client `c` still holds job `id`: a batch's reply for a job
     /// whose TTR ran out while the rest was copied is not sent.
     pub fn holds(&self, c: ClientId, id: JobId) -> bool {

@@ -447,7 +447,8 @@ fn positions(jobs: &mut JobTable) -> impl FnMut(JobId, usize) + '_ {
 /// ready again since a release, a kick or the restart, which the log does
 /// not date, so since `now`.
 fn ready_since(created: Time, delay: u32, counters: &Counters, now: Time) -> Time {
-    if counters.reserves > 0 {
+    // A kick may have ended its delay early, on a date the log lacks.
+    if counters.reserves > 0 || counters.kicks > 0 {
         return now;
     }
     let due = created.0.saturating_add(u64::from(delay).saturating_mul(1_000_000_000));

@@ -91,6 +91,11 @@ impl Endpoint {
                 continue;
             }
             heads.read(readable.get(2..).unwrap_or_default(), &mut whole);
+            // Whole requests waiting for a thread are bounded too: past
+            // that, the oldest are closed (answered by no one).
+            while whole.len() > arriving::ARRIVING_MOST {
+                whole.pop_front();
+            }
             if readable.first() == Some(&true) {
                 self.accept_all(&mut heads);
             }
