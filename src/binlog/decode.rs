@@ -142,8 +142,13 @@ mod tests {
         for cut in 1..out.len() {
             assert!(matches!(decode(&out[..cut]), Decoded::Truncated), "cut at {cut}");
         }
-        for bit in 0..(out.len() - RECORD_HEADER_LEN) * 8 {
-            let mut bad = out.clone();
+        every_flipped_bit_is_corrupt(&out);
+    }
+
+    /// Each single bit flipped in `record`'s payload fails its checksum.
+    fn every_flipped_bit_is_corrupt(record: &[u8]) {
+        for bit in 0..(record.len() - RECORD_HEADER_LEN) * 8 {
+            let mut bad = record.to_vec();
             bad[RECORD_HEADER_LEN + bit / 8] ^= 1 << (bit % 8);
             assert_eq!(decode(&bad), Decoded::Corrupt, "bit {bit}");
         }
@@ -241,11 +246,7 @@ mod tests {
                 assert!(!matches!(decode(&out[at..cut]), Decoded::Record(..)), "cut at {cut}, read at {at}");
             }
         }
-        for bit in 0..(out.len() - RECORD_HEADER_LEN) * 8 {
-            let mut bad = out.clone();
-            bad[RECORD_HEADER_LEN + bit / 8] ^= 1 << (bit % 8);
-            assert_eq!(decode(&bad), Decoded::Corrupt, "bit {bit}");
-        }
+        every_flipped_bit_is_corrupt(&out);
     }
 
     /// A frame inside a frame is refused before it is parsed: bytes shaped
