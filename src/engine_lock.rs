@@ -210,7 +210,13 @@ fn wake_ended(mut guard: MutexGuard<'_, Engine>, kept: bool) -> Option<MutexGuar
     let n = guard.take_woken(&mut woken);
     let guard = kept.then_some(guard);
     for waker in woken.iter_mut().take(n).filter_map(Option::take) {
-        waker.wake();
+        // A reply delivered to a blocked reserve is sent on the way, but
+        // never while the lock is held.
+        if kept {
+            waker.wake();
+        } else {
+            waker.send_and_wake();
+        }
     }
     guard
 }

@@ -303,6 +303,7 @@ compile_error!("beanstalk runs on Linux only: src/sys/ calls Linux's system inte
 // First reading, in the tour's order.
 pub mod reference;
 pub mod ids;
+mod mailbox;
 mod stream;
 mod framing;
 pub mod protocol;

@@ -8,10 +8,10 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
-use std::sync::Condvar;
 use std::time::Duration;
 
 use crate::engine::Waker;
+use crate::mailbox::Mailbox;
 use crate::sys;
 
 /// A client's address as the log names it: `ADDR:PORT`, or `unix`.
@@ -130,26 +130,27 @@ impl Write for &Stream {
     }
 }
 
-/// A connection's [`Waker`]: the `Condvar` its thread sleeps on while
+/// A connection's [`Waker`]: the mailbox its thread sleeps on while
 /// blocked in reserve, and its socket, which the engine may ask (through
-/// this, never directly) whether the client is still there. Shared by the
-/// connection's thread, the engine and the server's list of connections:
-/// one allocation a connection.
+/// this, never directly) whether the client is still there, and to which a
+/// reply delivered to the mailbox is sent on the way (see `mailbox.rs`).
+/// Shared by the connection's thread, the engine and the server's list of
+/// connections: one allocation a connection.
 #[derive(Debug)]
 pub(crate) struct SharedConn {
-    pub condvar: Condvar,
+    pub mailbox: Mailbox,
     pub stream: Stream,
 }
 
 impl SharedConn {
     pub fn new(stream: Stream) -> SharedConn {
-        SharedConn { condvar: Condvar::new(), stream }
+        SharedConn { mailbox: Mailbox::default(), stream }
     }
 }
 
 impl Waker for SharedConn {
     fn wake(&self) {
-        self.condvar.notify_one();
+        self.mailbox.wake();
     }
 
     fn has_hung_up(&self) -> bool {
@@ -158,5 +159,13 @@ impl Waker for SharedConn {
 
     fn has_input(&self) -> bool {
         sys::has_unread_bytes(&self.stream)
+    }
+
+    fn deliver(&self, write: &mut dyn FnMut(&mut Vec<u8>) -> bool) -> bool {
+        self.mailbox.deliver(write)
+    }
+
+    fn send_and_wake(&self) {
+        self.mailbox.send_and_wake(|bytes| sys::send_now(&self.stream, bytes));
     }
 }

@@ -379,3 +379,65 @@ fn every_blocked_worker_is_woken_when_many_puts_land_at_once() {
         }
     }
 }
+
+/// Waits until the server counts `count` clients blocked in a reserve.
+fn until_waiting(observer: &mut common::Client, count: u64) {
+    let waiting = || common::stat_u64(observer, "current-waiting") == count;
+    assert!(common::settle(Duration::from_secs(10), waiting), "never {count} waiting");
+}
+
+/// A job handed to a worker whose socket has no room for it: the thread
+/// that put it sends what fits and goes on (its producer gets `INSERTED`,
+/// another worker gets the next job); the worker's own thread writes the
+/// rest, whole and in order, when the worker reads.
+#[test]
+fn a_delivery_to_a_worker_whose_socket_is_full_is_finished_by_its_own_thread() {
+    let server = common::start_args(&["-z", "8000000"]);
+    let mut observer = server.connect();
+    let mut slow = server.connect();
+    slow.send("reserve\r\n");
+    until_waiting(&mut observer, 1);
+    let mut quick = server.connect();
+    quick.send("reserve\r\n");
+    until_waiting(&mut observer, 2);
+    let mut producer = server.connect();
+    // Far more than a loopback socket's buffers hold.
+    let big: Vec<u8> = (0..6_000_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+    let id = common::put_bytes(&mut producer, 0, 0, 60, &big);
+    assert_eq!(producer.put(0, 0, 60, "small"), format!("INSERTED {}\r\n", id + 1));
+    quick.expect(format!("RESERVED {} 5\r\nsmall\r\n", id + 1));
+    assert_eq!(quick.cmd(&format!("delete {}", id + 1)), "DELETED\r\n");
+    // Only now does the slow worker read.
+    let reply = slow.reply_bytes();
+    let header = format!("RESERVED {id} {}\r\n", big.len());
+    assert_eq!(&reply[..header.len()], header.as_bytes());
+    assert!(reply[header.len()..reply.len() - 2] == big[..], "the body arrived whole and in order");
+    assert_eq!(&reply[reply.len() - 2..], b"\r\n");
+    assert_eq!(slow.cmd(&format!("delete {id}")), "DELETED\r\n");
+    assert_eq!(observer.stat("current-jobs-reserved"), "0");
+}
+
+/// A delivery racing the worker's hang-up: whichever comes first, the job
+/// is never lost. It is either delivered into a socket about to close (and
+/// back to ready when the connection ends) or never handed over; either
+/// way another worker gets it.
+#[test]
+fn a_delivery_racing_a_hang_up_loses_no_job() {
+    let server = common::start();
+    let mut observer = server.connect();
+    let mut producer = server.connect();
+    let mut other = server.connect();
+    for round in 1..=50u64 {
+        let mut leaving = server.connect();
+        leaving.send("reserve\r\n");
+        until_waiting(&mut observer, 1);
+        producer.send(format!("put 0 0 60 5\r\njob{:02}\r\n", round % 100));
+        drop(leaving);
+        assert_eq!(producer.reply(), format!("INSERTED {round}\r\n"));
+        let job = format!("RESERVED {round} 5\r\njob{:02}\r\n", round % 100);
+        assert_eq!(other.cmd("reserve-with-timeout 10"), job);
+        assert_eq!(other.cmd(&format!("delete {round}")), "DELETED\r\n");
+        until_waiting(&mut observer, 0);
+    }
+    assert_eq!(observer.stat("current-jobs-ready"), "0");
+}

@@ -55,6 +55,7 @@ impl Conn<'_> {
         if self.output.is_empty() {
             self.output = Vec::new();
         }
+        self.mailbox.go_idle();
     }
 
     /// Reads more input. Returns false at EOF (the client half-closed). A
@@ -126,11 +127,14 @@ impl Conn<'_> {
 
     pub(super) fn flush(&mut self) -> io::Result<()> {
         if !self.output.is_empty() {
+            // The front of a delivered reply may have been sent already
+            // (see `mailbox.rs`).
+            let unsent = &self.output[std::mem::take(&mut self.sent_early)..];
             // Counted while it waits for the client to read it.
-            let unsent = &self.shared.replies_unsent;
-            unsent.fetch_add(self.output.len() as u64, std::sync::atomic::Ordering::Relaxed);
-            let result = self.stream.write_all(&self.output);
-            unsent.fetch_sub(self.output.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            let counted = &self.shared.replies_unsent;
+            counted.fetch_add(unsent.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            let result = self.stream.write_all(unsent);
+            counted.fetch_sub(unsent.len() as u64, std::sync::atomic::Ordering::Relaxed);
             self.output.clear();
             // A batch of replies past the buffer's size (a large job, a long
             // `list-tubes`) is not kept for the rest of a busy spell.
@@ -153,10 +157,11 @@ impl Conn<'_> {
 mod tests {
     use std::io::{Read, Write};
     use std::os::unix::net::UnixStream;
-    use std::sync::{Arc, Condvar};
+    use std::sync::Arc;
     use std::time::Duration;
 
     use super::super::{Conn, Next};
+    use crate::mailbox::Mailbox;
     use crate::protocol::TubeName;
     use crate::server::Server;
     use crate::stream::Stream;
@@ -168,15 +173,15 @@ mod tests {
         let shared = server.shared();
         let (ours, mut theirs) = UnixStream::pair().unwrap();
         let stream = Stream::Unix(ours);
-        let condvar = Arc::new(Condvar::new());
-        let waker: Arc<dyn crate::engine::Waker> = condvar.clone();
+        let mailbox = Arc::new(Mailbox::default());
+        let waker: Arc<dyn crate::engine::Waker> = mailbox.clone();
         let client = shared.engine().connect(waker).unwrap();
         // 300 tubes with long names make `list-tubes` about 20 KB.
         for i in 0..300 {
             let name = TubeName::new(format!("a-tube-with-a-name-long-enough-to-matter-{i:03}").as_bytes());
             shared.engine().watch(client, &name.unwrap());
         }
-        let mut conn = Conn::new(shared, &stream, client, &condvar);
+        let mut conn = Conn::new(shared, &stream, client, &mailbox);
 
         theirs.write_all(b"list-tubes\r\nstats\r\n").unwrap();
         assert!(conn.fill().unwrap());
@@ -202,10 +207,10 @@ mod tests {
         let (ours, mut theirs) = UnixStream::pair().unwrap();
         let stream = Stream::Unix(ours);
         stream.set_idle_timeout(Duration::from_millis(10)).unwrap();
-        let condvar = Arc::new(Condvar::new());
-        let waker: Arc<dyn crate::engine::Waker> = condvar.clone();
+        let mailbox = Arc::new(Mailbox::default());
+        let waker: Arc<dyn crate::engine::Waker> = mailbox.clone();
         let client = shared.engine().connect(waker).unwrap();
-        let mut conn = Conn::new(shared, &stream, client, &condvar);
+        let mut conn = Conn::new(shared, &stream, client, &mailbox);
 
         // The client sends its command 20 idle timeouts late. The
         // connection went idle on the way, and no timeout ended the wait.
@@ -228,7 +233,7 @@ mod tests {
         let (ours, mut theirs) = UnixStream::pair().unwrap();
         let stream = Stream::Unix(ours);
         stream.set_idle_timeout(Duration::from_millis(10)).unwrap();
-        let mut conn = Conn::new(shared, &stream, client, &condvar);
+        let mut conn = Conn::new(shared, &stream, client, &mailbox);
         let slow = std::thread::spawn(move || {
             theirs.write_all(b"put 0 0 60 5\r\nhe").unwrap();
             std::thread::sleep(Duration::from_millis(100));

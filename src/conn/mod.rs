@@ -12,9 +12,11 @@
 //! socket, and only in the order of the commands: each command's reply is
 //! appended to the output buffer after the one before. Nothing else (no
 //! other connection, not the engine, not the timer) writes it, so a reply
-//! can never be overtaken. A `reserve` first sends every earlier reply; a
-//! job handed to a blocked reserve is recorded in the engine, and this
-//! thread, woken, collects it and writes `RESERVED` itself ([`wait`]).
+//! can never be overtaken. A `reserve` first sends every earlier reply.
+//! The one exception is a job handed to a blocked reserve: its `RESERVED`
+//! is left in the connection's mailbox, and the thread that handed it over
+//! may send it on the way; this thread, woken, writes what is left of it
+//! ([`wait`]; the rule that keeps that in order is in `mailbox.rs`).
 //!
 //! Read in this order: this file (the command loop, `put`, `reserve`),
 //! [`wait`] (a blocked reserve), `batch.rs` (commands on many jobs), then
@@ -30,10 +32,11 @@ pub(crate) use buffers::IDLE_AFTER;
 
 use std::io;
 use std::os::fd::AsRawFd;
-use std::sync::{Arc, Condvar};
+use std::sync::Arc;
 
 use crate::engine::{ClientId, Engine};
 use crate::framing::{Input, Line};
+use crate::mailbox::Mailbox;
 use crate::protocol::{self, Command, Reply, ReplyRoom, SHORT_REPLY_LEN};
 use crate::shared::Shared;
 use crate::stream::{SharedConn, Stream};
@@ -47,7 +50,7 @@ pub(crate) fn serve(shared: Arc<Shared>, conn: Arc<SharedConn>, client: ClientId
     let _ = conn.stream.set_idle_timeout(IDLE_AFTER);
     // Asked now: once the client has gone its address may not be had.
     let peer = crate::log::enabled(crate::log::Kind::Event).then(|| conn.stream.peer());
-    let _ = Conn::new(&shared, &conn.stream, client, &conn.condvar).run();
+    let _ = Conn::new(&shared, &conn.stream, client, &conn.mailbox).run();
     shared.engine().disconnect(client, shared.clock.now());
     if let Some(peer) = peer {
         crate::log::event(format_args!("close {peer} (fd {})", conn.stream.as_raw_fd()));
@@ -66,9 +69,9 @@ struct Conn<'a> {
     shared: &'a Shared,
     stream: &'a Stream,
     client: ClientId,
-    /// What this thread sleeps on in a blocked reserve; the engine's
-    /// [`crate::engine::Waker`] for this client notifies it.
-    condvar: &'a Condvar,
+    /// Where this thread sleeps in a blocked reserve, and finds how it
+    /// ended; the engine's [`crate::engine::Waker`] for this client.
+    mailbox: &'a Mailbox,
     /// Bytes received and not yet answered.
     input: Input,
     /// The client has shut down its sending side.
@@ -76,20 +79,24 @@ struct Conn<'a> {
     /// Replies not yet written. Freed, like `input`, when the connection
     /// goes idle.
     output: Vec<u8>,
+    /// How much of the front of `output`, a reply delivered to a blocked
+    /// reserve, the thread that delivered it has sent already.
+    sent_early: usize,
     /// The hang-up watcher knows this socket (see `hangup.rs`).
     hangup_registered: bool,
 }
 
 impl<'a> Conn<'a> {
-    fn new(shared: &'a Shared, stream: &'a Stream, client: ClientId, condvar: &'a Condvar) -> Conn<'a> {
+    fn new(shared: &'a Shared, stream: &'a Stream, client: ClientId, mailbox: &'a Mailbox) -> Conn<'a> {
         Conn {
             shared,
             stream,
             client,
-            condvar,
+            mailbox,
             input: Input::default(),
             eof: false,
             output: Vec::new(),
+            sent_early: 0,
             hangup_registered: false,
         }
     }
@@ -250,7 +257,7 @@ impl<'a> Conn<'a> {
     fn reserve(&mut self, timeout: Option<u32>, abortable: bool) -> io::Result<Next> {
         self.flush()?;
         let shared = self.shared;
-        {
+        let wake_at = {
             let (mut engine, now) = shared.engine_now();
             let c = self.client;
             let answer = if abortable {
@@ -265,9 +272,10 @@ impl<'a> Conn<'a> {
                 reply.encode(&mut self.output);
                 return Ok(Next::Continue);
             }
-        }
+            engine.wake_time(c)
+        };
         // Blocked: sleep until the engine has an outcome for this client.
-        Ok(self.wait_for_outcome(abortable))
+        Ok(self.wait_for_outcome(abortable, wake_at))
     }
 }
 

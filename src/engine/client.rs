@@ -19,6 +19,24 @@ pub trait Waker: Debug + Send + Sync {
     /// Wakes the client's thread: its blocked reserve has an outcome.
     fn wake(&self);
 
+    /// Has `write` put a job's `RESERVED` reply where the client's thread
+    /// will find it without the engine's lock (its mailbox, see
+    /// `mailbox.rs`): the blocked reserve is then over. `write` claims the
+    /// room first; false if it could not, or if this client has nowhere to
+    /// take a reply, and then the thread collects the job under the lock
+    /// ([`Engine::check_wait`](super::Engine::check_wait)).
+    fn deliver(&self, write: &mut dyn FnMut(&mut Vec<u8>) -> bool) -> bool {
+        let _ = write;
+        false
+    }
+
+    /// [`Waker::wake`], called once the engine's lock is let go: a
+    /// delivered reply may then be sent to the client on the way, by the
+    /// thread that let the lock go.
+    fn send_and_wake(&self) {
+        self.wake();
+    }
+
     /// True if the client's peer has already hung up (closed, reset, or shut
     /// down its sending side), as far as can be told without blocking.
     /// Asked just before a job is handed over, so that a job never goes to a

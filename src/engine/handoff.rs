@@ -1,23 +1,62 @@
 //! The hand-off: a job given to a blocked reserve's client, and the life
 //! of a wait around it. A job is reserved for the longest waiter at once
-//! ([`Engine::hand_over`]) and the waiter's thread woken to collect it; if
-//! the reservation lapses before that ([`Engine::recall_handoff`]), or its
-//! reply cannot be written ([`Engine::take_back_handoff`]), the job goes
-//! back and the client, never told, waits on in its old place
+//! ([`Engine::hand_over`]) and its `RESERVED` reply left in the client's
+//! mailbox, to be sent once the lock is let go; the reserve is then over,
+//! and the waiter's thread goes back to reading without taking the lock.
+//!
+//! A client with no room for the reply (or no mailbox) takes the old way:
+//! its thread is woken to collect the job under the lock. If the
+//! reservation lapses before that ([`Engine::recall_handoff`]), or there
+//! is still no room for its reply ([`Engine::take_back_handoff`]), the job
+//! goes back and the client, never told, waits on in its old place
 //! ([`Engine::resume_wait`]). The picture of a wait's states is on
 //! `Blocked` in `client.rs`. Nothing here touches a socket.
 
 use super::*;
 
 impl Engine {
-    /// Reserves job `id` for blocked client `c` and wakes its thread to
-    /// collect it.
+    /// Reserves job `id` for blocked client `c` and delivers its reply, or
+    /// wakes its thread to collect it.
     pub(super) fn hand_over(&mut self, c: ClientId, id: JobId, now: Time) {
         let Some(wait) = self.stop_waiting(c) else {
             return;
         };
         self.reserve_for(c, id, now);
-        self.set_outcome(c, Outcome::Reserved(id, wait));
+        if !self.deliver(c, id) {
+            self.set_outcome(c, Outcome::Reserved(id, wait));
+        }
+    }
+
+    /// Leaves job `id`'s `RESERVED` reply in client `c`'s mailbox and ends
+    /// its reserve: its TTR runs from now, as the reply leaves as soon as
+    /// the lock is let go. False, with nothing changed, if the reply finds
+    /// no room there.
+    fn deliver(&mut self, c: ClientId, id: JobId) -> bool {
+        let (Some(client), Some(job)) = (self.clients.get(&c), self.jobs.get(&id)) else {
+            return false;
+        };
+        let reply = Reply::Reserved(id, &job.body);
+        let delivered = client.waker.deliver(&mut |out| {
+            let room = out.claim(data_reply_len(job.body.len()));
+            if room {
+                reply.encode(out);
+            }
+            room
+        });
+        if !delivered {
+            return false;
+        }
+        let Some(client) = self.clients.get_mut(&c) else {
+            return false;
+        };
+        client.blocked = None;
+        // Room for it was claimed when the reserve blocked.
+        if self.woken.len() < self.woken.capacity() {
+            self.woken.push(Arc::clone(&client.waker));
+        } else {
+            client.waker.wake();
+        }
+        true
     }
 
     /// Job `id`, reserved by `holder`, has just run out of TTR. If it was

@@ -33,9 +33,16 @@ fn world_with_producer_for_waiter() -> World {
     w
 }
 
-/// The world with a job handed to the blocked waiter, not yet collected.
+/// The world with a job handed to the blocked waiter, not yet collected:
+/// a waiter without a mailbox, so that its thread collects the job under
+/// the lock, as when a mailbox has no room for it.
 fn world_with_job_handed_over() -> World {
-    let mut w = world_with_producer_for_waiter();
+    let mut w = world();
+    w.waiter = w.e.connect(Arc::new(Condvar::new())).unwrap();
+    w.e.watch(w.waiter, &name("quiet"));
+    w.e.ignore(w.waiter, &name("default"));
+    assert_eq!(w.e.reserve(w.waiter, None, T0, &mut Vec::<u8>::new()), None);
+    w.e.use_tube(w.producer, &name("quiet"));
     put(&mut w.e, w.producer, 0, 0, b"handed");
     w
 }

@@ -80,7 +80,14 @@ pub(super) fn state(e: &Engine) -> String {
             c.producer,
             c.worker,
             c.hung_up,
-            c.blocked
+            // A job handed over is the client's either way: delivered to its
+            // mailbox (the reserve over), or, where the mailbox had no room,
+            // left for its thread to collect. Which one a run took depends
+            // on that room alone, so both read the same.
+            match c.blocked.as_deref() {
+                Some(Blocked::Ended(Outcome::Reserved(..))) => None,
+                blocked => blocked,
+            }
         );
     }
     s

@@ -43,8 +43,8 @@ pub use process::{
 #[cfg(test)]
 pub use socket::keepalive;
 pub use socket::{
-    has_unread_bytes, inherited_listener, peer_hung_up, set_backlog, set_keepalive, wait_any_readable,
-    wait_readable, wait_until_readable, HangupPoller, Inherited,
+    has_unread_bytes, inherited_listener, peer_hung_up, send_now, set_backlog, set_keepalive,
+    wait_any_readable, wait_readable, wait_until_readable, HangupPoller, Inherited,
 };
 pub use thread::spawn as spawn_thread;
 

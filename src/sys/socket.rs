@@ -27,6 +27,7 @@ extern "C" {
     fn getsockopt(fd: c_int, level: c_int, name: c_int, value: *mut c_int, len: *mut u32) -> c_int;
     fn poll(fds: *mut PollFd, count: c_ulong, timeout_ms: c_int) -> c_int;
     fn recv(fd: c_int, buf: *mut u8, len: usize, flags: c_int) -> isize;
+    fn send(fd: c_int, buf: *const u8, len: usize, flags: c_int) -> isize;
     fn setsockopt(fd: c_int, level: c_int, name: c_int, value: *const c_int, len: u32) -> c_int;
 }
 
@@ -40,6 +41,7 @@ const EPOLLRDHUP: u32 = 0x2000;
 const EPOLLONESHOT: u32 = 1 << 30;
 const MSG_PEEK: c_int = 0x2;
 const MSG_DONTWAIT: c_int = 0x40;
+const MSG_NOSIGNAL: c_int = 0x4000;
 const SOL_SOCKET: c_int = 1;
 const SO_TYPE: c_int = 3;
 const SO_KEEPALIVE: c_int = 9;
@@ -120,6 +122,17 @@ pub fn has_unread_bytes(socket: &impl AsRawFd) -> bool {
     // the kernel writes only into it; the fd is borrowed from a live socket.
     let n = unsafe { recv(socket.as_raw_fd(), &mut byte, 1, MSG_PEEK | MSG_DONTWAIT) };
     n > 0
+}
+
+/// Sends what of `bytes` connected socket `socket` takes now, without
+/// waiting for room: returns how many it took, 0 if it had no room or
+/// could not take them (the caller's blocking write will then meet the
+/// error). Never raises `SIGPIPE`.
+pub fn send_now(socket: &impl AsRawFd, bytes: &[u8]) -> usize {
+    // SAFETY: `bytes` is readable for its length, which is what is passed;
+    // the kernel only reads it. The fd is borrowed from a live socket.
+    let n = unsafe { send(socket.as_raw_fd(), bytes.as_ptr(), bytes.len(), MSG_DONTWAIT | MSG_NOSIGNAL) };
+    usize::try_from(n).unwrap_or(0)
 }
 
 /// Blocks until `first` or `second` is readable (or has an error or hang-up

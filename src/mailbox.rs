@@ -1,0 +1,200 @@
+//! A connection's mailbox: where its blocked reserve ends. The engine
+//! leaves word there that the wait is over, and, when it hands the client
+//! a job, the job's whole `RESERVED` reply, encoded under the engine's lock.
+//! The thread that handed the job over sends those bytes once it has let
+//! the lock go; the connection's own thread, woken, takes what they did not
+//! send and goes back to reading commands, without taking the engine's lock
+//! again. So a job goes from a `put` to a waiting worker's socket with one
+//! hold of the lock, and the worker's thread off the path.
+//!
+//! **Who writes the socket.** A connection's socket is written by its own
+//! thread, except for one reply: the `RESERVED` of a blocked reserve, which
+//! the thread that made it may start. That is safe because
+//! - the connection's thread writes nothing while it is blocked in
+//!   reserve: it flushed every earlier reply before it blocked;
+//! - the reply's bytes are sent only under this mailbox's lock, from the
+//!   front, and the connection's thread takes what is left under the same
+//!   lock, before it writes again: a reply is never torn, and none is
+//!   overtaken;
+//! - a send that would wait sends nothing more: the rest is the
+//!   connection's thread's to write, however long that takes.
+//!
+//! It must not take the engine's lock: the engine takes this one inside
+//! its own, and never the other way round.
+
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use crate::engine::Waker;
+
+/// One connection's mailbox.
+#[derive(Debug, Default)]
+pub(crate) struct Mailbox {
+    mail: Mutex<Mail>,
+    /// What the connection's thread sleeps on while blocked in reserve.
+    changed: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct Mail {
+    /// The wait may have ended: the connection's thread should ask the
+    /// engine (only a delivered reply it need not ask about).
+    ended: bool,
+    /// A delivered `RESERVED` reply, whole, or empty.
+    reply: Vec<u8>,
+    /// How much of `reply` has been sent.
+    sent: usize,
+}
+
+/// How a sleep in the mailbox ended.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Woken {
+    /// A job's reply was delivered: it is now in the caller's buffer, its
+    /// first `sent` bytes sent already. The reserve is over.
+    Delivered { sent: usize },
+    /// Word came, or the time is up: ask the engine.
+    Look,
+}
+
+impl Mailbox {
+    fn mail(&self) -> MutexGuard<'_, Mail> {
+        self.mail.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Has the reply to the wait written into the mailbox by `write`, under
+    /// the engine's lock; false if `write` could not (it claims room
+    /// first), and then the engine takes the old way (the connection's
+    /// thread collects the job under the lock).
+    pub(crate) fn deliver(&self, write: &mut dyn FnMut(&mut Vec<u8>) -> bool) -> bool {
+        let mut mail = self.mail();
+        // One delivery a wait: the last one was taken before this wait began.
+        debug_assert!(mail.reply.is_empty());
+        mail.reply.clear();
+        mail.sent = 0;
+        let written = write(&mut mail.reply);
+        if !written {
+            mail.reply.clear();
+        }
+        written
+    }
+
+    /// Tells the connection's thread that its wait may be over.
+    pub(crate) fn wake(&self) {
+        self.mail().ended = true;
+        // After the lock is let go: woken, the thread takes it at once.
+        self.changed.notify_one();
+    }
+
+    /// Sends what `send` takes now of a delivered reply (it returns how much
+    /// it sent, never waiting), then wakes the connection's thread.
+    pub(crate) fn send_and_wake(&self, send: impl FnOnce(&[u8]) -> usize) {
+        let mut mail = self.mail();
+        if mail.sent < mail.reply.len() {
+            let sent = send(&mail.reply[mail.sent..]);
+            mail.sent += sent;
+        }
+        mail.ended = true;
+        drop(mail);
+        self.changed.notify_one();
+    }
+
+    /// Sleeps until word comes or `timeout` passes (`None`: no timeout). A
+    /// delivered reply is moved into `out`, which must be empty.
+    pub(crate) fn sleep(&self, timeout: Option<Duration>, out: &mut Vec<u8>) -> Woken {
+        let mut mail = self.mail();
+        let waiting = |mail: &mut Mail| !mail.ended && mail.reply.is_empty();
+        mail = match timeout {
+            Some(timeout) => self
+                .changed
+                .wait_timeout_while(mail, timeout, waiting)
+                .map_or_else(|e| e.into_inner().0, |r| r.0),
+            None => self.changed.wait_while(mail, waiting).unwrap_or_else(|e| e.into_inner()),
+        };
+        mail.ended = false;
+        if mail.reply.is_empty() {
+            return Woken::Look;
+        }
+        debug_assert!(out.is_empty());
+        // The buffers trade places: the mailbox keeps `out`'s room for the
+        // next delivery, and nothing is copied.
+        std::mem::swap(out, &mut mail.reply);
+        mail.reply.clear();
+        Woken::Delivered { sent: std::mem::take(&mut mail.sent) }
+    }
+
+    /// Lets go of the room kept for a delivery: the connection is idle.
+    pub(crate) fn go_idle(&self) {
+        let mut mail = self.mail();
+        if mail.reply.is_empty() {
+            mail.reply = Vec::new();
+        }
+    }
+}
+
+/// A mailbox with no socket (tests, benchmarks, an embedding's own
+/// clients): the connection's thread sends the whole reply itself.
+impl Waker for Mailbox {
+    fn wake(&self) {
+        Mailbox::wake(self);
+    }
+
+    fn has_hung_up(&self) -> bool {
+        false
+    }
+
+    fn deliver(&self, write: &mut dyn FnMut(&mut Vec<u8>) -> bool) -> bool {
+        Mailbox::deliver(self, write)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn delivered(mailbox: &Mailbox, reply: &[u8]) {
+        assert!(mailbox.deliver(&mut |out| {
+            out.extend_from_slice(reply);
+            true
+        }));
+    }
+
+    #[test]
+    fn a_reply_partly_sent_is_taken_from_where_the_send_stopped() {
+        let mailbox = Mailbox::default();
+        delivered(&mailbox, b"RESERVED 1 2\r\nhi\r\n");
+        mailbox.send_and_wake(|bytes| bytes.len().min(5));
+        let mut out = Vec::new();
+        assert_eq!(mailbox.sleep(Some(Duration::ZERO), &mut out), Woken::Delivered { sent: 5 });
+        assert_eq!(out, b"RESERVED 1 2\r\nhi\r\n");
+        // The next wait starts empty: word of this one is used up.
+        assert_eq!(mailbox.sleep(Some(Duration::ZERO), &mut Vec::new()), Woken::Look);
+    }
+
+    #[test]
+    fn a_reply_sent_whole_is_all_sent_and_one_never_sent_is_all_unsent() {
+        let mailbox = Mailbox::default();
+        delivered(&mailbox, b"RESERVED 1 0\r\n\r\n");
+        mailbox.send_and_wake(<[u8]>::len);
+        let mut out = Vec::new();
+        assert_eq!(mailbox.sleep(None, &mut out), Woken::Delivered { sent: 16 });
+        out.clear();
+        delivered(&mailbox, b"RESERVED 2 0\r\n\r\n");
+        assert_eq!(mailbox.sleep(None, &mut out), Woken::Delivered { sent: 0 });
+        assert_eq!(out, b"RESERVED 2 0\r\n\r\n");
+    }
+
+    #[test]
+    fn word_without_a_reply_says_look_and_so_does_the_time_running_out() {
+        let mailbox = Mailbox::default();
+        mailbox.wake();
+        assert_eq!(mailbox.sleep(None, &mut Vec::new()), Woken::Look);
+        assert_eq!(mailbox.sleep(Some(Duration::from_millis(1)), &mut Vec::new()), Woken::Look);
+    }
+
+    #[test]
+    fn a_delivery_that_finds_no_room_leaves_the_mailbox_empty() {
+        let mailbox = Mailbox::default();
+        assert!(!mailbox.deliver(&mut |_| false));
+        assert_eq!(mailbox.sleep(Some(Duration::ZERO), &mut Vec::new()), Woken::Look);
+    }
+}
