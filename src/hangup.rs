@@ -3,7 +3,7 @@
 //! client blocked in `reserve-with-abort` sends a byte, and ends its wait
 //! with `ABORTED`.
 //!
-//! A connection thread blocked in reserve sleeps on its `Condvar`, not on
+//! A connection thread blocked in reserve sleeps in its mailbox, not on
 //! its socket, so it cannot see the client go. Before it sleeps it arms a
 //! one-shot watch on its socket here; one thread waits on an epoll set for
 //! hang-ups (for data only behind a `reserve-with-abort`, which data calls

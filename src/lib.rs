@@ -24,8 +24,9 @@
 //!    reply, the job states, scheduling, and where this server differs from
 //!    beanstalkd. The code cites it as "reference §N". [`ids`]: the job and
 //!    client ids every module names.
-//! 2. [`stream`]: a client's socket, TCP or UNIX. [`framing`]: its bytes
-//!    cut into command lines, and a `put`'s body read by length.
+//! 2. [`stream`]: a client's socket, TCP or UNIX, and [`mailbox`], where
+//!    its blocked reserve ends. [`framing`]: its bytes cut into command
+//!    lines, and a `put`'s body read by length.
 //! 3. [`protocol`]: a line becomes a [`protocol::Command`]; a
 //!    [`protocol::Reply`] becomes bytes (`protocol/reply.rs`); a
 //!    [`protocol::TubeName`] is a name proved legal (`protocol/tube_name.rs`).

@@ -88,6 +88,11 @@ impl Waker for Condvar {
 /// reserve, and only after the engine has caught up with the time (see
 /// [`Engine::catch_up`](super::Engine::catch_up)), so a hand-off whose TTR
 /// ran out before it was collected has already gone back to waiting.
+///
+/// That is the way of a job whose reply found no room in the client's
+/// mailbox. Normally a job handed over skips `Ended`: its reply is left in
+/// the mailbox and the reserve is over at once (no `Blocked` at all), its
+/// TTR running from then, as the reply leaves when the lock is let go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Blocked {
     /// In every watched tube's waiting queue.

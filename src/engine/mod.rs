@@ -9,9 +9,11 @@
 //! when a job is handed to a waiting client, the engine records the outcome
 //! and wakes that client's own [`Waker`] (and no other).
 //!
-//! A hand-off is two steps apart in time: the engine reserves the job for
-//! the waiter at once, and the waiter's own thread collects it when it next
-//! gets the lock, and writes the reply. Two rules keep that gap harmless. A
+//! A hand-off reserves the job for the waiter at once and leaves its reply
+//! in the waiter's mailbox (see `handoff.rs`). Where the mailbox has no
+//! room, it is two steps apart in time: the waiter's own thread collects
+//! the job when it next gets the lock, and writes the reply. Two rules keep
+//! that gap harmless. A
 //! waiter whose connection has already hung up is never handed a job (the
 //! engine asks its [`Waker`], which the server answers from the socket).
 //! And the engine is always brought up to the present before it answers

@@ -2,10 +2,11 @@
 //! `reserve-job`, and the waiting in between. A reserve with nothing ready
 //! registers its client in every watched tube's waiting queue
 //! ([`Blocked::Waiting`]); whenever a job becomes ready, the tube's longest
-//! waiter is handed it: the job is reserved for that client at once and its
-//! thread is woken ([`Blocked::Ended`]). The client's own thread then
-//! collects the outcome with [`Engine::check_wait`] and writes the reply
-//! itself. This file owns the hand-off's rules; it never touches a socket.
+//! waiter is handed it: the job is reserved for that client at once and
+//! its reply left in its mailbox (`handoff.rs`). Every other ending
+//! ([`Blocked::Ended`]) the client's own thread collects with
+//! [`Engine::check_wait`]. This file owns the reserves' rules; it never
+//! touches a socket.
 //!
 //! A `reserve-with-abort` waits the same way, and a byte from its client
 //! ends the wait with `ABORTED` ([`Engine::client_stirred`]). Both endings
@@ -19,8 +20,9 @@ impl Engine {
     /// `reserve` (`timeout` is `None`) or `reserve-with-timeout`.
     ///
     /// Returns the reply when the reserve ends at once. Otherwise the client
-    /// is now waiting and `None` is returned: the caller sleeps on the client's
-    /// `Condvar` until [`Engine::wake_time`], then asks [`Engine::check_wait`].
+    /// is now waiting and `None` is returned: the caller sleeps in the
+    /// client's mailbox until [`Engine::wake_time`] or word comes, then
+    /// asks [`Engine::check_wait`], unless a job's reply was delivered.
     /// A job is reserved only once `room` has room for its reply.
     pub fn reserve(
         &mut self,
