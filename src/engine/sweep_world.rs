@@ -75,7 +75,7 @@ pub(super) fn world_from(mut e: Engine) -> World {
     // Each with a mailbox, as a connection has: a job handed to a blocked
     // reserve is delivered there (the engine's fast way), or, when the
     // mailbox finds no room, collected by the thread (the old way).
-    let connect = |e: &mut Engine| e.connect(Arc::new(crate::mailbox::Mailbox::default())).unwrap();
+    let connect = |e: &mut Engine| e.connect(Arc::new(super::tests::Mailbox::default())).unwrap();
     let (producer, worker, waiter) = (connect(&mut e), connect(&mut e), connect(&mut e));
     e.use_tube(producer, &name("jobs"));
     e.watch(worker, &name("jobs"));

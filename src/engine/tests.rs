@@ -12,6 +12,27 @@ pub(super) fn client(e: &mut Engine) -> ClientId {
     e.connect(Arc::new(Condvar::new())).unwrap()
 }
 
+/// A client's mailbox as the engine sees one (the server's is
+/// `mailbox.rs`): it takes a job's reply when it has room for it.
+#[derive(Debug, Default)]
+pub(super) struct Mailbox {
+    pub(super) reply: std::sync::Mutex<Vec<u8>>,
+}
+
+impl Waker for Mailbox {
+    fn wake(&self) {}
+
+    fn has_hung_up(&self) -> bool {
+        false
+    }
+
+    fn deliver(&self, write: &mut dyn FnMut(&mut Vec<u8>) -> bool) -> bool {
+        let mut reply = self.reply.lock().unwrap();
+        reply.clear();
+        write(&mut reply)
+    }
+}
+
 pub(super) fn name(s: &str) -> TubeName {
     TubeName::new(s.as_bytes()).unwrap()
 }
