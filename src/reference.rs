@@ -33,6 +33,7 @@ mod tests {
         fn example(&self) -> String {
             let arguments = self.syntax.split(' ').skip(1).map(|field| match field {
                 "<tube>" => "tube",
+                "<mode>" => "fifo",
                 _ => "1",
             });
             std::iter::once(self.name()).chain(arguments).collect::<Vec<_>>().join(" ")

@@ -151,6 +151,10 @@ pub(super) struct Client {
     pub(super) blocked: Option<Box<Blocked>>,
     /// Woken when a blocked reserve ends; knows whether the peer is gone.
     pub(super) waker: Arc<dyn Waker>,
+    /// How its reserves choose among its tubes (`reserve-mode`).
+    pub(super) reserve_mode: crate::protocol::ReserveMode,
+    /// Watched tubes given a weight other than 1 (`watch <tube> <weight>`).
+    pub(super) weights: Vec<(TubeId, u16)>,
 }
 
 /// A cached minimum that is recomputed only after its holder leaves.

@@ -79,7 +79,7 @@ impl State {
 /// | `counters` | 20 | five 32-bit counters, wrapping as beanstalkd's |
 /// | `state` | 1 | + 3 bytes of padding to the 8-byte alignment, now used: |
 /// | `keyed` | 1 | a unique key is kept beside the table (`unique.rs`) |
-/// | `work_started` | 2 | when reserved, in 16 ms steps (`--metrics`) |
+/// | `work_started` | 2 | when reserved, in 16 ms steps (`--metrics`, `weighted-fair`) |
 ///
 /// The id is not stored: the table's index maps id to slot, and every
 /// caller that holds a record got there from its id. (Storing it would take

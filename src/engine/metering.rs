@@ -107,7 +107,7 @@ const STAMP_STEP_NS: u64 = 16_000_000;
 const STAMP_MODULUS: u64 = 1 << 16;
 
 impl Stamp {
-    fn at(now: Time) -> Stamp {
+    pub(super) fn at(now: Time) -> Stamp {
         let [a, b, ..] = (now.0 / STAMP_STEP_NS).to_le_bytes();
         Stamp([a, b])
     }
@@ -118,7 +118,7 @@ impl Stamp {
 
     /// Microseconds worked by `now`, given that the reservation was last
     /// started or touched `since_touch_us` ago.
-    fn worked_us(self, now: Time, since_touch_us: u64) -> u64 {
+    pub(super) fn worked_us(self, now: Time, since_touch_us: u64) -> u64 {
         let step_us = STAMP_STEP_NS / 1000;
         let modular = (now.0 / STAMP_STEP_NS).wrapping_sub(self.steps()) % STAMP_MODULUS;
         let floor = since_touch_us / step_us;
@@ -186,8 +186,7 @@ impl Engine {
         if !self.metering {
             return;
         }
-        let Some(job) = self.jobs.get_mut(&id) else { return };
-        job.work_started = Stamp::at(now);
+        let Some(job) = self.jobs.get(&id) else { return };
         let (t, state, ready_since) = (job.tube, job.state, job.deadline);
         if state == State::Ready {
             let span_us = now.duration_since(ready_since).as_micros() as u64;

@@ -52,6 +52,7 @@ pub(crate) mod put;
 pub(crate) mod keyed;
 pub(crate) mod moves;
 pub(crate) mod reserve;
+pub(crate) mod weighted;
 pub(crate) mod handoff;
 pub(crate) mod worker;
 pub(crate) mod batch;
@@ -194,6 +195,8 @@ pub struct Engine {
     /// woken once it is let go ([`Engine::take_woken`]). Room for one a
     /// waiting client is claimed as it blocks.
     woken: Vec<Arc<dyn Waker>>,
+    /// The random draws of weighted reserves (`weighted.rs`).
+    draws: weighted::Draws,
     /// Whether `--metrics` measures ready ages and times (`metering.rs`).
     metering: bool,
     /// Room for the ids, and their log files, of a command on many jobs,
@@ -238,6 +241,7 @@ impl Engine {
             last_buried_at: Time::ZERO,
             job_counts: JobCounts::default(),
             woken: Vec::new(),
+            draws: Default::default(),
             metering: false,
             kept_ids: batch::Kept::new(),
             kept_files: batch::Kept::new(),

@@ -118,6 +118,8 @@ impl Engine {
         job.state = State::Reserved;
         job.reserved_by = c;
         job.deadline = deadline;
+        // For `--metrics` and `weighted-fair`: how long its work took.
+        job.work_started = super::metering::Stamp::at(now);
         job.counters.reserves = job.counters.reserves.wrapping_add(1);
         let t = job.tube;
         tally(&mut self.job_counts, State::Reserved, job.pri, true);

@@ -261,9 +261,13 @@ impl Engine {
         })
     }
 
-    /// The best `(pri, id)` ready job in `c`'s unpaused watched tubes.
+    /// The best `(pri, id)` ready job in `c`'s unpaused watched tubes, or,
+    /// in a weighted mode, the best of a tube drawn by weight.
     pub(super) fn best_ready_job(&self, c: ClientId) -> Option<JobId> {
         let client = self.clients.get(&c)?;
+        if client.reserve_mode != crate::protocol::ReserveMode::Fifo {
+            return self.drawn_ready_job(client);
+        }
         let tubes = client.watched.iter().map(|&t| self.tubes.get(t));
         tubes.filter(|tube| !tube.is_paused()).filter_map(|tube| tube.ready.peek()).min().map(|(_, id)| id)
     }

@@ -31,6 +31,8 @@ impl Engine {
             hung_up: false,
             blocked: None,
             waker,
+            reserve_mode: Default::default(),
+            weights: Vec::new(),
         };
         let client = crate::sys::try_box(client).ok()?;
         let id = self.next_client_id;
@@ -99,6 +101,13 @@ impl Engine {
 
     /// `watch <tube>`.
     pub fn watch(&mut self, c: ClientId, name: &TubeName) -> Reply<'_> {
+        self.watch_weighted(c, name, 1)
+    }
+
+    /// `watch <tube> <weight>` (tuber's): `watch`, and the weight the
+    /// client's weighted reserves give the tube (§3.26); watching it again
+    /// sets the weight again, `watch <tube>` back to 1.
+    pub fn watch_weighted(&mut self, c: ClientId, name: &TubeName, weight: u16) -> Reply<'_> {
         self.cmds.watch += 1;
         let Some(client) = self.clients.get_mut(&c) else {
             return Reply::InternalError;
@@ -109,6 +118,13 @@ impl Engine {
         let Some(t) = self.tubes.find_or_create(name) else {
             return Reply::OutOfMemory;
         };
+        let Some(client) = self.clients.get_mut(&c) else {
+            return Reply::InternalError;
+        };
+        if !client.claim_weight(t, weight) {
+            self.tubes.remove_if_unreferenced(t);
+            return Reply::OutOfMemory;
+        }
         let Some(client) = self.clients.get_mut(&c) else {
             return Reply::InternalError;
         };
@@ -123,6 +139,7 @@ impl Engine {
             tube.watching += 1;
             client.watched.push(t);
         }
+        client.set_weight(t, weight);
         Reply::Watching(client.watched.len())
     }
 
@@ -141,6 +158,7 @@ impl Engine {
         }
         // Swap-remove, as beanstalkd does: the watch list order shows it.
         let t = client.watched.swap_remove(slot);
+        client.forget_weight(t);
         let count = client.watched.len();
         let tube = self.tubes.get_mut(t);
         tube.watching -= 1;

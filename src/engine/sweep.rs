@@ -17,6 +17,7 @@ use std::io::Write as _;
 use super::sweep_reaches::REACHES;
 use super::sweep_world::*;
 use super::*;
+use crate::protocol::ReserveMode;
 use crate::sys::failing::fail_nth;
 
 /// The world with the waiter blocked in a reserve.
@@ -60,6 +61,28 @@ fn world_with_job_for_waiter_held() -> World {
     w.reserved = id;
     assert_eq!(w.e.reserve(w.waiter, None, T0, &mut Vec::<u8>::new()), None);
     w
+}
+
+/// The world with the waiter watching `quiet` (weight 1) and `jobs`
+/// (weight 3), both with a job ready, and `jobs` with processing times.
+fn world_weighing() -> World {
+    let mut w = world();
+    w.e.use_tube(w.producer, &name("quiet"));
+    put(&mut w.e, w.producer, 0, 0, b"quiet job");
+    w.e.watch_weighted(w.waiter, &name("jobs"), 3);
+    for _ in 0..10 {
+        let id = put(&mut w.e, w.producer, 0, 0, b"timed");
+        assert!(matches!(w.e.reserve_job(w.worker, id, T0, &mut Vec::<u8>::new()), Reply::Reserved(..)));
+        assert_eq!(w.e.delete(w.worker, id, Time::from_secs(2)), Reply::Deleted);
+    }
+    w
+}
+
+/// `reserve` by the waiter, as a connection makes it.
+fn reserve_step(w: &mut World, out: &mut Vec<u8>) {
+    if let Some(reply) = w.e.reserve(w.waiter, None, T0, out) {
+        reply.encode(out);
+    }
 }
 
 /// The world with a tube `other` whose only job is ready.
@@ -153,6 +176,21 @@ const COMMANDS: &[Case] = &[
     ("watch of a new tube", world, |w, out| w.e.watch(w.worker, &name("fresh")).encode(out)),
     ("watch of a tube that exists", world, |w, out| w.e.watch(w.worker, &name("quiet")).encode(out)),
     ("ignore", world, |w, out| w.e.ignore(w.worker, &name("jobs")).encode(out)),
+    ("watch of a new tube with a weight", world, |w, out| {
+        w.e.watch_weighted(w.worker, &name("fresh"), 4).encode(out)
+    }),
+    ("watch again with a weight", world, |w, out| {
+        w.e.watch_weighted(w.worker, &name("jobs"), 9999).encode(out)
+    }),
+    ("reserve-mode weighted", world, |w, out| w.e.reserve_mode(w.worker, ReserveMode::Weighted).encode(out)),
+    ("reserve, weighted: a tube drawn by weight", world_weighing, |w, out| {
+        w.e.reserve_mode(w.waiter, ReserveMode::Weighted);
+        reserve_step(w, out);
+    }),
+    ("reserve, weighted-fair: a tube drawn by weight and time", world_weighing, |w, out| {
+        w.e.reserve_mode(w.waiter, ReserveMode::WeightedFair);
+        reserve_step(w, out);
+    }),
     ("pause-tube", world, |w, out| w.e.pause_tube(Some(&name("jobs")), 10, T0).encode(out)),
     ("peek", world, |w, out| w.e.peek(w.ready).encode(out)),
     ("peek-ready", world, |w, out| w.e.peek_ready(w.producer).encode(out)),

@@ -74,9 +74,11 @@ pub(super) fn state(e: &Engine) -> String {
         let held: Vec<JobId> = c.reserved.ids(&e.jobs).collect();
         let _ = writeln!(
             s,
-            "client {} uses {} watches {watched:?} holds {held:?} producer={} worker={} hung_up={} {:?}",
+            "client {} uses {} watches {watched:?} weights {:?} mode {:?} holds {held:?} producer={} worker={} hung_up={} {:?}",
             id.0,
             e.tubes.get(c.used).name,
+            c.weights,
+            c.reserve_mode,
             c.producer,
             c.worker,
             c.hung_up,

@@ -52,6 +52,8 @@ pub struct Tube {
     pub cmd_delete: u64,
     /// Successful pause-tube commands on this tube.
     pub cmd_pause_tube: u64,
+    /// How long its jobs take, reserve to delete (`weighted-fair`).
+    pub processing: super::weighted::ProcessingTime,
     /// Position in the engine's list of tubes (the `list-tubes` order).
     pub list_index: usize,
     /// This tube's entry in [`Tubes`]' timetable: the sooner of its first
@@ -89,6 +91,7 @@ impl Tube {
             total_jobs: 0,
             cmd_delete: 0,
             cmd_pause_tube: 0,
+            processing: Default::default(),
             list_index,
             timed_at: None,
             timed_slot: 0,

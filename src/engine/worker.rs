@@ -20,6 +20,7 @@ impl Engine {
             return Reply::NotFound;
         }
         let tube = job.tube;
+        self.note_processed(id, now);
         self.end_work(id, metering::WorkEnd::Deleted, now);
         let logged = match self.discard(id, now) {
             Ok(logged) => logged,

@@ -47,6 +47,33 @@ pub const MAX_BATCH_LINE: usize = 32 * 1024;
 /// else, is no command (reference §1.3).
 pub const DELETE_BATCH: &[u8] = b"delete-batch ";
 
+/// Heaviest weight `watch <tube> <weight>` takes (tuber's bound).
+pub const MAX_WEIGHT: u16 = 9999;
+
+/// How a client's `reserve` chooses among its watched tubes when more
+/// than one has a job ready (tuber's `reserve-mode`, reference §3.26).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReserveMode {
+    /// beanstalkd's: the best `(pri, id)` job of them all.
+    #[default]
+    Fifo,
+    /// A tube drawn at random by its watch weight; its best job.
+    Weighted,
+    /// The same, each weight divided by how long the tube's jobs take.
+    WeightedFair,
+}
+
+impl ReserveMode {
+    /// The mode's name, as `reserve-mode` takes and answers it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReserveMode::Fifo => "fifo",
+            ReserveMode::Weighted => "weighted",
+            ReserveMode::WeightedFair => "weighted-fair",
+        }
+    }
+}
+
 /// What follows a put's size field (reference §3.1, step 4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AfterSize {
@@ -102,8 +129,12 @@ pub enum Command {
         pri: u32,
     },
     Touch(JobId),
-    Watch(TubeName),
+    /// `watch <tube>`, or tuber's `watch <tube> <weight>` (1 to
+    /// [`MAX_WEIGHT`], reference §3.9).
+    Watch(TubeName, Option<u16>),
     Ignore(TubeName),
+    /// `reserve-mode <mode>`: tuber's (reference §3.26).
+    ReserveMode(ReserveMode),
     Peek(JobId),
     PeekReady,
     PeekDelayed,
@@ -231,6 +262,16 @@ pub fn parse(line: &[u8]) -> Result<Command, ParseError> {
     if let Some(rest) = line.strip_prefix(b"reserve-job ") {
         return Ok(C::ReserveJob(Fields::new(rest).last_u64()?));
     }
+    // tuber's, before `reserve`, whose prefix it shares: the mode's
+    // name, and nothing else.
+    if let Some(rest) = line.strip_prefix(b"reserve-mode ") {
+        return match rest {
+            b"fifo" => Ok(C::ReserveMode(ReserveMode::Fifo)),
+            b"weighted" => Ok(C::ReserveMode(ReserveMode::Weighted)),
+            b"weighted-fair" => Ok(C::ReserveMode(ReserveMode::WeightedFair)),
+            _ => Err(BadFormat),
+        };
+    }
     // tuber's, before `reserve`, whose prefix it shares.
     if let Some(rest) = line.strip_prefix(b"reserve-batch ") {
         // tuber's reading: white space around the count, a `+` before it.
@@ -289,7 +330,13 @@ pub fn parse(line: &[u8]) -> Result<Command, ParseError> {
         return Ok(C::Use(TubeName::new(rest).ok_or(BadFormat)?));
     }
     if let Some(rest) = line.strip_prefix(b"watch ") {
-        return Ok(C::Watch(TubeName::new(rest).ok_or(BadFormat)?));
+        // tuber's weight after one space; a name holds no space, so such a
+        // line was `BAD_FORMAT` in beanstalkd.
+        let (name, weight) = match rest.iter().position(|&b| b == b' ') {
+            Some(at) => (&rest[..at], Some(watch_weight(&rest[at + 1..]).ok_or(BadFormat)?)),
+            None => (rest, None),
+        };
+        return Ok(C::Watch(TubeName::new(name).ok_or(BadFormat)?, weight));
     }
     if let Some(rest) = line.strip_prefix(b"ignore ") {
         return Ok(C::Ignore(TubeName::new(rest).ok_or(BadFormat)?));
@@ -383,6 +430,13 @@ fn parse_unique_key(token: &[u8]) -> Option<UniqueKey> {
 }
 
 /// `pause-tube`: spaces, a run of name bytes, then the delay to the end.
+/// A `watch` weight as tuber reads it: a number as Rust's `u32::from_str`
+/// reads it, 1 to [`MAX_WEIGHT`].
+fn watch_weight(s: &[u8]) -> Option<u16> {
+    let weight = fields::tuber_number(s)?;
+    u16::try_from(weight).ok().filter(|w| (1..=MAX_WEIGHT).contains(w))
+}
+
 fn parse_pause_tube(rest: &[u8]) -> Result<Command, ParseError> {
     let rest = skip_spaces(rest);
     let name_len = rest.iter().take_while(|&&b| is_name_byte(b)).count();
@@ -625,7 +679,7 @@ mod tests {
     #[test]
     fn tube_names_run_to_the_end_of_the_line() {
         assert_eq!(parse(b"use foo"), Ok(C::Use(name("foo"))));
-        assert_eq!(parse(b"watch a-b+c/d;e.f$g_h(i)"), Ok(C::Watch(name("a-b+c/d;e.f$g_h(i)"))));
+        assert_eq!(parse(b"watch a-b+c/d;e.f$g_h(i)"), Ok(C::Watch(name("a-b+c/d;e.f$g_h(i)"), None)));
         for line in [
             &b"use  foo"[..],
             b"use foo ",

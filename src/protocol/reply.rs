@@ -24,6 +24,8 @@ pub enum Reply<'a> {
     /// `OK <bytes>` and a YAML document.
     Ok(String),
     Using(&'a TubeName),
+    /// `USING <mode>`, the answer to `reserve-mode` (tuber's).
+    UsingMode(super::ReserveMode),
     Watching(usize),
     /// `KICKED <count>`, the answer to `kick`.
     KickedCount(u32),
@@ -77,6 +79,7 @@ impl Reply<'_> {
             Reply::Found(id, body) => write_data(out, "FOUND", Some(*id), body),
             Reply::Ok(yaml) => write_data(out, "OK", None, yaml.as_bytes()),
             Reply::Using(tube) => write!(out, "USING {tube}\r\n"),
+            Reply::UsingMode(mode) => write!(out, "USING {}\r\n", mode.name()),
             Reply::Watching(n) => write!(out, "WATCHING {n}\r\n"),
             Reply::KickedCount(n) => write!(out, "KICKED {n}\r\n"),
             Reply::ReservedBatch(n) => write!(out, "RESERVED_BATCH {n}\r\n"),
@@ -98,7 +101,7 @@ impl Reply<'_> {
             Reply::Reserved(..) => "RESERVED",
             Reply::Found(..) => "FOUND",
             Reply::Ok(_) => "OK",
-            Reply::Using(_) => "USING",
+            Reply::Using(_) | Reply::UsingMode(_) => "USING",
             Reply::Watching(_) => "WATCHING",
             Reply::KickedCount(_) | Reply::Kicked => "KICKED",
             Reply::Deleted => "DELETED",
