@@ -332,9 +332,11 @@ pub fn parse(line: &[u8]) -> Result<Command, ParseError> {
     if let Some(rest) = line.strip_prefix(b"watch ") {
         // tuber's weight after one space; a name holds no space, so such a
         // line was `BAD_FORMAT` in beanstalkd.
-        let (name, weight) = match rest.iter().position(|&b| b == b' ') {
-            Some(at) => (&rest[..at], Some(watch_weight(&rest[at + 1..]).ok_or(BadFormat)?)),
-            None => (rest, None),
+        let mut parts = rest.splitn(2, |&b| b == b' ');
+        let name = parts.next().unwrap_or_default();
+        let weight = match parts.next() {
+            Some(weight) => Some(watch_weight(weight).ok_or(BadFormat)?),
+            None => None,
         };
         return Ok(C::Watch(TubeName::new(name).ok_or(BadFormat)?, weight));
     }
@@ -680,6 +682,14 @@ mod tests {
     fn tube_names_run_to_the_end_of_the_line() {
         assert_eq!(parse(b"use foo"), Ok(C::Use(name("foo"))));
         assert_eq!(parse(b"watch a-b+c/d;e.f$g_h(i)"), Ok(C::Watch(name("a-b+c/d;e.f$g_h(i)"), None)));
+        // tuber's weight, and its reserve modes.
+        assert_eq!(parse(b"watch w 9999"), Ok(C::Watch(name("w"), Some(9999))));
+        assert_eq!(parse(b"watch w +1"), Ok(C::Watch(name("w"), Some(1))));
+        for refused in [&b"watch w 0"[..], b"watch w 10000", b"watch w ", b"watch w 1 2", b"watch w 1x"] {
+            assert_eq!(parse(refused), Err(BadFormat), "{:?}", String::from_utf8_lossy(refused));
+        }
+        assert_eq!(parse(b"reserve-mode weighted-fair"), Ok(C::ReserveMode(ReserveMode::WeightedFair)));
+        assert_eq!(parse(b"reserve-mode fifo "), Err(BadFormat));
         for line in [
             &b"use  foo"[..],
             b"use foo ",
