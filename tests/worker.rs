@@ -842,3 +842,34 @@ fn the_tube_a_moved_job_leaves_goes_when_nothing_else_holds_it() {
     assert_eq!(c.cmd("move-job 2 c"), "NOT_FOUND\r\n");
     assert_eq!(c.cmd("list-tubes"), "OK 18\r\n---\n- default\n- b\n\r\n", "a refused move makes no tube");
 }
+
+/// tuber's `peek-reserved` (reference §3.27): the used tube's reserved job
+/// with the lowest id, whoever holds it.
+#[test]
+fn peek_reserved_shows_the_used_tube_s_lowest_reserved_job_whoever_holds_it() {
+    let server = common::start();
+    let mut c = server.connect();
+    assert_eq!(c.cmd("peek-reserved"), "NOT_FOUND\r\n");
+    for (tube, body) in [("a", "A1"), ("a", "A2"), ("b", "B1")] {
+        assert_eq!(c.cmd(&format!("use {tube}")), format!("USING {tube}\r\n"));
+        c.put_ok(body);
+    }
+    let mut other = server.connect();
+    assert_eq!(other.cmd("watch a"), "WATCHING 2\r\n");
+    assert_eq!(other.cmd("watch b"), "WATCHING 3\r\n");
+    // Reserved out of id order: the lowest id shows, not the first held.
+    assert_eq!(other.cmd("reserve-job 3"), "RESERVED 3 2\r\nB1\r\n");
+    assert_eq!(other.cmd("reserve-job 2"), "RESERVED 2 2\r\nA2\r\n");
+    // `c` uses b.
+    assert_eq!(c.cmd("peek-reserved"), "FOUND 3 2\r\nB1\r\n");
+    assert_eq!(c.cmd("use a"), "USING a\r\n");
+    assert_eq!(c.cmd("peek-reserved"), "FOUND 2 2\r\nA2\r\n");
+    assert_eq!(other.cmd("reserve-job 1"), "RESERVED 1 2\r\nA1\r\n");
+    assert_eq!(c.cmd("peek-reserved"), "FOUND 1 2\r\nA1\r\n");
+    assert_eq!(other.cmd("release 1 0 0"), "RELEASED\r\n");
+    assert_eq!(other.cmd("delete 2"), "DELETED\r\n");
+    assert_eq!(c.cmd("peek-reserved"), "NOT_FOUND\r\n");
+    for not_it in ["peek-reserved ", "peek-reservedx"] {
+        assert_eq!(c.cmd(not_it), "UNKNOWN_COMMAND\r\n", "{not_it}");
+    }
+}

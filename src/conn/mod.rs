@@ -305,6 +305,7 @@ fn answer<'e>(
         Command::PeekReady => e.peek_ready(c),
         Command::PeekDelayed => e.peek_delayed(c),
         Command::PeekBuried => e.peek_buried(c),
+        Command::PeekReserved => e.peek_reserved(c),
         Command::Kick(bound) => e.kick(c, bound, now),
         Command::KickJob(id) => e.kick_job(id, now),
         Command::StatsJob(id) => e.stats_job(id, now),

@@ -34,6 +34,19 @@ impl Engine {
         self.found(id)
     }
 
+    /// `peek-reserved` (tuber's, reference §3.27): the used tube's reserved
+    /// job with the lowest id, whoever holds it. Nothing indexes reserved
+    /// jobs by tube (a second heap slot would cost every job 8 bytes), so
+    /// when the tube has any, this is one pass over the server's reserved
+    /// jobs (tuber walks every job); a tube with none answers at once.
+    pub fn peek_reserved(&mut self, c: ClientId) -> Reply<'_> {
+        let id = self.used_tube(c).filter(|&t| self.tubes.get(t).reserved > 0).and_then(|t| {
+            let in_tube = |id: &JobId| self.jobs.get(id).is_some_and(|job| job.tube == t);
+            self.reserved.iter().map(|(_, id)| id).filter(in_tube).min()
+        });
+        self.found(id)
+    }
+
     /// `stats-job <id>`.
     pub fn stats_job(&mut self, id: JobId, now: Time) -> Reply<'_> {
         self.cmds.stats_job += 1;

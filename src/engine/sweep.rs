@@ -196,6 +196,7 @@ const COMMANDS: &[Case] = &[
     ("peek-ready", world, |w, out| w.e.peek_ready(w.producer).encode(out)),
     ("peek-delayed", world, |w, out| w.e.peek_delayed(w.producer).encode(out)),
     ("peek-buried", world, |w, out| w.e.peek_buried(w.producer).encode(out)),
+    ("peek-reserved", world, |w, out| w.e.peek_reserved(w.producer).encode(out)),
     ("stats-job", world, |w, out| w.e.stats_job(w.buried, T0).encode(out)),
     ("stats-tube", world, |w, out| w.e.stats_tube(&name("jobs"), T0).encode(out)),
     ("stats", world, |w, out| {

@@ -58,6 +58,7 @@ pub(super) const REFUSALS: &[Case] = &[
     ("ignore of the last tube watched", world, |w, out| w.e.ignore(w.waiter, &name("quiet")).encode(out)),
     ("peek of no job", world, |w, out| w.e.peek(NO_JOB).encode(out)),
     ("peek-ready of an empty tube", world, |w, out| w.e.peek_ready(w.waiter).encode(out)),
+    ("peek-reserved of a tube with none reserved", world, |w, out| w.e.peek_reserved(w.waiter).encode(out)),
     ("peek-delayed of an empty tube", world, |w, out| w.e.peek_delayed(w.waiter).encode(out)),
     ("peek-buried of an empty tube", world, |w, out| w.e.peek_buried(w.waiter).encode(out)),
     ("kick-job of a ready job", world, |w, out| w.e.kick_job(w.ready, T0).encode(out)),

@@ -173,6 +173,8 @@ pub enum Command {
     Drain,
     /// `undrain`: tuber's; puts are taken again (reference §3.25).
     Undrain,
+    /// `peek-reserved`: tuber's (reference §3.27).
+    PeekReserved,
 }
 
 /// A put's `idp:<key>[:<seconds>]` token (reference §3.1a): the job's
@@ -373,6 +375,7 @@ pub fn parse(line: &[u8]) -> Result<Command, ParseError> {
     match line {
         b"drain" => Ok(C::Drain),
         b"undrain" => Ok(C::Undrain),
+        b"peek-reserved" => Ok(C::PeekReserved),
         _ => Err(ParseError::UnknownCommand),
     }
 }
