@@ -213,3 +213,63 @@ fn batch_changes_survive_a_sigkill_as_made() {
     assert_eq!(c.stat("current-jobs-ready"), "6");
     assert_eq!(c.yaml_map(&format!("stats-job {}", kept[9]))["kicks"], "1");
 }
+
+/// tuber's `flush-tube` (reference §3.28): every job of the tube, reserved
+/// ones too, goes; a worker holding one finds it gone as after a `delete`.
+#[test]
+fn flush_tube_deletes_every_job_and_the_holders_find_theirs_gone() {
+    let server = common::start();
+    let (mut producer, mut worker) = (server.connect(), server.connect());
+    assert_eq!(producer.cmd("use jobs"), "USING jobs\r\n");
+    assert_eq!(worker.cmd("watch jobs"), "WATCHING 2\r\n");
+    let held = producer.put_ok("held");
+    assert!(worker.cmd("reserve").starts_with(&format!("RESERVED {held} ")));
+    let buried = producer.put_ok("buried");
+    assert!(worker.cmd("reserve").starts_with(&format!("RESERVED {buried} ")));
+    assert_eq!(worker.cmd(&format!("bury {buried} 0")), "BURIED\r\n");
+    producer.put(0, 100, 60, "delayed");
+    for n in 0..2500 {
+        producer.put_ok(&format!("ready {n}"));
+    }
+    let mut admin = server.connect();
+    assert_eq!(admin.cmd("flush-tube jobs"), "FLUSHED 2503\r\n");
+    for state in ["ready", "delayed", "buried", "reserved"] {
+        assert_eq!(admin.yaml_map("stats-tube jobs")[&format!("current-jobs-{state}")], "0", "{state}");
+    }
+    assert_eq!(admin.stat("cmd-delete"), "2503");
+    for command in ["touch", "delete"] {
+        assert_eq!(worker.cmd(&format!("{command} {held}")), "NOT_FOUND\r\n");
+    }
+    assert_eq!(admin.cmd("flush-tube jobs"), "FLUSHED 0\r\n");
+    assert_eq!(admin.cmd("flush-tube nothing-here"), "NOT_FOUND\r\n");
+    for line in ["flush-tube ", "flush-tube -x", "flush-tube a b"] {
+        assert_eq!(admin.cmd(line), "BAD_FORMAT\r\n", "{line:?}");
+    }
+    assert_eq!(admin.cmd("flush-tube"), "UNKNOWN_COMMAND\r\n");
+}
+
+/// A flush frees the tube's unique keys, live or cooling down, as tuber's
+/// does; with `-b`, a SIGKILL brings back none of it.
+#[test]
+fn flush_tube_frees_unique_keys_cooling_or_not_and_a_restart_agrees() {
+    let dir = TempDir::new("flush");
+    let flags = ["-b", arg(&dir.path)];
+    let server = binary::spawn(&flags);
+    let mut c = server.client();
+    assert_eq!(c.cmd("use keyed"), "USING keyed\r\n");
+    c.send("put 0 0 60 4 idp:live\r\nlive\r\nput 0 0 60 4 idp:cool:3600\r\ncool\r\n");
+    assert_eq!(c.reply(), "INSERTED 1\r\n");
+    assert_eq!(c.reply(), "INSERTED 2\r\n");
+    assert_eq!(c.cmd("delete 2"), "DELETED\r\n");
+    c.send("put 0 0 60 5 idp:cool:3600\r\nagain\r\n");
+    assert_eq!(c.reply(), "INSERTED 2 DELETED\r\n");
+    assert_eq!(c.cmd("flush-tube keyed"), "FLUSHED 1\r\n");
+    let stderr = server.kill();
+    let server = binary::spawn(&flags);
+    let mut c = server.client();
+    assert_eq!(c.stat("current-jobs-ready"), "0", "{stderr}");
+    assert_eq!(c.cmd("use keyed"), "USING keyed\r\n");
+    c.send("put 0 0 60 4 idp:live\r\nlive\r\nput 0 0 60 4 idp:cool:3600\r\ncool\r\n");
+    assert_eq!(c.reply(), "INSERTED 3\r\n");
+    assert_eq!(c.reply(), "INSERTED 4\r\n");
+}

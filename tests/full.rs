@@ -66,6 +66,7 @@ fn every_command_that_frees_works_when_full(args: &[&str]) {
                 (format!("delete-batch {} 999999999", id_list(&ids[10..])), "DELETED_BATCH 40 1\r\n".into()),
             ],
             "clear-tube" => vec![(format!("clear-tube {tube}"), format!("CLEARED {JOBS}\r\n"))],
+            "flush-tube" => vec![(format!("flush-tube {tube}"), format!("FLUSHED {JOBS}\r\n"))],
             "kick" => {
                 bury_all(&mut c, &tube);
                 let kick = format!("kick {JOBS}");

@@ -31,6 +31,15 @@ fn case(name: &str) -> (Vec<String>, String, String) {
             (lines, "delete-batch 1 2 3 5".into(), "DELETED_BATCH 4 0\r\n".into())
         }
         "clear-tube" => (puts("jobs"), "clear-tube jobs".into(), format!("CLEARED {JOBS}\r\n")),
+        "flush-tube" => {
+            let mut lines = puts("jobs");
+            // A reserved job, a live key and a cooling one: all in the frame.
+            lines.extend(["watch jobs".into(), "reserve".into()]);
+            lines.push("put 0 0 60 1 idp:live\r\nl".into());
+            lines.push("put 0 0 60 1 idp:cool:3600\r\nc".into());
+            lines.push(format!("delete {}", JOBS + 2));
+            (lines, "flush-tube jobs".into(), format!("FLUSHED {}\r\n", JOBS + 1))
+        }
         "kick" => {
             let mut lines = puts("default");
             for id in 1..=JOBS {

@@ -135,32 +135,54 @@ impl Conn<'_> {
         ids.truncate(kept);
     }
 
-    /// `clear-tube <tube>`: the engine's chunks, the lock let go between
-    /// them, until one comes back short. `CLEARED <n>` says how many jobs
-    /// went: if a chunk is refused after others went, those are the answer
-    /// (they are gone, and logged); if the first is, its refusal is.
-    pub(super) fn clear_tube(&mut self, name: &TubeName) {
+    /// `clear-tube <tube>`, or tuber's `flush-tube <tube>` (`flush`): the
+    /// engine's chunks, the lock let go between them, until one comes back
+    /// short; a flush then frees the tube's cooling keys, a piece at a time
+    /// too. `CLEARED <n>` (`FLUSHED <n>`) says how many jobs went: if a
+    /// chunk is refused after others went, those are the answer (they are
+    /// gone, and logged); if the first is, its refusal is.
+    pub(super) fn clear_tube(&mut self, name: &TubeName, flush: bool) {
         let shared = self.shared;
         let logged_before = shared.journal_seq();
         let reply_start = self.output.len();
         let mut cleared: u64 = 0;
         let most = {
             let (engine, _) = shared.engine_now();
-            engine.clearable(name)
+            if flush {
+                match engine.flushable(name) {
+                    Some(most) => most,
+                    None => return Reply::NotFound.encode(&mut self.output),
+                }
+            } else {
+                engine.clearable(name)
+            }
         };
+        let answer = |cleared| if flush { Reply::Flushed(cleared) } else { Reply::Cleared(cleared) };
+        // A flush's cooling keys: the key slot to look from, once its jobs
+        // are gone (`None`: every slot seen).
+        let mut cooling = flush.then_some(0);
         let reply = loop {
             let chunk = {
                 let (mut engine, now) = shared.engine_now();
-                engine.clear_tube(name, most.saturating_sub(cleared), now)
+                let most = most.saturating_sub(cleared);
+                if flush {
+                    engine.flush_tube(name, most, cooling, now).map(|(n, next)| {
+                        cooling = next;
+                        n
+                    })
+                } else {
+                    engine.clear_tube(name, most, now)
+                }
             };
             match chunk {
                 Ok(n) => {
                     cleared += n as u64;
-                    if n < crate::engine::CLEAR_CHUNK || cleared >= most {
-                        break Reply::Cleared(cleared);
+                    let jobs_done = n < crate::engine::CLEAR_CHUNK || cleared >= most;
+                    if jobs_done && cooling.is_none() {
+                        break answer(cleared);
                     }
                 }
-                Err(_) if cleared > 0 => break Reply::Cleared(cleared),
+                Err(_) if cleared > 0 => break answer(cleared),
                 Err(refusal) => break refusal,
             }
         };

@@ -193,7 +193,8 @@ impl<'a> Conn<'a> {
             Command::Quit => return Ok(Next::Close),
             Command::Stats => self.stats(),
             Command::ReserveBatch(count) => return self.reserve_batch(count),
-            Command::ClearTube(name) => self.clear_tube(&name),
+            Command::ClearTube(name) => self.clear_tube(&name, false),
+            Command::FlushTube(name) => self.clear_tube(&name, true),
             command => self.ask_engine(|e, now, room| answer(e, c, command, now, room)),
         }
         Ok(Next::Continue)
@@ -326,7 +327,8 @@ fn answer<'e>(
         | Command::Stats
         | Command::ReserveBatch(_)
         | Command::DeleteBatch
-        | Command::ClearTube(_) => Reply::InternalError,
+        | Command::ClearTube(_)
+        | Command::FlushTube(_) => Reply::InternalError,
     }
 }
 

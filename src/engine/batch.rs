@@ -8,12 +8,16 @@
 //! that the connection lets the lock go between chunks and no other client
 //! waits for a whole tube to go.
 
-use super::journaling::deleted;
+use super::journaling::{deleted, gone};
 use super::*;
 use crate::protocol::SHORT_REPLY_LEN;
 
-/// Jobs one call of [`Engine::clear_tube`] deletes at most.
+/// Jobs one call of [`Engine::clear_tube`] deletes at most, and jobs and
+/// cooldowns one call of [`Engine::flush_tube`] ends.
 pub const CLEAR_CHUNK: usize = 1000;
+
+/// Key slots one call of [`Engine::flush_tube`] looks at, at most.
+pub const COOLING_SCAN: usize = 64 * 1024;
 
 /// A list's room kept from one command on many jobs to the next, claimed
 /// at start-up for [`CLEAR_CHUNK`] entries: so that a command that frees
@@ -86,6 +90,63 @@ impl Engine {
         let deleted = self.delete_all(&ids, now).map(|()| ids.len());
         self.kept_ids.put_back(ids);
         deleted
+    }
+
+    /// How many jobs `flush-tube <tube>` may delete: every job of the tube
+    /// as it starts; `None` if there is no such tube (`NOT_FOUND`).
+    pub fn flushable(&self, name: &TubeName) -> Option<u64> {
+        self.tubes.find(name).map(|t| self.tubes.get(t).job_count() as u64)
+    }
+
+    /// One chunk of `flush-tube <tube>` (tuber's, reference §3.28), in one
+    /// write: up to `most` jobs of the tube in any state, buried, delayed,
+    /// ready, then reserved (whose holders then find them gone, as after
+    /// a `delete`), their unique keys freed at once, with no cooldown;
+    /// then, in the same chunk if it has room (at most [`CLEAR_CHUNK`]
+    /// ids in all), the tube's keys still cooling from earlier deletes,
+    /// freed as if their cooldowns had run out, found among
+    /// [`COOLING_SCAN`] key slots from slot `cooling_from` (`None`: that
+    /// is done). Returns the jobs deleted and the key slot to go on from.
+    /// The connection asks [`Engine::flushable`] first, then calls this
+    /// until no job is left to delete and no slot to look at; the tube may
+    /// vanish on the way (its last job gone), and its cooling keys, named
+    /// by the tube's name, are still found.
+    ///
+    /// Nothing indexes reserved jobs by tube, so a chunk that reaches them
+    /// passes once over every reserved job of the server.
+    pub fn flush_tube(
+        &mut self,
+        name: &TubeName,
+        most: u64,
+        cooling_from: Option<usize>,
+        now: Time,
+    ) -> Result<(usize, Option<usize>), Reply<'static>> {
+        let mut ids = self.kept_ids.take(CLEAR_CHUNK).ok_or(Reply::OutOfMemory)?;
+        if let Some(t) = self.tubes.find(name) {
+            let tube = self.tubes.get(t);
+            let chunk = (most.min(CLEAR_CHUNK as u64) as usize).min(tube.job_count());
+            let (delayed, ready) = (tube.delayed.last_ids(chunk), tube.ready.last_ids(chunk));
+            ids.extend(tube.buried.ids(&self.jobs).chain(delayed).chain(ready).take(chunk));
+            if ids.len() < chunk && tube.reserved > 0 {
+                let jobs = &self.jobs;
+                let in_tube = |id: &JobId| jobs.get(id).is_some_and(|job| job.tube == t);
+                ids.extend(self.reserved.iter().map(|(_, id)| id).filter(in_tube).take(chunk - ids.len()));
+            }
+        }
+        let jobs = ids.len();
+        let mut next = cooling_from;
+        if let (true, Some(from)) = (jobs < CLEAR_CHUNK, cooling_from) {
+            let room = CLEAR_CHUNK - jobs;
+            next = self.tubes.keys.cooling_in(name.as_str().as_bytes(), from, COOLING_SCAN, room, &mut ids);
+        }
+        self.cmds.delete += jobs as u64;
+        let forget = &mut |e: &mut Engine, id| match e.jobs.get(&id) {
+            Some(_) => e.forget_gone(id, false, now),
+            None => e.tubes.keys.forget(id),
+        };
+        let flushed = self.journaled_batch_cooling(&ids, &gone, Some(name), forget);
+        self.kept_ids.put_back(ids);
+        flushed.map(|()| (jobs, next))
     }
 
     /// Deletes `ids`, all live and deletable, in one write: each as

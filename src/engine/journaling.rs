@@ -62,10 +62,23 @@ impl Engine {
         after: &After,
         change: &mut dyn FnMut(&mut Engine, JobId),
     ) -> Result<(), Reply<'static>> {
+        self.journaled_batch_cooling(ids, after, None, change)
+    }
+
+    /// [`Engine::journaled_batch`], where ids that name no job may be keys
+    /// of tube `cooling` cooling down, whose cooldowns the batch ends
+    /// (`flush-tube`).
+    pub(super) fn journaled_batch_cooling(
+        &mut self,
+        ids: &[JobId],
+        after: &After,
+        cooling: Option<&TubeName>,
+        change: &mut dyn FnMut(&mut Engine, JobId),
+    ) -> Result<(), Reply<'static>> {
         let mut files = Vec::new();
         if self.journal.is_some() {
             files = self.kept_files.take(ids.len()).ok_or(Reply::OutOfMemory)?;
-            let logged = self.log_batch_twice(ids, after, &mut files);
+            let logged = self.log_batch_twice(ids, after, cooling, &mut files);
             if let Err(refusal) = logged {
                 self.kept_files.put_back(files);
                 return Err(refusal);
@@ -90,20 +103,21 @@ impl Engine {
         &mut self,
         ids: &[JobId],
         after: &After,
+        cooling: Option<&TubeName>,
         files: &mut Vec<u32>,
     ) -> Result<(), Reply<'static>> {
-        let mut claimed = self.log_batch(ids, after, None)?;
+        let mut claimed = self.log_batch(ids, after, cooling, None)?;
         if !claimed {
             let full = self.journal.as_mut().map(|j| j.files_to_free()).unwrap_or_default();
             if !full.is_empty() {
                 self.rewrite_files(&full);
-                claimed = self.log_batch(ids, after, None)?;
+                claimed = self.log_batch(ids, after, cooling, None)?;
             }
         }
         if !claimed {
             return Err(Reply::OutOfMemory);
         }
-        self.log_batch(ids, after, Some(files)).map(|_| ())
+        self.log_batch(ids, after, cooling, Some(files)).map(|_| ())
     }
 
     /// [`Engine::journaled_batch`]'s log calls: claims room for the
@@ -114,17 +128,23 @@ impl Engine {
         &mut self,
         ids: &[JobId],
         after: &After,
+        cooling: Option<&TubeName>,
         files: Option<&mut Vec<u32>>,
     ) -> Result<bool, Reply<'static>> {
         let Engine { journal, jobs, tubes, .. } = self;
         let Some(journal) = journal.as_mut() else { return Ok(true) };
-        if ids.iter().any(|id| jobs.get(id).is_none()) {
+        // An id that names no job may be a key of tube `cooling` still
+        // cooling down (`flush-tube`): its change is its cooldown's end.
+        let ghost = |id: JobId| cooling.and_then(|tube| super::keyed::ghost(&tubes.keys, id, tube));
+        if ids.iter().any(|&id| jobs.get(&id).is_none() && ghost(id).is_none()) {
             return Err(Reply::InternalError);
         }
-        let mut changes = ids.iter().filter_map(|&id| {
-            let job = jobs.get(&id)?;
-            let was = Picture::of(job).logged(id, tubes, &job.body);
-            Some(Change { was: Some(was), now: after(was) })
+        let mut changes = ids.iter().filter_map(|&id| match jobs.get(&id) {
+            Some(job) => {
+                let was = Picture::of(job).logged(id, tubes, &job.body);
+                Some(Change { was: Some(was), now: after(was) })
+            }
+            None => Some(Change { was: Some(ghost(id)?), now: None }),
         });
         match files {
             None => Ok(journal.claim_all(&mut changes)),
@@ -291,6 +311,11 @@ pub(super) fn deleted(now: Time) -> impl for<'a> Fn(LoggedJob<'a>) -> Option<Log
         let until = Some(super::unique::cooldown_end(now, key.cooldown));
         Some(LoggedJob { key: Some(LoggedKey { until, ..key }), body: &[], ..was })
     }
+}
+
+/// A delete for good: gone, a unique key with it (`flush-tube`).
+pub(super) fn gone(_: LoggedJob<'_>) -> Option<LoggedJob<'_>> {
+    None
 }
 
 /// `was` as it will be in tube `tube`: what a change is claimed for.

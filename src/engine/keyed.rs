@@ -179,7 +179,7 @@ impl Engine {
 
 /// Deleted job `id` as the log sees it while its key cools down: in tube
 /// `tube`, without its body, its key's `until` set (`journal_cooling`).
-fn ghost<'a>(keys: &'a UniqueKeys, id: JobId, tube: &'a TubeName) -> Option<LoggedJob<'a>> {
+pub(super) fn ghost<'a>(keys: &'a UniqueKeys, id: JobId, tube: &'a TubeName) -> Option<LoggedJob<'a>> {
     let (_, until, file) = keys.cooling(id)?;
     Some(LoggedJob {
         id,

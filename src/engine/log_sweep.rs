@@ -14,7 +14,7 @@
 
 use std::sync::Arc as StdArc;
 
-use super::sweep_reach::clear_step;
+use super::sweep_reach::{clear_step, flush_step};
 use super::sweep_world::{key, name, output, put_keyed_step, put_step, state, world_from, Step, World, T0};
 use super::*;
 use crate::binlog::{faults, sync::Durability, Binlog};
@@ -144,6 +144,8 @@ const LOGGED: &[(&str, Setup, Step)] = &[
     ("kick-job of a buried job", none, |w, out| w.e.kick_job(w.buried, T0).encode(out)),
     ("kick of many buried jobs", many, |w, out| w.e.kick(w.producer, 10, T0).encode(out)),
     ("clear-tube of a tube with a job in every state", many, clear_step),
+    ("flush-tube of a tube with a job in every state", many, flush_step),
+    ("flush-tube of a tube with keys, one cooling", none, flush_step),
     ("delete-batch", many, |w, out| {
         let ids = [w.ready, w.reserved, w.buried, 999, w.ready, w.delayed];
         w.e.delete_batch(w.worker, &mut ids.into_iter(), T0).encode(out)

@@ -143,12 +143,28 @@ pub(super) fn clear_step(w: &mut World, out: &mut Vec<u8>) {
     }
 }
 
+/// `flush-tube jobs` as the connection runs it: chunks to the end, then
+/// the cooling keys.
+pub(super) fn flush_step(w: &mut World, out: &mut Vec<u8>) {
+    let Some(most) = w.e.flushable(&name("jobs")) else {
+        return Reply::NotFound.encode(out);
+    };
+    match w.e.flush_tube(&name("jobs"), most, Some(0), T0) {
+        // One chunk: the world's few jobs and keys.
+        Ok((n, None)) => Reply::Flushed(n as u64).encode(out),
+        Ok((_, Some(_))) => panic!("more than one chunk"),
+        Err(refusal) => refusal.encode(out),
+    }
+}
+
 pub(super) const MORE_COMMANDS: &[Case] = &[
     ("kick of many buried jobs", world_with_many, |w, out| w.e.kick(w.producer, 10, T0).encode(out)),
     ("kick of many delayed jobs", world_with_many_later_used, |w, out| {
         w.e.kick(w.producer, 2, T0).encode(out)
     }),
     ("clear-tube of a tube with a job in every state", world_with_many, clear_step),
+    ("flush-tube of a tube with a job in every state", world_with_many, flush_step),
+    ("flush-tube of a tube with keys, one cooling", world, flush_step),
     ("delete-batch", world_with_many, |w, out| {
         let ids = [w.ready, w.reserved, w.buried, 999, w.ready, w.delayed];
         w.e.delete_batch(w.producer, &mut ids.into_iter(), T0).encode(out)

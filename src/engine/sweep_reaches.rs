@@ -66,6 +66,8 @@ pub(super) const REACHES: &[(&str, &str)] = &[
     ("kick of many buried jobs", "KICKED 5"),
     ("kick of many delayed jobs", "KICKED 2"),
     ("clear-tube of a tube with a job in every state", "CLEARED 8"),
+    ("flush-tube of a tube with a job in every state", "FLUSHED 9"),
+    ("flush-tube of a tube with keys, one cooling", "FLUSHED 5"),
     ("delete-batch", "DELETED_BATCH 3 3"),
     ("delete-batch of a keyed job: its key cools down", "DELETED_BATCH 2 0"),
     ("move-job of a keyed job to a tube with its key: KEY_TAKEN", "KEY_TAKEN"),
@@ -109,4 +111,5 @@ pub(super) const REACHES: &[(&str, &str)] = &[
     ("drain", "DRAINING"),
     ("undrain of a draining server", "NOT_DRAINING"),
     ("clear-tube of no tube", "NOT_FOUND"),
+    ("flush-tube of no tube", "NOT_FOUND"),
 ];

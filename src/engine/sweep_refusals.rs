@@ -72,4 +72,8 @@ pub(super) const REFUSALS: &[Case] = &[
         Ok(n) => Reply::Cleared(n as u64).encode(out),
         Err(refusal) => refusal.encode(out),
     }),
+    ("flush-tube of no tube", world, |w, out| match w.e.flushable(&name("nowhere")) {
+        Some(_) => Reply::InternalError.encode(out),
+        None => Reply::NotFound.encode(out),
+    }),
 ];

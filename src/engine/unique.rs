@@ -311,6 +311,33 @@ impl UniqueKeys {
         self.free.push(slot);
     }
 
+    /// Cooling keys of tube `tube` among the key slots from `from` (at most
+    /// `scan` of them), `most` of them at most, onto `out`; returns the
+    /// slot to go on from, `None` past the last. Slots stay where they are
+    /// while their key lives, so a walk in pieces sees every key that was
+    /// there when it began and is there still.
+    pub fn cooling_in(
+        &self,
+        tube: &[u8],
+        from: usize,
+        scan: usize,
+        most: usize,
+        out: &mut Vec<JobId>,
+    ) -> Option<usize> {
+        let (mut slot, mut found) = (from, 0);
+        for held in self.held.iter().skip(from).take(scan) {
+            if found == most {
+                return Some(slot);
+            }
+            if held.id != 0 && held.until != 0 && self.name(held).0 == tube {
+                out.push(held.id);
+                found += 1;
+            }
+            slot += 1;
+        }
+        (slot < self.held.len()).then_some(slot)
+    }
+
     /// Notes the log file holding cooling key `id`'s record.
     pub fn set_file(&mut self, id: JobId, file: u32) {
         if let Some(held) = self.held_mut(id) {

@@ -41,12 +41,20 @@ impl Engine {
     /// table, its unique key cooling (room claimed by the batch) or
     /// forgotten, what it held given back, counted as its tube's delete.
     pub(super) fn forget_deleted(&mut self, id: JobId, now: Time) {
+        self.forget_gone(id, true, now);
+    }
+
+    /// [`Engine::forget_deleted`], its key's cooldown started if `cool`,
+    /// else its key forgotten at once (`flush-tube`).
+    pub(super) fn forget_gone(&mut self, id: JobId, cool: bool, now: Time) {
         let Some((tube, keyed, file)) = self.jobs.get(&id).map(|job| (job.tube, job.keyed, job.file)) else {
             return;
         };
         self.end_work(id, metering::WorkEnd::Deleted, now);
         self.unlink(id);
-        if keyed {
+        if keyed && !cool {
+            self.tubes.keys.forget(id);
+        } else if keyed {
             let until = self.tubes.keys.start_cooldown(id, now, &mut positions(&mut self.jobs));
             if let Some(until) = until {
                 self.schedule(until);

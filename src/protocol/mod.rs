@@ -175,6 +175,8 @@ pub enum Command {
     Undrain,
     /// `peek-reserved`: tuber's (reference §3.27).
     PeekReserved,
+    /// `flush-tube <tube>`: tuber's (reference §3.28).
+    FlushTube(TubeName),
 }
 
 /// A put's `idp:<key>[:<seconds>]` token (reference §3.1a): the job's
@@ -370,6 +372,9 @@ pub fn parse(line: &[u8]) -> Result<Command, ParseError> {
     }
     if let Some(rest) = line.strip_prefix(b"clear-tube ") {
         return Ok(C::ClearTube(TubeName::new(rest).ok_or(BadFormat)?));
+    }
+    if let Some(rest) = line.strip_prefix(b"flush-tube ") {
+        return Ok(C::FlushTube(TubeName::new(rest).ok_or(BadFormat)?));
     }
     // tuber's, whole lines only: `drainx` or `drain ` is no command.
     match line {

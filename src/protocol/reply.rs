@@ -44,6 +44,8 @@ pub enum Reply<'a> {
     DeletedBatch(usize, usize),
     /// `CLEARED <count>`, the answer to `clear-tube`.
     Cleared(u64),
+    /// `FLUSHED <count>`, the answer to `flush-tube` (tuber's).
+    Flushed(u64),
     /// `KEY_TAKEN`: `move-job` of a job whose unique key the tube it would
     /// move to holds already (reference §3.1a).
     KeyTaken,
@@ -85,6 +87,7 @@ impl Reply<'_> {
             Reply::ReservedBatch(n) => write!(out, "RESERVED_BATCH {n}\r\n"),
             Reply::DeletedBatch(deleted, not_found) => write!(out, "DELETED_BATCH {deleted} {not_found}\r\n"),
             Reply::Cleared(n) => write!(out, "CLEARED {n}\r\n"),
+            Reply::Flushed(n) => write!(out, "FLUSHED {n}\r\n"),
             other => {
                 out.extend_from_slice(other.word().as_bytes());
                 out.extend_from_slice(b"\r\n");
@@ -112,6 +115,7 @@ impl Reply<'_> {
             Reply::ReservedBatch(_) => "RESERVED_BATCH",
             Reply::DeletedBatch(..) => "DELETED_BATCH",
             Reply::Cleared(_) => "CLEARED",
+            Reply::Flushed(_) => "FLUSHED",
             Reply::KeyTaken => "KEY_TAKEN",
             Reply::NotFound => "NOT_FOUND",
             Reply::NotIgnored => "NOT_IGNORED",
