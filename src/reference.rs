@@ -14,7 +14,7 @@ mod tests {
 
     const REFERENCE: &str = include_str!("reference.md");
     const README: &str = include_str!("../README.md");
-    const PROTOCOL: &str = include_str!("protocol/mod.rs");
+    const PROTOCOL: &str = include_str!("protocol/command.rs");
 
     /// One row of the table of commands.
     struct Row {

@@ -110,9 +110,9 @@ fn delete_batch_treats_each_id_as_delete_would() {
     assert_eq!(a.stat("cmd-delete"), "7");
 }
 
-#[test]
-fn clear_tube_deletes_ready_delayed_and_buried_and_leaves_reserved_with_its_worker() {
-    let server = common::start();
+/// Tube `jobs` with a job reserved by the worker (its id returned), one
+/// buried, one delayed and 2500 ready; the producer uses `jobs`.
+fn a_job_in_every_state(server: &common::TestServer) -> (common::Client, common::Client, u64) {
     let (mut producer, mut worker) = (server.connect(), server.connect());
     assert_eq!(producer.cmd("use jobs"), "USING jobs\r\n");
     assert_eq!(worker.cmd("watch jobs"), "WATCHING 2\r\n");
@@ -125,6 +125,13 @@ fn clear_tube_deletes_ready_delayed_and_buried_and_leaves_reserved_with_its_work
     for n in 0..2500 {
         producer.put_ok(&format!("ready {n}"));
     }
+    (producer, worker, held)
+}
+
+#[test]
+fn clear_tube_deletes_ready_delayed_and_buried_and_leaves_reserved_with_its_worker() {
+    let server = common::start();
+    let (mut producer, mut worker, held) = a_job_in_every_state(&server);
     producer.put_ok("elsewhere-not");
     let mut admin = server.connect();
     assert_eq!(admin.cmd("clear-tube jobs"), "CLEARED 2503\r\n");
@@ -219,18 +226,7 @@ fn batch_changes_survive_a_sigkill_as_made() {
 #[test]
 fn flush_tube_deletes_every_job_and_the_holders_find_theirs_gone() {
     let server = common::start();
-    let (mut producer, mut worker) = (server.connect(), server.connect());
-    assert_eq!(producer.cmd("use jobs"), "USING jobs\r\n");
-    assert_eq!(worker.cmd("watch jobs"), "WATCHING 2\r\n");
-    let held = producer.put_ok("held");
-    assert!(worker.cmd("reserve").starts_with(&format!("RESERVED {held} ")));
-    let buried = producer.put_ok("buried");
-    assert!(worker.cmd("reserve").starts_with(&format!("RESERVED {buried} ")));
-    assert_eq!(worker.cmd(&format!("bury {buried} 0")), "BURIED\r\n");
-    producer.put(0, 100, 60, "delayed");
-    for n in 0..2500 {
-        producer.put_ok(&format!("ready {n}"));
-    }
+    let (_producer, mut worker, held) = a_job_in_every_state(&server);
     let mut admin = server.connect();
     assert_eq!(admin.cmd("flush-tube jobs"), "FLUSHED 2503\r\n");
     for state in ["ready", "delayed", "buried", "reserved"] {

@@ -1,6 +1,6 @@
-//! The wire protocol: bytes to [`Command`] (here), [`Reply`] to bytes
-//! (`reply.rs`), and the [`TubeName`] both carry (`tube_name.rs`); numbers
-//! are read by `fields.rs`. No state.
+//! The wire protocol: bytes to [`Command`] (here; what a line can be is
+//! `command.rs`), [`Reply`] to bytes (`reply.rs`), and the [`TubeName`]
+//! both carry (`tube_name.rs`); numbers are read by `fields.rs`. No state.
 //!
 //! Parsing follows beanstalkd 1.13 exactly where a client can see it
 //! (reference §1.3-1.4): commands are recognised by prefix in a fixed order,
@@ -16,11 +16,13 @@
 //! could panic, and no `unwrap` — the lints below make the compiler check it.
 #![deny(clippy::indexing_slicing, clippy::arithmetic_side_effects, clippy::unwrap_used, clippy::expect_used)]
 
+mod command;
 mod fields;
 mod reply;
 mod tube_name;
 
 use crate::ids::JobId;
+pub use command::{AfterSize, Command, ParseError, ReserveMode, UniqueKey, MAX_WEIGHT};
 use fields::{id_fields, leading_number, parse_kick_bound, skip_spaces, Fields};
 pub use reply::{data_reply_len, NamedState, Reply, ReplyRoom, SHORT_REPLY_LEN};
 use tube_name::is_name_byte;
@@ -47,165 +49,8 @@ pub const MAX_BATCH_LINE: usize = 32 * 1024;
 /// else, is no command (reference §1.3).
 pub const DELETE_BATCH: &[u8] = b"delete-batch ";
 
-/// Heaviest weight `watch <tube> <weight>` takes (tuber's bound).
-pub const MAX_WEIGHT: u16 = 9999;
-
-/// How a client's `reserve` chooses among its watched tubes when more
-/// than one has a job ready (tuber's `reserve-mode`, reference §3.26).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ReserveMode {
-    /// beanstalkd's: the best `(pri, id)` job of them all.
-    #[default]
-    Fifo,
-    /// A tube drawn at random by its watch weight; its best job.
-    Weighted,
-    /// The same, each weight divided by how long the tube's jobs take.
-    WeightedFair,
-}
-
-impl ReserveMode {
-    /// The mode's name, as `reserve-mode` takes and answers it.
-    pub fn name(self) -> &'static str {
-        match self {
-            ReserveMode::Fifo => "fifo",
-            ReserveMode::Weighted => "weighted",
-            ReserveMode::WeightedFair => "weighted-fair",
-        }
-    }
-}
-
-/// What follows a put's size field (reference §3.1, step 4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AfterSize {
-    /// Nothing, or unique keys this server takes.
-    Nothing,
-    /// Anything else: `BAD_FORMAT`, and the body is not read, as
-    /// beanstalkd does (its bytes are taken as commands).
-    Junk,
-    /// Only tuber's put tags (`idp:`, `grp:`, `aft:`, `con:`), one of
-    /// which this server does not take: `BAD_FORMAT` once the body is read
-    /// and dropped, so that a tuber client's body is never taken as
-    /// commands (reference §3.1a).
-    RefusedTags,
-}
-
 /// The prefixes of tuber's put tags.
 const TUBER_TAGS: [&[u8]; 4] = [b"idp:", b"grp:", b"aft:", b"con:"];
-
-/// One parsed command line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Command {
-    /// `put <pri> <delay> <ttr> <bytes> [idp:<key>[:<seconds>]]`. A body
-    /// of `bytes` bytes plus CRLF follows the line. `after_size` says what
-    /// else followed the size field: beanstalkd answers `BAD_FORMAT` for
-    /// junk only after counting the command and checking the size, so the
-    /// parser cannot reject it itself. `key` is tuber's unique-job token
-    /// (reference §3.1a).
-    Put {
-        pri: u32,
-        delay: u32,
-        ttr: u32,
-        bytes: u32,
-        after_size: AfterSize,
-        key: Option<UniqueKey>,
-    },
-    Use(TubeName),
-    Reserve,
-    /// `reserve-with-timeout <seconds>`, at most `i32::MAX` seconds.
-    ReserveWithTimeout(u32),
-    /// `reserve-with-abort`, and `reserve-with-abort-timeout <seconds>`
-    /// (`Some`): a reserve whose wait any byte from the client calls off
-    /// (reference §3.3a). Not beanstalkd 1.13's: its pull request #658.
-    ReserveWithAbort(Option<u32>),
-    ReserveJob(JobId),
-    Delete(JobId),
-    Release {
-        id: JobId,
-        pri: u32,
-        delay: u32,
-    },
-    Bury {
-        id: JobId,
-        pri: u32,
-    },
-    Touch(JobId),
-    /// `watch <tube>`, or tuber's `watch <tube> <weight>` (1 to
-    /// [`MAX_WEIGHT`], reference §3.9).
-    Watch(TubeName, Option<u16>),
-    Ignore(TubeName),
-    /// `reserve-mode <mode>`: tuber's (reference §3.26).
-    ReserveMode(ReserveMode),
-    Peek(JobId),
-    PeekReady,
-    PeekDelayed,
-    PeekBuried,
-    /// `kick <bound>`.
-    Kick(u32),
-    KickJob(JobId),
-    StatsJob(JobId),
-    StatsTube(TubeName),
-    Stats,
-    ListTubes,
-    ListTubeUsed,
-    ListTubesWatched,
-    /// `pause-tube <tube> <delay>`. `tube` is `None` when the name uses only
-    /// legal bytes but is not a legal name (it starts with `-` or is too
-    /// long): beanstalkd counts the command before it notices.
-    PauseTube {
-        tube: Option<TubeName>,
-        delay: u32,
-    },
-    Quit,
-    /// `move-job <id> <tube>`: ours, not beanstalkd's (reference §3.21).
-    MoveJob {
-        id: JobId,
-        tube: TubeName,
-    },
-    /// `reserve-batch <count>`, 1 to [`MAX_BATCH`]: tuber's (reference §3.22).
-    ReserveBatch(u32),
-    /// `delete-batch <id> <id> ...`, 1 to [`MAX_BATCH`] ids: tuber's
-    /// (reference §3.23). The ids stay in the line, read by [`batch_ids`]:
-    /// the parser allocates nothing.
-    DeleteBatch,
-    /// `clear-tube <tube>`: beanstalkd's pull request #87 (reference §3.24).
-    ClearTube(TubeName),
-    /// `drain`: tuber's; puts are refused from now on (reference §3.25).
-    Drain,
-    /// `undrain`: tuber's; puts are taken again (reference §3.25).
-    Undrain,
-    /// `peek-reserved`: tuber's (reference §3.27).
-    PeekReserved,
-    /// `flush-tube <tube>`: tuber's (reference §3.28).
-    FlushTube(TubeName),
-}
-
-/// A put's `idp:<key>[:<seconds>]` token (reference §3.1a): the job's
-/// name in its tube, which follows the rules of a tube name, and how long
-/// the name outlives the job's delete (0: not at all).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UniqueKey {
-    pub name: TubeName,
-    pub cooldown: u32,
-}
-
-/// Why a line is not a command.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ParseError {
-    /// No command starts this line.
-    UnknownCommand,
-    /// A command was recognised but its arguments are wrong.
-    BadFormat,
-}
-
-impl ParseError {
-    /// The reply a client gets for this error.
-    pub fn reply(self) -> Reply<'static> {
-        match self {
-            ParseError::UnknownCommand => Reply::UnknownCommand,
-            ParseError::BadFormat => Reply::BadFormat,
-        }
-    }
-}
 
 /// Parses one command line, given without its CRLF.
 pub fn parse(line: &[u8]) -> Result<Command, ParseError> {
