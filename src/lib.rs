@@ -49,6 +49,7 @@
 //!    [`engine::worker`] (`delete`, `release`, `bury`, `touch`, `kick`),
 //!    [`engine::batch`] (`clear-tube`, `reserve-batch`, `delete-batch`),
 //!    [`engine::inspect`] (`peek`, `stats-*`, `list-*`),
+//!    [`engine::listing`] (`list-jobs-*`: a tube's jobs a page at a time),
 //!    [`engine::schedule`] (TTRs, delays and pauses falling due),
 //!    [`engine::journal`] (the trait a write-ahead log implements) and
 //!    [`engine::journaling`] (the engine's calls to it).

@@ -322,6 +322,19 @@ pub fn list_yaml<'a>(names: impl Iterator<Item = &'a str> + Clone) -> Option<Str
     Some(y)
 }
 
+/// A YAML list of job ids, as `list-jobs-*` sends it; `None` if the
+/// memory for it cannot be had.
+pub fn id_list_yaml(ids: &[u64]) -> Option<String> {
+    use std::fmt::Write;
+    let mut y = String::new();
+    y.try_reserve_exact((4 + ids.len() * 23).max(REPLY_BUFFER_MIN)).ok()?;
+    y.push_str("---\n");
+    for id in ids {
+        let _ = writeln!(y, "- {id}");
+    }
+    Some(y)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

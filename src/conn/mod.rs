@@ -26,6 +26,7 @@
 pub(crate) mod wait;
 pub(crate) mod buffers;
 mod batch;
+mod listing;
 mod put;
 
 pub(crate) use buffers::IDLE_AFTER;
@@ -34,7 +35,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
-use crate::engine::{ClientId, Engine};
+use crate::engine::{ClientId, Engine, State};
 use crate::framing::{Input, Line};
 use crate::mailbox::Mailbox;
 use crate::protocol::{self, Command, Reply, ReplyRoom, SHORT_REPLY_LEN};
@@ -195,6 +196,10 @@ impl<'a> Conn<'a> {
             Command::ReserveBatch(count) => return self.reserve_batch(count),
             Command::ClearTube(name) => self.clear_tube(&name, false),
             Command::FlushTube(name) => self.clear_tube(&name, true),
+            Command::ListJobsReady(page) => self.list_jobs(State::Ready, page),
+            Command::ListJobsDelayed(page) => self.list_jobs(State::Delayed, page),
+            Command::ListJobsReserved(page) => self.list_jobs(State::Reserved, page),
+            Command::ListJobsBuried(page) => self.list_jobs(State::Buried, page),
             command => self.ask_engine(|e, now, room| answer(e, c, command, now, room)),
         }
         Ok(Next::Continue)
@@ -328,7 +333,11 @@ fn answer<'e>(
         | Command::ReserveBatch(_)
         | Command::DeleteBatch
         | Command::ClearTube(_)
-        | Command::FlushTube(_) => Reply::InternalError,
+        | Command::FlushTube(_)
+        | Command::ListJobsReady(_)
+        | Command::ListJobsDelayed(_)
+        | Command::ListJobsReserved(_)
+        | Command::ListJobsBuried(_) => Reply::InternalError,
     }
 }
 

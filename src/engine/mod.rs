@@ -57,6 +57,7 @@ pub(crate) mod handoff;
 pub(crate) mod worker;
 pub(crate) mod batch;
 pub(crate) mod inspect;
+pub(crate) mod listing;
 pub(crate) mod schedule;
 pub(crate) mod relocate;
 pub mod metering;

@@ -197,6 +197,11 @@ const COMMANDS: &[Case] = &[
     ("peek-delayed", world, |w, out| w.e.peek_delayed(w.producer).encode(out)),
     ("peek-buried", world, |w, out| w.e.peek_buried(w.producer).encode(out)),
     ("peek-reserved", world, |w, out| w.e.peek_reserved(w.producer).encode(out)),
+    ("list-jobs-ready", world, |w, out| list_step(w, out, State::Ready, None)),
+    ("list-jobs-ready after a job", world, |w, out| list_step(w, out, State::Ready, Some(w.ready))),
+    ("list-jobs-delayed", world, |w, out| list_step(w, out, State::Delayed, None)),
+    ("list-jobs-reserved", world, |w, out| list_step(w, out, State::Reserved, None)),
+    ("list-jobs-buried", world, |w, out| list_step(w, out, State::Buried, None)),
     ("stats-job", world, |w, out| w.e.stats_job(w.buried, T0).encode(out)),
     ("stats-tube", world, |w, out| w.e.stats_tube(&name("jobs"), T0).encode(out)),
     ("stats", world, |w, out| {

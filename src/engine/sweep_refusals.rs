@@ -4,7 +4,7 @@
 //! every reply of the table of commands be reached by a case named for
 //! its command; these are the cases that make it so.
 
-use super::sweep_world::{name, world, Case, World, T0};
+use super::sweep_world::{list_step, name, world, Case, World, T0};
 use super::*;
 
 /// A job id no world holds.
@@ -60,6 +60,16 @@ pub(super) const REFUSALS: &[Case] = &[
     ("peek-ready of an empty tube", world, |w, out| w.e.peek_ready(w.waiter).encode(out)),
     ("peek-reserved of a tube with none reserved", world, |w, out| w.e.peek_reserved(w.waiter).encode(out)),
     ("peek-delayed of an empty tube", world, |w, out| w.e.peek_delayed(w.waiter).encode(out)),
+    ("list-jobs-ready after a job not ready", world, |w, out| {
+        list_step(w, out, State::Ready, Some(w.buried))
+    }),
+    ("list-jobs-delayed after no job", world, |w, out| list_step(w, out, State::Delayed, Some(NO_JOB))),
+    ("list-jobs-reserved after a ready job", world, |w, out| {
+        list_step(w, out, State::Reserved, Some(w.ready))
+    }),
+    ("list-jobs-buried after a delayed job", world, |w, out| {
+        list_step(w, out, State::Buried, Some(w.delayed))
+    }),
     ("peek-buried of an empty tube", world, |w, out| w.e.peek_buried(w.waiter).encode(out)),
     ("kick-job of a ready job", world, |w, out| w.e.kick_job(w.ready, T0).encode(out)),
     ("stats-job of no job", world, |w, out| w.e.stats_job(NO_JOB, T0).encode(out)),

@@ -126,6 +126,17 @@ pub(super) fn process() -> ProcessStats<'static> {
     }
 }
 
+/// `list-jobs-<state> <count> [<after>]` for the producer, the way
+/// `Conn::list_jobs` runs it: the page started, its pieces, its text.
+pub(super) fn list_step(w: &mut World, out: &mut Vec<u8>, state: State, after: Option<JobId>) {
+    let mut listing = match w.e.list_jobs(w.producer, state, 1000, after) {
+        Ok(listing) => listing,
+        Err(refusal) => return refusal.encode(out),
+    };
+    while !w.e.list_jobs_piece(&mut listing) {}
+    crate::stats::id_list_yaml(&listing.ids()).map_or(Reply::OutOfMemory, Reply::Ok).encode(out);
+}
+
 /// `put`, the way `Conn::put` makes it: a ticket, the body's memory, the job.
 pub(super) fn put_step(w: &mut World, out: &mut Vec<u8>, delay: u32) {
     put_keyed_step(w, out, 0, delay, None);

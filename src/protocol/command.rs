@@ -133,6 +133,26 @@ pub enum Command {
     PeekReserved,
     /// `flush-tube <tube>`: tuber's (reference §3.28).
     FlushTube(TubeName),
+    /// `list-jobs-ready [<count> [<after>]]`: the used tube's ready jobs'
+    /// ids, in reserve order (reference §3.29; the name is from a fork of
+    /// beanstalkd, see there).
+    ListJobsReady(Page),
+    /// `list-jobs-delayed [<count> [<after>]]`: by due time.
+    ListJobsDelayed(Page),
+    /// `list-jobs-reserved [<count> [<after>]]`: by TTR deadline.
+    ListJobsReserved(Page),
+    /// `list-jobs-buried [<count> [<after>]]`: in kick order.
+    ListJobsBuried(Page),
+}
+
+/// Which page a `list-jobs-*` line asks for (reference §3.29): at most
+/// `count` jobs, 1 to [`MAX_BATCH`](super::MAX_BATCH) (all of them when
+/// the line names none), after job `after` in the list's order, or from
+/// its start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Page {
+    pub count: u32,
+    pub after: Option<JobId>,
 }
 
 /// A put's `idp:<key>[:<seconds>]` token (reference §3.1a): the job's

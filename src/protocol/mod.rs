@@ -22,7 +22,7 @@ mod reply;
 mod tube_name;
 
 use crate::ids::JobId;
-pub use command::{AfterSize, Command, ParseError, ReserveMode, UniqueKey, MAX_WEIGHT};
+pub use command::{AfterSize, Command, Page, ParseError, ReserveMode, UniqueKey, MAX_WEIGHT};
 use fields::{id_fields, leading_number, parse_kick_bound, skip_spaces, Fields};
 pub use reply::{data_reply_len, NamedState, Reply, ReplyRoom, SHORT_REPLY_LEN};
 use tube_name::is_name_byte;
@@ -221,6 +221,22 @@ pub fn parse(line: &[u8]) -> Result<Command, ParseError> {
     if let Some(rest) = line.strip_prefix(b"flush-tube ") {
         return Ok(C::FlushTube(TubeName::new(rest).ok_or(BadFormat)?));
     }
+    // Ours, after a fork's names (reference §3.29): the whole word, then
+    // nothing or a space and the page.
+    if let Some(rest) = line.strip_prefix(b"list-jobs-") {
+        let (command, rest): (fn(Page) -> Command, _) = if let Some(rest) = rest.strip_prefix(b"ready") {
+            (C::ListJobsReady, rest)
+        } else if let Some(rest) = rest.strip_prefix(b"delayed") {
+            (C::ListJobsDelayed, rest)
+        } else if let Some(rest) = rest.strip_prefix(b"reserved") {
+            (C::ListJobsReserved, rest)
+        } else if let Some(rest) = rest.strip_prefix(b"buried") {
+            (C::ListJobsBuried, rest)
+        } else {
+            return Err(ParseError::UnknownCommand);
+        };
+        return parse_page(rest).map(command);
+    }
     // tuber's, whole lines only: `drainx` or `drain ` is no command.
     match line {
         b"drain" => Ok(C::Drain),
@@ -264,6 +280,26 @@ fn parse_put(rest: &[u8]) -> Result<Command, ParseError> {
         }
     }
     put(AfterSize::Nothing, key)
+}
+
+/// What follows a `list-jobs-<state>`: nothing (a whole page from the
+/// start), or a space, the count and, optionally, the id to list after.
+fn parse_page(rest: &[u8]) -> Result<Page, ParseError> {
+    let all = MAX_BATCH as u32;
+    if rest.is_empty() {
+        return Ok(Page { count: all, after: None });
+    }
+    if !rest.starts_with(b" ") {
+        return Err(ParseError::UnknownCommand);
+    }
+    let mut f = Fields::new(rest);
+    let count = f.u32()?;
+    let after = if f.rest.is_empty() { None } else { Some(f.u64()?) };
+    f.end()?;
+    if count == 0 || count > all {
+        return Err(ParseError::BadFormat);
+    }
+    Ok(Page { count, after })
 }
 
 /// `<key>` or `<key>:<seconds>`, as tuber reads them: the seconds after the
