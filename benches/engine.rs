@@ -19,6 +19,7 @@ fn job(engine: &mut Engine, client: ClientId, pri: u32) -> NewJob {
         created: Time::ZERO,
         body: Box::from(&[b'x'; 100][..]),
         key: None,
+        limit: None,
     }
 }
 

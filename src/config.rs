@@ -19,8 +19,15 @@ use crate::ids::IdRange;
 pub const MAX_JOB_SIZE_LIMIT: u32 = 1_073_741_824;
 
 /// The long options this implementation adds (beanstalkd has none).
-pub const LONG_OPTIONS: &[&str] =
-    &["max-connections", "max-job-memory", "job-id-start", "job-id-step", "metrics", "metrics-max-tubes"];
+pub const LONG_OPTIONS: &[&str] = &[
+    "max-connections",
+    "max-job-memory",
+    "max-reserves",
+    "job-id-start",
+    "job-id-step",
+    "metrics",
+    "metrics-max-tubes",
+];
 
 /// How many tubes a scrape reports one by one unless `--metrics-max-tubes`
 /// says otherwise.
@@ -60,6 +67,9 @@ pub struct Config {
     pub max_connections: Option<usize>,
     /// Most memory jobs may take, in bytes (`--max-job-memory`).
     pub max_job_memory: Option<u64>,
+    /// The retry limit of a job put without `max:` (`--max-reserves`,
+    /// reference §3.1b); 0: none.
+    pub max_reserves: u32,
     /// The ids puts get (`--job-id-start`, `--job-id-step`).
     pub job_ids: IdRange,
     /// Where Prometheus metrics are served (`--metrics HOST:PORT`); `None`:
@@ -97,6 +107,7 @@ impl Default for Config {
             binlog_file_size: 10_485_760,
             max_connections: None,
             max_job_memory: None,
+            max_reserves: 0,
             job_ids: IdRange::default(),
             metrics: None,
             metrics_max_tubes: DEFAULT_METRICS_MAX_TUBES,
@@ -201,6 +212,8 @@ pub fn usage(argv0: &str) -> String {
          fd and thread limits allow); further ones are closed at once\n \
          --max-job-memory BYTES  refuse puts with OUT_OF_MEMORY once jobs take\n                      \
          this much memory (bodies + 200 bytes a job; default: no limit)\n \
+         --max-reserves N     bury a job reserved N times when it is next released\n                      \
+         or times out, unless put with max:<n> (default 0: never)\n \
          --job-id-start S     the first job id (default 1; at most 2^64-2)\n \
          --job-id-step K      ids go S, S+K, S+2K, ... (default 1); K servers with\n                      \
          starts 1..K and step K: id mod K names the server\n \
@@ -322,6 +335,11 @@ fn parse_long(
         "max-job-memory" => {
             let v = value()?;
             config.max_job_memory = Some(v.parse().ok().filter(|&n| n > 0).ok_or_else(|| invalid(&v))?);
+            Ok(())
+        }
+        "max-reserves" => {
+            let v = value()?;
+            config.max_reserves = v.parse().map_err(|_| invalid(&v))?;
             Ok(())
         }
         "job-id-start" => {
@@ -483,6 +501,9 @@ mod tests {
         assert_eq!(err(&["--max-connections=0"]), "invalid value for --max-connections: 0");
         assert_eq!(err(&["--nope"]), "unknown flag: --nope");
         assert_eq!(run(&["--max-job-memory", "1000"]).max_job_memory, Some(1000));
+        assert_eq!(run(&["--max-reserves", "3"]).max_reserves, 3);
+        assert_eq!(run(&["--max-reserves=0"]).max_reserves, 0);
+        assert_eq!(err(&["--max-reserves=x"]), "invalid value for --max-reserves: x");
         assert_eq!(err(&["--max-job-memory"]), "option requires an argument: --max-job-memory");
         let ids = run(&["--job-id-start", "2", "--job-id-step=3"]).job_ids;
         assert_eq!((ids.start, ids.step), (2, 3));

@@ -76,6 +76,9 @@ pub struct JobStats<'a> {
     /// Binlog file holding the job's latest full record; 0 without `-b`.
     pub file: u64,
     pub counters: Counters,
+    /// Its retry limit, shown only for a job put with `max:` (reference
+    /// §3.1b): without one, every byte is beanstalkd's.
+    pub max_reserves: Option<u32>,
 }
 
 impl JobStats<'_> {
@@ -104,6 +107,9 @@ impl JobStats<'_> {
             c.buries,
             c.kicks
         );
+        if let Some(reserves) = self.max_reserves {
+            let _ = writeln!(y, "max-reserves: {reserves}");
+        }
         Some(y)
     }
 }
@@ -353,6 +359,7 @@ mod tests {
             time_left: 0,
             file: 0,
             counters: Counters::default(),
+            max_reserves: None,
         };
         let yaml = stats.to_yaml().unwrap();
         assert_eq!(yaml.len(), 146);

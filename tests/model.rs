@@ -614,6 +614,7 @@ impl Harness {
                     created: Time(created),
                     body: body.clone().into_boxed_slice(),
                     key: key.map(|(k, cooldown)| UniqueKey { name: name(k), cooldown }),
+                    limit: None,
                 };
                 let e = enc(&self.engine.put(ClientId(c), job, self.t()));
                 let m_key = key.map(|(k, cooldown)| (k.to_owned(), cooldown));

@@ -66,6 +66,15 @@ directory.
 
 /// Bad command line or unreadable input.
 const FAILED: u8 = 2;
+/// Says on stderr how many retry limits (`max:`) a copy leaves out: the
+/// jobs go, without them (`why`).
+fn say_limits_dropped(log: &Log, why: &str) {
+    let limits = downgrade::limits(log);
+    if limits > 0 {
+        eprintln!("beanstalk-binlog: dropped {limits} retry limits (max:), the jobs kept ({why})");
+    }
+}
+
 /// A job beanstalkd would drop: nothing written.
 const REFUSED: u8 = 1;
 
@@ -229,6 +238,7 @@ fn run(raw: &[OsString]) -> Result<u8, Failure> {
                 None => "beanstalkd's default -z will do".to_owned(),
             };
             eprintln!("beanstalk-binlog: wrote {} jobs to {}; {z}", written.jobs, file.display());
+            say_limits_dropped(&log, "beanstalkd has none");
             if written.keys_dropped > 0 {
                 eprintln!(
                     "beanstalk-binlog: dropped {} unique keys (idp:), of jobs and cooling down, as asked",
@@ -253,6 +263,7 @@ fn run(raw: &[OsString]) -> Result<u8, Failure> {
                 file.display(),
                 log.next_id
             );
+            say_limits_dropped(&log, "format version 2 has none");
             let keys = downgrade::keys(&log);
             if keys > 0 {
                 eprintln!(

@@ -119,15 +119,23 @@ pub(super) fn plausible_payload(payload: &[u8]) -> bool {
     const TUBE_LEN_AT: usize = record::FULL_FIXED_LEN - record::RECORD_HEADER_LEN - 4 - 1;
     let len = payload.len();
     match payload.first() {
-        Some(kind @ (1 | 6)) => {
+        Some(kind @ (1 | 6 | 8)) => {
             let Some(&tube_len) = payload.get(TUBE_LEN_AT) else { return false };
             let body_len_at = TUBE_LEN_AT + 1 + usize::from(tube_len);
             let Some(b) = payload.get(body_len_at..body_len_at + 4) else { return false };
             let body_end = body_len_at + 4 + u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize;
-            if *kind == 1 {
-                return len == body_end;
+            match kind {
+                1 => len == body_end,
+                6 => payload.get(body_end + 4).is_some_and(|&key_len| len == body_end + key_len_of(key_len)),
+                // Tags, then a key if bit 1, then a limit.
+                _ => match payload.get(body_end) {
+                    Some(2) => len == body_end + record::tags_len(None, true),
+                    Some(3) => payload.get(body_end + 5).is_some_and(|&key_len| {
+                        len == body_end + record::tags_len(Some(usize::from(key_len)), true)
+                    }),
+                    _ => false,
+                },
             }
-            payload.get(body_end + 4).is_some_and(|&key_len| len == body_end + key_len_of(key_len))
         }
         Some(2) => len == record::UPDATE_LEN - record::RECORD_HEADER_LEN,
         Some(3 | 4) => len == record::DELETE_LEN - record::RECORD_HEADER_LEN,

@@ -125,6 +125,7 @@ mod tests {
                     tube: b"tube",
                     body: b"body\r\nwith\0bytes",
                     key: None,
+                    limit: None,
                 },
                 Record::Update(state()),
                 Record::Delete(7),
@@ -143,6 +144,38 @@ mod tests {
             assert!(matches!(decode(&out[..cut]), Decoded::Truncated), "cut at {cut}");
         }
         every_flipped_bit_is_corrupt(&out);
+    }
+
+    /// Kind 8: a retry limit, with a key or without, reads back as written,
+    /// and a tags byte this build does not know is damage.
+    #[test]
+    fn a_full_record_with_a_retry_limit_round_trips() {
+        for key in [None, Some((&b"report"[..], 300))] {
+            let mut out = Vec::new();
+            encode_full_tagged(&mut out, &state(), 60, 42, b"tube", b"body", key, Some(5));
+            assert_eq!(out[RECORD_HEADER_LEN], 8);
+            let expected = Record::Full {
+                job: state(),
+                ttr: 60,
+                created: 42,
+                tube: b"tube",
+                body: b"body",
+                key,
+                limit: Some(5),
+            };
+            assert_eq!(decode(&out), Decoded::Record(expected, out.len()));
+            assert_eq!(out.len(), full_len(4, 4) + tags_len(key.map(|(k, _)| k.len()), true));
+            every_flipped_bit_is_corrupt(&out);
+        }
+        for tags in [0u8, 1, 4, 6] {
+            let mut out = Vec::new();
+            encode_full_tagged(&mut out, &state(), 60, 42, b"t", b"b", None, Some(5));
+            let at = out.len() - 5;
+            out[at] = tags;
+            let start = 0;
+            super::super::record::finish(&mut out, start);
+            assert_eq!(decode(&out), Decoded::Corrupt, "tags {tags}");
+        }
     }
 
     /// Each single bit flipped in `record`'s payload fails its checksum.
@@ -196,7 +229,7 @@ mod tests {
         expected.extend_from_slice(&crc32c(&payload).to_le_bytes());
         expected.extend_from_slice(&payload);
         assert_eq!(out, expected);
-        assert_eq!(&header(), b"BSTKLOG\0\x03\0\0\0");
+        assert_eq!(&header(), b"BSTKLOG\0\x04\0\0\0");
     }
 
     /// A batch frame of a delete, an update and a full record.
@@ -280,6 +313,10 @@ mod tests {
         encode_update(&mut out, &state());
         encode_delete(&mut out, 7);
         encode_imported(&mut out, &FileStamp { number: 1, len: 2, crc: 3 });
+        for (key, limit) in [(Some((&b"k"[..], 9)), None), (None, Some(3)), (Some((&b"key"[..], 0)), Some(0))]
+        {
+            encode_full_tagged(&mut out, &state(), 60, 42, b"tube", b"body", key, limit);
+        }
         let mut at = 0;
         while let Decoded::Record(_, used) = decode(&out[at..]) {
             assert!(super::super::damage::plausible_payload(&out[at + RECORD_HEADER_LEN..at + used]));

@@ -16,8 +16,12 @@
 //!             again, see `import.rs`)
 //!   6 KeyedFull  a Full record's fields, then cooldown u32, key_len u8, key
 //!             (a job put with a unique key, reference §3.1a)
-//!   7 Batch   item+, item := u32 length, payload of kind 1 to 6
+//!   7 Batch   item+, item := u32 length, payload of kind 1 to 6 or 8
 //!             (a change of many jobs: its records, under one checksum)
+//!   8 TaggedFull  a Full record's fields, then tags u8 (bit 1: a unique
+//!             key, bit 2: a retry limit), then for bit 1 cooldown u32,
+//!             key_len u8, key, then for bit 2 reserves u32
+//!             (a job put with a retry limit, reference §3.1b)
 //! ```
 //!
 //! A batch is how a change of many jobs (`kick`, `delete-batch`, a chunk
@@ -49,7 +53,8 @@
 //! guess, in one line, before it changes anything. Version 1 had no
 //! `Imported` record; version 2 added kind 6 and state 4 (the build of
 //! unique keys wrote them as version 2: the builds before it took such a
-//! file for corrupt); version 3 added kind 7. Each is read as it is.
+//! file for corrupt); version 3 added kind 7; version 4 kind 8, written
+//! only for a job with a retry limit. Each is read as it is.
 //! `beanstalk-binlog downgrade` writes a version 2 directory that every
 //! build since version 2 reads.
 
@@ -61,15 +66,15 @@ use crate::stats::Counters;
 /// First bytes of every binlog file.
 pub const MAGIC: &[u8; 8] = b"BSTKLOG\0";
 /// The format version written.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 /// The format versions read.
-pub const READABLE_VERSIONS: [u32; 3] = [1, 2, 3];
+pub const READABLE_VERSIONS: [u32; 4] = [1, 2, 3, 4];
 /// The newest version that builds before batches read (kinds 1 to 5; the
 /// builds with unique keys kind 6 too): what `downgrade` writes.
 pub const PREVIOUS_VERSION: u32 = 2;
 
 /// [`READABLE_VERSIONS`] as messages name them.
-pub const READABLE_VERSIONS_TEXT: &str = "versions 1 to 3";
+pub const READABLE_VERSIONS_TEXT: &str = "versions 1 to 4";
 /// Bytes of the file header.
 pub const HEADER_LEN: usize = 12;
 /// Bytes of a record's length and checksum.
@@ -129,7 +134,8 @@ pub struct JobState {
 /// was decoded from (replay copies each body once, straight into the job).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Record<'a> {
-    /// Kinds 1 and 6: `key` is the unique key and its cooldown (kind 6).
+    /// Kinds 1, 6 and 8: `key` is the unique key and its cooldown (kind 6,
+    /// or 8), `limit` the retry limit (kind 8).
     Full {
         job: JobState,
         ttr: u32,
@@ -137,6 +143,7 @@ pub enum Record<'a> {
         tube: &'a [u8],
         body: &'a [u8],
         key: Option<(&'a [u8], u32)>,
+        limit: Option<u32>,
     },
     Update(JobState),
     Delete(JobId),
@@ -156,7 +163,7 @@ pub struct Batch<'a> {
 
 impl<'a> Batch<'a> {
     /// The frame whose items are `items`, if every item is a record of
-    /// kind 1 to 6 and there is at least one.
+    /// kind 1 to 6 or 8 and there is at least one.
     fn checked(items: &'a [u8]) -> Option<Batch<'a>> {
         let mut rest = items;
         while !rest.is_empty() {
@@ -177,7 +184,7 @@ impl<'a> Batch<'a> {
 }
 
 /// The first item of a batch's `items`, and the rest; `None` at their end
-/// or if the item is not a record of kind 1 to 6.
+/// or if the item is not a record of kind 1 to 6 or 8.
 fn next_item(items: &[u8]) -> Option<(Record<'_>, &[u8])> {
     let len = u32::from_le_bytes(items.get(..4)?.try_into().ok()?) as usize;
     let payload = items.get(4..4usize.checked_add(len)?)?;
@@ -233,13 +240,30 @@ pub fn key_len(key_len: usize) -> usize {
     4 + 1 + key_len
 }
 
-/// Appends a full record.
-pub fn encode_full(out: &mut Vec<u8>, job: &JobState, ttr: u32, created: u64, tube: &[u8], body: &[u8]) {
-    encode_full_keyed(out, job, ttr, created, tube, body, None);
+/// Bytes a full record's tags take beyond [`full_len`]'s: a key of
+/// `key_len` bytes, if any, and a retry limit, if `limited`.
+pub fn tags_len(key_len: Option<usize>, limited: bool) -> usize {
+    let key = key_len.map_or(0, self::key_len);
+    if limited {
+        1 + key + 4
+    } else {
+        key
+    }
 }
 
-/// Appends a full record, of kind 6 with a key and its cooldown.
-pub fn encode_full_keyed(
+/// A full record's tags, as [`encode_full_tagged`] writes them.
+const TAG_KEY: u8 = 1;
+const TAG_LIMIT: u8 = 2;
+
+/// Appends a full record.
+pub fn encode_full(out: &mut Vec<u8>, job: &JobState, ttr: u32, created: u64, tube: &[u8], body: &[u8]) {
+    encode_full_tagged(out, job, ttr, created, tube, body, None, None);
+}
+
+/// Appends a full record: of kind 8 with a retry limit (and a key, if
+/// any), else of kind 6 with a key and its cooldown, else of kind 1.
+#[allow(clippy::too_many_arguments)]
+pub fn encode_full_tagged(
     out: &mut Vec<u8>,
     job: &JobState,
     ttr: u32,
@@ -247,8 +271,14 @@ pub fn encode_full_keyed(
     tube: &[u8],
     body: &[u8],
     key: Option<(&[u8], u32)>,
+    limit: Option<u32>,
 ) {
-    let start = begin(out, if key.is_some() { 6 } else { 1 });
+    let kind = match (key, limit) {
+        (_, Some(_)) => 8,
+        (Some(_), None) => 6,
+        (None, None) => 1,
+    };
+    let start = begin(out, kind);
     put_state_head(out, job);
     out.extend_from_slice(&ttr.to_le_bytes());
     out.push(job.state as u8);
@@ -260,11 +290,17 @@ pub fn encode_full_keyed(
     out.extend_from_slice(tube);
     out.extend_from_slice(&(body.len() as u32).to_le_bytes());
     out.extend_from_slice(body);
+    if kind == 8 {
+        out.push(if key.is_some() { TAG_KEY | TAG_LIMIT } else { TAG_LIMIT });
+    }
     if let Some((key, cooldown)) = key {
         out.extend_from_slice(&cooldown.to_le_bytes());
         // Keys are tube names: at most 200 bytes.
         out.push(key.len() as u8);
         out.extend_from_slice(key);
+    }
+    if let Some(reserves) = limit {
+        out.extend_from_slice(&reserves.to_le_bytes());
     }
     finish(out, start);
 }
@@ -333,7 +369,7 @@ pub(super) fn parse_payload(payload: &[u8]) -> Option<Record<'_>> {
     let mut r = Reader { bytes: payload };
     let kind = r.u8()?;
     let record = match kind {
-        1 | 6 => {
+        1 | 6 | 8 => {
             let (id, pri, delay, ttr) = (r.u64()?, r.u32()?, r.u32()?, r.u32()?);
             let state = read_state(&mut r)?;
             let (created, deadline, counters) = (r.u64()?, r.u64()?, read_counters(&mut r)?);
@@ -342,14 +378,21 @@ pub(super) fn parse_payload(payload: &[u8]) -> Option<Record<'_>> {
             let body_len = r.u32()? as usize;
             let body = r.take(body_len)?;
             let job = JobState { id, pri, delay, state, deadline, counters };
-            let key = if kind == 6 {
+            let tags = match kind {
+                6 => TAG_KEY,
+                8 => Some(r.u8()?)
+                    .filter(|&tags| tags & TAG_LIMIT != 0 && tags & !(TAG_KEY | TAG_LIMIT) == 0)?,
+                _ => 0,
+            };
+            let key = if tags & TAG_KEY != 0 {
                 let cooldown = r.u32()?;
                 let key_len = r.u8()? as usize;
                 Some((r.take(key_len)?, cooldown))
             } else {
                 None
             };
-            Record::Full { job, ttr, created, tube, body, key }
+            let limit = if tags & TAG_LIMIT != 0 { Some(r.u32()?) } else { None };
+            Record::Full { job, ttr, created, tube, body, key, limit }
         }
         2 => {
             let (id, pri, delay, state) = (r.u64()?, r.u32()?, r.u32()?, read_state(&mut r)?);

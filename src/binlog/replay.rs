@@ -65,6 +65,8 @@ struct Pending {
     /// Its unique key and the key's cooldown. In state cooling, the job
     /// was deleted and only its key lives, until `job.deadline`.
     key: Option<(Box<[u8]>, u32)>,
+    /// Its retry limit (`max:`).
+    limit: Option<u32>,
 }
 
 /// Tube names seen so far, each stored once.
@@ -193,6 +195,7 @@ impl<'d> Replayer<'d> {
                 body: p.body,
                 file: p.file,
                 key: p.key,
+                limit: p.limit,
             });
         }
         out
@@ -309,7 +312,7 @@ fn apply(record: Record<'_>, file: u32, state: ReplayState<'_>) -> Result<(), Jo
         refers_to.insert(earlier);
     }
     match record {
-        Record::Full { job, ttr, created, tube, body, key } => {
+        Record::Full { job, ttr, created, tube, body, key, limit } => {
             saw(job.id);
             // A full record of a live job rewrites that job (compaction, a
             // move, a damaged file's rescue): the same TTR and body, which
@@ -325,7 +328,7 @@ fn apply(record: Record<'_>, file: u32, state: ReplayState<'_>) -> Result<(), Jo
             let tube = tubes.intern(tube);
             let key = key.map(|(name, cooldown)| (Box::from(name), cooldown));
             let body = Box::from(body);
-            jobs.insert(job.id, Pending { job, ttr, created, tube, body, file, key });
+            jobs.insert(job.id, Pending { job, ttr, created, tube, body, file, key, limit });
         }
         Record::Update(state) => {
             saw(state.id);

@@ -188,8 +188,8 @@ impl Journal for Binlog {
 
 /// Bytes of `job`'s full record.
 pub(super) fn full_len(job: &LoggedJob<'_>) -> u64 {
-    let key = job.key.map_or(0, |key| record::key_len(key.key.len()));
-    (record::full_len(job.tube.as_str().len(), job.body.len()) + key) as u64
+    let tags = record::tags_len(job.key.map(|key| key.key.len()), job.limit.is_some());
+    (record::full_len(job.tube.as_str().len(), job.body.len()) + tags) as u64
 }
 
 /// What `job`'s latest records count for in the compaction budget.
@@ -206,7 +206,7 @@ impl Binlog {
         // fails this write (and the command that asked for it), nothing more.
         let len = full_len(job) as usize;
         self.scratch.try_reserve(len).map_err(|_| io::Error::from(io::ErrorKind::OutOfMemory))?;
-        record::encode_full_keyed(
+        record::encode_full_tagged(
             &mut self.scratch,
             &job_state(job.id, job, &self.clock),
             job.ttr,
@@ -214,6 +214,7 @@ impl Binlog {
             job.tube.as_str().as_bytes(),
             job.body,
             job.key.map(|key| (key.key, key.cooldown)),
+            job.limit,
         );
         // Room in compaction's work list first: the record must not be
         // written unless the log can account for it.
@@ -265,6 +266,7 @@ mod tests {
             body: b"body",
             file: 1,
             key: None,
+            limit: None,
         }
     }
 

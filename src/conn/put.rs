@@ -19,13 +19,14 @@ pub(super) struct PutLine {
     pub(super) bytes: u32,
     pub(super) after_size: AfterSize,
     pub(super) key: Option<UniqueKey>,
+    pub(super) limit: Option<u32>,
 }
 
 impl Conn<'_> {
     /// `put`: the checks before the body, the body, then the engine
     /// (reference §3.1, in that order).
     pub(super) fn put(&mut self, line: PutLine) -> io::Result<Next> {
-        let PutLine { pri, delay, ttr, bytes, after_size, key } = line;
+        let PutLine { pri, delay, ttr, bytes, after_size, key, limit } = line;
         let shared = self.shared;
         let created = shared.clock.now();
         let started = {
@@ -80,7 +81,7 @@ impl Conn<'_> {
             }
             return Ok(Next::Close);
         }
-        let job = NewJob { ticket, pri, delay, ttr, created, body: body.into_boxed_slice(), key };
+        let job = NewJob { ticket, pri, delay, ttr, created, body: body.into_boxed_slice(), key, limit };
         let c = self.client;
         self.ask_engine(|e, now, _| e.put(c, job, now));
         Ok(Next::Continue)

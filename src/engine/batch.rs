@@ -155,8 +155,9 @@ impl Engine {
     /// every cooldown claimed first.
     fn delete_all(&mut self, ids: &[JobId], now: Time) -> Result<(), Reply<'static>> {
         let keys = &self.tubes.keys;
-        let cooling =
-            ids.iter().filter(|&&id| self.jobs.get(&id).is_some_and(|job| job.keyed) && keys.cools(id));
+        let cooling = ids
+            .iter()
+            .filter(|&&id| self.jobs.get(&id).is_some_and(|job| job.tags.keyed()) && keys.cools(id));
         let cooling = cooling.count();
         if cooling > 0 && !self.tubes.keys.claim_cooldowns(cooling) {
             return Err(Reply::OutOfMemory);

@@ -68,6 +68,7 @@ impl Engine {
             time_left,
             file: u64::from(job.file),
             counters: job.counters,
+            max_reserves: if job.tags.limited() { self.tubes.limits.get(id) } else { None },
         };
         stats.to_yaml().map_or(Reply::OutOfMemory, Reply::Ok)
     }

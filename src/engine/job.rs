@@ -78,7 +78,7 @@ impl State {
 /// | `file` | 4 | binlog file of its latest full record |
 /// | `counters` | 20 | five 32-bit counters, wrapping as beanstalkd's |
 /// | `state` | 1 | + 3 bytes of padding to the 8-byte alignment, now used: |
-/// | `keyed` | 1 | a unique key is kept beside the table (`unique.rs`) |
+/// | `tags` | 1 | which put tags it has, kept beside the table: a unique key (`unique.rs`), a retry limit (`retry.rs`) |
 /// | `work_started` | 2 | when reserved, in 16 ms steps (`--metrics`, `weighted-fair`) |
 ///
 /// The id is not stored: the table's index maps id to slot, and every
@@ -138,9 +138,37 @@ pub struct Job {
     pub(super) work_started: super::metering::Stamp,
     /// The opaque body, without the trailing CRLF.
     pub(super) body: Box<[u8]>,
-    /// It has a unique key (`idp:`), held in `Tubes::keys`. In what was
-    /// padding after `state`: a job without a key looks nothing up.
-    pub(super) keyed: bool,
+    /// Which put tags it has, each held beside the job table: in what was
+    /// padding after `state`, so a job without tags looks nothing up.
+    pub(super) tags: Tags,
+}
+
+/// A job's put tags, one bit each; what each holds is kept beside the
+/// job table, found by the job's id.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tags(u8);
+
+impl Tags {
+    const KEY: u8 = 1;
+    const LIMIT: u8 = 2;
+
+    /// The tags of a job with a unique key (`idp:`, in `Tubes::keys`) or
+    /// not, and with a retry limit (`max:`, in `Tubes::limits`) or not.
+    pub(super) fn of(keyed: bool, limited: bool) -> Tags {
+        Tags((u8::from(keyed) * Tags::KEY) | (u8::from(limited) * Tags::LIMIT))
+    }
+
+    pub(super) fn keyed(self) -> bool {
+        self.0 & Tags::KEY != 0
+    }
+
+    pub(super) fn limited(self) -> bool {
+        self.0 & Tags::LIMIT != 0
+    }
+
+    pub(super) fn set_keyed(&mut self) {
+        self.0 |= Tags::KEY;
+    }
 }
 
 /// A job's neighbours in whichever list it is in (see `list.rs`): its

@@ -108,6 +108,8 @@ pub struct RestoredJob {
     pub file: u32,
     /// Its unique key, if it has one, and the key's cooldown in seconds.
     pub key: Option<(Box<[u8]>, u32)>,
+    /// Its retry limit, if it was put with one.
+    pub limit: Option<u32>,
 }
 
 /// The state a job comes back in: a reserved job comes back ready.
@@ -161,6 +163,8 @@ pub struct LoggedJob<'a> {
     pub file: u32,
     /// Its unique key: a full record with one is a record of its own kind.
     pub key: Option<LoggedKey<'a>>,
+    /// Its retry limit (`max:`), which its full record keeps too.
+    pub limit: Option<u32>,
 }
 
 /// The fields of a job that its log records hold, but for its body: taken
@@ -179,7 +183,7 @@ pub(super) struct Picture {
     when: Time,
     counters: super::Counters,
     file: u32,
-    keyed: bool,
+    tags: super::job::Tags,
 }
 
 impl Picture {
@@ -194,7 +198,7 @@ impl Picture {
             when: if job.state == State::Buried { job.buried_at() } else { job.deadline },
             counters: job.counters,
             file: job.file,
-            keyed: job.keyed,
+            tags: job.tags,
         }
     }
 
@@ -212,7 +216,8 @@ impl Picture {
             counters: self.counters,
             body,
             file: self.file,
-            key: if self.keyed { tubes.keys.logged(id) } else { None },
+            key: if self.tags.keyed() { tubes.keys.logged(id) } else { None },
+            limit: if self.tags.limited() { tubes.limits.get(id) } else { None },
         }
     }
 }

@@ -104,7 +104,7 @@ impl Engine {
         if let Some(claim) = self.tubes.keys.claim(tube, key) {
             self.tubes.keys.insert(id, claim, *cooldown);
             if let Some(job) = self.jobs.get_mut(&id) {
-                job.keyed = true;
+                job.tags.set_keyed();
             }
         }
     }
@@ -194,5 +194,6 @@ pub(super) fn ghost<'a>(keys: &'a UniqueKeys, id: JobId, tube: &'a TubeName) -> 
         body: &[],
         file,
         key: keys.logged(id),
+        limit: None,
     })
 }

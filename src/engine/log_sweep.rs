@@ -15,7 +15,10 @@
 use std::sync::Arc as StdArc;
 
 use super::sweep_reach::{clear_step, flush_step};
-use super::sweep_world::{key, name, output, put_keyed_step, put_step, state, world_from, Step, World, T0};
+use super::sweep_world::{
+    key, name, output, put_keyed_step, put_step, put_tagged_step, spend_a_try, state, world_from, Step,
+    World, T0,
+};
 use super::*;
 use crate::binlog::{faults, sync::Durability, Binlog};
 use crate::config::Fsync;
@@ -149,6 +152,12 @@ const LOGGED: &[(&str, Setup, Step)] = &[
     ("delete-batch", many, |w, out| {
         let ids = [w.ready, w.reserved, w.buried, 999, w.ready, w.delayed];
         w.e.delete_batch(w.worker, &mut ids.into_iter(), T0).encode(out)
+    }),
+    ("put with a retry limit and a key", none, |w, out| {
+        put_tagged_step(w, out, 0, 0, key("new", 30), Some(2))
+    }),
+    ("release of a job whose tries are spent", spend_a_try, |w, out| {
+        w.e.release(w.worker, w.reserved, 9, 0, T0).encode(out)
     }),
     ("put with a new unique key", none, |w, out| put_keyed_step(w, out, 0, 0, key("new", 30))),
     ("put with a key that names a job: nothing stored", none, |w, out| {

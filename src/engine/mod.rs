@@ -50,6 +50,7 @@ pub mod unique;
 pub(crate) mod session;
 pub(crate) mod put;
 pub(crate) mod keyed;
+pub(crate) mod retry;
 pub(crate) mod moves;
 pub(crate) mod reserve;
 pub(crate) mod weighted;
@@ -125,6 +126,8 @@ pub struct NewJob {
     pub body: Box<[u8]>,
     /// Its unique key (`idp:`), if the put named one.
     pub key: Option<UniqueKey>,
+    /// Its retry limit (`max:`), if the put gave one.
+    pub limit: Option<u32>,
 }
 
 /// The right to insert one job, from [`Engine::start_put`]: the id it was
@@ -172,6 +175,9 @@ pub struct Engine {
     total_jobs: u64,
     max_job_size: u32,
     draining: bool,
+    /// `--max-reserves`: the retry limit of a job put without `max:`
+    /// (`retry.rs`); 0 is none.
+    max_reserves: u32,
     /// The timer thread's `Condvar`, and when it plans to wake next.
     timer: Option<Arc<Condvar>>,
     timer_due: Option<Time>,
@@ -233,6 +239,7 @@ impl Engine {
             total_jobs: 0,
             max_job_size,
             draining: false,
+            max_reserves: 0,
             timer: None,
             timer_due: None,
             journal: None,
@@ -344,12 +351,17 @@ impl Engine {
                 work_started: Default::default(),
                 file: r.file,
                 body: r.body,
-                keyed: false,
+                tags: job::Tags::of(false, r.limit.is_some()),
             };
             self.job_memory += job.body.len() as u64 + JOB_MEMORY_OVERHEAD;
             self.jobs.insert(r.id, job);
             if let Some(key) = &r.key {
                 self.restore_key(r.id, name, key);
+            }
+            if let Some(reserves) = r.limit {
+                // At start-up, as for a tube above.
+                assert!(self.tubes.limits.try_make_room(), "no memory for job {}'s retry limit", r.id);
+                self.tubes.limits.insert(r.id, reserves);
             }
             match r.state {
                 RestoredState::Buried { at } => {

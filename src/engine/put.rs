@@ -4,6 +4,7 @@
 //! not) follows. The connection keeps to that rule; nothing else creates a
 //! job.
 
+use super::job::Tags;
 use super::*;
 
 impl Engine {
@@ -96,6 +97,10 @@ impl Engine {
             return Reply::InternalError;
         };
         let tube = client.used;
+        if new.limit.is_some() && !self.tubes.limits.try_make_room() {
+            self.release_job_memory(new.ticket.bytes as usize);
+            return Reply::OutOfMemory;
+        }
         // A put with a unique key that names a job stores nothing
         // (`keyed.rs`); a new key's memory is claimed here.
         let key = match &new.key {
@@ -122,11 +127,14 @@ impl Engine {
             work_started: Default::default(),
             file: 0,
             body: new.body,
-            keyed: key.is_some(),
+            tags: Tags::of(key.is_some(), new.limit.is_some()),
         };
-        // Filed before the log is told, so that its record holds the key.
+        // Filed before the log is told, so that its record holds its tags.
         if let Some((claim, cooldown)) = key {
             self.tubes.keys.insert(id, claim, cooldown);
+        }
+        if let Some(reserves) = new.limit {
+            self.tubes.limits.insert(id, reserves);
         }
         let claimed = self.journal_has_room(&mut |journal, _, tubes| {
             let now = Some(journal::Picture::of(&job).logged(id, tubes, &job.body));
@@ -135,6 +143,7 @@ impl Engine {
         if !claimed {
             // No disk space: the id stays used up, the job is forgotten.
             self.tubes.keys.forget(id);
+            self.tubes.limits.forget(id);
             self.release_job_memory(job.body.len());
             return Reply::OutOfMemory;
         }
@@ -146,6 +155,7 @@ impl Engine {
                 self.release_job_memory(job.body.len());
             }
             self.tubes.keys.forget(id);
+            self.tubes.limits.forget(id);
             return Reply::InternalError;
         }
         self.total_jobs += 1;

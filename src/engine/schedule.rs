@@ -59,7 +59,9 @@ impl Engine {
             }
             self.job_timeouts += 1;
             self.recall_handoff(holder, id, now);
-            self.make_ready(id, now);
+            if !(self.tries_spent(id) && self.bury_spent(id, now)) {
+                self.make_ready(id, now);
+            }
         }
         // Only tubes with something due are visited: a tube waiting on
         // nothing, or on something later, costs nothing here.

@@ -51,7 +51,9 @@ impl Engine {
         while let Some(id) = self.clients.get(&c).and_then(|cl| cl.reserved.front()) {
             self.end_work(id, metering::WorkEnd::Released, now);
             self.unlink(id);
-            self.make_ready(id, now);
+            if !(self.tries_spent(id) && self.bury_spent(id, now)) {
+                self.make_ready(id, now);
+            }
         }
         let Some(mut client) = self.clients.remove(&c) else { return };
         self.producers -= usize::from(client.producer);

@@ -197,6 +197,20 @@ const COMMANDS: &[Case] = &[
     ("peek-delayed", world, |w, out| w.e.peek_delayed(w.producer).encode(out)),
     ("peek-buried", world, |w, out| w.e.peek_buried(w.producer).encode(out)),
     ("peek-reserved", world, |w, out| w.e.peek_reserved(w.producer).encode(out)),
+    ("put with a retry limit", world, |w, out| put_tagged_step(w, out, 0, 0, None, Some(3))),
+    ("release of a job whose tries are spent", world_with_a_try_spent, |w, out| {
+        w.e.release(w.worker, w.reserved, 9, 0, T0).encode(out)
+    }),
+    ("release under --max-reserves", world, |w, out| {
+        w.e.set_max_reserves(1);
+        w.e.release(w.worker, w.reserved, 9, 0, T0).encode(out)
+    }),
+    ("the timer: a TTR runs out on a job whose tries are spent", world_with_a_try_spent, |w, out| {
+        let _ = write!(out, "{:?}", w.e.tick(Time::from_secs(70)));
+    }),
+    ("a connection closes holding a job whose tries are spent", world_with_a_try_spent, |w, _| {
+        w.e.disconnect(w.worker, T0)
+    }),
     ("list-jobs-ready", world, |w, out| list_step(w, out, State::Ready, None)),
     ("list-jobs-ready after a job", world, |w, out| list_step(w, out, State::Ready, Some(w.ready))),
     ("list-jobs-delayed", world, |w, out| list_step(w, out, State::Delayed, None)),

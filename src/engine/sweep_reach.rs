@@ -234,6 +234,7 @@ const NOT_A_CLIENT_S: &[&str] = &[
     "set_id_range",
     "set_timer",
     "set_memory_limit",
+    "set_max_reserves",
     "set_metering",
     "set_journal",
     "restore",

@@ -49,11 +49,12 @@ pub(super) fn state(e: &Engine) -> String {
     }
     let _ = writeln!(s, "next event {:?}, reserved {:?}", e.tubes.next_event(), e.reserved);
     let _ = writeln!(s, "keys {:?}, next end {:?}", e.tubes.keys.sorted(), e.tubes.keys.next_end());
+    let _ = writeln!(s, "retry limits {:?}", e.tubes.limits.sorted());
     for id in 1..e.next_job_id {
         if let Some(job) = e.jobs.get(&id) {
             let _ = writeln!(
                 s,
-                "job {id} in {} {:?} pri={} delay={} ttr={} deadline={:?} by={:?} {:?} body={:?} keyed={}",
+                "job {id} in {} {:?} pri={} delay={} ttr={} deadline={:?} by={:?} {:?} body={:?} tags={:?}",
                 e.tubes.get(job.tube).name,
                 job.state,
                 job.pri,
@@ -63,7 +64,7 @@ pub(super) fn state(e: &Engine) -> String {
                 job.reserved_by,
                 job.counters,
                 job.body,
-                job.keyed
+                job.tags
             );
         }
     }

@@ -49,7 +49,7 @@ fn put_keyed(
     e.count_put();
     let ticket = e.start_put(c, body.len() as u32).unwrap();
     let id = ticket.id();
-    let job = NewJob { ticket, pri, delay, ttr: 60, created: T0, body: Box::from(body), key };
+    let job = NewJob { ticket, pri, delay, ttr: 60, created: T0, body: Box::from(body), key, limit: None };
     assert_eq!(e.put(c, job, T0), Reply::Inserted(id));
     id
 }
@@ -126,6 +126,24 @@ pub(super) fn process() -> ProcessStats<'static> {
     }
 }
 
+/// A job put with retry limit 1 (`max:1`) and reserved by the worker,
+/// which becomes the world's `reserved`: the next end of its reservation
+/// buries it.
+pub(super) fn spend_a_try(w: &mut World) {
+    put_tagged_step(w, &mut Vec::new(), 0, 0, None, Some(1));
+    match w.e.reserve(w.worker, None, T0, &mut Vec::<u8>::new()) {
+        Some(Reply::Reserved(id, _)) => w.reserved = id,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The world with [`spend_a_try`]'s job.
+pub(super) fn world_with_a_try_spent() -> World {
+    let mut w = world();
+    spend_a_try(&mut w);
+    w
+}
+
 /// `list-jobs-<state> <count> [<after>]` for the producer, the way
 /// `Conn::list_jobs` runs it: the page started, its pieces, its text.
 pub(super) fn list_step(w: &mut World, out: &mut Vec<u8>, state: State, after: Option<JobId>) {
@@ -144,6 +162,18 @@ pub(super) fn put_step(w: &mut World, out: &mut Vec<u8>, delay: u32) {
 
 /// [`put_step`] with priority `pri` and unique key `key`.
 pub(super) fn put_keyed_step(w: &mut World, out: &mut Vec<u8>, pri: u32, delay: u32, key: Option<UniqueKey>) {
+    put_tagged_step(w, out, pri, delay, key, None);
+}
+
+/// [`put_keyed_step`] with retry limit `limit` too.
+pub(super) fn put_tagged_step(
+    w: &mut World,
+    out: &mut Vec<u8>,
+    pri: u32,
+    delay: u32,
+    key: Option<UniqueKey>,
+    limit: Option<u32>,
+) {
     w.e.count_put();
     let Some(ticket) = w.e.start_put(w.producer, 4) else {
         return Reply::OutOfMemory.encode(out);
@@ -154,7 +184,7 @@ pub(super) fn put_keyed_step(w: &mut World, out: &mut Vec<u8>, pri: u32, delay: 
         return Reply::OutOfMemory.encode(out);
     }
     body.extend_from_slice(b"body");
-    let job = NewJob { ticket, pri, delay, ttr: 60, created: T0, body: body.into_boxed_slice(), key };
+    let job = NewJob { ticket, pri, delay, ttr: 60, created: T0, body: body.into_boxed_slice(), key, limit };
     w.e.put(w.producer, job, T0).encode(out);
 }
 

@@ -429,7 +429,7 @@ mod tests {
             reserved_by: crate::ids::ClientId::default(),
             heap_index: 0,
             links: Default::default(),
-            keyed: false,
+            tags: Default::default(),
             file: 0,
             work_started: Default::default(),
             body: Box::from(&id.to_le_bytes()[..]),

@@ -152,6 +152,9 @@ pub struct Tubes {
     /// are scoped by tube, and because the log reads a job's key where it
     /// reads its tube's name (`journal::Picture::logged`).
     pub keys: super::unique::UniqueKeys,
+    /// The retry limits of the jobs put with `max:`: kept beside the keys,
+    /// where the log reads a job's tags (`journal::Picture::logged`).
+    pub limits: super::retry::RetryLimits,
     /// With `--metrics`: each tube's [`TubeMeter`], by id, as long as
     /// `slots`; empty otherwise.
     meters: Vec<TubeMeter>,

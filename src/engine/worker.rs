@@ -47,7 +47,8 @@ impl Engine {
     /// [`Engine::forget_deleted`], its key's cooldown started if `cool`,
     /// else its key forgotten at once (`flush-tube`).
     pub(super) fn forget_gone(&mut self, id: JobId, cool: bool, now: Time) {
-        let Some((tube, keyed, file)) = self.jobs.get(&id).map(|job| (job.tube, job.keyed, job.file)) else {
+        let Some((tube, keyed, file)) = self.jobs.get(&id).map(|job| (job.tube, job.tags.keyed(), job.file))
+        else {
             return;
         };
         self.end_work(id, metering::WorkEnd::Deleted, now);
@@ -61,9 +62,7 @@ impl Engine {
                 self.tubes.keys.set_file(id, file);
             }
         }
-        if let Some(job) = self.jobs.remove(&id) {
-            self.release_job_memory(job.body.len());
-        }
+        self.forget_record(id);
         self.give_back_room(tube);
         self.tubes.get_mut(tube).cmd_delete += 1;
         self.tubes.remove_if_unreferenced(tube);
@@ -76,7 +75,7 @@ impl Engine {
     /// `Ok(false)`: the log's write failed, and the job is gone all the
     /// same. `Err`: no memory for the key's cooldown, and nothing changed.
     pub(super) fn discard(&mut self, id: JobId, now: Time) -> Result<bool, Reply<'static>> {
-        let keyed = self.jobs.get(&id).is_some_and(|job| job.keyed);
+        let keyed = self.jobs.get(&id).is_some_and(|job| job.tags.keyed());
         if keyed && self.tubes.keys.cools(id) && !self.claim_cooling(id) {
             return Err(Reply::OutOfMemory);
         }
@@ -98,10 +97,19 @@ impl Engine {
             }
             None => self.journal_delete(id),
         };
+        self.forget_record(id);
+        Ok(logged)
+    }
+
+    /// Job `id` out of the table, with what it holds beside it: its
+    /// memory is given back and its retry limit forgotten.
+    fn forget_record(&mut self, id: JobId) {
         if let Some(job) = self.jobs.remove(&id) {
             self.release_job_memory(job.body.len());
+            if job.tags.limited() {
+                self.tubes.limits.forget(id);
+            }
         }
-        Ok(logged)
     }
 
     /// `release <id> <pri> <delay>`.
@@ -110,21 +118,31 @@ impl Engine {
         if !self.is_reserved_by(id, c) {
             return Reply::NotFound;
         }
+        // A job whose tries are spent (`retry.rs`) is buried instead, with
+        // the priority and delay it had, and the release says `BURIED`, as
+        // beanstalkd's does when it cannot queue the job.
+        let spent = self.tries_spent(id);
         let released = self.journaled_change(id, |e| {
-            e.end_work(id, metering::WorkEnd::Released, now);
+            e.end_work(id, if spent { metering::WorkEnd::Buried } else { metering::WorkEnd::Released }, now);
             e.unlink(id);
             if let Some(job) = e.jobs.get_mut(&id) {
-                job.pri = pri;
-                job.delay = delay;
                 job.counters.releases = job.counters.releases.wrapping_add(1);
+                if spent {
+                    job.counters.buries = job.counters.buries.wrapping_add(1);
+                } else {
+                    job.pri = pri;
+                    job.delay = delay;
+                }
             }
-            if delay > 0 {
+            if spent {
+                e.make_buried(id, now);
+            } else if delay > 0 {
                 e.make_delayed(id, now.plus_secs(delay));
             } else {
                 e.make_ready(id, now);
             }
         });
-        released.map_or_else(|refusal| refusal, |()| Reply::Released)
+        released.map_or_else(|refusal| refusal, |()| if spent { Reply::Buried } else { Reply::Released })
     }
 
     /// `bury <id> <pri>`.
@@ -234,7 +252,7 @@ impl Engine {
             return Reply::NotFound;
         };
         let from = job.tube;
-        let key = if job.keyed && self.tubes.get(from).name != *to {
+        let key = if job.tags.keyed() && self.tubes.get(from).name != *to {
             match self.claim_key_in(id, to) {
                 Ok(claim) => Some(claim),
                 Err(refusal) => return refusal,

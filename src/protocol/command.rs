@@ -36,13 +36,14 @@ impl ReserveMode {
 /// What follows a put's size field (reference §3.1, step 4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AfterSize {
-    /// Nothing, or unique keys this server takes.
+    /// Nothing, or put tags this server takes: unique keys and retry
+    /// limits.
     Nothing,
     /// Anything else: `BAD_FORMAT`, and the body is not read, as
     /// beanstalkd does (its bytes are taken as commands).
     Junk,
-    /// Only tuber's put tags (`idp:`, `grp:`, `aft:`, `con:`), one of
-    /// which this server does not take: `BAD_FORMAT` once the body is read
+    /// Only put tags (tuber's `idp:`, `grp:`, `aft:`, `con:`, and our
+    /// `max:`), one of which this server does not take: `BAD_FORMAT` once the body is read
     /// and dropped, so that a tuber client's body is never taken as
     /// commands (reference §3.1a).
     RefusedTags,
@@ -51,12 +52,13 @@ pub enum AfterSize {
 /// One parsed command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
-    /// `put <pri> <delay> <ttr> <bytes> [idp:<key>[:<seconds>]]`. A body
-    /// of `bytes` bytes plus CRLF follows the line. `after_size` says what
-    /// else followed the size field: beanstalkd answers `BAD_FORMAT` for
-    /// junk only after counting the command and checking the size, so the
-    /// parser cannot reject it itself. `key` is tuber's unique-job token
-    /// (reference §3.1a).
+    /// `put <pri> <delay> <ttr> <bytes> [idp:<key>[:<seconds>]]
+    /// [max:<reserves>]`. A body of `bytes` bytes plus CRLF follows the
+    /// line. `after_size` says what else followed the size field:
+    /// beanstalkd answers `BAD_FORMAT` for junk only after counting the
+    /// command and checking the size, so the parser cannot reject it
+    /// itself. `key` is tuber's unique-job token (reference §3.1a);
+    /// `limit` the job's retry limit (§3.1b).
     Put {
         pri: u32,
         delay: u32,
@@ -64,6 +66,7 @@ pub enum Command {
         bytes: u32,
         after_size: AfterSize,
         key: Option<UniqueKey>,
+        limit: Option<u32>,
     },
     Use(TubeName),
     Reserve,

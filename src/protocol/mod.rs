@@ -49,8 +49,9 @@ pub const MAX_BATCH_LINE: usize = 32 * 1024;
 /// else, is no command (reference §1.3).
 pub const DELETE_BATCH: &[u8] = b"delete-batch ";
 
-/// The prefixes of tuber's put tags.
-const TUBER_TAGS: [&[u8]; 4] = [b"idp:", b"grp:", b"aft:", b"con:"];
+/// The prefixes of the put tags: tuber's four, then ours, the retry
+/// limit (reference §3.1b).
+const PUT_TAGS: [&[u8]; 5] = [b"idp:", b"grp:", b"aft:", b"con:", b"max:"];
 
 /// Parses one command line, given without its CRLF.
 pub fn parse(line: &[u8]) -> Result<Command, ParseError> {
@@ -258,28 +259,35 @@ fn parse_put(rest: &[u8]) -> Result<Command, ParseError> {
     let delay = f.u32()?;
     let ttr = f.u32()?;
     let bytes = f.u32()?;
-    // Nothing, or tokens that are all unique keys (tuber's rule: the last
-    // one counts); tuber's other tags are refused with the body read;
-    // anything else is beanstalkd's junk after the size.
-    let put = |after_size, key| Ok(Command::Put { pri, delay, ttr, bytes, after_size, key });
+    // Nothing, or tokens that are all unique keys and retry limits (tuber's
+    // rule: the last of each counts); tuber's other tags are refused with
+    // the body read; anything else is beanstalkd's junk after the size.
+    let put = |after_size, key, limit| Ok(Command::Put { pri, delay, ttr, bytes, after_size, key, limit });
     if f.rest.is_empty() {
-        return put(AfterSize::Nothing, None);
+        return put(AfterSize::Nothing, None, None);
     }
     let separated = matches!(f.rest.first(), Some(b' ' | b'\t'));
     let mut tokens = f.rest.split(|&b| b == b' ' || b == b'\t').filter(|t| !t.is_empty()).peekable();
     let tags =
-        tokens.peek().is_some() && tokens.clone().all(|t| TUBER_TAGS.iter().any(|tag| t.starts_with(tag)));
+        tokens.peek().is_some() && tokens.clone().all(|t| PUT_TAGS.iter().any(|tag| t.starts_with(tag)));
     if !separated || !tags {
-        return put(AfterSize::Junk, None);
+        return put(AfterSize::Junk, None, None);
     }
-    let mut key = None;
+    let (mut key, mut limit) = (None, None);
     for token in tokens {
-        key = token.strip_prefix(b"idp:").and_then(parse_unique_key);
-        if key.is_none() {
-            return put(AfterSize::RefusedTags, None);
+        if let Some(value) = token.strip_prefix(b"max:") {
+            match tuber_seconds(value) {
+                Some(reserves) => limit = Some(reserves),
+                None => return put(AfterSize::RefusedTags, None, None),
+            }
+        } else {
+            key = token.strip_prefix(b"idp:").and_then(parse_unique_key);
+            if key.is_none() {
+                return put(AfterSize::RefusedTags, None, None);
+            }
         }
     }
-    put(AfterSize::Nothing, key)
+    put(AfterSize::Nothing, key, limit)
 }
 
 /// What follows a `list-jobs-<state>`: nothing (a whole page from the
@@ -311,13 +319,19 @@ fn parse_unique_key(token: &[u8]) -> Option<UniqueKey> {
         return Some(UniqueKey { name: TubeName::new(token)?, cooldown: 0 });
     };
     let name = TubeName::new(token.get(..colon)?)?;
-    let seconds = token.get(colon.checked_add(1)?..)?;
-    let digits = seconds.strip_prefix(b"+").unwrap_or(seconds);
+    let cooldown = tuber_seconds(token.get(colon.checked_add(1)?..)?)?;
+    Some(UniqueKey { name, cooldown })
+}
+
+/// A tag's number as tuber reads its seconds: a u32 as Rust's
+/// `str::parse` takes it (digits, an optional leading `+`).
+fn tuber_seconds(text: &[u8]) -> Option<u32> {
+    let digits = text.strip_prefix(b"+").unwrap_or(text);
     if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    let (cooldown, _) = leading_number(digits)?;
-    Some(UniqueKey { name, cooldown: u32::try_from(cooldown).ok()? })
+    let (number, _) = leading_number(digits)?;
+    u32::try_from(number).ok()
 }
 
 /// `pause-tube`: spaces, a run of name bytes, then the delay to the end.
@@ -359,6 +373,7 @@ mod tests {
             bytes,
             after_size: if junk { AfterSize::Junk } else { AfterSize::Nothing },
             key: None,
+            limit: None,
         };
         assert_eq!(parse(b"put 1 2 3 4"), Ok(put(1, 2, 3, 4, false)));
         assert_eq!(parse(b"put  00   0  1   01"), Ok(put(0, 0, 1, 1, false)));
@@ -378,10 +393,33 @@ mod tests {
     #[test]
     fn put_takes_tubers_unique_key_token_and_nothing_else() {
         let key = |name: &[u8], cooldown| Some(UniqueKey { name: TubeName::new(name).unwrap(), cooldown });
-        let put = |key| C::Put { pri: 1, delay: 2, ttr: 3, bytes: 4, after_size: AfterSize::Nothing, key };
-        let junk = C::Put { pri: 1, delay: 2, ttr: 3, bytes: 4, after_size: AfterSize::Junk, key: None };
-        let refused =
-            C::Put { pri: 1, delay: 2, ttr: 3, bytes: 4, after_size: AfterSize::RefusedTags, key: None };
+        let put = |key| C::Put {
+            pri: 1,
+            delay: 2,
+            ttr: 3,
+            bytes: 4,
+            after_size: AfterSize::Nothing,
+            key,
+            limit: None,
+        };
+        let junk = C::Put {
+            pri: 1,
+            delay: 2,
+            ttr: 3,
+            bytes: 4,
+            after_size: AfterSize::Junk,
+            key: None,
+            limit: None,
+        };
+        let refused = C::Put {
+            pri: 1,
+            delay: 2,
+            ttr: 3,
+            bytes: 4,
+            after_size: AfterSize::RefusedTags,
+            key: None,
+            limit: None,
+        };
         assert_eq!(parse(b"put 1 2 3 4 idp:my-key"), Ok(put(key(b"my-key", 0))));
         assert_eq!(parse(b"put 1 2 3 4 idp:report:300"), Ok(put(key(b"report", 300))));
         assert_eq!(parse(b"put 1 2 3 4 idp:k:0"), Ok(put(key(b"k", 0))));
@@ -414,6 +452,49 @@ mod tests {
         {
             assert_eq!(parse(line), Ok(junk.clone()), "{}", String::from_utf8_lossy(line));
         }
+    }
+
+    #[test]
+    fn put_takes_a_retry_limit_alone_or_with_a_key_in_any_order() {
+        let put = |key: Option<&[u8]>, limit| C::Put {
+            pri: 1,
+            delay: 2,
+            ttr: 3,
+            bytes: 4,
+            after_size: AfterSize::Nothing,
+            key: key.map(|name| UniqueKey { name: TubeName::new(name).unwrap(), cooldown: 0 }),
+            limit,
+        };
+        assert_eq!(parse(b"put 1 2 3 4 max:3"), Ok(put(None, Some(3))));
+        assert_eq!(parse(b"put 1 2 3 4 max:0"), Ok(put(None, Some(0))));
+        assert_eq!(parse(b"put 1 2 3 4 max:+09"), Ok(put(None, Some(9))));
+        assert_eq!(parse(b"put 1 2 3 4 max:4294967295"), Ok(put(None, Some(u32::MAX))));
+        assert_eq!(parse(b"put 1 2 3 4 max:1 max:2"), Ok(put(None, Some(2))), "the last wins");
+        assert_eq!(parse(b"put 1 2 3 4 idp:k\tmax:5"), Ok(put(Some(b"k"), Some(5))));
+        assert_eq!(parse(b"put 1 2 3 4 max:5 idp:k"), Ok(put(Some(b"k"), Some(5))));
+        let refused = C::Put {
+            pri: 1,
+            delay: 2,
+            ttr: 3,
+            bytes: 4,
+            after_size: AfterSize::RefusedTags,
+            key: None,
+            limit: None,
+        };
+        for line in [
+            &b"put 1 2 3 4 max:"[..],
+            b"put 1 2 3 4 max:x",
+            b"put 1 2 3 4 max:-1",
+            b"put 1 2 3 4 max:4294967296",
+            b"put 1 2 3 4 max:1:2",
+            b"put 1 2 3 4 max:3 grp:g",
+        ] {
+            assert_eq!(parse(line), Ok(refused.clone()), "{}", String::from_utf8_lossy(line));
+        }
+        assert_eq!(
+            parse(b"put 1 2 3 4 max:3 x").map(|c| matches!(c, C::Put { after_size: AfterSize::Junk, .. })),
+            Ok(true)
+        );
     }
 
     #[test]

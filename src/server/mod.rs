@@ -87,6 +87,7 @@ impl Server {
         let mut engine = Engine::new(config.max_job_size);
         engine.set_timer(Arc::clone(&timer));
         engine.set_memory_limit(config.max_job_memory);
+        engine.set_max_reserves(config.max_reserves);
         engine.set_id_range(config.job_ids);
         engine.set_metering(config.metrics.is_some());
         let metrics = config.metrics.as_deref().map(crate::metrics::bind).transpose()?;

@@ -7,7 +7,9 @@
 //! ones keeping their burial times and so their order. Unique keys, and
 //! keys cooling down, have no place in it (the builds before keys took
 //! their records for damage): the caller refuses a log that has any
-//! unless told to drop them. It writes nothing into the directory read.
+//! unless told to drop them. Retry limits (version 4) are dropped, the
+//! jobs kept, and the caller says how many. It writes nothing into the
+//! directory read.
 
 use std::path::Path;
 
@@ -30,6 +32,12 @@ pub fn encode(log: &Log) -> Vec<u8> {
         record::encode_full(&mut out, &logged, job.ttr, job.created, log.tube(job).as_bytes(), body);
     }
     out
+}
+
+/// The retry limits `log` holds: what a downgrade, or a copy for
+/// beanstalkd, drops (the jobs are kept, without them).
+pub fn limits(log: &Log) -> usize {
+    log.jobs.iter().filter(|job| job.limit.is_some()).count()
 }
 
 /// The unique keys `log` holds, of jobs and cooling down: what a
@@ -72,6 +80,7 @@ mod tests {
             body: Some(b"hi"[..].into()),
             file: 0,
             key: None,
+            limit: Some(3),
         };
         let jobs = vec![job(3, State::Ready), job(5, State::Buried { at: 42 })];
         let log = Log::of(vec![TubeName::default_tube()], jobs, 9, 0);

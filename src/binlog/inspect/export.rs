@@ -18,7 +18,9 @@
 //! buried job is ready between its put and its bury). The mapping, old id to the k-th put and the id
 //! that put gets, goes to stderr; the server's replies (`INSERTED <id>`, in
 //! the order of the puts) confirm it. Counters, pauses and the `delay` of
-//! a job no longer delayed do not survive an export.
+//! a job no longer delayed do not survive an export. A job's retry limit
+//! does, as the put's `max:` tag (reference §3.1b): a server without
+//! retry limits refuses such a put.
 //!
 //! This module writes the stream for a [`Log`]; it touches no directory.
 
@@ -83,7 +85,10 @@ pub fn write(
         };
         let delay = u32::try_from(delay).unwrap_or(u32::MAX);
         let body = job.body.as_deref().unwrap_or_default();
-        write!(out, "put {} {delay} {} {}\r\n", job.pri, job.ttr, body.len())?;
+        // A retry limit goes with its job (reference §3.1b), for a server
+        // that takes it.
+        let limit = job.limit.map_or(String::new(), |reserves| format!(" max:{reserves}"));
+        write!(out, "put {} {delay} {} {}{limit}\r\n", job.pri, job.ttr, body.len())?;
         out.write_all(body)?;
         out.write_all(b"\r\n")?;
         let new_id = first_id.saturating_add((done.jobs as u64).saturating_mul(step));
@@ -126,6 +131,7 @@ mod tests {
             body: Some(body.into()),
             file: 0,
             key: None,
+            limit: None,
         }
     }
 

@@ -30,11 +30,15 @@ pub fn list(log: &Log, filter: &Filter, out: &mut impl Write) -> io::Result<()> 
     )?;
     for job in &log.jobs {
         let tube = log.tube(job);
-        // A unique key closes its job's line, as the put gave it.
-        let key = job.key.as_ref().map_or(String::new(), |(key, secs)| match secs {
+        // A unique key and a retry limit close its job's line, as the put
+        // gave them.
+        let mut key = job.key.as_ref().map_or(String::new(), |(key, secs)| match secs {
             0 => format!(" idp:{key}"),
             secs => format!(" idp:{key}:{secs}"),
         });
+        if let Some(reserves) = job.limit {
+            key.push_str(&format!(" max:{reserves}"));
+        }
         if filter.tube.as_deref().is_some_and(|t| t != tube)
             || filter.state.as_deref().is_some_and(|s| s != job.state.name())
         {
@@ -71,6 +75,9 @@ pub fn show(log: &Log, job: &Job, out: &mut impl Write) -> io::Result<()> {
     if let Some((key, secs)) = &job.key {
         writeln!(out, "key: {key}")?;
         writeln!(out, "key-cooldown: {secs}")?;
+    }
+    if let Some(reserves) = job.limit {
+        writeln!(out, "max-reserves: {reserves}")?;
     }
     writeln!(out, "state: {}", job.state.name())?;
     writeln!(out, "pri: {}", job.pri)?;

@@ -131,6 +131,8 @@ pub struct Job {
     pub file: usize,
     /// Its unique key and the key's cooldown in seconds (`idp:`).
     pub key: Option<(String, u32)>,
+    /// Its retry limit (`max:`).
+    pub limit: Option<u32>,
 }
 
 /// Which bodies to keep in memory while reading.

@@ -237,7 +237,7 @@ impl Reader<'_> {
                 self.jobs.remove(&job.id);
                 self.cooling.insert(job.id);
             }
-            Record::Full { job, ttr, created, tube, body, key } => {
+            Record::Full { job, ttr, created, tube, body, key, limit } => {
                 let tube = self.tube(tube);
                 let kept = self.keep(job.id).then(|| Box::from(body));
                 let new = Job {
@@ -253,6 +253,7 @@ impl Reader<'_> {
                     body: kept,
                     file,
                     key: key.map(|(name, cooldown)| (String::from_utf8_lossy(name).into_owned(), cooldown)),
+                    limit,
                 };
                 self.jobs.insert(job.id, new);
             }
@@ -340,6 +341,7 @@ impl Reader<'_> {
                 body,
                 file,
                 key: None,
+                limit: None,
             };
             self.jobs.insert(id, new);
         }

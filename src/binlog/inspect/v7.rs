@@ -192,6 +192,7 @@ mod tests {
             body: Some(body.into()),
             file: 0,
             key: None,
+            limit: None,
         }
     }
 

@@ -1,0 +1,178 @@
+//! The retry limit (reference §3.1b), which no peer has: a job put with
+//! `max:<n>`, or any job under `--max-reserves <n>`, that has been
+//! reserved n times is buried, not queued again, when its reservation
+//! next ends without a delete: a `release` (answered `BURIED`), its TTR
+//! running out, or its holder hanging up. So a job that keeps failing, or
+//! keeps killing its worker, stops at n tries and waits, buried, for a
+//! person, with its priority and counters as they were.
+//!
+//! The limits given by put tags are an index beside the job table, as
+//! unique keys are, and only an index: a job without the tag costs
+//! nothing (its record's `Tags` say so), and nothing here changes a job.
+
+use std::collections::HashMap;
+
+use super::*;
+
+/// The retry limits of the jobs put with `max:`, by job id.
+#[derive(Debug, Default)]
+pub struct RetryLimits {
+    by_job: HashMap<JobId, u32>,
+}
+
+impl RetryLimits {
+    /// Job `id`'s own limit (0: none, whatever the server's default).
+    pub(super) fn get(&self, id: JobId) -> Option<u32> {
+        self.by_job.get(&id).copied()
+    }
+
+    /// Claims room for one more limit: false if the memory cannot be had.
+    pub(super) fn try_make_room(&mut self) -> bool {
+        self.by_job.try_reserve(1).is_ok()
+    }
+
+    /// Files job `id`'s limit, in room claimed by [`Self::try_make_room`].
+    pub(super) fn insert(&mut self, id: JobId, reserves: u32) {
+        self.by_job.insert(id, reserves);
+    }
+
+    /// Forgets job `id`'s limit: the job is gone.
+    pub(super) fn forget(&mut self, id: JobId) {
+        self.by_job.remove(&id);
+    }
+
+    /// Every limit, by id, for a test's picture of the engine.
+    #[cfg(test)]
+    pub(super) fn sorted(&self) -> Vec<(JobId, u32)> {
+        let mut all: Vec<_> = self.by_job.iter().map(|(&id, &n)| (id, n)).collect();
+        all.sort_unstable();
+        all
+    }
+}
+
+impl Engine {
+    /// Sets the limit of every job put without `max:` (`--max-reserves`;
+    /// 0, the default, is none).
+    pub fn set_max_reserves(&mut self, reserves: u32) {
+        self.max_reserves = reserves;
+    }
+
+    /// Whether reserved job `id`, whose reservation is ending, has been
+    /// reserved as many times as its limit allows.
+    pub(super) fn tries_spent(&self, id: JobId) -> bool {
+        let Some(job) = self.jobs.get(&id) else {
+            return false;
+        };
+        let limit =
+            if job.tags.limited() { self.tubes.limits.get(id).unwrap_or(0) } else { self.max_reserves };
+        limit > 0 && job.counters.reserves >= limit
+    }
+
+    /// Buries job `id`, out of its reservation's queues already, whose
+    /// tries are spent; its priority stays. False, with the job untouched,
+    /// if the log has no room for the change: the caller then queues it
+    /// as it would have without a limit, and the job is tried once more.
+    pub(super) fn bury_spent(&mut self, id: JobId, now: Time) -> bool {
+        let buried = self.journaled_change(id, |e| {
+            if let Some(job) = e.jobs.get_mut(&id) {
+                job.counters.buries = job.counters.buries.wrapping_add(1);
+            }
+            e.make_buried(id, now);
+        });
+        // A write that failed after the change leaves it made in memory.
+        !matches!(buried, Err(Reply::OutOfMemory))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{client, engine, reserved_id};
+    use super::*;
+
+    /// Puts a job with retry limit `limit` (`None`: no tag).
+    fn put_limited(e: &mut Engine, c: ClientId, pri: u32, limit: Option<u32>) -> JobId {
+        e.count_put();
+        let ticket = e.start_put(c, 1).unwrap();
+        let id = ticket.id();
+        let body = Box::from(&b"x"[..]);
+        let job = NewJob { ticket, pri, delay: 0, ttr: 10, created: Time::ZERO, body, key: None, limit };
+        assert_eq!(e.put(c, job, Time::ZERO), Reply::Inserted(id));
+        id
+    }
+
+    fn reserve(e: &mut Engine, c: ClientId, now: Time) -> JobId {
+        reserved_id(e.reserve(c, None, now, &mut Vec::<u8>::new()))
+    }
+
+    fn state_of(e: &Engine, id: JobId) -> (State, u32, Counters) {
+        let job = e.jobs.get(&id).unwrap();
+        (job.state, job.pri, job.counters)
+    }
+
+    #[test]
+    fn a_release_after_the_last_try_buries_with_the_priority_kept() {
+        let mut e = engine();
+        let c = client(&mut e);
+        let id = put_limited(&mut e, c, 7, Some(2));
+        assert_eq!(reserve(&mut e, c, Time::ZERO), id);
+        assert_eq!(e.release(c, id, 3, 0, Time::ZERO), Reply::Released);
+        assert_eq!(reserve(&mut e, c, Time::ZERO), id);
+        assert_eq!(e.release(c, id, 1, 5, Time::ZERO), Reply::Buried);
+        let (state, pri, counters) = state_of(&e, id);
+        assert_eq!(
+            (state, pri, counters.reserves, counters.releases, counters.buries),
+            (State::Buried, 3, 2, 2, 1)
+        );
+        // Kicked, it has its tries spent still: the next release buries it.
+        assert_eq!(e.kick_job(id, Time::ZERO), Reply::Kicked);
+        assert_eq!(reserve(&mut e, c, Time::ZERO), id);
+        assert_eq!(e.release(c, id, 0, 0, Time::ZERO), Reply::Buried);
+    }
+
+    #[test]
+    fn a_ttr_or_a_hang_up_after_the_last_try_buries() {
+        let mut e = engine();
+        let c = client(&mut e);
+        let timed = put_limited(&mut e, c, 0, Some(1));
+        assert_eq!(reserve(&mut e, c, Time::ZERO), timed);
+        e.tick(Time::from_secs(11));
+        let (state, _, counters) = state_of(&e, timed);
+        assert_eq!((state, counters.timeouts, counters.buries), (State::Buried, 1, 1));
+        let held = put_limited(&mut e, c, 0, Some(1));
+        let worker = client(&mut e);
+        assert_eq!(reserve(&mut e, worker, Time::from_secs(11)), held);
+        e.disconnect(worker, Time::from_secs(11));
+        assert_eq!(state_of(&e, held).0, State::Buried);
+    }
+
+    #[test]
+    fn the_servers_default_holds_for_jobs_without_the_tag_and_max_0_is_no_limit() {
+        let mut e = engine();
+        e.set_max_reserves(1);
+        let c = client(&mut e);
+        let (plain, unlimited, own) = (
+            put_limited(&mut e, c, 0, None),
+            put_limited(&mut e, c, 1, Some(0)),
+            put_limited(&mut e, c, 2, Some(2)),
+        );
+        for (id, after_one) in [(plain, Reply::Buried), (unlimited, Reply::Released), (own, Reply::Released)]
+        {
+            assert_eq!(reserve(&mut e, c, Time::ZERO), id);
+            assert_eq!(e.release(c, id, 9, 0, Time::ZERO), after_one, "job {id}");
+        }
+        for _ in 0..5 {
+            assert_eq!(reserve(&mut e, c, Time::ZERO), unlimited);
+            assert_eq!(e.release(c, unlimited, 1, 0, Time::ZERO), Reply::Released);
+        }
+    }
+
+    #[test]
+    fn a_deleted_job_leaves_no_limit_behind() {
+        let mut e = engine();
+        let c = client(&mut e);
+        let id = put_limited(&mut e, c, 0, Some(4));
+        assert_eq!(e.tubes.limits.sorted(), [(id, 4)]);
+        assert_eq!(e.delete(c, id, Time::ZERO), Reply::Deleted);
+        assert_eq!(e.tubes.limits.sorted(), []);
+    }
+}

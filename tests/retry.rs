@@ -1,0 +1,182 @@
+//! The retry limit (reference §3.1b), which no peer has: `put ...
+//! max:<n>` and `--max-reserves <n>`. A job reserved n times is buried,
+//! its priority kept, when its reservation next ends without a delete:
+//! a `release` (answered `BURIED`), its TTR, or its holder's hang-up. Over
+//! TCP against the real binary, and across a SIGKILL and compaction.
+
+mod common;
+
+use std::time::Duration;
+
+use common::binary::{spawn, TempDir};
+use common::{settle, Client};
+
+/// One key of `stats-job <id>`.
+fn stat_job(c: &mut Client, id: u64, key: &str) -> String {
+    c.yaml_map(&format!("stats-job {id}")).remove(key).unwrap_or_else(|| panic!("no key {key}"))
+}
+
+/// `put` with `tags` after the size, TTR `ttr` and body `body`; the reply.
+fn put(c: &mut Client, pri: u32, ttr: u32, tags: &str, body: &str) -> String {
+    c.send(format!("put {pri} 0 {ttr} {} {tags}\r\n{body}\r\n", body.len()));
+    c.reply()
+}
+
+#[test]
+fn a_release_after_the_last_try_is_buried_and_stats_job_shows_the_limit() {
+    let s = spawn(&[]);
+    let mut c = s.client();
+    assert_eq!(put(&mut c, 7, 30, "max:2", "job"), "INSERTED 1\r\n");
+    assert_eq!(c.cmd("reserve"), "RESERVED 1 3\r\njob\r\n");
+    assert_eq!(c.cmd("release 1 5 0"), "RELEASED\r\n");
+    assert_eq!(c.cmd("reserve"), "RESERVED 1 3\r\njob\r\n");
+    // The second try was the last: buried, with the priority it had.
+    assert_eq!(c.cmd("release 1 1 30"), "BURIED\r\n");
+    let yaml = "---\nid: 1\ntube: \"default\"\nstate: buried\npri: 5\nage: 0\ndelay: 0\nttr: 30\n\
+                time-left: 0\nfile: 0\nreserves: 2\ntimeouts: 0\nreleases: 2\nburies: 1\nkicks: 0\n\
+                max-reserves: 2\n";
+    assert_eq!(c.cmd("stats-job 1"), format!("OK {}\r\n{yaml}\r\n", yaml.len()));
+    assert_eq!(c.cmd("peek-buried"), "FOUND 1 3\r\njob\r\n");
+    // Kicked, it is tried once more, and buried again.
+    assert_eq!(c.cmd("kick 1"), "KICKED 1\r\n");
+    assert_eq!(c.cmd("reserve"), "RESERVED 1 3\r\njob\r\n");
+    assert_eq!(c.cmd("release 1 5 0"), "BURIED\r\n");
+    // A job without the tag shows beanstalkd's keys and nothing more.
+    assert_eq!(c.put(0, 0, 30, "x"), "INSERTED 2\r\n");
+    assert!(!c.cmd("stats-job 2").contains("max-reserves"));
+    assert_eq!(c.stat("current-jobs-buried"), "1");
+}
+
+#[test]
+fn a_ttr_running_out_after_the_last_try_buries_the_job() {
+    let s = spawn(&[]);
+    let mut c = s.client();
+    assert_eq!(put(&mut c, 0, 1, "max:2", "slow"), "INSERTED 1\r\n");
+    for timeouts in 1..=2 {
+        assert_eq!(c.cmd("reserve"), "RESERVED 1 4\r\nslow\r\n");
+        let timed_out = || stat_job(&mut Client::connect(s.addr), 1, "timeouts") == timeouts.to_string();
+        assert!(settle(Duration::from_secs(5), timed_out), "timeout {timeouts}");
+    }
+    let mut other = s.client();
+    assert_eq!(stat_job(&mut other, 1, "state"), "buried");
+    assert_eq!(stat_job(&mut other, 1, "buries"), "1");
+    assert_eq!(other.cmd("reserve-with-timeout 0"), "TIMED_OUT\r\n");
+}
+
+#[test]
+fn a_holder_hanging_up_after_the_last_try_buries_the_job() {
+    let s = spawn(&[]);
+    let mut c = s.client();
+    assert_eq!(put(&mut c, 0, 30, "max:1", "crash"), "INSERTED 1\r\n");
+    let mut worker = s.client();
+    assert_eq!(worker.cmd("reserve"), "RESERVED 1 5\r\ncrash\r\n");
+    drop(worker);
+    assert!(settle(Duration::from_secs(5), || stat_job(&mut c, 1, "state") == "buried"));
+}
+
+#[test]
+fn max_reserves_sets_every_untagged_jobs_limit_and_max_0_lifts_it() {
+    let s = spawn(&["--max-reserves", "1"]);
+    let mut c = s.client();
+    assert_eq!(c.put(0, 0, 30, "plain"), "INSERTED 1\r\n");
+    assert_eq!(put(&mut c, 1, 30, "max:0", "free"), "INSERTED 2\r\n");
+    assert_eq!(put(&mut c, 2, 30, "idp:k max:2", "own"), "INSERTED 3\r\n");
+    assert_eq!(c.cmd("reserve"), "RESERVED 1 5\r\nplain\r\n");
+    assert_eq!(c.cmd("release 1 0 0"), "BURIED\r\n");
+    for _ in 0..3 {
+        assert_eq!(c.cmd("reserve"), "RESERVED 2 4\r\nfree\r\n");
+        assert_eq!(c.cmd("release 2 1 0"), "RELEASED\r\n");
+    }
+    assert!(c.cmd("stats-job 1").ends_with("kicks: 0\n\r\n"), "the server's default is not the job's tag");
+    assert!(c.cmd("stats-job 2").ends_with("max-reserves: 0\n\r\n"));
+}
+
+#[test]
+fn malformed_limits_are_refused_with_their_body_swallowed() {
+    let s = spawn(&[]);
+    let mut c = s.client();
+    for tag in ["max:", "max:x", "max:-1", "max:4294967296", "max:1:2", "max:3 grp:g"] {
+        // The body is a command: it must not run.
+        assert_eq!(put(&mut c, 0, 30, tag, "delete 1"), "BAD_FORMAT\r\n", "{tag}");
+    }
+    assert_eq!(put(&mut c, 0, 30, "max:+4", "x"), "INSERTED 1\r\n");
+    assert!(c.cmd("stats-job 1").ends_with("max-reserves: 4\n\r\n"));
+}
+
+#[test]
+fn limits_survive_sigkill_restart_and_compaction() {
+    let dir = TempDir::new("retry");
+    let args = ["-b", dir.path.to_str().unwrap(), "-s", "4096"];
+    let s = spawn(&args);
+    let mut c = s.client();
+    assert_eq!(put(&mut c, 9, 30, "max:2", "kept"), "INSERTED 1\r\n");
+    assert_eq!(put(&mut c, 9, 30, "max:1 idp:key", "both"), "INSERTED 2\r\n");
+    assert_eq!(c.cmd("reserve"), "RESERVED 1 4\r\nkept\r\n");
+    assert_eq!(c.cmd("release 1 9 0"), "RELEASED\r\n");
+    // Enough churn through small files that compaction rewrites both jobs
+    // out of the file they were put in.
+    let body = "b".repeat(500);
+    for _ in 0..200 {
+        let id = c.put_ok(&body);
+        assert_eq!(c.cmd(&format!("delete {id}")), "DELETED\r\n");
+    }
+    let first_gone = || !dir.path.join("beanstalk.1").exists();
+    assert!(settle(Duration::from_secs(5), first_gone), "compaction removed the first file");
+    s.kill();
+    let s = spawn(&args);
+    let mut c = s.client();
+    assert!(c
+        .cmd("stats-job 1")
+        .ends_with("reserves: 1\ntimeouts: 0\nreleases: 1\nburies: 0\nkicks: 0\nmax-reserves: 2\n\r\n"));
+    assert!(c.cmd("stats-job 2").ends_with("max-reserves: 1\n\r\n"));
+    // The second try is job 1's last, the first job 2's.
+    assert_eq!(c.cmd("reserve"), "RESERVED 1 4\r\nkept\r\n");
+    assert_eq!(c.cmd("release 1 9 0"), "BURIED\r\n");
+    assert_eq!(c.cmd("reserve"), "RESERVED 2 4\r\nboth\r\n");
+    s.kill();
+    // A job buried by its limit stays buried, its limit kept.
+    let s = spawn(&args);
+    let mut c = s.client();
+    assert_eq!(stat_job(&mut c, 1, "state"), "buried");
+    assert_eq!(stat_job(&mut c, 2, "state"), "ready");
+    assert_eq!(c.cmd("reserve"), "RESERVED 2 4\r\nboth\r\n");
+    assert_eq!(c.cmd("release 2 9 0"), "BURIED\r\n");
+}
+
+/// `beanstalk-binlog` with `args`: its exit code, stdout and stderr.
+fn tool(args: &[&str]) -> (i32, String, String) {
+    let output = std::process::Command::new(assert_cmd::cargo::cargo_bin("beanstalk-binlog"))
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    (output.status.code().unwrap_or(-1), text(&output.stdout), text(&output.stderr))
+}
+
+#[test]
+fn the_binlog_tool_shows_limits_exports_them_and_says_what_a_downgrade_drops() {
+    let dir = TempDir::new("retry-tool");
+    let path = dir.path.to_str().unwrap();
+    let s = spawn(&["-b", path]);
+    let mut c = s.client();
+    assert_eq!(put(&mut c, 0, 30, "max:3", "a"), "INSERTED 1\r\n");
+    s.terminate();
+    let (code, list, _) = tool(&["list", path]);
+    assert!(code == 0 && list.lines().nth(1).is_some_and(|line| line.ends_with(" max:3")), "{list}");
+    let (_, show, _) = tool(&["show", path, "1"]);
+    assert!(show.contains("\nmax-reserves: 3\n"), "{show}");
+    let (code, export, _) = tool(&["export", path]);
+    assert!(code == 0 && export.starts_with("put 0 0 30 1 max:3\r\na\r\n"), "{export}");
+    let out = TempDir::new("retry-tool-out");
+    let target = out.path.join("older");
+    let (code, _, said) = tool(&["downgrade", path, target.to_str().unwrap()]);
+    assert_eq!(code, 0, "{said}");
+    assert!(
+        said.contains("dropped 1 retry limits (max:), the jobs kept (format version 2 has none)"),
+        "{said}"
+    );
+    let older = spawn(&["-b", target.to_str().unwrap()]);
+    let mut c = older.client();
+    assert!(!c.cmd("stats-job 1").contains("max-reserves"));
+}
