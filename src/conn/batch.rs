@@ -6,12 +6,8 @@
 use std::io;
 
 use super::{Conn, Next};
-use crate::engine::JobId;
+use crate::engine::{JobId, BATCH_PIECE};
 use crate::protocol::{self, Reply, TubeName};
-
-/// Bytes of bodies one piece of a `reserve-batch` copies under the lock:
-/// about a tenth of a millisecond of copying.
-const BATCH_PIECE: usize = 256 * 1024;
 
 /// Output room made ready before each piece: a piece's bodies and a
 /// job more, up to a megabyte's.

@@ -44,6 +44,12 @@ pub struct Listing {
 }
 
 impl Listing {
+    /// Heap slots looked at so far, for the test of the pieces' bound.
+    #[cfg(test)]
+    pub(super) fn looked_at(&self) -> usize {
+        self.next_slot
+    }
+
     /// The page's ids, in order. (Sorted in place: the room was claimed.)
     pub fn ids(self) -> Vec<JobId> {
         let mut ids: Vec<JobId> = self.found.into_sorted_vec().into_iter().map(|(_, id)| id).collect();

@@ -70,6 +70,8 @@ pub(crate) mod id_map;
 pub(crate) mod slot_table;
 
 #[cfg(test)]
+mod bounded;
+#[cfg(test)]
 mod sweep_world;
 #[cfg(test)]
 mod sweep;
@@ -91,7 +93,7 @@ use crate::ids::{IdRange, NO_ID_LEFT};
 use crate::protocol::{data_reply_len, Reply, ReplyRoom, TubeName, UniqueKey};
 use crate::stats::{CommandCounts, JobCounts, JobStats, ServerStats, TubeStats};
 use crate::time::Time;
-pub use batch::CLEAR_CHUNK;
+pub use batch::{BATCH_PIECE, CLEAR_CHUNK};
 pub use client::Waker;
 use client::{Blocked, Client, Outcome, Soonest, Wait};
 use heap::Heap;

@@ -1,0 +1,199 @@
+//! The promise `bounded` of the table of commands (reference §3.0), made
+//! a test: every command whose row makes it runs here as its connection
+//! runs it, a piece a lock, against more jobs than one piece may touch,
+//! and no piece may do more than the bound the reference names: a
+//! thousand jobs changed, 256 KiB of bodies copied (a job more), or 16 Ki
+//! slots of a queue looked at. A command given the promise without a
+//! case here fails, so the promise cannot outrun its check.
+//!
+//! Work is counted, not timed: the stall a piece causes is measured by
+//! `benches/batch.rs`, never asserted by a test.
+
+use super::tests::{client, engine};
+use super::*;
+use crate::engine::listing::LIST_PIECE;
+use crate::protocol::{TubeName, MAX_BATCH};
+
+/// What each piece of one run did, and the most a piece may do.
+struct Pieces {
+    work: Vec<usize>,
+    most: usize,
+    /// Whether the run must take more than one piece (it was given more
+    /// work than a piece may do), or is bounded by its own line.
+    split: bool,
+}
+
+fn name(s: &str) -> TubeName {
+    TubeName::new(s.as_bytes()).unwrap()
+}
+
+/// An engine whose client uses and watches tube `jobs`, holding `n` ready
+/// jobs of `body` bytes each.
+fn filled(n: usize, body: usize) -> (Engine, ClientId) {
+    let mut e = engine();
+    let c = client(&mut e);
+    e.use_tube(c, &name("jobs"));
+    e.watch(c, &name("jobs"));
+    e.ignore(c, &name("default"));
+    for _ in 0..n {
+        e.count_put();
+        let ticket = e.start_put(c, body as u32).unwrap();
+        let id = ticket.id();
+        let job = NewJob {
+            ticket,
+            pri: (id % 7) as u32,
+            delay: 0,
+            ttr: 600,
+            created: Time::ZERO,
+            body: vec![b'x'; body].into_boxed_slice(),
+            key: None,
+            limit: None,
+        };
+        assert_eq!(e.put(c, job, Time::ZERO), Reply::Inserted(id));
+    }
+    (e, c)
+}
+
+/// Reserves every ready job for `c`; buries them if `bury`.
+fn reserve_all(e: &mut Engine, c: ClientId, bury: bool) {
+    while let Some(Reply::Reserved(id, _)) = e.reserve(c, Some(0), Time::ZERO, &mut Vec::<u8>::new()) {
+        if bury {
+            assert_eq!(e.bury(c, id, 0, Time::ZERO), Reply::Buried);
+        }
+    }
+}
+
+fn reserve_batch() -> Pieces {
+    const BODY: usize = 10 * 1024;
+    let (mut e, c) = filled(200, BODY);
+    let (mut ids, mut out, mut work) = (Vec::with_capacity(200), Vec::new(), Vec::new());
+    loop {
+        let before = ids.len();
+        e.reserve_batch(c, 200, Time::ZERO, BATCH_PIECE, &mut out, &mut ids);
+        if ids.len() == before {
+            break;
+        }
+        work.push((ids.len() - before) * BODY);
+    }
+    assert_eq!(ids.len(), 200);
+    Pieces { work, most: BATCH_PIECE + BODY, split: true }
+}
+
+fn delete_batch() -> Pieces {
+    let (mut e, c) = filled(3 * MAX_BATCH, 1);
+    let before = e.jobs.len();
+    e.delete_batch(c, &mut (1..=MAX_BATCH as JobId), Time::ZERO);
+    Pieces { work: vec![before - e.jobs.len()], most: MAX_BATCH, split: false }
+}
+
+fn clear_tube() -> Pieces {
+    let (mut e, _) = filled(5 * CLEAR_CHUNK + 1, 1);
+    let mut work = Vec::new();
+    while let Ok(n @ 1..) = e.clear_tube(&name("jobs"), u64::MAX, Time::ZERO) {
+        work.push(n);
+    }
+    assert_eq!(work.iter().sum::<usize>(), 5 * CLEAR_CHUNK + 1);
+    Pieces { work, most: CLEAR_CHUNK, split: true }
+}
+
+fn flush_tube() -> Pieces {
+    let (mut e, c) = filled(5 * CLEAR_CHUNK + 1, 1);
+    reserve_all(&mut e, c, false);
+    let most = e.flushable(&name("jobs")).unwrap();
+    let (mut work, mut cooling) = (Vec::new(), Some(0));
+    loop {
+        let (n, next) = e.flush_tube(&name("jobs"), most, cooling, Time::ZERO).unwrap();
+        cooling = next;
+        work.push(n);
+        if n < CLEAR_CHUNK && cooling.is_none() {
+            break;
+        }
+    }
+    assert_eq!(work.iter().sum::<usize>(), 5 * CLEAR_CHUNK + 1);
+    Pieces { work, most: CLEAR_CHUNK, split: true }
+}
+
+/// A whole page of `list-jobs-<state>` over a tube of three pieces'
+/// worth of jobs in that state: the slots each piece looked at (for the
+/// buried list, which is walked, the jobs listed).
+fn list_jobs(state: State) -> Pieces {
+    let (mut e, c) = filled(3 * LIST_PIECE + 1, 1);
+    match state {
+        State::Ready => {}
+        State::Reserved => reserve_all(&mut e, c, false),
+        State::Buried => reserve_all(&mut e, c, true),
+        State::Delayed => {
+            reserve_all(&mut e, c, false);
+            for id in 1..=(3 * LIST_PIECE + 1) as JobId {
+                assert_eq!(e.release(c, id, 0, 100, Time::ZERO), Reply::Released);
+            }
+        }
+    }
+    let mut listing = e.list_jobs(c, state, MAX_BATCH, None).unwrap();
+    let (mut work, mut seen) = (Vec::new(), 0);
+    loop {
+        let done = e.list_jobs_piece(&mut listing);
+        work.push(listing.looked_at() - seen);
+        seen = listing.looked_at();
+        if done {
+            break;
+        }
+    }
+    let listed = listing.ids().len();
+    assert_eq!(listed, MAX_BATCH);
+    if state == State::Buried {
+        return Pieces { work: vec![listed], most: MAX_BATCH, split: false };
+    }
+    Pieces { work, most: LIST_PIECE, split: true }
+}
+
+/// A bounded command's run, as its connection makes it.
+type Run = fn() -> Pieces;
+
+/// Each command the table makes `bounded`, and its run.
+const CASES: &[(&str, Run)] = &[
+    ("reserve-batch", reserve_batch),
+    ("delete-batch", delete_batch),
+    ("clear-tube", clear_tube),
+    ("flush-tube", flush_tube),
+    ("list-jobs-ready", || list_jobs(State::Ready)),
+    ("list-jobs-delayed", || list_jobs(State::Delayed)),
+    ("list-jobs-reserved", || list_jobs(State::Reserved)),
+    ("list-jobs-buried", || list_jobs(State::Buried)),
+];
+
+/// The commands whose row in §3.0 promises `bounded`.
+fn bounded_commands() -> Vec<String> {
+    let reference = include_str!("../reference.md");
+    let table = reference.split("| command | replies | logged | promises | § |").nth(1).unwrap_or_default();
+    table
+        .lines()
+        .skip(2)
+        .take_while(|line| line.starts_with("| `"))
+        .filter(|row| {
+            row.split(" | ").nth(3).is_some_and(|promises| promises.split(", ").any(|p| p == "bounded"))
+        })
+        .map(|row| row.trim_start_matches("| `").split([' ', '`']).next().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn every_bounded_command_holds_the_lock_in_bounded_pieces() {
+    let commands = bounded_commands();
+    assert!(commands.len() >= 4, "the table was not read: {commands:?}");
+    for command in &commands {
+        let Some((_, run)) = CASES.iter().find(|(name, _)| name == command) else {
+            panic!(
+                "{command} promises `bounded` in reference §3.0, and engine/bounded.rs has no case for it"
+            );
+        };
+        let pieces = run();
+        assert!(
+            pieces.work.iter().all(|&w| w <= pieces.most),
+            "{command}: pieces {:?} over {}",
+            pieces.work,
+            pieces.most
+        );
+        assert!(!pieces.split || pieces.work.len() > 1, "{command} did {:?} in one piece", pieces.work);
+    }
+}
