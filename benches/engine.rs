@@ -6,7 +6,7 @@
 use std::sync::{Arc, Condvar};
 
 use beanstalk::engine::{ClientId, Engine, NewJob};
-use beanstalk::protocol::{TubeName, UniqueKey};
+use beanstalk::protocol::{PutTags, TubeName, UniqueKey};
 use beanstalk::time::Time;
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion};
 
@@ -18,8 +18,7 @@ fn job(engine: &mut Engine, client: ClientId, pri: u32) -> NewJob {
         ttr: 60,
         created: Time::ZERO,
         body: Box::from(&[b'x'; 100][..]),
-        key: None,
-        limit: None,
+        tags: PutTags::NONE,
     }
 }
 
@@ -91,7 +90,7 @@ fn a_million_keyed_puts_half_repeats(c: &mut Criterion) {
                         let mut new = job(engine, *client, 0);
                         if keyed {
                             let name = keys[(i % (PUTS / 2)) as usize].clone();
-                            new.key = Some(UniqueKey { name, cooldown: 0 });
+                            new.tags = PutTags::new(Some(&UniqueKey { name, cooldown: 0 }), None, None);
                         }
                         black_box(engine.put(*client, new, Time::ZERO));
                     }

@@ -76,12 +76,15 @@ pub struct JobStats<'a> {
     /// Binlog file holding the job's latest full record; 0 without `-b`.
     pub file: u64,
     pub counters: Counters,
+    /// tuber's fields, shown only for a job put with one of tuber's tags
+    /// (reference §3.1a, §3.1c), as tuber shows them.
+    pub tuber: Option<TuberFields<'a>>,
     /// Its retry limit, shown only for a job put with `max:` (reference
     /// §3.1b): without one, every byte is beanstalkd's.
     pub max_reserves: Option<u32>,
 }
 
-impl JobStats<'_> {
+impl<'a> JobStats<'a> {
     /// The YAML document.
     pub fn to_yaml(&self) -> Option<String> {
         let mut y = yaml_buffer(REPLY_BUFFER_MIN)?;
@@ -107,11 +110,34 @@ impl JobStats<'_> {
             c.buries,
             c.kicks
         );
+        if let Some(tuber) = &self.tuber {
+            // Names of the tube-name alphabet: no byte to quote or escape.
+            let name =
+                |name: Option<(&'a [u8], u32)>| name.map_or("".into(), |(n, _)| String::from_utf8_lossy(n));
+            let number = |name: Option<(&[u8], u32)>| name.map_or(0, |(_, n)| n);
+            let _ = write!(
+                y,
+                "idempotency-key: {}\nidempotency-ttl: {}\ngroup: \nafter-group: \nconcurrency-key: {}\n\
+                 concurrency-limit: {}\n",
+                name(tuber.key),
+                number(tuber.key),
+                name(tuber.con),
+                number(tuber.con)
+            );
+        }
         if let Some(reserves) = self.max_reserves {
             let _ = writeln!(y, "max-reserves: {reserves}");
         }
         Some(y)
     }
+}
+
+/// The put tags tuber shows in `stats-job`, each a name and a number:
+/// the unique key and its cooldown, the concurrency key and its limit.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TuberFields<'a> {
+    pub key: Option<(&'a [u8], u32)>,
+    pub con: Option<(&'a [u8], u32)>,
 }
 
 /// The figures of `stats-tube` (and of a tube's metrics): owned, the name
@@ -359,6 +385,7 @@ mod tests {
             time_left: 0,
             file: 0,
             counters: Counters::default(),
+            tuber: None,
             max_reserves: None,
         };
         let yaml = stats.to_yaml().unwrap();

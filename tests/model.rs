@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use beanstalk::engine::{ClientId, Engine, NewJob, Waker};
-use beanstalk::protocol::{Reply, TubeName, UniqueKey};
+use beanstalk::protocol::{PutTags, Reply, TubeName, UniqueKey};
 use beanstalk::stats::{BinlogStats, ProcessStats};
 use beanstalk::time::Time;
 
@@ -613,8 +613,11 @@ impl Harness {
                     ttr,
                     created: Time(created),
                     body: body.clone().into_boxed_slice(),
-                    key: key.map(|(k, cooldown)| UniqueKey { name: name(k), cooldown }),
-                    limit: None,
+                    tags: PutTags::new(
+                        key.map(|(k, cooldown)| UniqueKey { name: name(k), cooldown }).as_ref(),
+                        None,
+                        None,
+                    ),
                 };
                 let e = enc(&self.engine.put(ClientId(c), job, self.t()));
                 let m_key = key.map(|(k, cooldown)| (k.to_owned(), cooldown));

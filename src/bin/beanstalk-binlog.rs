@@ -73,6 +73,10 @@ fn say_limits_dropped(log: &Log, why: &str) {
     if limits > 0 {
         eprintln!("beanstalk-binlog: dropped {limits} retry limits (max:), the jobs kept ({why})");
     }
+    let con = downgrade::con_keys(log);
+    if con > 0 {
+        eprintln!("beanstalk-binlog: dropped {con} concurrency keys (con:), the jobs kept ({why})");
+    }
 }
 
 /// A job beanstalkd would drop: nothing written.

@@ -127,14 +127,22 @@ pub(super) fn plausible_payload(payload: &[u8]) -> bool {
             match kind {
                 1 => len == body_end,
                 6 => payload.get(body_end + 4).is_some_and(|&key_len| len == body_end + key_len_of(key_len)),
-                // Tags, then a key if bit 1, then a limit.
-                _ => match payload.get(body_end) {
-                    Some(2) => len == body_end + record::tags_len(None, true),
-                    Some(3) => payload.get(body_end + 5).is_some_and(|&key_len| {
-                        len == body_end + record::tags_len(Some(usize::from(key_len)), true)
-                    }),
-                    _ => false,
-                },
+                // Tags, then a key (bit 1), a limit (bit 2), a concurrency
+                // key (bit 4), each where the one before ends.
+                _ => {
+                    let Some(&tags) = payload.get(body_end) else { return false };
+                    let mut at = body_end + 1;
+                    if tags & 1 != 0 {
+                        let Some(&key_len) = payload.get(at + 4) else { return false };
+                        at += key_len_of(key_len);
+                    }
+                    at += if tags & 2 != 0 { 4 } else { 0 };
+                    if tags & 4 != 0 {
+                        let Some(&name_len) = payload.get(at + 4) else { return false };
+                        at += 4 + 1 + usize::from(name_len);
+                    }
+                    tags & 6 != 0 && tags & !7 == 0 && len == at
+                }
             }
         }
         Some(2) => len == record::UPDATE_LEN - record::RECORD_HEADER_LEN,

@@ -124,8 +124,7 @@ mod tests {
                     created: 42,
                     tube: b"tube",
                     body: b"body\r\nwith\0bytes",
-                    key: None,
-                    limit: None,
+                    tags: FullTags::default(),
                 },
                 Record::Update(state()),
                 Record::Delete(7),
@@ -146,30 +145,32 @@ mod tests {
         every_flipped_bit_is_corrupt(&out);
     }
 
-    /// Kind 8: a retry limit, with a key or without, reads back as written,
-    /// and a tags byte this build does not know is damage.
+    /// Kind 8: a retry limit or a concurrency key, with the other and a
+    /// unique key or without, reads back as written, and a tags byte this
+    /// build does not know is damage.
     #[test]
-    fn a_full_record_with_a_retry_limit_round_trips() {
-        for key in [None, Some((&b"report"[..], 300))] {
+    fn a_full_record_with_a_retry_limit_or_a_concurrency_key_round_trips() {
+        let key = Some((&b"report"[..], 300));
+        let con = Some((&b"api"[..], 3));
+        for tags in [
+            FullTags { key: None, limit: Some(5), con: None },
+            FullTags { key, limit: Some(5), con: None },
+            FullTags { key: None, limit: None, con },
+            FullTags { key, limit: Some(0), con },
+        ] {
             let mut out = Vec::new();
-            encode_full_tagged(&mut out, &state(), 60, 42, b"tube", b"body", key, Some(5));
+            encode_full_tagged(&mut out, &state(), 60, 42, b"tube", b"body", &tags);
             assert_eq!(out[RECORD_HEADER_LEN], 8);
-            let expected = Record::Full {
-                job: state(),
-                ttr: 60,
-                created: 42,
-                tube: b"tube",
-                body: b"body",
-                key,
-                limit: Some(5),
-            };
+            let expected =
+                Record::Full { job: state(), ttr: 60, created: 42, tube: b"tube", body: b"body", tags };
             assert_eq!(decode(&out), Decoded::Record(expected, out.len()));
-            assert_eq!(out.len(), full_len(4, 4) + tags_len(key.map(|(k, _)| k.len()), true));
+            assert_eq!(out.len(), full_len(4, 4) + tags_len(&tags));
             every_flipped_bit_is_corrupt(&out);
         }
-        for tags in [0u8, 1, 4, 6] {
+        for tags in [0u8, 1, 8, 10] {
             let mut out = Vec::new();
-            encode_full_tagged(&mut out, &state(), 60, 42, b"t", b"b", None, Some(5));
+            let limited = FullTags { limit: Some(5), ..FullTags::default() };
+            encode_full_tagged(&mut out, &state(), 60, 42, b"t", b"b", &limited);
             let at = out.len() - 5;
             out[at] = tags;
             let start = 0;
@@ -313,9 +314,15 @@ mod tests {
         encode_update(&mut out, &state());
         encode_delete(&mut out, 7);
         encode_imported(&mut out, &FileStamp { number: 1, len: 2, crc: 3 });
-        for (key, limit) in [(Some((&b"k"[..], 9)), None), (None, Some(3)), (Some((&b"key"[..], 0)), Some(0))]
-        {
-            encode_full_tagged(&mut out, &state(), 60, 42, b"tube", b"body", key, limit);
+        let (key, con) = (Some((&b"key"[..], 9)), Some((&b"c"[..], 2)));
+        for tags in [
+            FullTags { key, limit: None, con: None },
+            FullTags { key: None, limit: Some(3), con: None },
+            FullTags { key, limit: Some(0), con: None },
+            FullTags { key: None, limit: None, con },
+            FullTags { key, limit: Some(1), con },
+        ] {
+            encode_full_tagged(&mut out, &state(), 60, 42, b"tube", b"body", &tags);
         }
         let mut at = 0;
         while let Decoded::Record(_, used) = decode(&out[at..]) {

@@ -19,9 +19,11 @@
 //!   7 Batch   item+, item := u32 length, payload of kind 1 to 6 or 8
 //!             (a change of many jobs: its records, under one checksum)
 //!   8 TaggedFull  a Full record's fields, then tags u8 (bit 1: a unique
-//!             key, bit 2: a retry limit), then for bit 1 cooldown u32,
-//!             key_len u8, key, then for bit 2 reserves u32
-//!             (a job put with a retry limit, reference §3.1b)
+//!             key, bit 2: a retry limit, bit 4: a concurrency key), then
+//!             for bit 1 cooldown u32, key_len u8, key; for bit 2
+//!             reserves u32; for bit 4 limit u32, name_len u8, name
+//!             (a job put with a retry limit or a concurrency key,
+//!             reference §3.1b, §3.1c)
 //! ```
 //!
 //! A batch is how a change of many jobs (`kick`, `delete-batch`, a chunk
@@ -54,7 +56,8 @@
 //! `Imported` record; version 2 added kind 6 and state 4 (the build of
 //! unique keys wrote them as version 2: the builds before it took such a
 //! file for corrupt); version 3 added kind 7; version 4 kind 8, written
-//! only for a job with a retry limit. Each is read as it is.
+//! only for a job with a retry limit or a concurrency key. Each is read
+//! as it is.
 //! `beanstalk-binlog downgrade` writes a version 2 directory that every
 //! build since version 2 reads.
 
@@ -134,16 +137,15 @@ pub struct JobState {
 /// was decoded from (replay copies each body once, straight into the job).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Record<'a> {
-    /// Kinds 1, 6 and 8: `key` is the unique key and its cooldown (kind 6,
-    /// or 8), `limit` the retry limit (kind 8).
+    /// Kinds 1, 6 and 8: `tags` are the put's tags the job keeps (none
+    /// in kind 1; a unique key in kind 6; any in kind 8).
     Full {
         job: JobState,
         ttr: u32,
         created: u64,
         tube: &'a [u8],
         body: &'a [u8],
-        key: Option<(&'a [u8], u32)>,
-        limit: Option<u32>,
+        tags: FullTags<'a>,
     },
     Update(JobState),
     Delete(JobId),
@@ -240,29 +242,52 @@ pub fn key_len(key_len: usize) -> usize {
     4 + 1 + key_len
 }
 
-/// Bytes a full record's tags take beyond [`full_len`]'s: a key of
-/// `key_len` bytes, if any, and a retry limit, if `limited`.
-pub fn tags_len(key_len: Option<usize>, limited: bool) -> usize {
-    let key = key_len.map_or(0, self::key_len);
-    if limited {
-        1 + key + 4
-    } else {
-        key
+/// The put's tags a full record keeps.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct FullTags<'a> {
+    /// The unique key and its cooldown (`idp:`).
+    pub key: Option<(&'a [u8], u32)>,
+    /// The retry limit (`max:`).
+    pub limit: Option<u32>,
+    /// The concurrency key and the limit the put gave it (`con:`).
+    pub con: Option<(&'a [u8], u32)>,
+}
+
+impl FullTags<'_> {
+    /// The record's kind: 8 for a retry limit or a concurrency key, else 6
+    /// for a unique key alone, else 1.
+    fn kind(&self) -> u8 {
+        if self.limit.is_some() || self.con.is_some() {
+            8
+        } else if self.key.is_some() {
+            6
+        } else {
+            1
+        }
     }
+}
+
+/// Bytes a full record's tags take beyond [`full_len`]'s.
+pub fn tags_len(tags: &FullTags<'_>) -> usize {
+    let key = tags.key.map_or(0, |(key, _)| key_len(key.len()));
+    if tags.kind() != 8 {
+        return key;
+    }
+    let con = tags.con.map_or(0, |(name, _)| 4 + 1 + name.len());
+    1 + key + tags.limit.map_or(0, |_| 4) + con
 }
 
 /// A full record's tags, as [`encode_full_tagged`] writes them.
 const TAG_KEY: u8 = 1;
 const TAG_LIMIT: u8 = 2;
+const TAG_CON: u8 = 4;
 
 /// Appends a full record.
 pub fn encode_full(out: &mut Vec<u8>, job: &JobState, ttr: u32, created: u64, tube: &[u8], body: &[u8]) {
-    encode_full_tagged(out, job, ttr, created, tube, body, None, None);
+    encode_full_tagged(out, job, ttr, created, tube, body, &FullTags::default());
 }
 
-/// Appends a full record: of kind 8 with a retry limit (and a key, if
-/// any), else of kind 6 with a key and its cooldown, else of kind 1.
-#[allow(clippy::too_many_arguments)]
+/// Appends a full record of the kind its tags need ([`FullTags::kind`]).
 pub fn encode_full_tagged(
     out: &mut Vec<u8>,
     job: &JobState,
@@ -270,14 +295,9 @@ pub fn encode_full_tagged(
     created: u64,
     tube: &[u8],
     body: &[u8],
-    key: Option<(&[u8], u32)>,
-    limit: Option<u32>,
+    tags: &FullTags<'_>,
 ) {
-    let kind = match (key, limit) {
-        (_, Some(_)) => 8,
-        (Some(_), None) => 6,
-        (None, None) => 1,
-    };
+    let kind = tags.kind();
     let start = begin(out, kind);
     put_state_head(out, job);
     out.extend_from_slice(&ttr.to_le_bytes());
@@ -291,16 +311,27 @@ pub fn encode_full_tagged(
     out.extend_from_slice(&(body.len() as u32).to_le_bytes());
     out.extend_from_slice(body);
     if kind == 8 {
-        out.push(if key.is_some() { TAG_KEY | TAG_LIMIT } else { TAG_LIMIT });
+        let bit = |present: bool, bit: u8| if present { bit } else { 0 };
+        out.push(
+            bit(tags.key.is_some(), TAG_KEY)
+                | bit(tags.limit.is_some(), TAG_LIMIT)
+                | bit(tags.con.is_some(), TAG_CON),
+        );
     }
-    if let Some((key, cooldown)) = key {
+    if let Some((key, cooldown)) = tags.key {
         out.extend_from_slice(&cooldown.to_le_bytes());
         // Keys are tube names: at most 200 bytes.
         out.push(key.len() as u8);
         out.extend_from_slice(key);
     }
-    if let Some(reserves) = limit {
+    if let Some(reserves) = tags.limit {
         out.extend_from_slice(&reserves.to_le_bytes());
+    }
+    if let Some((name, limit)) = tags.con {
+        out.extend_from_slice(&limit.to_le_bytes());
+        // Names are tube names: at most 200 bytes.
+        out.push(name.len() as u8);
+        out.extend_from_slice(name);
     }
     finish(out, start);
 }
@@ -380,8 +411,9 @@ pub(super) fn parse_payload(payload: &[u8]) -> Option<Record<'_>> {
             let job = JobState { id, pri, delay, state, deadline, counters };
             let tags = match kind {
                 6 => TAG_KEY,
-                8 => Some(r.u8()?)
-                    .filter(|&tags| tags & TAG_LIMIT != 0 && tags & !(TAG_KEY | TAG_LIMIT) == 0)?,
+                8 => Some(r.u8()?).filter(|&tags| {
+                    tags & (TAG_LIMIT | TAG_CON) != 0 && tags & !(TAG_KEY | TAG_LIMIT | TAG_CON) == 0
+                })?,
                 _ => 0,
             };
             let key = if tags & TAG_KEY != 0 {
@@ -392,7 +424,14 @@ pub(super) fn parse_payload(payload: &[u8]) -> Option<Record<'_>> {
                 None
             };
             let limit = if tags & TAG_LIMIT != 0 { Some(r.u32()?) } else { None };
-            Record::Full { job, ttr, created, tube, body, key, limit }
+            let con = if tags & TAG_CON != 0 {
+                let limit = r.u32()?;
+                let name_len = r.u8()? as usize;
+                Some((r.take(name_len)?, limit))
+            } else {
+                None
+            };
+            Record::Full { job, ttr, created, tube, body, tags: FullTags { key, limit, con } }
         }
         2 => {
             let (id, pri, delay, state) = (r.u64()?, r.u32()?, r.u32()?, read_state(&mut r)?);

@@ -67,6 +67,8 @@ struct Pending {
     key: Option<(Box<[u8]>, u32)>,
     /// Its retry limit (`max:`).
     limit: Option<u32>,
+    /// Its concurrency key and its put's limit (`con:`).
+    con: Option<(Box<[u8]>, u32)>,
 }
 
 /// Tube names seen so far, each stored once.
@@ -196,6 +198,7 @@ impl<'d> Replayer<'d> {
                 file: p.file,
                 key: p.key,
                 limit: p.limit,
+                con: p.con,
             });
         }
         out
@@ -312,7 +315,7 @@ fn apply(record: Record<'_>, file: u32, state: ReplayState<'_>) -> Result<(), Jo
         refers_to.insert(earlier);
     }
     match record {
-        Record::Full { job, ttr, created, tube, body, key, limit } => {
+        Record::Full { job, ttr, created, tube, body, tags } => {
             saw(job.id);
             // A full record of a live job rewrites that job (compaction, a
             // move, a damaged file's rescue): the same TTR and body, which
@@ -326,9 +329,10 @@ fn apply(record: Record<'_>, file: u32, state: ReplayState<'_>) -> Result<(), Jo
                 return Err(job.id);
             }
             let tube = tubes.intern(tube);
-            let key = key.map(|(name, cooldown)| (Box::from(name), cooldown));
+            let key = tags.key.map(|(name, cooldown)| (Box::from(name), cooldown));
+            let (limit, con) = (tags.limit, tags.con.map(|(name, limit)| (Box::from(name), limit)));
             let body = Box::from(body);
-            jobs.insert(job.id, Pending { job, ttr, created, tube, body, file, key, limit });
+            jobs.insert(job.id, Pending { job, ttr, created, tube, body, file, key, limit, con });
         }
         Record::Update(state) => {
             saw(state.id);

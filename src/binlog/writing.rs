@@ -188,8 +188,13 @@ impl Journal for Binlog {
 
 /// Bytes of `job`'s full record.
 pub(super) fn full_len(job: &LoggedJob<'_>) -> u64 {
-    let tags = record::tags_len(job.key.map(|key| key.key.len()), job.limit.is_some());
+    let tags = record::tags_len(&full_tags(job));
     (record::full_len(job.tube.as_str().len(), job.body.len()) + tags) as u64
+}
+
+/// The put's tags `job`'s full record keeps.
+fn full_tags<'a>(job: &LoggedJob<'a>) -> record::FullTags<'a> {
+    record::FullTags { key: job.key.map(|key| (key.key, key.cooldown)), limit: job.limit, con: job.con }
 }
 
 /// What `job`'s latest records count for in the compaction budget.
@@ -213,8 +218,7 @@ impl Binlog {
             self.clock.to_unix(job.created),
             job.tube.as_str().as_bytes(),
             job.body,
-            job.key.map(|key| (key.key, key.cooldown)),
-            job.limit,
+            &full_tags(job),
         );
         // Room in compaction's work list first: the record must not be
         // written unless the log can account for it.
@@ -267,6 +271,7 @@ mod tests {
             file: 1,
             key: None,
             limit: None,
+            con: None,
         }
     }
 

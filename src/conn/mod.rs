@@ -185,8 +185,8 @@ impl<'a> Conn<'a> {
     fn execute(&mut self, command: Command) -> io::Result<Next> {
         let c = self.client;
         match command {
-            Command::Put { pri, delay, ttr, bytes, after_size, key, limit } => {
-                return self.put(PutLine { pri, delay, ttr, bytes, after_size, key, limit })
+            Command::Put { pri, delay, ttr, bytes, after_size, tags } => {
+                return self.put(PutLine { pri, delay, ttr, bytes, after_size, tags })
             }
             Command::Reserve => return self.reserve(None, false),
             Command::ReserveWithTimeout(secs) => return self.reserve(Some(secs), false),

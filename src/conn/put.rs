@@ -9,7 +9,7 @@ use std::io;
 
 use super::{Conn, Next};
 use crate::engine::NewJob;
-use crate::protocol::{AfterSize, Reply, UniqueKey};
+use crate::protocol::{AfterSize, PutTags, Reply};
 
 /// A put's command line, parsed: what [`Conn::put`] works from.
 pub(super) struct PutLine {
@@ -18,15 +18,14 @@ pub(super) struct PutLine {
     pub(super) ttr: u32,
     pub(super) bytes: u32,
     pub(super) after_size: AfterSize,
-    pub(super) key: Option<UniqueKey>,
-    pub(super) limit: Option<u32>,
+    pub(super) tags: PutTags,
 }
 
 impl Conn<'_> {
     /// `put`: the checks before the body, the body, then the engine
     /// (reference §3.1, in that order).
     pub(super) fn put(&mut self, line: PutLine) -> io::Result<Next> {
-        let PutLine { pri, delay, ttr, bytes, after_size, key, limit } = line;
+        let PutLine { pri, delay, ttr, bytes, after_size, tags } = line;
         let shared = self.shared;
         let created = shared.clock.now();
         let started = {
@@ -81,7 +80,7 @@ impl Conn<'_> {
             }
             return Ok(Next::Close);
         }
-        let job = NewJob { ticket, pri, delay, ttr, created, body: body.into_boxed_slice(), key, limit };
+        let job = NewJob { ticket, pri, delay, ttr, created, body: body.into_boxed_slice(), tags };
         let c = self.client;
         self.ask_engine(|e, now, _| e.put(c, job, now));
         Ok(Next::Continue)

@@ -150,6 +150,7 @@ impl Engine {
         };
         let flushed = self.journaled_batch_cooling(&ids, &gone, Some(name), forget);
         self.kept_ids.put_back(ids);
+        self.serve_freed_keys(now);
         flushed.map(|()| (jobs, next))
     }
 
@@ -199,6 +200,7 @@ impl Engine {
             Err(refusal) => Err(refusal),
         };
         self.kept_ids.put_back(ids);
+        self.serve_freed_keys(now);
         reply.map_or_else(|refusal| refusal, |(deleted, missing)| Reply::DeletedBatch(deleted, missing))
     }
 

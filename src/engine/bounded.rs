@@ -46,8 +46,7 @@ fn filled(n: usize, body: usize) -> (Engine, ClientId) {
             ttr: 600,
             created: Time::ZERO,
             body: vec![b'x'; body].into_boxed_slice(),
-            key: None,
-            limit: None,
+            tags: PutTags::NONE,
         };
         assert_eq!(e.put(c, job, Time::ZERO), Reply::Inserted(id));
     }

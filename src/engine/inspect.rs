@@ -68,6 +68,10 @@ impl Engine {
             time_left,
             file: u64::from(job.file),
             counters: job.counters,
+            tuber: (job.tags.keyed() || job.tags.con()).then(|| crate::stats::TuberFields {
+                key: self.tubes.keys.logged(id).map(|key| (key.key, key.cooldown)),
+                con: self.tubes.con.of(id),
+            }),
             max_reserves: if job.tags.limited() { self.tubes.limits.get(id) } else { None },
         };
         stats.to_yaml().map_or(Reply::OutOfMemory, Reply::Ok)

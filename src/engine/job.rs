@@ -78,7 +78,7 @@ impl State {
 /// | `file` | 4 | binlog file of its latest full record |
 /// | `counters` | 20 | five 32-bit counters, wrapping as beanstalkd's |
 /// | `state` | 1 | + 3 bytes of padding to the 8-byte alignment, now used: |
-/// | `tags` | 1 | which put tags it has, kept beside the table: a unique key (`unique.rs`), a retry limit (`retry.rs`) |
+/// | `tags` | 1 | which put tags it has, kept beside the table: a unique key (`unique.rs`), a retry limit (`retry.rs`), a concurrency key (`concurrency.rs`) |
 /// | `work_started` | 2 | when reserved, in 16 ms steps (`--metrics`, `weighted-fair`) |
 ///
 /// The id is not stored: the table's index maps id to slot, and every
@@ -151,6 +151,7 @@ pub struct Tags(u8);
 impl Tags {
     const KEY: u8 = 1;
     const LIMIT: u8 = 2;
+    const CON: u8 = 4;
 
     /// The tags of a job with a unique key (`idp:`, in `Tubes::keys`) or
     /// not, and with a retry limit (`max:`, in `Tubes::limits`) or not.
@@ -168,6 +169,15 @@ impl Tags {
 
     pub(super) fn set_keyed(&mut self) {
         self.0 |= Tags::KEY;
+    }
+
+    /// With a concurrency key (`con:`, in `Tubes::con`) or not.
+    pub(super) fn with_con(self, con: bool) -> Tags {
+        Tags(self.0 | (u8::from(con) * Tags::CON))
+    }
+
+    pub(super) fn con(self) -> bool {
+        self.0 & Tags::CON != 0
     }
 }
 

@@ -110,6 +110,8 @@ pub struct RestoredJob {
     pub key: Option<(Box<[u8]>, u32)>,
     /// Its retry limit, if it was put with one.
     pub limit: Option<u32>,
+    /// Its concurrency key and the limit its put gave, if it has one.
+    pub con: Option<(Box<[u8]>, u32)>,
 }
 
 /// The state a job comes back in: a reserved job comes back ready.
@@ -165,6 +167,8 @@ pub struct LoggedJob<'a> {
     pub key: Option<LoggedKey<'a>>,
     /// Its retry limit (`max:`), which its full record keeps too.
     pub limit: Option<u32>,
+    /// Its concurrency key and the limit its put gave (`con:`), likewise.
+    pub con: Option<(&'a [u8], u32)>,
 }
 
 /// The fields of a job that its log records hold, but for its body: taken
@@ -218,6 +222,7 @@ impl Picture {
             file: self.file,
             key: if self.tags.keyed() { tubes.keys.logged(id) } else { None },
             limit: if self.tags.limited() { tubes.limits.get(id) } else { None },
+            con: if self.tags.con() { tubes.con.of(id) } else { None },
         }
     }
 }

@@ -195,5 +195,6 @@ pub(super) fn ghost<'a>(keys: &'a UniqueKeys, id: JobId, tube: &'a TubeName) -> 
         file,
         key: keys.logged(id),
         limit: None,
+        con: None,
     })
 }

@@ -16,7 +16,7 @@ use std::sync::Arc as StdArc;
 
 use super::sweep_reach::{clear_step, flush_step};
 use super::sweep_world::{
-    key, name, output, put_keyed_step, put_step, put_tagged_step, spend_a_try, state, world_from, Step,
+    con, key, name, output, put_keyed_step, put_step, put_tagged_step, spend_a_try, state, world_from, Step,
     World, T0,
 };
 use super::*;
@@ -154,7 +154,10 @@ const LOGGED: &[(&str, Setup, Step)] = &[
         w.e.delete_batch(w.worker, &mut ids.into_iter(), T0).encode(out)
     }),
     ("put with a retry limit and a key", none, |w, out| {
-        put_tagged_step(w, out, 0, 0, key("new", 30), Some(2))
+        put_tagged_step(w, out, 0, 0, key("new", 30), Some(2), None)
+    }),
+    ("put with a concurrency key and a retry limit", none, |w, out| {
+        put_tagged_step(w, out, 0, 0, None, Some(2), con("c", 3))
     }),
     ("release of a job whose tries are spent", spend_a_try, |w, out| {
         w.e.release(w.worker, w.reserved, 9, 0, T0).encode(out)

@@ -51,6 +51,7 @@ pub(crate) mod session;
 pub(crate) mod put;
 pub(crate) mod keyed;
 pub(crate) mod retry;
+pub(crate) mod concurrency;
 pub(crate) mod moves;
 pub(crate) mod reserve;
 pub(crate) mod weighted;
@@ -90,7 +91,7 @@ use std::fmt::Debug;
 use std::sync::{Arc, Condvar};
 
 use crate::ids::{IdRange, NO_ID_LEFT};
-use crate::protocol::{data_reply_len, Reply, ReplyRoom, TubeName, UniqueKey};
+use crate::protocol::{data_reply_len, PutTags, Reply, ReplyRoom, TubeName, UniqueKey};
 use crate::stats::{CommandCounts, JobCounts, JobStats, ServerStats, TubeStats};
 use crate::time::Time;
 pub use batch::{BATCH_PIECE, CLEAR_CHUNK};
@@ -126,10 +127,9 @@ pub struct NewJob {
     /// When the put line was parsed.
     pub created: Time,
     pub body: Box<[u8]>,
-    /// Its unique key (`idp:`), if the put named one.
-    pub key: Option<UniqueKey>,
-    /// Its retry limit (`max:`), if the put gave one.
-    pub limit: Option<u32>,
+    /// Its put's tags: a unique key (`idp:`), a concurrency key (`con:`),
+    /// a retry limit (`max:`).
+    pub tags: PutTags,
 }
 
 /// The right to insert one job, from [`Engine::start_put`]: the id it was
@@ -353,7 +353,7 @@ impl Engine {
                 work_started: Default::default(),
                 file: r.file,
                 body: r.body,
-                tags: job::Tags::of(false, r.limit.is_some()),
+                tags: job::Tags::of(false, r.limit.is_some()).with_con(r.con.is_some()),
             };
             self.job_memory += job.body.len() as u64 + JOB_MEMORY_OVERHEAD;
             self.jobs.insert(r.id, job);
@@ -364,6 +364,11 @@ impl Engine {
                 // At start-up, as for a tube above.
                 assert!(self.tubes.limits.try_make_room(), "no memory for job {}'s retry limit", r.id);
                 self.tubes.limits.insert(r.id, reserves);
+            }
+            if let Some((name, limit)) = &r.con {
+                let claim = self.tubes.con.claim(name);
+                let claim = claim.unwrap_or_else(|| panic!("no memory for job {}'s concurrency key", r.id));
+                self.tubes.con.insert(r.id, name, *limit, claim);
             }
             match r.state {
                 RestoredState::Buried { at } => {

@@ -14,7 +14,7 @@ impl Engine {
             return;
         };
         let (t, slot, state) = (job.tube, job.heap_index as usize, job.state);
-        let (pri, owner, deadline) = (job.pri, job.reserved_by, job.deadline);
+        let (pri, owner, deadline, job_con) = (job.pri, job.reserved_by, job.deadline, job.tags.con());
         tally(&mut self.job_counts, state, pri, false);
         let tube = self.tubes.get_mut(t);
         match state {
@@ -30,6 +30,9 @@ impl Engine {
             State::Buried => tube.buried.remove(&mut self.jobs, id),
             State::Reserved => {
                 tube.reserved -= 1;
+                if job_con {
+                    self.tubes.con.give_slot_back(id);
+                }
                 self.reserved.remove(slot, &mut positions(&mut self.jobs));
                 if let Some(client) = self.clients.get_mut(&owner) {
                     client.reserved.remove(&mut self.jobs, id);
@@ -121,7 +124,10 @@ impl Engine {
         // For `--metrics` and `weighted-fair`: how long its work took.
         job.work_started = super::metering::Stamp::at(now);
         job.counters.reserves = job.counters.reserves.wrapping_add(1);
-        let t = job.tube;
+        let (t, con) = (job.tube, job.tags.con());
+        if con {
+            self.tubes.con.take_slot(id);
+        }
         tally(&mut self.job_counts, State::Reserved, job.pri, true);
         self.tubes.get_mut(t).reserved += 1;
         self.reserved.push(deadline, id, &mut positions(&mut self.jobs));
@@ -156,7 +162,7 @@ impl Engine {
             if tube.is_paused() {
                 return;
             }
-            let (Some((_, id)), Some((seq, c))) = (tube.ready.peek(), tube.waiting.first()) else {
+            let (Some((_, id)), Some((seq, c))) = (self.ready_for_reserve(tube), tube.waiting.first()) else {
                 return;
             };
             if self.has_hung_up(c) {

@@ -97,18 +97,26 @@ impl Engine {
             return Reply::InternalError;
         };
         let tube = client.used;
-        if new.limit.is_some() && !self.tubes.limits.try_make_room() {
+        let limit = new.tags.limit;
+        if limit.is_some() && !self.tubes.limits.try_make_room() {
             self.release_job_memory(new.ticket.bytes as usize);
             return Reply::OutOfMemory;
         }
-        // A put with a unique key that names a job stores nothing
-        // (`keyed.rs`); a new key's memory is claimed here.
-        let key = match &new.key {
-            Some(key) => match self.check_key(tube, key, &new.ticket, new.pri, now) {
-                Ok(claim) => Some((claim, key.cooldown)),
-                Err(answer) => return answer,
+        let con = match new.tags.con_name() {
+            Some((name, _)) => match self.tubes.con.claim(name) {
+                Some(claim) => Some(claim),
+                None => {
+                    self.release_job_memory(new.ticket.bytes as usize);
+                    return Reply::OutOfMemory;
+                }
             },
             None => None,
+        };
+        // A put with a unique key that names a job stores nothing
+        // (`keyed.rs`); a new key's memory is claimed here.
+        let key = match self.check_tagged_key(tube, &new, now) {
+            Ok(key) => key,
+            Err(answer) => return answer,
         };
         let id = new.ticket.id;
         let job = Job {
@@ -127,14 +135,17 @@ impl Engine {
             work_started: Default::default(),
             file: 0,
             body: new.body,
-            tags: Tags::of(key.is_some(), new.limit.is_some()),
+            tags: Tags::of(key.is_some(), limit.is_some()).with_con(con.is_some()),
         };
         // Filed before the log is told, so that its record holds its tags.
         if let Some((claim, cooldown)) = key {
             self.tubes.keys.insert(id, claim, cooldown);
         }
-        if let Some(reserves) = new.limit {
+        if let Some(reserves) = limit {
             self.tubes.limits.insert(id, reserves);
+        }
+        if let (Some(claim), Some((name, limit))) = (con, new.tags.con_name()) {
+            self.tubes.con.insert(id, name, limit, claim);
         }
         let claimed = self.journal_has_room(&mut |journal, _, tubes| {
             let now = Some(journal::Picture::of(&job).logged(id, tubes, &job.body));
@@ -144,6 +155,7 @@ impl Engine {
             // No disk space: the id stays used up, the job is forgotten.
             self.tubes.keys.forget(id);
             self.tubes.limits.forget(id);
+            self.tubes.con.forget(id);
             self.release_job_memory(job.body.len());
             return Reply::OutOfMemory;
         }
@@ -156,6 +168,7 @@ impl Engine {
             }
             self.tubes.keys.forget(id);
             self.tubes.limits.forget(id);
+            self.tubes.con.forget(id);
             return Reply::InternalError;
         }
         self.total_jobs += 1;
@@ -167,5 +180,24 @@ impl Engine {
         }
         self.compact();
         Reply::Inserted(id)
+    }
+
+    /// [`Engine::check_key`] for a put's unique key, if it names one, and
+    /// the key's cooldown. Its own frame, never inlined: the key it
+    /// unpacks is 200 bytes of name, and every connection's thread runs
+    /// `put`, most of them without a key, so they need not touch the
+    /// stack it takes.
+    #[inline(never)]
+    fn check_tagged_key(
+        &mut self,
+        tube: TubeId,
+        new: &NewJob,
+        now: Time,
+    ) -> Result<Option<(super::unique::KeyClaim, u32)>, Reply<'static>> {
+        let Some(key) = new.tags.key() else {
+            return Ok(None);
+        };
+        let claim = self.check_key(tube, &key, &new.ticket, new.pri, now)?;
+        Ok(Some((claim, key.cooldown)))
     }
 }

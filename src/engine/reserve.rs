@@ -221,7 +221,9 @@ impl Engine {
         let Some(job) = self.jobs.get(&id) else {
             return Reply::NotFound;
         };
-        if job.state == State::Reserved {
+        // tuber's: a job whose concurrency key is at its limit is not
+        // to be had (reference §3.1c).
+        if job.state == State::Reserved || !self.may_reserve(id) {
             return Reply::NotFound;
         }
         if !self.clients.contains_key(&c) {
@@ -269,7 +271,8 @@ impl Engine {
             return self.drawn_ready_job(client);
         }
         let tubes = client.watched.iter().map(|&t| self.tubes.get(t));
-        tubes.filter(|tube| !tube.is_paused()).filter_map(|tube| tube.ready.peek()).min().map(|(_, id)| id)
+        let best = tubes.filter(|tube| !tube.is_paused()).filter_map(|tube| self.ready_for_reserve(tube));
+        best.min().map(|(_, id)| id)
     }
 
     pub(super) fn has_ready_job(&self, c: ClientId, include_paused: bool) -> bool {
@@ -278,7 +281,7 @@ impl Engine {
                 .watched
                 .iter()
                 .map(|&t| self.tubes.get(t))
-                .any(|tube| !tube.ready.is_empty() && (include_paused || !tube.is_paused()))
+                .any(|tube| (include_paused || !tube.is_paused()) && self.ready_for_reserve(tube).is_some())
         })
     }
 

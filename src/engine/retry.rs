@@ -95,7 +95,15 @@ mod tests {
         let ticket = e.start_put(c, 1).unwrap();
         let id = ticket.id();
         let body = Box::from(&b"x"[..]);
-        let job = NewJob { ticket, pri, delay: 0, ttr: 10, created: Time::ZERO, body, key: None, limit };
+        let job = NewJob {
+            ticket,
+            pri,
+            delay: 0,
+            ttr: 10,
+            created: Time::ZERO,
+            body,
+            tags: PutTags::new(None, limit, None),
+        };
         assert_eq!(e.put(c, job, Time::ZERO), Reply::Inserted(id));
         id
     }

@@ -63,6 +63,7 @@ impl Engine {
                 self.make_ready(id, now);
             }
         }
+        self.serve_freed_keys(now);
         // Only tubes with something due are visited: a tube waiting on
         // nothing, or on something later, costs nothing here.
         let due = self.tubes.take_due(now);

@@ -197,7 +197,21 @@ const COMMANDS: &[Case] = &[
     ("peek-delayed", world, |w, out| w.e.peek_delayed(w.producer).encode(out)),
     ("peek-buried", world, |w, out| w.e.peek_buried(w.producer).encode(out)),
     ("peek-reserved", world, |w, out| w.e.peek_reserved(w.producer).encode(out)),
-    ("put with a retry limit", world, |w, out| put_tagged_step(w, out, 0, 0, None, Some(3))),
+    ("put with a concurrency key", world, |w, out| put_tagged_step(w, out, 0, 0, None, None, con("c", 2))),
+    ("put with a concurrency key in use", world_with_a_key_at_its_limit, |w, out| {
+        put_tagged_step(w, out, 0, 0, None, None, con("c", 3))
+    }),
+    ("reserve, passing over a job held back by its key", world_with_a_key_at_its_limit, |w, out| {
+        if let Some(reply) = w.e.reserve(w.worker, None, T0, out) {
+            reply.encode(out);
+        }
+    }),
+    (
+        "delete of a job whose key held a job back from a blocked worker",
+        world_with_a_waiter_held_back,
+        |w, out| w.e.delete(w.worker, w.reserved, T0).encode(out),
+    ),
+    ("put with a retry limit", world, |w, out| put_tagged_step(w, out, 0, 0, None, Some(3), None)),
     ("release of a job whose tries are spent", world_with_a_try_spent, |w, out| {
         w.e.release(w.worker, w.reserved, 9, 0, T0).encode(out)
     }),

@@ -4,7 +4,7 @@
 //! every reply of the table of commands be reached by a case named for
 //! its command; these are the cases that make it so.
 
-use super::sweep_world::{list_step, name, world, Case, World, T0};
+use super::sweep_world::{list_step, name, world, world_with_a_key_at_its_limit, Case, World, T0};
 use super::*;
 
 /// A job id no world holds.
@@ -60,6 +60,10 @@ pub(super) const REFUSALS: &[Case] = &[
     ("peek-ready of an empty tube", world, |w, out| w.e.peek_ready(w.waiter).encode(out)),
     ("peek-reserved of a tube with none reserved", world, |w, out| w.e.peek_reserved(w.waiter).encode(out)),
     ("peek-delayed of an empty tube", world, |w, out| w.e.peek_delayed(w.waiter).encode(out)),
+    ("reserve-job of a job held back by its key", world_with_a_key_at_its_limit, |w, out| {
+        let held = w.reserved + 1;
+        w.e.reserve_job(w.waiter, held, T0, out).encode(out)
+    }),
     ("list-jobs-ready after a job not ready", world, |w, out| {
         list_step(w, out, State::Ready, Some(w.buried))
     }),

@@ -7,7 +7,7 @@
 //! other's but the cases they run.
 
 use super::*;
-use crate::protocol::SHORT_REPLY_LEN;
+use crate::protocol::{ConKey, SHORT_REPLY_LEN};
 use crate::stats::ProcessStats;
 
 /// An engine with a job in every state and three clients: a producer
@@ -49,7 +49,15 @@ fn put_keyed(
     e.count_put();
     let ticket = e.start_put(c, body.len() as u32).unwrap();
     let id = ticket.id();
-    let job = NewJob { ticket, pri, delay, ttr: 60, created: T0, body: Box::from(body), key, limit: None };
+    let job = NewJob {
+        ticket,
+        pri,
+        delay,
+        ttr: 60,
+        created: T0,
+        body: Box::from(body),
+        tags: PutTags::new(key.as_ref(), None, None),
+    };
     assert_eq!(e.put(c, job, T0), Reply::Inserted(id));
     id
 }
@@ -130,11 +138,41 @@ pub(super) fn process() -> ProcessStats<'static> {
 /// which becomes the world's `reserved`: the next end of its reservation
 /// buries it.
 pub(super) fn spend_a_try(w: &mut World) {
-    put_tagged_step(w, &mut Vec::new(), 0, 0, None, Some(1));
+    put_tagged_step(w, &mut Vec::new(), 0, 0, None, Some(1), None);
     match w.e.reserve(w.worker, None, T0, &mut Vec::<u8>::new()) {
         Some(Reply::Reserved(id, _)) => w.reserved = id,
         other => panic!("{other:?}"),
     }
+}
+
+/// Concurrency key `name` with limit `limit`.
+pub(super) fn con(name_: &str, limit: u32) -> Option<ConKey> {
+    Some(ConKey { name: name(name_), limit })
+}
+
+/// Two jobs of concurrency key `c` (limit 1) in tube `jobs`, the first,
+/// the most urgent of the tube, reserved by the worker: the second is
+/// held back, and the waiter, made to watch `jobs` only, blocks.
+pub(super) fn world_with_a_key_at_its_limit() -> World {
+    let mut w = world();
+    put_tagged_step(&mut w, &mut Vec::new(), 0, 0, None, None, con("c", 1));
+    put_tagged_step(&mut w, &mut Vec::new(), 0, 0, None, None, con("c", 1));
+    match w.e.reserve(w.worker, None, T0, &mut Vec::<u8>::new()) {
+        Some(Reply::Reserved(id, _)) => w.reserved = id,
+        other => panic!("{other:?}"),
+    }
+    w
+}
+
+/// [`world_with_a_key_at_its_limit`], the waiter blocked on `jobs`,
+/// where every ready job but the held-back one is reserved.
+pub(super) fn world_with_a_waiter_held_back() -> World {
+    let mut w = world_with_a_key_at_its_limit();
+    while let Some(Reply::Reserved(..)) = w.e.reserve(w.worker, Some(0), T0, &mut Vec::<u8>::new()) {}
+    w.e.watch(w.waiter, &name("jobs"));
+    w.e.ignore(w.waiter, &name("quiet"));
+    assert_eq!(w.e.reserve(w.waiter, None, T0, &mut Vec::<u8>::new()), None);
+    w
 }
 
 /// The world with [`spend_a_try`]'s job.
@@ -162,7 +200,7 @@ pub(super) fn put_step(w: &mut World, out: &mut Vec<u8>, delay: u32) {
 
 /// [`put_step`] with priority `pri` and unique key `key`.
 pub(super) fn put_keyed_step(w: &mut World, out: &mut Vec<u8>, pri: u32, delay: u32, key: Option<UniqueKey>) {
-    put_tagged_step(w, out, pri, delay, key, None);
+    put_tagged_step(w, out, pri, delay, key, None, None);
 }
 
 /// [`put_keyed_step`] with retry limit `limit` too.
@@ -173,6 +211,7 @@ pub(super) fn put_tagged_step(
     delay: u32,
     key: Option<UniqueKey>,
     limit: Option<u32>,
+    con: Option<ConKey>,
 ) {
     w.e.count_put();
     let Some(ticket) = w.e.start_put(w.producer, 4) else {
@@ -184,7 +223,15 @@ pub(super) fn put_tagged_step(
         return Reply::OutOfMemory.encode(out);
     }
     body.extend_from_slice(b"body");
-    let job = NewJob { ticket, pri, delay, ttr: 60, created: T0, body: body.into_boxed_slice(), key, limit };
+    let job = NewJob {
+        ticket,
+        pri,
+        delay,
+        ttr: 60,
+        created: T0,
+        body: body.into_boxed_slice(),
+        tags: PutTags::new(key.as_ref(), limit, con.as_ref()),
+    };
     w.e.put(w.producer, job, T0).encode(out);
 }
 

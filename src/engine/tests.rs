@@ -41,16 +41,8 @@ pub(super) fn put(e: &mut Engine, c: ClientId, pri: u32, delay: u32, ttr: u32, n
     e.count_put();
     let ticket = e.start_put(c, 4).unwrap();
     let id = ticket.id();
-    let job = NewJob {
-        ticket,
-        pri,
-        delay,
-        ttr,
-        created: now,
-        body: Box::from(&b"body"[..]),
-        key: None,
-        limit: None,
-    };
+    let job =
+        NewJob { ticket, pri, delay, ttr, created: now, body: Box::from(&b"body"[..]), tags: PutTags::NONE };
     assert_eq!(e.put(c, job, now), Reply::Inserted(id));
     id
 }

@@ -155,6 +155,9 @@ pub struct Tubes {
     /// The retry limits of the jobs put with `max:`: kept beside the keys,
     /// where the log reads a job's tags (`journal::Picture::logged`).
     pub limits: super::retry::RetryLimits,
+    /// The concurrency keys in use, by name, and each keyed job's, kept
+    /// here for the same reason.
+    pub con: super::concurrency::ConcurrencyKeys,
     /// With `--metrics`: each tube's [`TubeMeter`], by id, as long as
     /// `slots`; empty otherwise.
     meters: Vec<TubeMeter>,

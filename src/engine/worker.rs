@@ -29,6 +29,7 @@ impl Engine {
         self.give_back_room(tube);
         self.tubes.get_mut(tube).cmd_delete += 1;
         self.tubes.remove_if_unreferenced(tube);
+        self.serve_freed_keys(now);
         if !logged {
             return Reply::InternalError;
         }
@@ -109,6 +110,9 @@ impl Engine {
             if job.tags.limited() {
                 self.tubes.limits.forget(id);
             }
+            if job.tags.con() {
+                self.tubes.con.forget(id);
+            }
         }
     }
 
@@ -142,6 +146,7 @@ impl Engine {
                 e.make_ready(id, now);
             }
         });
+        self.serve_freed_keys(now);
         released.map_or_else(|refusal| refusal, |()| if spent { Reply::Buried } else { Reply::Released })
     }
 
@@ -170,6 +175,7 @@ impl Engine {
             }
             e.make_buried(id, now);
         });
+        self.serve_freed_keys(now);
         buried.map_or_else(|refusal| refusal, |()| Reply::Buried)
     }
 

@@ -52,21 +52,20 @@ pub enum AfterSize {
 /// One parsed command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
-    /// `put <pri> <delay> <ttr> <bytes> [idp:<key>[:<seconds>]]
+    /// `put <pri> <delay> <ttr> <bytes> [idp:<key>[:<seconds>]] [con:<key>[:<limit>]]
     /// [max:<reserves>]`. A body of `bytes` bytes plus CRLF follows the
     /// line. `after_size` says what else followed the size field:
     /// beanstalkd answers `BAD_FORMAT` for junk only after counting the
     /// command and checking the size, so the parser cannot reject it
-    /// itself. `key` is tuber's unique-job token (reference §3.1a);
-    /// `limit` the job's retry limit (§3.1b).
+    /// itself. `tags` are the put's tags: tuber's unique key (reference
+    /// §3.1a) and concurrency key (§3.1c), and the retry limit (§3.1b).
     Put {
         pri: u32,
         delay: u32,
         ttr: u32,
         bytes: u32,
         after_size: AfterSize,
-        key: Option<UniqueKey>,
-        limit: Option<u32>,
+        tags: PutTags,
     },
     Use(TubeName),
     Reserve,
@@ -165,6 +164,93 @@ pub struct Page {
 pub struct UniqueKey {
     pub name: TubeName,
     pub cooldown: u32,
+}
+
+/// A put's tags, as its line gave them. The two names lie end to end in
+/// one buffer, which a line of [`MAX_LINE`](super::MAX_LINE) bytes cannot
+/// overfill, rather than in a [`UniqueKey`] and a [`ConKey`] of their
+/// own: a command is copied down every frame a line passes through, and
+/// a second inline name would make every connection's thread touch
+/// another page of stack.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PutTags {
+    names: [u8; super::MAX_LINE],
+    /// The unique key's length (its name first in `names`) and cooldown.
+    key: Option<(u8, u32)>,
+    /// The concurrency key's length (its name after the key's) and limit.
+    con: Option<(u8, u32)>,
+    /// The retry limit (`max:`).
+    pub limit: Option<u32>,
+}
+
+impl PutTags {
+    /// A put without tags.
+    pub const NONE: PutTags = PutTags { names: [0; super::MAX_LINE], key: None, con: None, limit: None };
+
+    /// The tags of a put whose line named these.
+    pub fn new(key: Option<&UniqueKey>, limit: Option<u32>, con: Option<&ConKey>) -> PutTags {
+        let key = key.map(|key| (key.name.as_str().as_bytes(), key.cooldown));
+        PutTags::of(key, limit, con.map(|con| (con.name.as_str().as_bytes(), con.limit)))
+    }
+
+    /// The tags of names and numbers, the names legal (as the parser
+    /// checked them, in its line); a name past the buffer is cut, which no
+    /// line allows.
+    pub(super) fn of(key: Option<(&[u8], u32)>, limit: Option<u32>, con: Option<(&[u8], u32)>) -> PutTags {
+        let mut tags = PutTags { limit, ..PutTags::NONE };
+        let mut at: usize = 0;
+        let mut place = |bytes: &[u8]| {
+            let end = at.saturating_add(bytes.len()).min(super::MAX_LINE);
+            let len = end.saturating_sub(at);
+            if let (Some(to), Some(from)) = (tags.names.get_mut(at..end), bytes.get(..len)) {
+                to.copy_from_slice(from);
+            }
+            at = end;
+            len as u8
+        };
+        let key = key.map(|(name, cooldown)| (place(name), cooldown));
+        let con = con.map(|(name, limit)| (place(name), limit));
+        PutTags { key, con, ..tags }
+    }
+
+    /// The unique key, if the put named one.
+    pub fn key(&self) -> Option<UniqueKey> {
+        let (len, cooldown) = self.key?;
+        Some(UniqueKey { name: TubeName::new(self.names.get(..usize::from(len))?)?, cooldown })
+    }
+
+    /// The concurrency key's name and limit, if the put named one.
+    pub fn con_name(&self) -> Option<(&[u8], u32)> {
+        let (len, limit) = self.con?;
+        let from = self.key.map_or(0, |(len, _)| usize::from(len));
+        Some((self.names.get(from..from.checked_add(usize::from(len))?)?, limit))
+    }
+
+    /// The concurrency key, if the put named one.
+    pub fn con(&self) -> Option<ConKey> {
+        let (name, limit) = self.con_name()?;
+        Some(ConKey { name: TubeName::new(name)?, limit })
+    }
+}
+
+impl std::fmt::Debug for PutTags {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PutTags")
+            .field("key", &self.key())
+            .field("con", &self.con())
+            .field("limit", &self.limit)
+            .finish()
+    }
+}
+
+/// A put's `con:<key>[:<limit>]` token (tuber's, reference §3.1c): the
+/// key, which follows the rules of a tube name and is one for the whole
+/// server, and how many of its jobs may be reserved at once (1 to
+/// `u32::MAX`; 1 when the token gives none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConKey {
+    pub name: TubeName,
+    pub limit: u32,
 }
 
 /// Why a line is not a command.

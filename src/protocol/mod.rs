@@ -22,7 +22,9 @@ mod reply;
 mod tube_name;
 
 use crate::ids::JobId;
-pub use command::{AfterSize, Command, Page, ParseError, ReserveMode, UniqueKey, MAX_WEIGHT};
+pub use command::{
+    AfterSize, Command, ConKey, Page, ParseError, PutTags, ReserveMode, UniqueKey, MAX_WEIGHT,
+};
 use fields::{id_fields, leading_number, parse_kick_bound, skip_spaces, Fields};
 pub use reply::{data_reply_len, NamedState, Reply, ReplyRoom, SHORT_REPLY_LEN};
 use tube_name::is_name_byte;
@@ -259,35 +261,47 @@ fn parse_put(rest: &[u8]) -> Result<Command, ParseError> {
     let delay = f.u32()?;
     let ttr = f.u32()?;
     let bytes = f.u32()?;
-    // Nothing, or tokens that are all unique keys and retry limits (tuber's
-    // rule: the last of each counts); tuber's other tags are refused with
-    // the body read; anything else is beanstalkd's junk after the size.
-    let put = |after_size, key, limit| Ok(Command::Put { pri, delay, ttr, bytes, after_size, key, limit });
+    // Nothing, or tokens that are all unique keys, concurrency keys and
+    // retry limits (tuber's rule: the last of each counts); tuber's other
+    // tags are refused with the body read; anything else is beanstalkd's
+    // junk after the size.
+    // The names stay in the line until the command is made: a name held
+    // apart is 200 bytes more of this frame, on every connection's stack.
+    let put = |after_size, key, limit, con| {
+        let tags = PutTags::of(key, limit, con);
+        Ok(Command::Put { pri, delay, ttr, bytes, after_size, tags })
+    };
+    let refused = || put(AfterSize::RefusedTags, None, None, None);
     if f.rest.is_empty() {
-        return put(AfterSize::Nothing, None, None);
+        return put(AfterSize::Nothing, None, None, None);
     }
     let separated = matches!(f.rest.first(), Some(b' ' | b'\t'));
     let mut tokens = f.rest.split(|&b| b == b' ' || b == b'\t').filter(|t| !t.is_empty()).peekable();
     let tags =
         tokens.peek().is_some() && tokens.clone().all(|t| PUT_TAGS.iter().any(|tag| t.starts_with(tag)));
     if !separated || !tags {
-        return put(AfterSize::Junk, None, None);
+        return put(AfterSize::Junk, None, None, None);
     }
-    let (mut key, mut limit) = (None, None);
+    let (mut key, mut limit, mut con) = (None, None, None);
     for token in tokens {
         if let Some(value) = token.strip_prefix(b"max:") {
             match tuber_seconds(value) {
                 Some(reserves) => limit = Some(reserves),
-                None => return put(AfterSize::RefusedTags, None, None),
+                None => return refused(),
+            }
+        } else if let Some(value) = token.strip_prefix(b"con:") {
+            match parse_con_key(value) {
+                Some(parsed) => con = Some(parsed),
+                None => return refused(),
             }
         } else {
-            key = token.strip_prefix(b"idp:").and_then(parse_unique_key);
+            key = token.strip_prefix(b"idp:").and_then(unique_key_token);
             if key.is_none() {
-                return put(AfterSize::RefusedTags, None, None);
+                return refused();
             }
         }
     }
-    put(AfterSize::Nothing, key, limit)
+    put(AfterSize::Nothing, key, limit, con)
 }
 
 /// What follows a `list-jobs-<state>`: nothing (a whole page from the
@@ -310,17 +324,26 @@ fn parse_page(rest: &[u8]) -> Result<Page, ParseError> {
     Ok(Page { count, after })
 }
 
-/// `<key>` or `<key>:<seconds>`, as tuber reads them: the seconds after the
-/// last colon are a u32 as Rust's `str::parse` takes it (digits, an
-/// optional leading `+`), and the key is a legal tube name, so holds no
-/// colon of its own.
-fn parse_unique_key(token: &[u8]) -> Option<UniqueKey> {
+/// `<key>` or `<key>:<seconds>`, as tuber reads a unique key: the seconds
+/// after the last colon, a u32 as a tag's seconds, and the key a legal
+/// tube name, so holding no colon of its own; left in the line.
+fn unique_key_token(token: &[u8]) -> Option<(&[u8], u32)> {
     let Some(colon) = token.iter().rposition(|&b| b == b':') else {
-        return Some(UniqueKey { name: TubeName::new(token)?, cooldown: 0 });
+        return TubeName::is_legal(token).then_some((token, 0));
     };
-    let name = TubeName::new(token.get(..colon)?)?;
-    let cooldown = tuber_seconds(token.get(colon.checked_add(1)?..)?)?;
-    Some(UniqueKey { name, cooldown })
+    let name = token.get(..colon).filter(|name| TubeName::is_legal(name))?;
+    Some((name, tuber_seconds(token.get(colon.checked_add(1)?..)?)?))
+}
+
+/// `<key>` or `<key>:<limit>`, as tuber reads a concurrency key: the
+/// limit after the last colon, a u32 read as a tag's seconds, but not 0.
+fn parse_con_key(token: &[u8]) -> Option<(&[u8], u32)> {
+    let Some(colon) = token.iter().rposition(|&b| b == b':') else {
+        return TubeName::is_legal(token).then_some((token, 1));
+    };
+    let name = token.get(..colon).filter(|name| TubeName::is_legal(name))?;
+    let limit = tuber_seconds(token.get(colon.checked_add(1)?..)?).filter(|&n| n > 0)?;
+    Some((name, limit))
 }
 
 /// A tag's number as tuber reads its seconds: a u32 as Rust's
@@ -372,8 +395,7 @@ mod tests {
             ttr,
             bytes,
             after_size: if junk { AfterSize::Junk } else { AfterSize::Nothing },
-            key: None,
-            limit: None,
+            tags: PutTags::NONE,
         };
         assert_eq!(parse(b"put 1 2 3 4"), Ok(put(1, 2, 3, 4, false)));
         assert_eq!(parse(b"put  00   0  1   01"), Ok(put(0, 0, 1, 1, false)));
@@ -393,32 +415,23 @@ mod tests {
     #[test]
     fn put_takes_tubers_unique_key_token_and_nothing_else() {
         let key = |name: &[u8], cooldown| Some(UniqueKey { name: TubeName::new(name).unwrap(), cooldown });
-        let put = |key| C::Put {
+        let put = |key: Option<UniqueKey>| C::Put {
             pri: 1,
             delay: 2,
             ttr: 3,
             bytes: 4,
             after_size: AfterSize::Nothing,
-            key,
-            limit: None,
+            tags: PutTags::new(key.as_ref(), None, None),
         };
-        let junk = C::Put {
-            pri: 1,
-            delay: 2,
-            ttr: 3,
-            bytes: 4,
-            after_size: AfterSize::Junk,
-            key: None,
-            limit: None,
-        };
+        let junk =
+            C::Put { pri: 1, delay: 2, ttr: 3, bytes: 4, after_size: AfterSize::Junk, tags: PutTags::NONE };
         let refused = C::Put {
             pri: 1,
             delay: 2,
             ttr: 3,
             bytes: 4,
             after_size: AfterSize::RefusedTags,
-            key: None,
-            limit: None,
+            tags: PutTags::NONE,
         };
         assert_eq!(parse(b"put 1 2 3 4 idp:my-key"), Ok(put(key(b"my-key", 0))));
         assert_eq!(parse(b"put 1 2 3 4 idp:report:300"), Ok(put(key(b"report", 300))));
@@ -438,8 +451,10 @@ mod tests {
             b"put 1 2 3 4 idp:a:b:5",
             b"put 1 2 3 4 grp:g",
             b"put 1 2 3 4 aft:g",
-            b"put 1 2 3 4 con:c",
-            b"put 1 2 3 4 con:c:2",
+            b"put 1 2 3 4 con:c:0",
+            b"put 1 2 3 4 con:c:x",
+            b"put 1 2 3 4 con:",
+            b"put 1 2 3 4 con:a:b:2",
             b"put 1 2 3 4 idp:k grp:g",
         ] {
             assert_eq!(parse(line), Ok(refused.clone()), "{}", String::from_utf8_lossy(line));
@@ -462,8 +477,11 @@ mod tests {
             ttr: 3,
             bytes: 4,
             after_size: AfterSize::Nothing,
-            key: key.map(|name| UniqueKey { name: TubeName::new(name).unwrap(), cooldown: 0 }),
-            limit,
+            tags: PutTags::new(
+                key.map(|name| UniqueKey { name: TubeName::new(name).unwrap(), cooldown: 0 }).as_ref(),
+                limit,
+                None,
+            ),
         };
         assert_eq!(parse(b"put 1 2 3 4 max:3"), Ok(put(None, Some(3))));
         assert_eq!(parse(b"put 1 2 3 4 max:0"), Ok(put(None, Some(0))));
@@ -478,8 +496,7 @@ mod tests {
             ttr: 3,
             bytes: 4,
             after_size: AfterSize::RefusedTags,
-            key: None,
-            limit: None,
+            tags: PutTags::NONE,
         };
         for line in [
             &b"put 1 2 3 4 max:"[..],
@@ -494,6 +511,35 @@ mod tests {
         assert_eq!(
             parse(b"put 1 2 3 4 max:3 x").map(|c| matches!(c, C::Put { after_size: AfterSize::Junk, .. })),
             Ok(true)
+        );
+    }
+
+    #[test]
+    fn put_takes_tubers_concurrency_key_with_its_limit_or_one() {
+        let con = |name: &[u8], limit| {
+            let con = Some(ConKey { name: TubeName::new(name).unwrap(), limit });
+            let after_size = AfterSize::Nothing;
+            C::Put {
+                pri: 1,
+                delay: 2,
+                ttr: 3,
+                bytes: 4,
+                after_size,
+                tags: PutTags::new(None, None, con.as_ref()),
+            }
+        };
+        assert_eq!(parse(b"put 1 2 3 4 con:api"), Ok(con(b"api", 1)));
+        assert_eq!(parse(b"put 1 2 3 4 con:api:3"), Ok(con(b"api", 3)));
+        assert_eq!(parse(b"put 1 2 3 4 con:api:+03"), Ok(con(b"api", 3)));
+        assert_eq!(parse(b"put 1 2 3 4 con:a con:b:2"), Ok(con(b"b", 2)), "the last wins");
+        let all = parse(b"put 1 2 3 4 con:c:2 idp:k max:4");
+        let tags = |c: &C| match c {
+            C::Put { tags, .. } => (tags.key().map(|k| k.name), tags.limit, tags.con()),
+            _ => (None, None, None),
+        };
+        assert_eq!(
+            all.as_ref().map(tags),
+            Ok((TubeName::new(b"k"), Some(4), Some(ConKey { name: TubeName::new(b"c").unwrap(), limit: 2 })))
         );
     }
 

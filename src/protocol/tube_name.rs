@@ -27,13 +27,17 @@ impl TubeName {
         TubeName::new(b"default").unwrap_or_else(|| unreachable!("a legal name"))
     }
 
-    /// Validates `bytes` as a tube name.
-    pub fn new(bytes: &[u8]) -> Option<TubeName> {
-        let ok = !bytes.is_empty()
+    /// Whether `bytes` are a legal name, without making one.
+    pub fn is_legal(bytes: &[u8]) -> bool {
+        !bytes.is_empty()
             && bytes.len() <= MAX_TUBE_NAME
             && bytes.first() != Some(&b'-')
-            && bytes.iter().all(|&b| is_name_byte(b));
-        if !ok {
+            && bytes.iter().all(|&b| is_name_byte(b))
+    }
+
+    /// Validates `bytes` as a tube name.
+    pub fn new(bytes: &[u8]) -> Option<TubeName> {
+        if !TubeName::is_legal(bytes) {
             return None;
         }
         let mut name = TubeName { len: u8::try_from(bytes.len()).ok()?, bytes: [0; MAX_TUBE_NAME] };

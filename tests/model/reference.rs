@@ -816,6 +816,14 @@ impl Model {
             j.buries,
             j.kicks
         );
+        // tuber's lines, for a job with one of its tags (reference §3.1c).
+        let yaml = match &j.key {
+            Some((key, cooldown)) => format!(
+                "{yaml}idempotency-key: {key}\nidempotency-ttl: {cooldown}\ngroup: \nafter-group: \n\
+                 concurrency-key: \nconcurrency-limit: 0\n"
+            ),
+            None => yaml,
+        };
         ok_yaml(&yaml)
     }
 

@@ -40,6 +40,11 @@ pub fn limits(log: &Log) -> usize {
     log.jobs.iter().filter(|job| job.limit.is_some()).count()
 }
 
+/// The concurrency keys `log`'s jobs hold: likewise dropped.
+pub fn con_keys(log: &Log) -> usize {
+    log.jobs.iter().filter(|job| job.con.is_some()).count()
+}
+
 /// The unique keys `log` holds, of jobs and cooling down: what a
 /// downgrade would drop.
 pub fn keys(log: &Log) -> usize {
@@ -81,6 +86,7 @@ mod tests {
             file: 0,
             key: None,
             limit: Some(3),
+            con: Some(("api".into(), 2)),
         };
         let jobs = vec![job(3, State::Ready), job(5, State::Buried { at: 42 })];
         let log = Log::of(vec![TubeName::default_tube()], jobs, 9, 0);
@@ -90,7 +96,9 @@ mod tests {
         while let Decoded::Record(record, used) = decode(&bytes[at..]) {
             seen.push(match record {
                 Record::NextId(id) => format!("next {id}"),
-                Record::Full { job, key: None, .. } => format!("{} {:?} {}", job.id, job.state, job.deadline),
+                Record::Full { job, tags: record::FullTags { key: None, .. }, .. } => {
+                    format!("{} {:?} {}", job.id, job.state, job.deadline)
+                }
                 other => panic!("{other:?} in a version 2 file"),
             });
             at += used;

@@ -19,8 +19,8 @@
 //! that put gets, goes to stderr; the server's replies (`INSERTED <id>`, in
 //! the order of the puts) confirm it. Counters, pauses and the `delay` of
 //! a job no longer delayed do not survive an export. A job's retry limit
-//! does, as the put's `max:` tag (reference §3.1b): a server without
-//! retry limits refuses such a put.
+//! and concurrency key do, as the put's `max:` and `con:` tags (reference
+//! §3.1b, §3.1c): a server without them refuses such a put.
 //!
 //! This module writes the stream for a [`Log`]; it touches no directory.
 
@@ -87,8 +87,11 @@ pub fn write(
         let body = job.body.as_deref().unwrap_or_default();
         // A retry limit goes with its job (reference §3.1b), for a server
         // that takes it.
-        let limit = job.limit.map_or(String::new(), |reserves| format!(" max:{reserves}"));
-        write!(out, "put {} {delay} {} {}{limit}\r\n", job.pri, job.ttr, body.len())?;
+        let mut tags = job.limit.map_or(String::new(), |reserves| format!(" max:{reserves}"));
+        if let Some((name, limit)) = &job.con {
+            tags.push_str(&format!(" con:{name}:{limit}"));
+        }
+        write!(out, "put {} {delay} {} {}{tags}\r\n", job.pri, job.ttr, body.len())?;
         out.write_all(body)?;
         out.write_all(b"\r\n")?;
         let new_id = first_id.saturating_add((done.jobs as u64).saturating_mul(step));
@@ -132,6 +135,7 @@ mod tests {
             file: 0,
             key: None,
             limit: None,
+            con: None,
         }
     }
 

@@ -36,6 +36,9 @@ pub fn list(log: &Log, filter: &Filter, out: &mut impl Write) -> io::Result<()> 
             0 => format!(" idp:{key}"),
             secs => format!(" idp:{key}:{secs}"),
         });
+        if let Some((name, limit)) = &job.con {
+            key.push_str(&format!(" con:{name}:{limit}"));
+        }
         if let Some(reserves) = job.limit {
             key.push_str(&format!(" max:{reserves}"));
         }
@@ -75,6 +78,10 @@ pub fn show(log: &Log, job: &Job, out: &mut impl Write) -> io::Result<()> {
     if let Some((key, secs)) = &job.key {
         writeln!(out, "key: {key}")?;
         writeln!(out, "key-cooldown: {secs}")?;
+    }
+    if let Some((name, limit)) = &job.con {
+        writeln!(out, "concurrency-key: {name}")?;
+        writeln!(out, "concurrency-limit: {limit}")?;
     }
     if let Some(reserves) = job.limit {
         writeln!(out, "max-reserves: {reserves}")?;

@@ -133,6 +133,8 @@ pub struct Job {
     pub key: Option<(String, u32)>,
     /// Its retry limit (`max:`).
     pub limit: Option<u32>,
+    /// Its concurrency key and its put's limit (`con:`).
+    pub con: Option<(String, u32)>,
 }
 
 /// Which bodies to keep in memory while reading.

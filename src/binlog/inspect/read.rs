@@ -237,7 +237,7 @@ impl Reader<'_> {
                 self.jobs.remove(&job.id);
                 self.cooling.insert(job.id);
             }
-            Record::Full { job, ttr, created, tube, body, key, limit } => {
+            Record::Full { job, ttr, created, tube, body, tags } => {
                 let tube = self.tube(tube);
                 let kept = self.keep(job.id).then(|| Box::from(body));
                 let new = Job {
@@ -252,8 +252,11 @@ impl Reader<'_> {
                     body_len: body.len(),
                     body: kept,
                     file,
-                    key: key.map(|(name, cooldown)| (String::from_utf8_lossy(name).into_owned(), cooldown)),
-                    limit,
+                    key: tags
+                        .key
+                        .map(|(name, cooldown)| (String::from_utf8_lossy(name).into_owned(), cooldown)),
+                    limit: tags.limit,
+                    con: tags.con.map(|(name, limit)| (String::from_utf8_lossy(name).into_owned(), limit)),
                 };
                 self.jobs.insert(job.id, new);
             }
@@ -342,6 +345,7 @@ impl Reader<'_> {
                 file,
                 key: None,
                 limit: None,
+                con: None,
             };
             self.jobs.insert(id, new);
         }

@@ -193,6 +193,7 @@ mod tests {
             file: 0,
             key: None,
             limit: None,
+            con: None,
         }
     }
 

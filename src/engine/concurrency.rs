@@ -1,0 +1,335 @@
+//! Concurrency keys (tuber's `put ... con:<key>[:<limit>]`, reference
+//! §3.1c): at most `limit` jobs of one key reserved at once, server-wide.
+//! A ready job whose key is at its limit is *held back*: it stays ready,
+//! in its tube's heap, and a reserve passes over it to the best job that
+//! is not held back.
+//!
+//! This file owns the index of keys and the one question the reserve
+//! paths ask, [`Engine::ready_for_reserve`]; it changes no job. A key's
+//! slots are taken where a job becomes reserved (`Engine::reserve_for`)
+//! and given back where it stops being reserved (`Engine::unlink`), so
+//! every way out of a reservation (delete, release, bury, a TTR, a
+//! hang-up, `flush-tube`) gives its slot back. A slot given back may let
+//! a held-back job go to a blocked worker in any tube: the commands that
+//! can give one back end with [`Engine::serve_freed_keys`].
+//!
+//! Passing over held-back jobs is tuber's way, and so is its bound: a
+//! best-first walk down the heap from its top, at most [`WALK`] jobs,
+//! so that a reserve never costs more than that however many jobs of a
+//! busy key wait. A job that is not held back but deeper than that is
+//! taken once the jobs above it are reserved or free, as in tuber. While
+//! no key is at its limit, the reserve paths look at nothing here.
+
+use std::cell::RefCell;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+
+use super::tube::Tube;
+use super::*;
+
+/// Jobs a reserve looks at in one tube, at most, past held-back ones.
+pub const WALK: usize = 256;
+
+/// One key in use: what its jobs share.
+#[derive(Debug)]
+struct Key {
+    name: Box<[u8]>,
+    /// The largest limit its live jobs were put with.
+    limit: u32,
+    /// Its live jobs, reserved or not: the key lives as long as they do.
+    jobs: u32,
+    /// Its jobs reserved now.
+    reserved: u32,
+}
+
+/// Every concurrency key in use, and each keyed job's key.
+#[derive(Debug, Default)]
+pub struct ConcurrencyKeys {
+    /// Client-chosen names, hashed with std's keyed SipHash.
+    by_name: HashMap<Box<[u8]>, u32>,
+    keys: Vec<Option<Key>>,
+    free: Vec<u32>,
+    /// Each keyed job's key slot and the limit its put gave.
+    of_job: HashMap<JobId, (u32, u32)>,
+    /// How many keys are at their limit: while none is, no job is held back.
+    at_limit: usize,
+    /// A slot was given back since waiters were last served.
+    freed: bool,
+    /// The walk's frontier, its room claimed with the first keyed put, so
+    /// that a reserve allocates nothing.
+    frontier: RefCell<BinaryHeap<Reverse<(u32, JobId, u32)>>>,
+}
+
+/// A new key's name twice: for the key, and for the index by name.
+type Names = (Box<[u8]>, Box<[u8]>);
+
+/// What a put with a key needs, claimed before the job is made: the key's
+/// names, if the key is new.
+#[derive(Debug)]
+pub struct ConClaim {
+    names: Option<Names>,
+}
+
+impl ConcurrencyKeys {
+    /// Claims the room a job of key `name` needs; `None` without it.
+    pub(super) fn claim(&mut self, name: &[u8]) -> Option<ConClaim> {
+        let room = self.of_job.try_reserve(1).is_ok()
+            && self.by_name.try_reserve(1).is_ok()
+            && self.keys.try_reserve(1).is_ok()
+            && self.free.try_reserve(self.keys.len() + 1).is_ok()
+            && self.frontier.borrow_mut().try_reserve(WALK + 2).is_ok();
+        if !room {
+            return None;
+        }
+        if self.by_name.contains_key(name) {
+            return Some(ConClaim { names: None });
+        }
+        let copy = || {
+            let mut owned = Vec::new();
+            owned.try_reserve_exact(name.len()).ok()?;
+            owned.extend_from_slice(name);
+            Some(owned.into_boxed_slice())
+        };
+        Some(ConClaim { names: Some((copy()?, copy()?)) })
+    }
+
+    /// Files job `id` under key `name` with its put's `limit`, in room
+    /// claimed by [`Self::claim`].
+    pub(super) fn insert(&mut self, id: JobId, name: &[u8], limit: u32, claim: ConClaim) {
+        let slot = match (self.by_name.get(name), claim.names) {
+            (Some(&slot), _) => slot,
+            (None, names) => {
+                let (owned, indexed) = names.unwrap_or_default();
+                let key = Key { name: owned, limit, jobs: 0, reserved: 0 };
+                let slot = match self.free.pop() {
+                    Some(slot) => {
+                        self.keys[slot as usize] = Some(key);
+                        slot
+                    }
+                    None => {
+                        self.keys.push(Some(key));
+                        (self.keys.len() - 1) as u32
+                    }
+                };
+                self.by_name.insert(indexed, slot);
+                slot
+            }
+        };
+        if let Some(key) = self.keys[slot as usize].as_mut() {
+            key.jobs += 1;
+            if limit > key.limit {
+                if key.reserved >= key.limit && key.reserved < limit {
+                    self.at_limit -= 1;
+                    self.freed = true;
+                }
+                key.limit = limit;
+            }
+        }
+        self.of_job.insert(id, (slot, limit));
+    }
+
+    /// Forgets job `id`, which is gone (and no longer reserved); its key
+    /// goes with its last job.
+    pub(super) fn forget(&mut self, id: JobId) {
+        let Some((slot, _)) = self.of_job.remove(&id) else {
+            return;
+        };
+        let Some(key) = self.keys[slot as usize].as_mut() else {
+            return;
+        };
+        key.jobs -= 1;
+        if key.jobs == 0 {
+            if let Some(key) = self.keys[slot as usize].take() {
+                self.by_name.remove(&key.name);
+            }
+            self.free.push(slot);
+        }
+    }
+
+    /// Whether job `id`'s key is at its limit.
+    fn at_limit(&self, id: JobId) -> bool {
+        let key = self.of_job.get(&id).and_then(|&(slot, _)| self.keys[slot as usize].as_ref());
+        key.is_some_and(|key| key.reserved >= key.limit)
+    }
+
+    /// Job `id` was reserved: one of its key's slots is taken.
+    pub(super) fn take_slot(&mut self, id: JobId) {
+        let slot = self.of_job.get(&id).map(|&(slot, _)| slot);
+        if let Some(key) = slot.and_then(|slot| self.keys[slot as usize].as_mut()) {
+            key.reserved += 1;
+            if key.reserved == key.limit {
+                self.at_limit += 1;
+            }
+        }
+    }
+
+    /// Job `id` is no longer reserved: its slot is given back.
+    pub(super) fn give_slot_back(&mut self, id: JobId) {
+        let slot = self.of_job.get(&id).map(|&(slot, _)| slot);
+        if let Some(key) = slot.and_then(|slot| self.keys[slot as usize].as_mut()) {
+            if key.reserved == key.limit {
+                self.at_limit -= 1;
+            }
+            key.reserved -= 1;
+            self.freed = true;
+        }
+    }
+
+    /// Job `id`'s key and the limit its put gave, as the log and
+    /// `stats-job` show them.
+    pub(super) fn of(&self, id: JobId) -> Option<(&[u8], u32)> {
+        let &(slot, limit) = self.of_job.get(&id)?;
+        Some((&self.keys[slot as usize].as_ref()?.name, limit))
+    }
+
+    /// Every key in use, as `(name, limit, jobs, reserved)`, for a test's
+    /// picture of the engine.
+    #[cfg(test)]
+    pub(super) fn sorted(&self) -> Vec<(Vec<u8>, u32, u32, u32)> {
+        let mut all: Vec<_> =
+            self.keys.iter().flatten().map(|k| (k.name.to_vec(), k.limit, k.jobs, k.reserved)).collect();
+        all.sort();
+        all
+    }
+}
+
+impl Engine {
+    /// Whether job `id` is ready but held back: its key is at its limit.
+    fn held_back(&self, id: JobId) -> bool {
+        self.jobs.get(&id).is_some_and(|job| job.tags.con()) && self.tubes.con.at_limit(id)
+    }
+
+    /// The best `(pri, id)` of `tube`'s ready jobs that a reserve may
+    /// take: its heap's top, unless that is held back; then the best of
+    /// the [`WALK`] best that is not.
+    pub(super) fn ready_for_reserve(&self, tube: &Tube) -> Option<(u32, JobId)> {
+        let top = tube.ready.peek()?;
+        if self.tubes.con.at_limit == 0 || !self.held_back(top.1) {
+            return Some(top);
+        }
+        let mut frontier = self.tubes.con.frontier.borrow_mut();
+        frontier.clear();
+        frontier.push(Reverse((top.0, top.1, 0)));
+        for _ in 0..WALK {
+            let Reverse((pri, id, slot)) = frontier.pop()?;
+            if !self.held_back(id) {
+                return Some((pri, id));
+            }
+            for child in [2 * slot + 1, 2 * slot + 2] {
+                if let Some(pri) = tube.ready.key_at(child as usize) {
+                    // Room for WALK + 2 was claimed: one out, two in, a step.
+                    frontier.push(Reverse((pri, tube.ready.id_at(child as usize), child)));
+                }
+            }
+        }
+        None
+    }
+
+    /// Whether job `id`, ready, delayed or buried, may be reserved now
+    /// (`reserve-job`): not if its key is at its limit.
+    pub(super) fn may_reserve(&self, id: JobId) -> bool {
+        self.tubes.con.at_limit == 0 || !self.held_back(id)
+    }
+
+    /// After a command that may have given a key's slot back: the blocked
+    /// workers of every tube with a ready job are served, as a job held
+    /// back may be theirs now.
+    pub(super) fn serve_freed_keys(&mut self, now: Time) {
+        if !std::mem::take(&mut self.tubes.con.freed) {
+            return;
+        }
+        let mut i = 0;
+        while let Some(&t) = self.tubes.ids().get(i) {
+            let tube = self.tubes.get(t);
+            if !tube.waiting.is_empty() && !tube.ready.is_empty() {
+                self.serve_waiters(t, now);
+            }
+            i += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{client, engine, name, reserved_id};
+    use super::*;
+    use crate::protocol::ConKey;
+
+    fn put_con(e: &mut Engine, c: ClientId, pri: u32, key: Option<(&str, u32)>) -> JobId {
+        e.count_put();
+        let ticket = e.start_put(c, 1).unwrap();
+        let id = ticket.id();
+        let con = key.map(|(key, limit)| ConKey { name: name(key), limit });
+        let body = Box::from(&b"x"[..]);
+        let job = NewJob {
+            ticket,
+            pri,
+            delay: 0,
+            ttr: 10,
+            created: Time::ZERO,
+            body,
+            tags: PutTags::new(None, None, con.as_ref()),
+        };
+        assert_eq!(e.put(c, job, Time::ZERO), Reply::Inserted(id));
+        id
+    }
+
+    fn reserve(e: &mut Engine, c: ClientId) -> Option<JobId> {
+        match e.reserve(c, Some(0), Time::ZERO, &mut Vec::<u8>::new()) {
+            Some(Reply::Reserved(id, _)) => Some(id),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_key_at_its_limit_holds_its_ready_jobs_back_and_others_pass() {
+        let mut e = engine();
+        let c = client(&mut e);
+        let a = put_con(&mut e, c, 0, Some(("k", 2)));
+        let b = put_con(&mut e, c, 0, Some(("k", 2)));
+        let held = put_con(&mut e, c, 0, Some(("k", 2)));
+        let plain = put_con(&mut e, c, 5, None);
+        assert_eq!((reserve(&mut e, c), reserve(&mut e, c)), (Some(a), Some(b)));
+        // The key is at its limit: the most urgent ready job is passed over.
+        assert_eq!(reserve(&mut e, c), Some(plain));
+        assert_eq!(reserve(&mut e, c), None);
+        assert_eq!(e.reserve_job(c, held, Time::ZERO, &mut Vec::<u8>::new()), Reply::NotFound);
+        // Any way out of a reservation gives the slot back.
+        assert_eq!(e.bury(c, a, 0, Time::ZERO), Reply::Buried);
+        assert_eq!(reserve(&mut e, c), Some(held));
+        assert_eq!(e.release(c, held, 0, 30, Time::ZERO), Reply::Released);
+        e.tick(Time::from_secs(11));
+        assert_eq!(e.tubes.con.sorted(), [(b"k".to_vec(), 2, 3, 0)]);
+    }
+
+    #[test]
+    fn a_key_is_one_for_every_tube_and_a_slot_given_back_serves_a_blocked_worker() {
+        let mut e = engine();
+        let (producer, worker, waiter) = (client(&mut e), client(&mut e), client(&mut e));
+        let first = put_con(&mut e, producer, 0, Some(("shared", 1)));
+        e.use_tube(producer, &name("other"));
+        let second = put_con(&mut e, producer, 0, Some(("shared", 1)));
+        e.watch(waiter, &name("other"));
+        e.ignore(waiter, &name("default"));
+        assert_eq!(reserve(&mut e, worker), Some(first));
+        assert_eq!(e.reserve(waiter, None, Time::ZERO, &mut Vec::<u8>::new()), None, "held back: it blocks");
+        e.disconnect(worker, Time::ZERO);
+        assert_eq!(reserved_id(e.check_wait(waiter, Time::ZERO, &mut Vec::<u8>::new())), second);
+    }
+
+    #[test]
+    fn the_walk_past_held_back_jobs_is_bounded() {
+        let mut e = engine();
+        let c = client(&mut e);
+        let first = put_con(&mut e, c, 0, Some(("busy", 1)));
+        for _ in 0..WALK {
+            put_con(&mut e, c, 1, Some(("busy", 1)));
+        }
+        let deep = put_con(&mut e, c, 2, None);
+        assert_eq!(reserve(&mut e, c), Some(first));
+        // The job that may go is past the walk's bound: tuber's behaviour.
+        assert_eq!(reserve(&mut e, c), None);
+        assert_eq!(e.delete(c, first, Time::ZERO), Reply::Deleted);
+        assert_ne!(reserve(&mut e, c), Some(deep));
+    }
+}
