@@ -50,7 +50,7 @@ pub struct ConcurrencyKeys {
     keys: Vec<Option<Key>>,
     free: Vec<u32>,
     /// Each keyed job's key slot and the limit its put gave.
-    of_job: HashMap<JobId, (u32, u32)>,
+    of_job: IdMap<(u32, u32)>,
     /// How many keys are at their limit: while none is, no job is held back.
     at_limit: usize,
     /// A slot was given back since waiters were last served.

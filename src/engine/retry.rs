@@ -10,14 +10,12 @@
 //! unique keys are, and only an index: a job without the tag costs
 //! nothing (its record's `Tags` say so), and nothing here changes a job.
 
-use std::collections::HashMap;
-
 use super::*;
 
 /// The retry limits of the jobs put with `max:`, by job id.
 #[derive(Debug, Default)]
 pub struct RetryLimits {
-    by_job: HashMap<JobId, u32>,
+    by_job: IdMap<u32>,
 }
 
 impl RetryLimits {
