@@ -15,19 +15,12 @@ use std::path::PathBuf;
 
 use crate::ids::IdRange;
 
+mod long;
+use long::parse_long;
+pub use long::LONG_OPTIONS;
+
 /// The largest `-z` beanstalkd allows; larger values are clamped.
 pub const MAX_JOB_SIZE_LIMIT: u32 = 1_073_741_824;
-
-/// The long options this implementation adds (beanstalkd has none).
-pub const LONG_OPTIONS: &[&str] = &[
-    "max-connections",
-    "max-job-memory",
-    "max-reserves",
-    "job-id-start",
-    "job-id-step",
-    "metrics",
-    "metrics-max-tubes",
-];
 
 /// How many tubes a scrape reports one by one unless `--metrics-max-tubes`
 /// says otherwise.
@@ -310,65 +303,6 @@ where
         return Ok(Action::HealthCheck(line.config.listen));
     }
     Ok(Action::Run(line))
-}
-
-fn parse_long(
-    option: &str,
-    words: &mut impl Iterator<Item = String>,
-    config: &mut Config,
-) -> Result<(), ArgError> {
-    let (name, attached) = match option.split_once('=') {
-        Some((name, value)) => (name, Some(value.to_owned())),
-        None => (option, None),
-    };
-    let mut value = || match attached.clone() {
-        Some(v) => Ok(v),
-        None => words.next().ok_or_else(|| ArgError::MissingLongValue(format!("--{name}"))),
-    };
-    let invalid = |v: &str| ArgError::InvalidValue(format!("--{name}"), v.to_owned());
-    match name {
-        "max-connections" => {
-            let v = value()?;
-            config.max_connections = Some(v.parse().ok().filter(|&n| n > 0).ok_or_else(|| invalid(&v))?);
-            Ok(())
-        }
-        "max-job-memory" => {
-            let v = value()?;
-            config.max_job_memory = Some(v.parse().ok().filter(|&n| n > 0).ok_or_else(|| invalid(&v))?);
-            Ok(())
-        }
-        "max-reserves" => {
-            let v = value()?;
-            config.max_reserves = v.parse().map_err(|_| invalid(&v))?;
-            Ok(())
-        }
-        "job-id-start" => {
-            let v = value()?;
-            // A range must hold at least one id; the largest is LAST_JOB_ID.
-            let ids = 1..=crate::ids::LAST_JOB_ID;
-            config.job_ids.start = v.parse().ok().filter(|n| ids.contains(n)).ok_or_else(|| invalid(&v))?;
-            Ok(())
-        }
-        "job-id-step" => {
-            let v = value()?;
-            config.job_ids.step = v.parse().ok().filter(|&n| n > 0).ok_or_else(|| invalid(&v))?;
-            Ok(())
-        }
-        "metrics" => {
-            let v = value()?;
-            let port = v
-                .rsplit_once(':')
-                .and_then(|(host, port)| port.parse::<u16>().ok().filter(|_| !host.is_empty()));
-            config.metrics = Some(port.map(|_| v.clone()).ok_or_else(|| invalid(&v))?);
-            Ok(())
-        }
-        "metrics-max-tubes" => {
-            let v = value()?;
-            config.metrics_max_tubes = v.parse().ok().ok_or_else(|| invalid(&v))?;
-            Ok(())
-        }
-        _ => Err(ArgError::UnknownFlag(format!("--{option}"))),
-    }
 }
 
 /// A size as beanstalkd reads one: all decimal digits, or an error.

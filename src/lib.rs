@@ -60,7 +60,7 @@
 //!    `reserve-with-abort`.
 //! 7. [`binlog`]: the write-ahead log (`-b`): what is logged, when a file
 //!    may go, and what durability means. Then [`binlog::record`] (the
-//!    bytes), [`binlog::writing`] (each change as a record),
+//!    bytes; `binlog/tags.rs`, the put's tags a full record keeps), [`binlog::writing`] (each change as a record),
 //!    [`binlog::current`] (the file being written: its room, its appends),
 //!    [`binlog::decode`] (reading them back), [`binlog::batch`] (a change
 //!    of many jobs in one write, as one record of kind 7),

@@ -64,6 +64,7 @@
 //! it by clients.
 
 pub mod record;
+mod tags;
 mod crc32c;
 pub(crate) mod writing;
 pub(crate) mod batch;

@@ -63,6 +63,8 @@
 
 pub use super::crc32c::crc32c;
 use super::reader::Reader;
+use super::tags;
+pub use super::tags::{key_len, tags_len, FullTags};
 use crate::ids::JobId;
 use crate::stats::Counters;
 
@@ -236,52 +238,6 @@ pub fn full_len(tube_len: usize, body_len: usize) -> usize {
     FULL_FIXED_LEN + tube_len + body_len
 }
 
-/// Bytes a keyed full record takes beyond [`full_len`]'s, for a key of
-/// `key_len` bytes.
-pub fn key_len(key_len: usize) -> usize {
-    4 + 1 + key_len
-}
-
-/// The put's tags a full record keeps.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct FullTags<'a> {
-    /// The unique key and its cooldown (`idp:`).
-    pub key: Option<(&'a [u8], u32)>,
-    /// The retry limit (`max:`).
-    pub limit: Option<u32>,
-    /// The concurrency key and the limit the put gave it (`con:`).
-    pub con: Option<(&'a [u8], u32)>,
-}
-
-impl FullTags<'_> {
-    /// The record's kind: 8 for a retry limit or a concurrency key, else 6
-    /// for a unique key alone, else 1.
-    fn kind(&self) -> u8 {
-        if self.limit.is_some() || self.con.is_some() {
-            8
-        } else if self.key.is_some() {
-            6
-        } else {
-            1
-        }
-    }
-}
-
-/// Bytes a full record's tags take beyond [`full_len`]'s.
-pub fn tags_len(tags: &FullTags<'_>) -> usize {
-    let key = tags.key.map_or(0, |(key, _)| key_len(key.len()));
-    if tags.kind() != 8 {
-        return key;
-    }
-    let con = tags.con.map_or(0, |(name, _)| 4 + 1 + name.len());
-    1 + key + tags.limit.map_or(0, |_| 4) + con
-}
-
-/// A full record's tags, as [`encode_full_tagged`] writes them.
-const TAG_KEY: u8 = 1;
-const TAG_LIMIT: u8 = 2;
-const TAG_CON: u8 = 4;
-
 /// Appends a full record.
 pub fn encode_full(out: &mut Vec<u8>, job: &JobState, ttr: u32, created: u64, tube: &[u8], body: &[u8]) {
     encode_full_tagged(out, job, ttr, created, tube, body, &FullTags::default());
@@ -310,29 +266,7 @@ pub fn encode_full_tagged(
     out.extend_from_slice(tube);
     out.extend_from_slice(&(body.len() as u32).to_le_bytes());
     out.extend_from_slice(body);
-    if kind == 8 {
-        let bit = |present: bool, bit: u8| if present { bit } else { 0 };
-        out.push(
-            bit(tags.key.is_some(), TAG_KEY)
-                | bit(tags.limit.is_some(), TAG_LIMIT)
-                | bit(tags.con.is_some(), TAG_CON),
-        );
-    }
-    if let Some((key, cooldown)) = tags.key {
-        out.extend_from_slice(&cooldown.to_le_bytes());
-        // Keys are tube names: at most 200 bytes.
-        out.push(key.len() as u8);
-        out.extend_from_slice(key);
-    }
-    if let Some(reserves) = tags.limit {
-        out.extend_from_slice(&reserves.to_le_bytes());
-    }
-    if let Some((name, limit)) = tags.con {
-        out.extend_from_slice(&limit.to_le_bytes());
-        // Names are tube names: at most 200 bytes.
-        out.push(name.len() as u8);
-        out.extend_from_slice(name);
-    }
+    tags::put(out, kind, tags);
     finish(out, start);
 }
 
@@ -409,29 +343,8 @@ pub(super) fn parse_payload(payload: &[u8]) -> Option<Record<'_>> {
             let body_len = r.u32()? as usize;
             let body = r.take(body_len)?;
             let job = JobState { id, pri, delay, state, deadline, counters };
-            let tags = match kind {
-                6 => TAG_KEY,
-                8 => Some(r.u8()?).filter(|&tags| {
-                    tags & (TAG_LIMIT | TAG_CON) != 0 && tags & !(TAG_KEY | TAG_LIMIT | TAG_CON) == 0
-                })?,
-                _ => 0,
-            };
-            let key = if tags & TAG_KEY != 0 {
-                let cooldown = r.u32()?;
-                let key_len = r.u8()? as usize;
-                Some((r.take(key_len)?, cooldown))
-            } else {
-                None
-            };
-            let limit = if tags & TAG_LIMIT != 0 { Some(r.u32()?) } else { None };
-            let con = if tags & TAG_CON != 0 {
-                let limit = r.u32()?;
-                let name_len = r.u8()? as usize;
-                Some((r.take(name_len)?, limit))
-            } else {
-                None
-            };
-            Record::Full { job, ttr, created, tube, body, tags: FullTags { key, limit, con } }
+            let tags = tags::read(&mut r, kind)?;
+            Record::Full { job, ttr, created, tube, body, tags }
         }
         2 => {
             let (id, pri, delay, state) = (r.u64()?, r.u32()?, r.u32()?, read_state(&mut r)?);

@@ -251,27 +251,13 @@ impl Engine {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{client, engine, name, reserved_id};
+    use super::super::tests::{client, engine, name, put_tagged, reserved_id};
     use super::*;
     use crate::protocol::ConKey;
 
     fn put_con(e: &mut Engine, c: ClientId, pri: u32, key: Option<(&str, u32)>) -> JobId {
-        e.count_put();
-        let ticket = e.start_put(c, 1).unwrap();
-        let id = ticket.id();
         let con = key.map(|(key, limit)| ConKey { name: name(key), limit });
-        let body = Box::from(&b"x"[..]);
-        let job = NewJob {
-            ticket,
-            pri,
-            delay: 0,
-            ttr: 10,
-            created: Time::ZERO,
-            body,
-            tags: PutTags::new(None, None, con.as_ref()),
-        };
-        assert_eq!(e.put(c, job, Time::ZERO), Reply::Inserted(id));
-        id
+        put_tagged(e, c, pri, 0, 10, Time::ZERO, PutTags::new(None, None, con.as_ref()))
     }
 
     fn reserve(e: &mut Engine, c: ClientId) -> Option<JobId> {

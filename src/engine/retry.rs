@@ -84,26 +84,12 @@ impl Engine {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{client, engine, reserved_id};
+    use super::super::tests::{client, engine, put_tagged, reserved_id};
     use super::*;
 
     /// Puts a job with retry limit `limit` (`None`: no tag).
     fn put_limited(e: &mut Engine, c: ClientId, pri: u32, limit: Option<u32>) -> JobId {
-        e.count_put();
-        let ticket = e.start_put(c, 1).unwrap();
-        let id = ticket.id();
-        let body = Box::from(&b"x"[..]);
-        let job = NewJob {
-            ticket,
-            pri,
-            delay: 0,
-            ttr: 10,
-            created: Time::ZERO,
-            body,
-            tags: PutTags::new(None, limit, None),
-        };
-        assert_eq!(e.put(c, job, Time::ZERO), Reply::Inserted(id));
-        id
+        put_tagged(e, c, pri, 0, 10, Time::ZERO, PutTags::new(None, limit, None))
     }
 
     fn reserve(e: &mut Engine, c: ClientId, now: Time) -> JobId {

@@ -38,11 +38,23 @@ pub(super) fn name(s: &str) -> TubeName {
 }
 
 pub(super) fn put(e: &mut Engine, c: ClientId, pri: u32, delay: u32, ttr: u32, now: Time) -> JobId {
+    put_tagged(e, c, pri, delay, ttr, now, PutTags::NONE)
+}
+
+/// [`put`] with the put's tags `tags`.
+pub(super) fn put_tagged(
+    e: &mut Engine,
+    c: ClientId,
+    pri: u32,
+    delay: u32,
+    ttr: u32,
+    now: Time,
+    tags: PutTags,
+) -> JobId {
     e.count_put();
     let ticket = e.start_put(c, 4).unwrap();
     let id = ticket.id();
-    let job =
-        NewJob { ticket, pri, delay, ttr, created: now, body: Box::from(&b"body"[..]), tags: PutTags::NONE };
+    let job = NewJob { ticket, pri, delay, ttr, created: now, body: Box::from(&b"body"[..]), tags };
     assert_eq!(e.put(c, job, now), Reply::Inserted(id));
     id
 }

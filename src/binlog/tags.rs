@@ -1,0 +1,108 @@
+//! The put's tags a job's full record keeps (reference §8.2): kind 6's
+//! unique key, and kind 8's byte of flags and what each flag names, a
+//! unique key, a retry limit, a concurrency key, in that order (the
+//! layout is in `record.rs`). Written by [`put`], read by [`read`]; a
+//! flag this build does not know is damage.
+
+use super::reader::Reader;
+
+/// The flags of kind 8's tags byte.
+const TAG_KEY: u8 = 1;
+const TAG_LIMIT: u8 = 2;
+const TAG_CON: u8 = 4;
+
+/// Bytes a keyed full record takes beyond [`super::record::full_len`]'s, for a key of
+/// `key_len` bytes.
+pub fn key_len(key_len: usize) -> usize {
+    4 + 1 + key_len
+}
+
+/// The put's tags a full record keeps.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct FullTags<'a> {
+    /// The unique key and its cooldown (`idp:`).
+    pub key: Option<(&'a [u8], u32)>,
+    /// The retry limit (`max:`).
+    pub limit: Option<u32>,
+    /// The concurrency key and the limit the put gave it (`con:`).
+    pub con: Option<(&'a [u8], u32)>,
+}
+
+impl FullTags<'_> {
+    /// The record's kind: 8 for a retry limit or a concurrency key, else 6
+    /// for a unique key alone, else 1.
+    pub(super) fn kind(&self) -> u8 {
+        if self.limit.is_some() || self.con.is_some() {
+            8
+        } else if self.key.is_some() {
+            6
+        } else {
+            1
+        }
+    }
+}
+
+/// Bytes a full record's tags take beyond [`super::record::full_len`]'s.
+pub fn tags_len(tags: &FullTags<'_>) -> usize {
+    let key = tags.key.map_or(0, |(key, _)| key_len(key.len()));
+    if tags.kind() != 8 {
+        return key;
+    }
+    let con = tags.con.map_or(0, |(name, _)| 4 + 1 + name.len());
+    1 + key + tags.limit.map_or(0, |_| 4) + con
+}
+
+/// Appends `tags` to a full record of `kind` ([`FullTags::kind`]).
+pub(super) fn put(out: &mut Vec<u8>, kind: u8, tags: &FullTags<'_>) {
+    if kind == 8 {
+        let bit = |present: bool, bit: u8| if present { bit } else { 0 };
+        out.push(
+            bit(tags.key.is_some(), TAG_KEY)
+                | bit(tags.limit.is_some(), TAG_LIMIT)
+                | bit(tags.con.is_some(), TAG_CON),
+        );
+    }
+    if let Some((key, cooldown)) = tags.key {
+        out.extend_from_slice(&cooldown.to_le_bytes());
+        // Keys are tube names: at most 200 bytes.
+        out.push(key.len() as u8);
+        out.extend_from_slice(key);
+    }
+    if let Some(reserves) = tags.limit {
+        out.extend_from_slice(&reserves.to_le_bytes());
+    }
+    if let Some((name, limit)) = tags.con {
+        out.extend_from_slice(&limit.to_le_bytes());
+        // Names are tube names: at most 200 bytes.
+        out.push(name.len() as u8);
+        out.extend_from_slice(name);
+    }
+}
+
+/// The tags at the end of a full record of `kind`; `None` if they are
+/// not what that kind holds.
+pub(super) fn read<'a>(r: &mut Reader<'a>, kind: u8) -> Option<FullTags<'a>> {
+    let flags = match kind {
+        6 => TAG_KEY,
+        8 => Some(r.u8()?).filter(|&flags| {
+            flags & (TAG_LIMIT | TAG_CON) != 0 && flags & !(TAG_KEY | TAG_LIMIT | TAG_CON) == 0
+        })?,
+        _ => 0,
+    };
+    let key = if flags & TAG_KEY != 0 {
+        let cooldown = r.u32()?;
+        let key_len = r.u8()? as usize;
+        Some((r.take(key_len)?, cooldown))
+    } else {
+        None
+    };
+    let limit = if flags & TAG_LIMIT != 0 { Some(r.u32()?) } else { None };
+    let con = if flags & TAG_CON != 0 {
+        let limit = r.u32()?;
+        let name_len = r.u8()? as usize;
+        Some((r.take(name_len)?, limit))
+    } else {
+        None
+    };
+    Some(FullTags { key, limit, con })
+}
