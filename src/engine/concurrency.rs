@@ -34,7 +34,8 @@ pub const WALK: usize = 256;
 #[derive(Debug)]
 struct Key {
     name: Box<[u8]>,
-    /// The largest limit its live jobs were put with.
+    /// The largest limit its jobs were put with while it lived (a
+    /// restart finds the largest of those left).
     limit: u32,
     /// Its live jobs, reserved or not: the key lives as long as they do.
     jobs: u32,
@@ -301,6 +302,19 @@ mod tests {
         assert_eq!(e.reserve(waiter, None, Time::ZERO, &mut Vec::<u8>::new()), None, "held back: it blocks");
         e.disconnect(worker, Time::ZERO);
         assert_eq!(reserved_id(e.check_wait(waiter, Time::ZERO, &mut Vec::<u8>::new())), second);
+    }
+
+    #[test]
+    fn a_put_that_raises_a_key_s_limit_serves_a_worker_it_frees() {
+        let mut e = engine();
+        let (producer, holder, waiter) = (client(&mut e), client(&mut e), client(&mut e));
+        let first = put_con(&mut e, producer, 0, Some(("k", 1)));
+        let held = put_con(&mut e, producer, 0, Some(("k", 1)));
+        assert_eq!(reserve(&mut e, holder), Some(first));
+        assert_eq!(e.reserve(waiter, None, Time::ZERO, &mut Vec::<u8>::new()), None);
+        e.use_tube(producer, &name("elsewhere"));
+        put_con(&mut e, producer, 0, Some(("k", 2)));
+        assert_eq!(reserved_id(e.check_wait(waiter, Time::ZERO, &mut Vec::<u8>::new())), held);
     }
 
     #[test]

@@ -13,10 +13,10 @@
 //!
 //! What pieces cost: a job moved inside its heap between two pieces (the
 //! heap reorders itself on every put, reserve or delete) may be seen twice
-//! (it is listed once) or not at all. A page is exact when its heap fits
-//! one piece or does not change while the page is gathered; otherwise it
-//! is a true list of jobs that were in that state, in order, that may
-//! leave some out. The cursor is a job, not a position: the next page
+//! (it is listed once, so the page comes back shorter than it might) or
+//! not at all. A page is exact when its heap fits one piece or does not
+//! change while the page is gathered; otherwise it is a true list of jobs
+//! that were in that state, in order, that may leave some out. The cursor is a job, not a position: the next page
 //! starts after that job's place in the order, wherever the jobs before
 //! it went meanwhile.
 
@@ -50,13 +50,26 @@ impl Listing {
         self.next_slot
     }
 
-    /// The page's ids, in order. (Sorted in place: the room was claimed.)
+    /// The page's ids, in order, each once. (Sorted in place: the room
+    /// was claimed.)
     pub fn ids(self) -> Vec<JobId> {
-        let mut ids: Vec<JobId> = self.found.into_sorted_vec().into_iter().map(|(_, id)| id).collect();
-        // A job moved between pieces may have been seen twice, in the
-        // same place.
-        ids.dedup();
-        ids
+        // A job moved between pieces may have been seen twice, in the same
+        // place or, had it left and come back, in two: it keeps its first.
+        // Sorted by id, then by place, its sightings lie together; the
+        // later ones get id 0, which no job has. Sorts in place allocate
+        // nothing, and the ids are collected into the entries' own room.
+        let mut found = self.found.into_vec();
+        found.sort_unstable_by_key(|&(place, id)| (id, place));
+        let mut last = 0;
+        for entry in &mut found {
+            if entry.1 == last {
+                entry.1 = 0;
+            } else {
+                last = entry.1;
+            }
+        }
+        found.sort_unstable();
+        found.into_iter().filter(|&(_, id)| id != 0).map(|(_, id)| id).collect()
     }
 }
 
@@ -209,6 +222,13 @@ mod tests {
         assert_eq!(page(&e, c, State::Buried, 10, None), Ok(vec![long, short]));
         assert_eq!(page(&e, c, State::Buried, 10, Some(long)), Ok(vec![short]));
         assert_eq!(page(&e, c, State::Buried, 1, None), Ok(vec![long]));
+    }
+
+    #[test]
+    fn a_job_seen_twice_in_two_places_is_listed_once_in_the_first() {
+        let found = [(5, 7), (9, 7), (6, 8), (12, 7)].into_iter().collect();
+        let page = Listing { tube: 0, state: State::Ready, count: 4, after: None, next_slot: 0, found };
+        assert_eq!(page.ids(), [7, 8]);
     }
 
     #[test]

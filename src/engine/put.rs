@@ -179,6 +179,9 @@ impl Engine {
             self.make_ready(id, now);
         }
         self.compact();
+        // A key whose limit this put raised may let a held-back job go to
+        // a worker blocked in another tube.
+        self.serve_freed_keys(now);
         Reply::Inserted(id)
     }
 
