@@ -49,17 +49,14 @@ fn put_keyed(
     e.count_put();
     let ticket = e.start_put(c, body.len() as u32).unwrap();
     let id = ticket.id();
-    let job = NewJob {
-        ticket,
-        pri,
-        delay,
-        ttr: 60,
-        created: T0,
-        body: Box::from(body),
-        tags: PutTags::new(key.as_ref(), None, None),
-    };
+    let job = new_job(ticket, pri, delay, Box::from(body), PutTags::new(key.as_ref(), None, None));
     assert_eq!(e.put(c, job, T0), Reply::Inserted(id));
     id
+}
+
+/// A job of the worlds: TTR 60, made at [`T0`].
+fn new_job(ticket: PutTicket, pri: u32, delay: u32, body: Box<[u8]>, tags: PutTags) -> NewJob {
+    NewJob { ticket, pri, delay, ttr: 60, created: T0, body, tags }
 }
 
 /// Unique key `name` with a cooldown of `cooldown` seconds.
@@ -223,15 +220,8 @@ pub(super) fn put_tagged_step(
         return Reply::OutOfMemory.encode(out);
     }
     body.extend_from_slice(b"body");
-    let job = NewJob {
-        ticket,
-        pri,
-        delay,
-        ttr: 60,
-        created: T0,
-        body: body.into_boxed_slice(),
-        tags: PutTags::new(key.as_ref(), limit, con.as_ref()),
-    };
+    let job =
+        new_job(ticket, pri, delay, body.into_boxed_slice(), PutTags::new(key.as_ref(), limit, con.as_ref()));
     w.e.put(w.producer, job, T0).encode(out);
 }
 

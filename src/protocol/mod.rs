@@ -383,6 +383,11 @@ mod tests {
     use Command as C;
     use ParseError::{BadFormat, UnknownCommand};
 
+    /// `put 1 2 3 4` with what followed the size and the put's tags.
+    fn put_1234(after_size: AfterSize, tags: PutTags) -> Command {
+        C::Put { pri: 1, delay: 2, ttr: 3, bytes: 4, after_size, tags }
+    }
+
     fn name(s: &str) -> TubeName {
         TubeName::new(s.as_bytes()).unwrap()
     }
@@ -415,24 +420,10 @@ mod tests {
     #[test]
     fn put_takes_tubers_unique_key_token_and_nothing_else() {
         let key = |name: &[u8], cooldown| Some(UniqueKey { name: TubeName::new(name).unwrap(), cooldown });
-        let put = |key: Option<UniqueKey>| C::Put {
-            pri: 1,
-            delay: 2,
-            ttr: 3,
-            bytes: 4,
-            after_size: AfterSize::Nothing,
-            tags: PutTags::new(key.as_ref(), None, None),
-        };
-        let junk =
-            C::Put { pri: 1, delay: 2, ttr: 3, bytes: 4, after_size: AfterSize::Junk, tags: PutTags::NONE };
-        let refused = C::Put {
-            pri: 1,
-            delay: 2,
-            ttr: 3,
-            bytes: 4,
-            after_size: AfterSize::RefusedTags,
-            tags: PutTags::NONE,
-        };
+        let put =
+            |key: Option<UniqueKey>| put_1234(AfterSize::Nothing, PutTags::new(key.as_ref(), None, None));
+        let junk = put_1234(AfterSize::Junk, PutTags::NONE);
+        let refused = put_1234(AfterSize::RefusedTags, PutTags::NONE);
         assert_eq!(parse(b"put 1 2 3 4 idp:my-key"), Ok(put(key(b"my-key", 0))));
         assert_eq!(parse(b"put 1 2 3 4 idp:report:300"), Ok(put(key(b"report", 300))));
         assert_eq!(parse(b"put 1 2 3 4 idp:k:0"), Ok(put(key(b"k", 0))));
@@ -471,17 +462,9 @@ mod tests {
 
     #[test]
     fn put_takes_a_retry_limit_alone_or_with_a_key_in_any_order() {
-        let put = |key: Option<&[u8]>, limit| C::Put {
-            pri: 1,
-            delay: 2,
-            ttr: 3,
-            bytes: 4,
-            after_size: AfterSize::Nothing,
-            tags: PutTags::new(
-                key.map(|name| UniqueKey { name: TubeName::new(name).unwrap(), cooldown: 0 }).as_ref(),
-                limit,
-                None,
-            ),
+        let put = |key: Option<&[u8]>, limit| {
+            let key = key.map(|name| UniqueKey { name: TubeName::new(name).unwrap(), cooldown: 0 });
+            put_1234(AfterSize::Nothing, PutTags::new(key.as_ref(), limit, None))
         };
         assert_eq!(parse(b"put 1 2 3 4 max:3"), Ok(put(None, Some(3))));
         assert_eq!(parse(b"put 1 2 3 4 max:0"), Ok(put(None, Some(0))));
@@ -490,14 +473,7 @@ mod tests {
         assert_eq!(parse(b"put 1 2 3 4 max:1 max:2"), Ok(put(None, Some(2))), "the last wins");
         assert_eq!(parse(b"put 1 2 3 4 idp:k\tmax:5"), Ok(put(Some(b"k"), Some(5))));
         assert_eq!(parse(b"put 1 2 3 4 max:5 idp:k"), Ok(put(Some(b"k"), Some(5))));
-        let refused = C::Put {
-            pri: 1,
-            delay: 2,
-            ttr: 3,
-            bytes: 4,
-            after_size: AfterSize::RefusedTags,
-            tags: PutTags::NONE,
-        };
+        let refused = put_1234(AfterSize::RefusedTags, PutTags::NONE);
         for line in [
             &b"put 1 2 3 4 max:"[..],
             b"put 1 2 3 4 max:x",
@@ -519,14 +495,7 @@ mod tests {
         let con = |name: &[u8], limit| {
             let con = Some(ConKey { name: TubeName::new(name).unwrap(), limit });
             let after_size = AfterSize::Nothing;
-            C::Put {
-                pri: 1,
-                delay: 2,
-                ttr: 3,
-                bytes: 4,
-                after_size,
-                tags: PutTags::new(None, None, con.as_ref()),
-            }
+            put_1234(after_size, PutTags::new(None, None, con.as_ref()))
         };
         assert_eq!(parse(b"put 1 2 3 4 con:api"), Ok(con(b"api", 1)));
         assert_eq!(parse(b"put 1 2 3 4 con:api:3"), Ok(con(b"api", 3)));
