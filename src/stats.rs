@@ -115,12 +115,15 @@ impl<'a> JobStats<'a> {
             let name =
                 |name: Option<(&'a [u8], u32)>| name.map_or("".into(), |(n, _)| String::from_utf8_lossy(n));
             let number = |name: Option<(&[u8], u32)>| name.map_or(0, |(_, n)| n);
+            let group = |group: Option<&'a [u8]>| name(group.map(|group| (group, 0)));
             let _ = write!(
                 y,
-                "idempotency-key: {}\nidempotency-ttl: {}\ngroup: \nafter-group: \nconcurrency-key: {}\n\
+                "idempotency-key: {}\nidempotency-ttl: {}\ngroup: {}\nafter-group: {}\nconcurrency-key: {}\n\
                  concurrency-limit: {}\n",
                 name(tuber.key),
                 number(tuber.key),
+                group(tuber.groups.0),
+                group(tuber.groups.1),
                 name(tuber.con),
                 number(tuber.con)
             );
@@ -132,12 +135,14 @@ impl<'a> JobStats<'a> {
     }
 }
 
-/// The put tags tuber shows in `stats-job`, each a name and a number:
-/// the unique key and its cooldown, the concurrency key and its limit.
+/// The put tags tuber shows in `stats-job`: the unique key and its
+/// cooldown, the concurrency key and its limit, the group and the
+/// after-group.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TuberFields<'a> {
     pub key: Option<(&'a [u8], u32)>,
     pub con: Option<(&'a [u8], u32)>,
+    pub groups: (Option<&'a [u8]>, Option<&'a [u8]>),
 }
 
 /// The figures of `stats-tube` (and of a tube's metrics): owned, the name
@@ -364,6 +369,20 @@ pub fn id_list_yaml(ids: &[u64]) -> Option<String> {
     for id in ids {
         let _ = writeln!(y, "- {id}");
     }
+    Some(y)
+}
+
+/// `stats-group`'s YAML, tuber's: the group's name quoted, its members
+/// by state, and the jobs held for it; `None` if the memory for it cannot
+/// be had.
+pub fn group_yaml(name: &TubeName, members: [u32; 4], waiting: usize) -> Option<String> {
+    let mut y = yaml_buffer(REPLY_BUFFER_MIN)?;
+    let [ready, reserved, delayed, buried] = members;
+    let _ = write!(
+        y,
+        "---\nname: \"{name}\"\nready: {ready}\nreserved: {reserved}\ndelayed: {delayed}\nburied: {buried}\n\
+         waiting-jobs: {waiting}\n"
+    );
     Some(y)
 }
 

@@ -90,14 +90,14 @@ fn a_key_is_scoped_to_its_tube_and_freed_by_a_delete_without_cooldown() {
 }
 
 #[test]
-fn tubers_other_tags_are_refused_with_their_body_swallowed_and_junk_as_beanstalkd_does() {
+fn tubers_malformed_tags_are_refused_with_their_body_swallowed_and_junk_as_beanstalkd_does() {
     let s = server(&[]);
     let mut c = s.client();
     let id = c.put_ok("keep me");
-    // tuber's tags this server does not take, or malformed: the body is
-    // read and dropped, so a body that reads as a command is never run.
+    // tuber's tags, malformed: the body is read and dropped, so a body
+    // that reads as a command is never run.
     let body = format!("delete {id}");
-    for token in ["grp:g", "aft:g", "con:c:0", "con:", "idp:", "idp:-k", "idp:k:x", "idp:k grp:g"] {
+    for token in ["grp:-g", "aft:a:b", "con:c:0", "con:", "idp:", "idp:-k", "idp:k:x", "idp:k grp:-g"] {
         assert_eq!(put(&mut c, 0, 0, token, &body), "BAD_FORMAT\r\n", "{token}");
         assert_eq!(c.cmd("list-tube-used"), "USING default\r\n", "{token}: the body was read as a command");
     }

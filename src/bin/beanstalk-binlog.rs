@@ -77,6 +77,12 @@ fn say_limits_dropped(log: &Log, why: &str) {
     if con > 0 {
         eprintln!("beanstalk-binlog: dropped {con} concurrency keys (con:), the jobs kept ({why})");
     }
+    let groups = downgrade::groups(log);
+    if groups > 0 {
+        eprintln!(
+            "beanstalk-binlog: dropped the groups (grp:, aft:) of {groups} jobs, the jobs kept ({why})"
+        );
+    }
 }
 
 /// A job beanstalkd would drop: nothing written.

@@ -76,9 +76,13 @@ impl Binlog {
             let _ = self.writer.set_len(used);
         }
         // The spare `Arc` takes the new file, with no allocation (see
-        // `spare_writer`). Only the syncer, still fsyncing the file before
-        // last, can hold the spare: then a new one, as before, once in a
-        // long while.
+        // `spare_writer`). Only the syncer can hold the spare, the file
+        // before last waiting for its fsync: that fsync is made now, which
+        // lets it go, rather than allocate under a command's claim. (Should
+        // it still be held, a new one, once in a long while.)
+        if Arc::get_mut(&mut self.spare_writer).is_none() {
+            self.durability.sync_all();
+        }
         match Arc::get_mut(&mut self.spare_writer) {
             Some(slot) => *slot = file,
             None => self.spare_writer = Arc::new(file),

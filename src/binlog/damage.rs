@@ -128,7 +128,8 @@ pub(super) fn plausible_payload(payload: &[u8]) -> bool {
                 1 => len == body_end,
                 6 => payload.get(body_end + 4).is_some_and(|&key_len| len == body_end + key_len_of(key_len)),
                 // Tags, then a key (bit 1), a limit (bit 2), a concurrency
-                // key (bit 4), each where the one before ends.
+                // key (bit 4), a group (bit 8), an after-group (bit 16),
+                // each where the one before ends.
                 _ => {
                     let Some(&tags) = payload.get(body_end) else { return false };
                     let mut at = body_end + 1;
@@ -141,7 +142,13 @@ pub(super) fn plausible_payload(payload: &[u8]) -> bool {
                         let Some(&name_len) = payload.get(at + 4) else { return false };
                         at += 4 + 1 + usize::from(name_len);
                     }
-                    tags & 6 != 0 && tags & !7 == 0 && len == at
+                    for bit in [8, 16] {
+                        if tags & bit != 0 {
+                            let Some(&name_len) = payload.get(at) else { return false };
+                            at += 1 + usize::from(name_len);
+                        }
+                    }
+                    tags & 30 != 0 && tags & !31 == 0 && len == at
                 }
             }
         }

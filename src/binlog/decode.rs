@@ -145,18 +145,22 @@ mod tests {
         every_flipped_bit_is_corrupt(&out);
     }
 
-    /// Kind 8: a retry limit or a concurrency key, with the other and a
-    /// unique key or without, reads back as written, and a tags byte this
+    /// Kind 8: a retry limit, a concurrency key, a group or an
+    /// after-group, with the others and a unique key or without, reads
+    /// back as written, and a tags byte this
     /// build does not know is damage.
     #[test]
     fn a_full_record_with_a_retry_limit_or_a_concurrency_key_round_trips() {
         let key = Some((&b"report"[..], 300));
         let con = Some((&b"api"[..], 3));
         for tags in [
-            FullTags { key: None, limit: Some(5), con: None },
-            FullTags { key, limit: Some(5), con: None },
-            FullTags { key: None, limit: None, con },
-            FullTags { key, limit: Some(0), con },
+            FullTags { key: None, limit: Some(5), con: None, ..FullTags::default() },
+            FullTags { key, limit: Some(5), con: None, ..FullTags::default() },
+            FullTags { key: None, limit: None, con, ..FullTags::default() },
+            FullTags { key, limit: Some(0), con, ..FullTags::default() },
+            FullTags { group: Some(b"batch"), ..FullTags::default() },
+            FullTags { after: Some(b"batch"), ..FullTags::default() },
+            FullTags { key, limit: Some(2), con, group: Some(b"g"), after: Some(b"h") },
         ] {
             let mut out = Vec::new();
             encode_full_tagged(&mut out, &state(), 60, 42, b"tube", b"body", &tags);
@@ -230,7 +234,7 @@ mod tests {
         expected.extend_from_slice(&crc32c(&payload).to_le_bytes());
         expected.extend_from_slice(&payload);
         assert_eq!(out, expected);
-        assert_eq!(&header(), b"BSTKLOG\0\x04\0\0\0");
+        assert_eq!(&header(), b"BSTKLOG\0\x05\0\0\0");
     }
 
     /// A batch frame of a delete, an update and a full record.
@@ -316,11 +320,12 @@ mod tests {
         encode_imported(&mut out, &FileStamp { number: 1, len: 2, crc: 3 });
         let (key, con) = (Some((&b"key"[..], 9)), Some((&b"c"[..], 2)));
         for tags in [
-            FullTags { key, limit: None, con: None },
-            FullTags { key: None, limit: Some(3), con: None },
-            FullTags { key, limit: Some(0), con: None },
-            FullTags { key: None, limit: None, con },
-            FullTags { key, limit: Some(1), con },
+            FullTags { key, limit: None, con: None, ..FullTags::default() },
+            FullTags { key: None, limit: Some(3), con: None, ..FullTags::default() },
+            FullTags { key, limit: Some(0), con: None, ..FullTags::default() },
+            FullTags { key: None, limit: None, con, ..FullTags::default() },
+            FullTags { key, limit: Some(1), con, ..FullTags::default() },
+            FullTags { key, group: Some(b"g"), after: Some(b"a"), ..FullTags::default() },
         ] {
             encode_full_tagged(&mut out, &state(), 60, 42, b"tube", b"body", &tags);
         }

@@ -19,11 +19,12 @@
 //!   7 Batch   item+, item := u32 length, payload of kind 1 to 6 or 8
 //!             (a change of many jobs: its records, under one checksum)
 //!   8 TaggedFull  a Full record's fields, then tags u8 (bit 1: a unique
-//!             key, bit 2: a retry limit, bit 4: a concurrency key), then
-//!             for bit 1 cooldown u32, key_len u8, key; for bit 2
-//!             reserves u32; for bit 4 limit u32, name_len u8, name
-//!             (a job put with a retry limit or a concurrency key,
-//!             reference §3.1b, §3.1c)
+//!             key, bit 2: a retry limit, bit 4: a concurrency key, bit 8:
+//!             a group, bit 16: an after-group), then for bit 1 cooldown
+//!             u32, key_len u8, key; for bit 2 reserves u32; for bit 4
+//!             limit u32, name_len u8, name; for bits 8 and 16 each
+//!             name_len u8, name (a job put with a retry limit, a
+//!             concurrency key or a group, reference §3.1b to §3.1d)
 //! ```
 //!
 //! A batch is how a change of many jobs (`kick`, `delete-batch`, a chunk
@@ -56,8 +57,8 @@
 //! `Imported` record; version 2 added kind 6 and state 4 (the build of
 //! unique keys wrote them as version 2: the builds before it took such a
 //! file for corrupt); version 3 added kind 7; version 4 kind 8, written
-//! only for a job with a retry limit or a concurrency key. Each is read
-//! as it is.
+//! only for a job with a retry limit or a concurrency key; version 5 its
+//! groups (bits 8 and 16). Each is read as it is.
 //! `beanstalk-binlog downgrade` writes a version 2 directory that every
 //! build since version 2 reads.
 
@@ -71,15 +72,15 @@ use crate::stats::Counters;
 /// First bytes of every binlog file.
 pub const MAGIC: &[u8; 8] = b"BSTKLOG\0";
 /// The format version written.
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 /// The format versions read.
-pub const READABLE_VERSIONS: [u32; 4] = [1, 2, 3, 4];
+pub const READABLE_VERSIONS: [u32; 5] = [1, 2, 3, 4, 5];
 /// The newest version that builds before batches read (kinds 1 to 5; the
 /// builds with unique keys kind 6 too): what `downgrade` writes.
 pub const PREVIOUS_VERSION: u32 = 2;
 
 /// [`READABLE_VERSIONS`] as messages name them.
-pub const READABLE_VERSIONS_TEXT: &str = "versions 1 to 4";
+pub const READABLE_VERSIONS_TEXT: &str = "versions 1 to 5";
 /// Bytes of the file header.
 pub const HEADER_LEN: usize = 12;
 /// Bytes of a record's length and checksum.

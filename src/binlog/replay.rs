@@ -69,6 +69,9 @@ struct Pending {
     limit: Option<u32>,
     /// Its concurrency key and its put's limit (`con:`).
     con: Option<(Box<[u8]>, u32)>,
+    /// Its group (`grp:`) and the group it waits for (`aft:`).
+    group: Option<Box<[u8]>>,
+    after: Option<Box<[u8]>>,
 }
 
 /// Tube names seen so far, each stored once.
@@ -199,6 +202,8 @@ impl<'d> Replayer<'d> {
                 key: p.key,
                 limit: p.limit,
                 con: p.con,
+                group: p.group,
+                after: p.after,
             });
         }
         out
@@ -331,8 +336,12 @@ fn apply(record: Record<'_>, file: u32, state: ReplayState<'_>) -> Result<(), Jo
             let tube = tubes.intern(tube);
             let key = tags.key.map(|(name, cooldown)| (Box::from(name), cooldown));
             let (limit, con) = (tags.limit, tags.con.map(|(name, limit)| (Box::from(name), limit)));
+            let (group, after) = (tags.group.map(Box::from), tags.after.map(Box::from));
             let body = Box::from(body);
-            jobs.insert(job.id, Pending { job, ttr, created, tube, body, file, key, limit, con });
+            jobs.insert(
+                job.id,
+                Pending { job, ttr, created, tube, body, file, key, limit, con, group, after },
+            );
         }
         Record::Update(state) => {
             saw(state.id);

@@ -1,7 +1,7 @@
 //! The put's tags a job's full record keeps (reference §8.2): kind 6's
 //! unique key, and kind 8's byte of flags and what each flag names, a
-//! unique key, a retry limit, a concurrency key, in that order (the
-//! layout is in `record.rs`). Written by [`put`], read by [`read`]; a
+//! unique key, a retry limit, a concurrency key, a group, an after-group,
+//! in that order (the layout is in `record.rs`). Written by [`put`], read by [`read`]; a
 //! flag this build does not know is damage.
 
 use super::reader::Reader;
@@ -10,6 +10,10 @@ use super::reader::Reader;
 const TAG_KEY: u8 = 1;
 const TAG_LIMIT: u8 = 2;
 const TAG_CON: u8 = 4;
+const TAG_GROUP: u8 = 8;
+const TAG_AFTER: u8 = 16;
+/// The flags that make a record kind 8.
+const KIND_8: u8 = TAG_LIMIT | TAG_CON | TAG_GROUP | TAG_AFTER;
 
 /// Bytes a keyed full record takes beyond [`super::record::full_len`]'s, for a key of
 /// `key_len` bytes.
@@ -26,13 +30,17 @@ pub struct FullTags<'a> {
     pub limit: Option<u32>,
     /// The concurrency key and the limit the put gave it (`con:`).
     pub con: Option<(&'a [u8], u32)>,
+    /// The group (`grp:`).
+    pub group: Option<&'a [u8]>,
+    /// The group it waits for (`aft:`).
+    pub after: Option<&'a [u8]>,
 }
 
 impl FullTags<'_> {
-    /// The record's kind: 8 for a retry limit or a concurrency key, else 6
-    /// for a unique key alone, else 1.
+    /// The record's kind: 8 for a retry limit, a concurrency key or a
+    /// group, else 6 for a unique key alone, else 1.
     pub(super) fn kind(&self) -> u8 {
-        if self.limit.is_some() || self.con.is_some() {
+        if self.flags() & KIND_8 != 0 {
             8
         } else if self.key.is_some() {
             6
@@ -40,6 +48,22 @@ impl FullTags<'_> {
             1
         }
     }
+
+    /// Kind 8's flags byte.
+    fn flags(&self) -> u8 {
+        let bit = |present: bool, bit: u8| if present { bit } else { 0 };
+        bit(self.key.is_some(), TAG_KEY)
+            | bit(self.limit.is_some(), TAG_LIMIT)
+            | bit(self.con.is_some(), TAG_CON)
+            | bit(self.group.is_some(), TAG_GROUP)
+            | bit(self.after.is_some(), TAG_AFTER)
+    }
+}
+
+/// A name's bytes in a record: its length, then the name (tube-name
+/// rules: at most 200 bytes).
+fn name_len(name: Option<&[u8]>) -> usize {
+    name.map_or(0, |name| 1 + name.len())
 }
 
 /// Bytes a full record's tags take beyond [`super::record::full_len`]'s.
@@ -49,18 +73,13 @@ pub fn tags_len(tags: &FullTags<'_>) -> usize {
         return key;
     }
     let con = tags.con.map_or(0, |(name, _)| 4 + 1 + name.len());
-    1 + key + tags.limit.map_or(0, |_| 4) + con
+    1 + key + tags.limit.map_or(0, |_| 4) + con + name_len(tags.group) + name_len(tags.after)
 }
 
 /// Appends `tags` to a full record of `kind` ([`FullTags::kind`]).
 pub(super) fn put(out: &mut Vec<u8>, kind: u8, tags: &FullTags<'_>) {
     if kind == 8 {
-        let bit = |present: bool, bit: u8| if present { bit } else { 0 };
-        out.push(
-            bit(tags.key.is_some(), TAG_KEY)
-                | bit(tags.limit.is_some(), TAG_LIMIT)
-                | bit(tags.con.is_some(), TAG_CON),
-        );
+        out.push(tags.flags());
     }
     if let Some((key, cooldown)) = tags.key {
         out.extend_from_slice(&cooldown.to_le_bytes());
@@ -77,6 +96,10 @@ pub(super) fn put(out: &mut Vec<u8>, kind: u8, tags: &FullTags<'_>) {
         out.push(name.len() as u8);
         out.extend_from_slice(name);
     }
+    for name in [tags.group, tags.after].into_iter().flatten() {
+        out.push(name.len() as u8);
+        out.extend_from_slice(name);
+    }
 }
 
 /// The tags at the end of a full record of `kind`; `None` if they are
@@ -84,9 +107,7 @@ pub(super) fn put(out: &mut Vec<u8>, kind: u8, tags: &FullTags<'_>) {
 pub(super) fn read<'a>(r: &mut Reader<'a>, kind: u8) -> Option<FullTags<'a>> {
     let flags = match kind {
         6 => TAG_KEY,
-        8 => Some(r.u8()?).filter(|&flags| {
-            flags & (TAG_LIMIT | TAG_CON) != 0 && flags & !(TAG_KEY | TAG_LIMIT | TAG_CON) == 0
-        })?,
+        8 => Some(r.u8()?).filter(|&flags| flags & KIND_8 != 0 && flags & !(TAG_KEY | KIND_8) == 0)?,
         _ => 0,
     };
     let key = if flags & TAG_KEY != 0 {
@@ -104,5 +125,13 @@ pub(super) fn read<'a>(r: &mut Reader<'a>, kind: u8) -> Option<FullTags<'a>> {
     } else {
         None
     };
-    Some(FullTags { key, limit, con })
+    let mut name = |flag: u8| -> Option<Option<&'a [u8]>> {
+        if flags & flag == 0 {
+            return Some(None);
+        }
+        let len = r.u8()? as usize;
+        Some(Some(r.take(len)?))
+    };
+    let (group, after) = (name(TAG_GROUP)?, name(TAG_AFTER)?);
+    Some(FullTags { key, limit, con, group, after })
 }

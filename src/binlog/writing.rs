@@ -26,8 +26,9 @@ fn job_state(id: JobId, job: &LoggedJob<'_>, clock: &Clock) -> JobState {
         // engine keeps it increasing across restarts, so it is stored as
         // is: converting it would let a wall-clock step reorder it.
         State::Buried => (LoggedState::Buried, job.when.0),
-        // Reserved comes back ready after a restart.
-        State::Ready | State::Reserved => (LoggedState::Ready, 0),
+        // Reserved comes back ready after a restart; so does a job held
+        // for a group, held again if the group still has a member.
+        State::Ready | State::Reserved | State::Held => (LoggedState::Ready, 0),
     };
     JobState { id, pri: job.pri, delay: job.delay, state, deadline, counters: job.counters }
 }
@@ -194,7 +195,14 @@ pub(super) fn full_len(job: &LoggedJob<'_>) -> u64 {
 
 /// The put's tags `job`'s full record keeps.
 fn full_tags<'a>(job: &LoggedJob<'a>) -> record::FullTags<'a> {
-    record::FullTags { key: job.key.map(|key| (key.key, key.cooldown)), limit: job.limit, con: job.con }
+    let (group, after) = job.groups;
+    record::FullTags {
+        key: job.key.map(|key| (key.key, key.cooldown)),
+        limit: job.limit,
+        con: job.con,
+        group,
+        after,
+    }
 }
 
 /// What `job`'s latest records count for in the compaction budget.
@@ -272,6 +280,7 @@ mod tests {
             key: None,
             limit: None,
             con: None,
+            groups: (None, None),
         }
     }
 

@@ -316,6 +316,7 @@ fn answer<'e>(
         Command::KickJob(id) => e.kick_job(id, now),
         Command::StatsJob(id) => e.stats_job(id, now),
         Command::StatsTube(name) => e.stats_tube(&name, now),
+        Command::StatsGroup(name) => e.stats_group(&name),
         Command::ListTubes => e.list_tubes(),
         Command::ListTubeUsed => e.list_tube_used(c),
         Command::ListTubesWatched => e.list_tubes_watched(c),

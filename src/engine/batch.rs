@@ -93,6 +93,8 @@ impl Engine {
         self.cmds.delete += ids.len() as u64;
         let deleted = self.delete_all(&ids, now).map(|()| ids.len());
         self.kept_ids.put_back(ids);
+        // A group whose last member went lets its held jobs go.
+        self.serve_freed(now);
         deleted
     }
 
@@ -150,7 +152,7 @@ impl Engine {
         };
         let flushed = self.journaled_batch_cooling(&ids, &gone, Some(name), forget);
         self.kept_ids.put_back(ids);
-        self.serve_freed_keys(now);
+        self.serve_freed(now);
         flushed.map(|()| (jobs, next))
     }
 
@@ -200,7 +202,7 @@ impl Engine {
             Err(refusal) => Err(refusal),
         };
         self.kept_ids.put_back(ids);
-        self.serve_freed_keys(now);
+        self.serve_freed(now);
         reply.map_or_else(|refusal| refusal, |(deleted, missing)| Reply::DeletedBatch(deleted, missing))
     }
 

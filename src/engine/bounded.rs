@@ -121,7 +121,7 @@ fn list_jobs(state: State) -> Pieces {
         State::Ready => {}
         State::Reserved => reserve_all(&mut e, c, false),
         State::Buried => reserve_all(&mut e, c, true),
-        State::Delayed => {
+        State::Delayed | State::Held => {
             reserve_all(&mut e, c, false);
             for id in 1..=(3 * LIST_PIECE + 1) as JobId {
                 assert_eq!(e.release(c, id, 0, 100, Time::ZERO), Reply::Released);

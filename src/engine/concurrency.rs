@@ -11,7 +11,7 @@
 //! every way out of a reservation (delete, release, bury, a TTR, a
 //! hang-up, `flush-tube`) gives its slot back. A slot given back may let
 //! a held-back job go to a blocked worker in any tube: the commands that
-//! can give one back end with [`Engine::serve_freed_keys`].
+//! can give one back end with [`Engine::serve_freed`].
 //!
 //! Passing over held-back jobs is tuber's way, and so is its bound: a
 //! best-first walk down the heap from its top, at most [`WALK`] jobs,
@@ -22,8 +22,9 @@
 
 use std::cell::RefCell;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 
+use super::named::{NameClaim, Named};
 use super::tube::Tube;
 use super::*;
 
@@ -33,7 +34,6 @@ pub const WALK: usize = 256;
 /// One key in use: what its jobs share.
 #[derive(Debug)]
 struct Key {
-    name: Box<[u8]>,
     /// The largest limit its jobs were put with while it lived (a
     /// restart finds the largest of those left).
     limit: u32,
@@ -46,10 +46,7 @@ struct Key {
 /// Every concurrency key in use, and each keyed job's key.
 #[derive(Debug, Default)]
 pub struct ConcurrencyKeys {
-    /// Client-chosen names, hashed with std's keyed SipHash.
-    by_name: HashMap<Box<[u8]>, u32>,
-    keys: Vec<Option<Key>>,
-    free: Vec<u32>,
+    keys: Named<Key>,
     /// Each keyed job's key slot and the limit its put gave.
     of_job: IdMap<(u32, u32)>,
     /// How many keys are at their limit: while none is, no job is held back.
@@ -61,62 +58,26 @@ pub struct ConcurrencyKeys {
     frontier: RefCell<BinaryHeap<Reverse<(u32, JobId, u32)>>>,
 }
 
-/// A new key's name twice: for the key, and for the index by name.
-type Names = (Box<[u8]>, Box<[u8]>);
-
-/// What a put with a key needs, claimed before the job is made: the key's
-/// names, if the key is new.
+/// What a put with a key needs, claimed before the job is made.
 #[derive(Debug)]
-pub struct ConClaim {
-    names: Option<Names>,
-}
+pub struct ConClaim(NameClaim);
 
 impl ConcurrencyKeys {
     /// Claims the room a job of key `name` needs; `None` without it.
     pub(super) fn claim(&mut self, name: &[u8]) -> Option<ConClaim> {
-        let room = self.of_job.try_reserve(1).is_ok()
-            && self.by_name.try_reserve(1).is_ok()
-            && self.keys.try_reserve(1).is_ok()
-            && self.free.try_reserve(self.keys.len() + 1).is_ok()
-            && self.frontier.borrow_mut().try_reserve(WALK + 2).is_ok();
+        let room =
+            self.of_job.try_reserve(1).is_ok() && self.frontier.borrow_mut().try_reserve(WALK + 2).is_ok();
         if !room {
             return None;
         }
-        if self.by_name.contains_key(name) {
-            return Some(ConClaim { names: None });
-        }
-        let copy = || {
-            let mut owned = Vec::new();
-            owned.try_reserve_exact(name.len()).ok()?;
-            owned.extend_from_slice(name);
-            Some(owned.into_boxed_slice())
-        };
-        Some(ConClaim { names: Some((copy()?, copy()?)) })
+        self.keys.claim(name).map(ConClaim)
     }
 
     /// Files job `id` under key `name` with its put's `limit`, in room
     /// claimed by [`Self::claim`].
     pub(super) fn insert(&mut self, id: JobId, name: &[u8], limit: u32, claim: ConClaim) {
-        let slot = match (self.by_name.get(name), claim.names) {
-            (Some(&slot), _) => slot,
-            (None, names) => {
-                let (owned, indexed) = names.unwrap_or_default();
-                let key = Key { name: owned, limit, jobs: 0, reserved: 0 };
-                let slot = match self.free.pop() {
-                    Some(slot) => {
-                        self.keys[slot as usize] = Some(key);
-                        slot
-                    }
-                    None => {
-                        self.keys.push(Some(key));
-                        (self.keys.len() - 1) as u32
-                    }
-                };
-                self.by_name.insert(indexed, slot);
-                slot
-            }
-        };
-        if let Some(key) = self.keys[slot as usize].as_mut() {
+        let slot = self.keys.insert(name, claim.0, || Key { limit, jobs: 0, reserved: 0 });
+        if let Some(key) = self.keys.get_mut(slot) {
             key.jobs += 1;
             if limit > key.limit {
                 if key.reserved >= key.limit && key.reserved < limit {
@@ -135,28 +96,25 @@ impl ConcurrencyKeys {
         let Some((slot, _)) = self.of_job.remove(&id) else {
             return;
         };
-        let Some(key) = self.keys[slot as usize].as_mut() else {
+        let Some(key) = self.keys.get_mut(slot) else {
             return;
         };
         key.jobs -= 1;
         if key.jobs == 0 {
-            if let Some(key) = self.keys[slot as usize].take() {
-                self.by_name.remove(&key.name);
-            }
-            self.free.push(slot);
+            self.keys.remove(slot);
         }
     }
 
     /// Whether job `id`'s key is at its limit.
     fn at_limit(&self, id: JobId) -> bool {
-        let key = self.of_job.get(&id).and_then(|&(slot, _)| self.keys[slot as usize].as_ref());
+        let key = self.of_job.get(&id).and_then(|&(slot, _)| self.keys.get(slot));
         key.is_some_and(|key| key.reserved >= key.limit)
     }
 
     /// Job `id` was reserved: one of its key's slots is taken.
     pub(super) fn take_slot(&mut self, id: JobId) {
         let slot = self.of_job.get(&id).map(|&(slot, _)| slot);
-        if let Some(key) = slot.and_then(|slot| self.keys[slot as usize].as_mut()) {
+        if let Some(key) = slot.and_then(|slot| self.keys.get_mut(slot)) {
             key.reserved += 1;
             if key.reserved == key.limit {
                 self.at_limit += 1;
@@ -167,7 +125,7 @@ impl ConcurrencyKeys {
     /// Job `id` is no longer reserved: its slot is given back.
     pub(super) fn give_slot_back(&mut self, id: JobId) {
         let slot = self.of_job.get(&id).map(|&(slot, _)| slot);
-        if let Some(key) = slot.and_then(|slot| self.keys[slot as usize].as_mut()) {
+        if let Some(key) = slot.and_then(|slot| self.keys.get_mut(slot)) {
             if key.reserved == key.limit {
                 self.at_limit -= 1;
             }
@@ -180,7 +138,7 @@ impl ConcurrencyKeys {
     /// `stats-job` show them.
     pub(super) fn of(&self, id: JobId) -> Option<(&[u8], u32)> {
         let &(slot, limit) = self.of_job.get(&id)?;
-        Some((&self.keys[slot as usize].as_ref()?.name, limit))
+        Some((self.keys.name(slot)?, limit))
     }
 
     /// Every key in use, as `(name, limit, jobs, reserved)`, for a test's
@@ -188,7 +146,7 @@ impl ConcurrencyKeys {
     #[cfg(test)]
     pub(super) fn sorted(&self) -> Vec<(Vec<u8>, u32, u32, u32)> {
         let mut all: Vec<_> =
-            self.keys.iter().flatten().map(|k| (k.name.to_vec(), k.limit, k.jobs, k.reserved)).collect();
+            self.keys.iter().map(|(name, k)| (name.to_vec(), k.limit, k.jobs, k.reserved)).collect();
         all.sort();
         all
     }
@@ -232,10 +190,12 @@ impl Engine {
         self.tubes.con.at_limit == 0 || !self.held_back(id)
     }
 
-    /// After a command that may have given a key's slot back: the blocked
-    /// workers of every tube with a ready job are served, as a job held
-    /// back may be theirs now.
-    pub(super) fn serve_freed_keys(&mut self, now: Time) {
+    /// Where a command that may free jobs ends: jobs held for a group
+    /// whose last member went are let go (`groups.rs`), and if a key's
+    /// slot was given back, the blocked workers of every tube with a ready
+    /// job are served, as a job held back may be theirs now.
+    pub(super) fn serve_freed(&mut self, now: Time) {
+        self.let_go_of_held(now);
         if !std::mem::take(&mut self.tubes.con.freed) {
             return;
         }

@@ -171,6 +171,6 @@ impl Engine {
             job.counters.reserves = job.counters.reserves.wrapping_sub(1);
         }
         self.make_ready(id, now);
-        self.serve_freed_keys(now);
+        self.serve_freed(now);
     }
 }

@@ -55,7 +55,8 @@ impl Engine {
         };
         let time_left = match job.state {
             State::Reserved | State::Delayed => job.deadline.secs_since(now),
-            State::Ready | State::Buried => 0,
+            // A held job has no due time: tuber shows 0.
+            State::Ready | State::Buried | State::Held => 0,
         };
         let stats = JobStats {
             id,
@@ -68,9 +69,10 @@ impl Engine {
             time_left,
             file: u64::from(job.file),
             counters: job.counters,
-            tuber: (job.tags.keyed() || job.tags.con()).then(|| crate::stats::TuberFields {
+            tuber: job.tags.tuber().then(|| crate::stats::TuberFields {
                 key: self.tubes.keys.logged(id).map(|key| (key.key, key.cooldown)),
                 con: self.tubes.con.of(id),
+                groups: self.tubes.groups.of(id),
             }),
             max_reserves: if job.tags.limited() { self.tubes.limits.get(id) } else { None },
         };

@@ -44,14 +44,24 @@ pub enum State {
     Reserved,
     /// In its tube's buried list, in the order of burying.
     Buried,
+    /// Put with `aft:<group>` while that group had members (reference
+    /// §3.1d): delayed with no due time, until the group has none. In its
+    /// tube's delayed heap at [`NEVER`], after every job with a due time,
+    /// and in its group's list of held jobs (`groups.rs`). Every count
+    /// and `stats-job` call it delayed, as tuber does.
+    Held,
 }
+
+/// A held job's due time in its tube's delayed heap: no clock reaches it,
+/// and the timer never waits for it (`Tube::next_event`).
+pub const NEVER: Time = Time(u64::MAX);
 
 impl State {
     /// The word `stats-job` shows.
     pub fn name(self) -> &'static str {
         match self {
             State::Ready => "ready",
-            State::Delayed => "delayed",
+            State::Delayed | State::Held => "delayed",
             State::Reserved => "reserved",
             State::Buried => "buried",
         }
@@ -78,7 +88,7 @@ impl State {
 /// | `file` | 4 | binlog file of its latest full record |
 /// | `counters` | 20 | five 32-bit counters, wrapping as beanstalkd's |
 /// | `state` | 1 | + 3 bytes of padding to the 8-byte alignment, now used: |
-/// | `tags` | 1 | which put tags it has, kept beside the table: a unique key (`unique.rs`), a retry limit (`retry.rs`), a concurrency key (`concurrency.rs`) |
+/// | `tags` | 1 | which put tags it has, kept beside the table: a unique key (`unique.rs`), a retry limit (`retry.rs`), a concurrency key (`concurrency.rs`), a group or an after-group (`groups.rs`) |
 /// | `work_started` | 2 | when reserved, in 16 ms steps (`--metrics`, `weighted-fair`) |
 ///
 /// The id is not stored: the table's index maps id to slot, and every
@@ -128,8 +138,9 @@ pub struct Job {
     /// (A `u32`: no heap holds four billion jobs, and every byte of a job
     /// record is paid a million times over.)
     pub(super) heap_index: u32,
-    /// Neighbours in its tube's buried list (while buried) or in its
-    /// client's reservation list (while reserved).
+    /// Neighbours in its tube's buried list (while buried), in its
+    /// client's reservation list (while reserved) or in its after-group's
+    /// held list (while held).
     pub(super) links: Links,
     /// The binlog file holding its latest full record; 0 without a binlog.
     pub(super) file: u32,
@@ -152,6 +163,8 @@ impl Tags {
     const KEY: u8 = 1;
     const LIMIT: u8 = 2;
     const CON: u8 = 4;
+    const GROUP: u8 = 8;
+    const AFTER: u8 = 16;
 
     /// The tags of a job with a unique key (`idp:`, in `Tubes::keys`) or
     /// not, and with a retry limit (`max:`, in `Tubes::limits`) or not.
@@ -179,10 +192,30 @@ impl Tags {
     pub(super) fn con(self) -> bool {
         self.0 & Tags::CON != 0
     }
+
+    /// In a group (`grp:`) or not, and waiting for one (`aft:`) or not:
+    /// both in `Tubes::groups`.
+    pub(super) fn with_groups(self, group: bool, after: bool) -> Tags {
+        Tags(self.0 | (u8::from(group) * Tags::GROUP) | (u8::from(after) * Tags::AFTER))
+    }
+
+    pub(super) fn group(self) -> bool {
+        self.0 & Tags::GROUP != 0
+    }
+
+    pub(super) fn after(self) -> bool {
+        self.0 & Tags::AFTER != 0
+    }
+
+    /// Whether it has a tag tuber's `stats-job` shows fields for.
+    pub(super) fn tuber(self) -> bool {
+        self.0 & (Tags::KEY | Tags::CON | Tags::GROUP | Tags::AFTER) != 0
+    }
 }
 
 /// A job's neighbours in whichever list it is in (see `list.rs`): its
-/// tube's buried list, or its holder's reservations. Id 0 means "none":
+/// tube's buried list, its holder's reservations, or its after-group's
+/// held jobs. Id 0 means "none":
 /// job ids start at 1.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Links {

@@ -112,6 +112,10 @@ pub struct RestoredJob {
     pub limit: Option<u32>,
     /// Its concurrency key and the limit its put gave, if it has one.
     pub con: Option<(Box<[u8]>, u32)>,
+    /// Its group (`grp:`), if it has one.
+    pub group: Option<Box<[u8]>>,
+    /// The group it waits for (`aft:`), if any.
+    pub after: Option<Box<[u8]>>,
 }
 
 /// The state a job comes back in: a reserved job comes back ready.
@@ -169,6 +173,8 @@ pub struct LoggedJob<'a> {
     pub limit: Option<u32>,
     /// Its concurrency key and the limit its put gave (`con:`), likewise.
     pub con: Option<(&'a [u8], u32)>,
+    /// Its group (`grp:`) and the group it waits for (`aft:`), likewise.
+    pub groups: (Option<&'a [u8]>, Option<&'a [u8]>),
 }
 
 /// The fields of a job that its log records hold, but for its body: taken
@@ -223,6 +229,7 @@ impl Picture {
             key: if self.tags.keyed() { tubes.keys.logged(id) } else { None },
             limit: if self.tags.limited() { tubes.limits.get(id) } else { None },
             con: if self.tags.con() { tubes.con.of(id) } else { None },
+            groups: if self.tags.group() || self.tags.after() { tubes.groups.of(id) } else { (None, None) },
         }
     }
 }

@@ -61,7 +61,7 @@ impl Engine {
         let (state, was) = (job.state, job.pri);
         let word = match state {
             State::Ready => NamedState::Ready,
-            State::Delayed => NamedState::Delayed,
+            State::Delayed | State::Held => NamedState::Delayed,
             State::Reserved => NamedState::Reserved,
             State::Buried => NamedState::Buried,
         };
@@ -196,5 +196,6 @@ pub(super) fn ghost<'a>(keys: &'a UniqueKeys, id: JobId, tube: &'a TubeName) -> 
         key: keys.logged(id),
         limit: None,
         con: None,
+        groups: (None, None),
     })
 }

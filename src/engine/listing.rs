@@ -100,7 +100,8 @@ impl Engine {
         let tube = self.tubes.get(page.tube);
         match page.state {
             State::Ready => self.look_at(page, &tube.ready, u64::from, |_| true),
-            State::Delayed => self.look_at(page, &tube.delayed, |due| due.0, |_| true),
+            // Held jobs too, due at `NEVER`: last.
+            State::Delayed | State::Held => self.look_at(page, &tube.delayed, |due| due.0, |_| true),
             State::Reserved if tube.reserved == 0 => true,
             State::Reserved => {
                 let t = page.tube;
@@ -154,10 +155,12 @@ impl Engine {
     /// Where job `id` stands in the order of `state` in `tube`, if it is
     /// there: its heap's key and its id.
     fn place_in_order(&self, tube: TubeId, state: State, id: JobId) -> Option<(u64, JobId)> {
-        let job = self.jobs.get(&id).filter(|job| job.tube == tube && job.state == state)?;
+        // A held job is listed with the delayed ones.
+        let listed = |job: &Job| if job.state == State::Held { State::Delayed } else { job.state };
+        let job = self.jobs.get(&id).filter(|job| job.tube == tube && listed(job) == state)?;
         Some(match state {
             State::Ready => (u64::from(job.pri), id),
-            State::Delayed | State::Reserved => (job.deadline.0, id),
+            State::Delayed | State::Held | State::Reserved => (job.deadline.0, id),
             State::Buried => (0, id),
         })
     }

@@ -16,8 +16,8 @@ use std::sync::Arc as StdArc;
 
 use super::sweep_reach::{clear_step, flush_step};
 use super::sweep_world::{
-    con, key, name, output, put_keyed_step, put_step, put_tagged_step, spend_a_try, state, world_from, Step,
-    World, T0,
+    con, key, name, output, put_grouped_step, put_keyed_step, put_step, put_tagged_step, spend_a_try, state,
+    world_from, Step, World, T0,
 };
 use super::*;
 use crate::binlog::{faults, sync::Durability, Binlog};
@@ -159,6 +159,11 @@ const LOGGED: &[(&str, Setup, Step)] = &[
     ("put with a concurrency key and a retry limit", none, |w, out| {
         put_tagged_step(w, out, 0, 0, None, Some(2), con("c", 3))
     }),
+    ("put with a group and an after-group", none, |w, out| put_grouped_step(w, out, 0, "g", "h")),
+    ("put waiting for a group with a member: held", grouped, |w, out| put_grouped_step(w, out, 0, "", "g")),
+    ("delete of a group's last member: its held job let go", grouped, |w, out| {
+        w.e.delete(w.worker, w.reserved, T0).encode(out)
+    }),
     ("release of a job whose tries are spent", spend_a_try, |w, out| {
         w.e.release(w.worker, w.reserved, 9, 0, T0).encode(out)
     }),
@@ -189,6 +194,17 @@ const LOGGED: &[(&str, Setup, Step)] = &[
 
 /// A world as it is.
 fn none(_: &mut World) {}
+
+/// A member of group `g`, reserved by the worker, and a job held for
+/// `g`, as `world_with_a_group` has.
+fn grouped(w: &mut World) {
+    put_grouped_step(w, &mut output(), 0, "g", "");
+    put_grouped_step(w, &mut output(), 0, "", "g");
+    let Some(Reply::Reserved(id, _)) = w.e.reserve(w.worker, None, T0, &mut Vec::<u8>::new()) else {
+        panic!("no job to reserve");
+    };
+    w.reserved = id;
+}
 
 /// Four more buried jobs in the producer's tube, as `world_with_many` has.
 fn many(w: &mut World) {

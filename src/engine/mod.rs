@@ -44,6 +44,7 @@ pub mod tube;
 pub(crate) mod client;
 pub mod waiting;
 pub mod unique;
+pub(crate) mod named;
 
 // The commands, by concept, each an `impl Engine` block over the state
 // declared below, in reading order.
@@ -52,6 +53,7 @@ pub(crate) mod put;
 pub(crate) mod keyed;
 pub(crate) mod retry;
 pub(crate) mod concurrency;
+pub(crate) mod groups;
 pub(crate) mod moves;
 pub(crate) mod reserve;
 pub(crate) mod weighted;
@@ -309,6 +311,8 @@ impl Engine {
         // Buried jobs join their lists last, by burial time (the rule on
         // `Engine::bury`); the heaps order the others themselves.
         let mut buried: Vec<(u64, JobId)> = Vec::new();
+        // Jobs waiting for a group are held, if it has a member, last.
+        let mut waiting: Vec<JobId> = Vec::new();
         // Ready jobs join their queues last too, in the order they became
         // ready, so that a tube's oldest ready job (`--metrics`) is as old
         // as the log can tell.
@@ -353,7 +357,9 @@ impl Engine {
                 work_started: Default::default(),
                 file: r.file,
                 body: r.body,
-                tags: job::Tags::of(false, r.limit.is_some()).with_con(r.con.is_some()),
+                tags: job::Tags::of(false, r.limit.is_some())
+                    .with_con(r.con.is_some())
+                    .with_groups(r.group.is_some(), r.after.is_some()),
             };
             self.job_memory += job.body.len() as u64 + JOB_MEMORY_OVERHEAD;
             self.jobs.insert(r.id, job);
@@ -370,6 +376,15 @@ impl Engine {
                 let claim = claim.unwrap_or_else(|| panic!("no memory for job {}'s concurrency key", r.id));
                 self.tubes.con.insert(r.id, name, *limit, claim);
             }
+            if r.group.is_some() || r.after.is_some() {
+                let (group, after) = (r.group.as_deref(), r.after.as_deref());
+                let claim = self.tubes.groups.claim(group, after);
+                let claim = claim.unwrap_or_else(|| panic!("no memory for job {}'s groups", r.id));
+                self.tubes.groups.insert(r.id, group, after, claim);
+                if after.is_some() {
+                    waiting.push(r.id);
+                }
+            }
             match r.state {
                 RestoredState::Buried { at } => {
                     self.last_buried_at = self.last_buried_at.max(at);
@@ -377,7 +392,8 @@ impl Engine {
                         job.state = State::Buried;
                         job.set_buried_at(at);
                     }
-                    tally(&mut self.job_counts, State::Buried, r.pri, true);
+                    let tags = self.jobs.get(&r.id).map(|job| job.tags).unwrap_or_default();
+                    self.tally_job(r.id, State::Buried, r.pri, tags, true);
                     buried.push((at.0, r.id));
                 }
                 RestoredState::Delayed { until } if until > now => self.make_delayed(r.id, until),
@@ -393,6 +409,15 @@ impl Engine {
         for (_, id) in buried {
             if let Some(tube) = self.jobs.get(&id).map(|job| job.tube) {
                 self.tubes.get_mut(tube).buried.push_back(&mut self.jobs, id);
+            }
+        }
+        // Every member is filed now: a ready job waiting for a group with
+        // one is held again, as its put held it (a hold is not logged).
+        for id in waiting {
+            if self.jobs.get(&id).is_some_and(|job| job.state == State::Ready) && self.tubes.groups.waits(id)
+            {
+                self.unlink(id);
+                self.make_held(id);
             }
         }
         // The room later moves need, as `start_put` would have claimed it.
@@ -444,7 +469,7 @@ impl Engine {
 fn tally(counts: &mut JobCounts, state: State, pri: u32, filed: bool) {
     let count = match state {
         State::Ready => &mut counts.ready,
-        State::Delayed => &mut counts.delayed,
+        State::Delayed | State::Held => &mut counts.delayed,
         State::Reserved => &mut counts.reserved,
         State::Buried => &mut counts.buried,
     };

@@ -14,8 +14,8 @@ impl Engine {
             return;
         };
         let (t, slot, state) = (job.tube, job.heap_index as usize, job.state);
-        let (pri, owner, deadline, job_con) = (job.pri, job.reserved_by, job.deadline, job.tags.con());
-        tally(&mut self.job_counts, state, pri, false);
+        let (pri, owner, deadline, tags) = (job.pri, job.reserved_by, job.deadline, job.tags);
+        self.tally_job(id, state, pri, tags, false);
         let tube = self.tubes.get_mut(t);
         match state {
             State::Ready => {
@@ -27,10 +27,14 @@ impl Engine {
                 tube.delayed.remove(slot, &mut positions(&mut self.jobs));
                 self.tubes.reschedule(t);
             }
+            State::Held => {
+                tube.delayed.remove(slot, &mut positions(&mut self.jobs));
+                self.unhold(id);
+            }
             State::Buried => tube.buried.remove(&mut self.jobs, id),
             State::Reserved => {
                 tube.reserved -= 1;
-                if job_con {
+                if tags.con() {
                     self.tubes.con.give_slot_back(id);
                 }
                 self.reserved.remove(slot, &mut positions(&mut self.jobs));
@@ -48,8 +52,8 @@ impl Engine {
             return;
         };
         job.state = State::Ready;
-        let (t, pri) = (job.tube, job.pri);
-        tally(&mut self.job_counts, State::Ready, pri, true);
+        let (t, pri, tags) = (job.tube, job.pri, job.tags);
+        self.tally_job(id, State::Ready, pri, tags, true);
         let tube = self.tubes.get_mut(t);
         tube.ready.push(pri, id, &mut positions(&mut self.jobs));
         tube.urgent += usize::from(pri < URGENT_PRIORITY);
@@ -64,8 +68,8 @@ impl Engine {
         };
         job.state = State::Delayed;
         job.deadline = until;
-        let t = job.tube;
-        tally(&mut self.job_counts, State::Delayed, job.pri, true);
+        let (t, pri, tags) = (job.tube, job.pri, job.tags);
+        self.tally_job(id, State::Delayed, pri, tags, true);
         self.tubes.get_mut(t).delayed.push(until, id, &mut positions(&mut self.jobs));
         self.tubes.reschedule(t);
         self.schedule(until);
@@ -81,8 +85,8 @@ impl Engine {
         };
         job.state = State::Buried;
         job.set_buried_at(self.last_buried_at);
-        let (t, pri) = (job.tube, job.pri);
-        tally(&mut self.job_counts, State::Buried, pri, true);
+        let (t, pri, tags) = (job.tube, job.pri, job.tags);
+        self.tally_job(id, State::Buried, pri, tags, true);
         self.tubes.get_mut(t).buried.push_back(&mut self.jobs, id);
     }
 
@@ -105,6 +109,7 @@ impl Engine {
         match state {
             State::Ready => self.make_ready(id, now),
             State::Delayed => self.make_delayed(id, due),
+            State::Held => self.make_held(id),
             State::Buried | State::Reserved => self.make_buried(id, now),
         }
     }
@@ -124,11 +129,11 @@ impl Engine {
         // For `--metrics` and `weighted-fair`: how long its work took.
         job.work_started = super::metering::Stamp::at(now);
         job.counters.reserves = job.counters.reserves.wrapping_add(1);
-        let (t, con) = (job.tube, job.tags.con());
-        if con {
+        let (t, pri, tags) = (job.tube, job.pri, job.tags);
+        if tags.con() {
             self.tubes.con.take_slot(id);
         }
-        tally(&mut self.job_counts, State::Reserved, job.pri, true);
+        self.tally_job(id, State::Reserved, pri, tags, true);
         self.tubes.get_mut(t).reserved += 1;
         self.reserved.push(deadline, id, &mut positions(&mut self.jobs));
         if let Some(client) = self.clients.get_mut(&c) {

@@ -6,6 +6,7 @@
 
 use super::job::Tags;
 use super::*;
+use crate::protocol::TagName;
 
 impl Engine {
     /// Counts a put whose line parsed (reference §3.1 step 2).
@@ -112,6 +113,17 @@ impl Engine {
             },
             None => None,
         };
+        let (group, after) = (new.tags.name(TagName::Group), new.tags.name(TagName::After));
+        let groups = match (group, after) {
+            (None, None) => None,
+            _ => match self.tubes.groups.claim(group, after) {
+                Some(claim) => Some(claim),
+                None => {
+                    self.release_job_memory(new.ticket.bytes as usize);
+                    return Reply::OutOfMemory;
+                }
+            },
+        };
         // A put with a unique key that names a job stores nothing
         // (`keyed.rs`); a new key's memory is claimed here.
         let key = match self.check_tagged_key(tube, &new, now) {
@@ -135,7 +147,9 @@ impl Engine {
             work_started: Default::default(),
             file: 0,
             body: new.body,
-            tags: Tags::of(key.is_some(), limit.is_some()).with_con(con.is_some()),
+            tags: Tags::of(key.is_some(), limit.is_some())
+                .with_con(con.is_some())
+                .with_groups(group.is_some(), after.is_some()),
         };
         // Filed before the log is told, so that its record holds its tags.
         if let Some((claim, cooldown)) = key {
@@ -147,6 +161,9 @@ impl Engine {
         if let (Some(claim), Some((name, limit))) = (con, new.tags.con_name()) {
             self.tubes.con.insert(id, name, limit, claim);
         }
+        if let Some(claim) = groups {
+            self.tubes.groups.insert(id, group, after, claim);
+        }
         let claimed = self.journal_has_room(&mut |journal, _, tubes| {
             let now = Some(journal::Picture::of(&job).logged(id, tubes, &job.body));
             journal.claim(&Change { was: None, now })
@@ -156,6 +173,7 @@ impl Engine {
             self.tubes.keys.forget(id);
             self.tubes.limits.forget(id);
             self.tubes.con.forget(id);
+            self.tubes.groups.forget(id);
             self.release_job_memory(job.body.len());
             return Reply::OutOfMemory;
         }
@@ -169,6 +187,7 @@ impl Engine {
             self.tubes.keys.forget(id);
             self.tubes.limits.forget(id);
             self.tubes.con.forget(id);
+            self.tubes.groups.forget(id);
             return Reply::InternalError;
         }
         self.total_jobs += 1;
@@ -176,12 +195,12 @@ impl Engine {
         if new.delay > 0 {
             self.make_delayed(id, now.plus_secs(new.delay));
         } else {
-            self.make_ready(id, now);
+            self.make_ready_or_held(id, now);
         }
         self.compact();
         // A key whose limit this put raised may let a held-back job go to
         // a worker blocked in another tube.
-        self.serve_freed_keys(now);
+        self.serve_freed(now);
         Reply::Inserted(id)
     }
 

@@ -221,9 +221,11 @@ impl Engine {
         let Some(job) = self.jobs.get(&id) else {
             return Reply::NotFound;
         };
-        // tuber's: a job whose concurrency key is at its limit is not
-        // to be had (reference §3.1c).
-        if job.state == State::Reserved || !self.may_reserve(id) {
+        // tuber's: a job whose concurrency key is at its limit, or that
+        // waits for a group with a member, is not to be had (reference
+        // §3.1c, §3.1d).
+        let waits = job.tags.after() && self.tubes.groups.waits(id);
+        if job.state == State::Reserved || !self.may_reserve(id) || waits {
             return Reply::NotFound;
         }
         if !self.clients.contains_key(&c) {

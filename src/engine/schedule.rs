@@ -63,7 +63,7 @@ impl Engine {
                 self.make_ready(id, now);
             }
         }
-        self.serve_freed_keys(now);
+        self.serve_freed(now);
         // Only tubes with something due are visited: a tube waiting on
         // nothing, or on something later, costs nothing here.
         let due = self.tubes.take_due(now);
@@ -74,7 +74,8 @@ impl Engine {
                     break;
                 }
                 self.unlink(id);
-                self.make_ready(id, now);
+                // Held instead if it waits for a group with a member.
+                self.make_ready_or_held(id, now);
             }
             let tube = self.tubes.get_mut(t);
             if tube.pause.is_some_and(|p| p.until <= now) {

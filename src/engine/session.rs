@@ -55,7 +55,7 @@ impl Engine {
                 self.make_ready(id, now);
             }
         }
-        self.serve_freed_keys(now);
+        self.serve_freed(now);
         let Some(mut client) = self.clients.remove(&c) else { return };
         self.producers -= usize::from(client.producer);
         self.workers -= usize::from(client.worker);

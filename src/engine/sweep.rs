@@ -211,6 +211,23 @@ const COMMANDS: &[Case] = &[
         world_with_a_waiter_held_back,
         |w, out| w.e.delete(w.worker, w.reserved, T0).encode(out),
     ),
+    ("put into a group", world, |w, out| put_grouped_step(w, out, 0, "g", "")),
+    ("put waiting for a group with a member: held", world_with_a_group, |w, out| {
+        put_grouped_step(w, out, 0, "h", "g")
+    }),
+    (
+        "the timer: a delay runs out on a job waiting for a group",
+        world_with_a_delayed_job_for_a_group,
+        |w, out| {
+            let _ = write!(out, "{:?}", w.e.tick(Time::from_secs(6)));
+        },
+    ),
+    (
+        "delete of a group's last member: its held job to a blocked worker",
+        world_with_a_waiter_for_a_group,
+        |w, out| w.e.delete(w.worker, w.reserved, T0).encode(out),
+    ),
+    ("stats-group", world_with_a_group, |w, out| w.e.stats_group(&name("g")).encode(out)),
     ("put with a retry limit", world, |w, out| put_tagged_step(w, out, 0, 0, None, Some(3), None)),
     ("release of a job whose tries are spent", world_with_a_try_spent, |w, out| {
         w.e.release(w.worker, w.reserved, 9, 0, T0).encode(out)

@@ -4,7 +4,9 @@
 //! every reply of the table of commands be reached by a case named for
 //! its command; these are the cases that make it so.
 
-use super::sweep_world::{list_step, name, world, world_with_a_key_at_its_limit, Case, World, T0};
+use super::sweep_world::{
+    list_step, name, world, world_with_a_group, world_with_a_key_at_its_limit, Case, World, T0,
+};
 use super::*;
 
 /// A job id no world holds.
@@ -78,6 +80,10 @@ pub(super) const REFUSALS: &[Case] = &[
     ("kick-job of a ready job", world, |w, out| w.e.kick_job(w.ready, T0).encode(out)),
     ("stats-job of no job", world, |w, out| w.e.stats_job(NO_JOB, T0).encode(out)),
     ("stats-tube of no tube", world, |w, out| w.e.stats_tube(&name("nowhere"), T0).encode(out)),
+    ("stats-group of no group", world, |w, out| w.e.stats_group(&name("nowhere")).encode(out)),
+    ("reserve-job of a job held for a group", world_with_a_group, |w, out| {
+        w.e.reserve_job(w.worker, 8, T0, &mut Vec::<u8>::new()).encode(out)
+    }),
     ("pause-tube of no tube", world, |w, out| w.e.pause_tube(Some(&name("nowhere")), 5, T0).encode(out)),
     ("move-job of a reserved job", world, |w, out| w.e.move_job(w.reserved, &name("quiet"), T0).encode(out)),
     ("drain", world, |w, out| w.e.drain().encode(out)),

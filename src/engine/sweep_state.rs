@@ -51,6 +51,7 @@ pub(super) fn state(e: &Engine) -> String {
     let _ = writeln!(s, "keys {:?}, next end {:?}", e.tubes.keys.sorted(), e.tubes.keys.next_end());
     let _ = writeln!(s, "retry limits {:?}", e.tubes.limits.sorted());
     let _ = writeln!(s, "concurrency keys {:?}", e.tubes.con.sorted());
+    let _ = writeln!(s, "groups {:?}", e.tubes.groups.sorted());
     for id in 1..e.next_job_id {
         if let Some(job) = e.jobs.get(&id) {
             let _ = writeln!(

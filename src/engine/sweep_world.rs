@@ -172,6 +172,37 @@ pub(super) fn world_with_a_waiter_held_back() -> World {
     w
 }
 
+/// A member of group `g` (job 7, the most urgent of tube `jobs`),
+/// reserved by the worker, and a job waiting for `g` (job 8), held.
+pub(super) fn world_with_a_group() -> World {
+    let mut w = world();
+    put_grouped_step(&mut w, &mut Vec::new(), 0, "g", "");
+    put_grouped_step(&mut w, &mut Vec::new(), 0, "", "g");
+    match w.e.reserve(w.worker, None, T0, &mut Vec::<u8>::new()) {
+        Some(Reply::Reserved(id, _)) => w.reserved = id,
+        other => panic!("{other:?}"),
+    }
+    w
+}
+
+/// [`world_with_a_group`] and a job waiting for `g` delayed 5 seconds.
+pub(super) fn world_with_a_delayed_job_for_a_group() -> World {
+    let mut w = world_with_a_group();
+    put_grouped_step(&mut w, &mut Vec::new(), 5, "", "g");
+    w
+}
+
+/// [`world_with_a_group`], every other ready job reserved, and the
+/// waiter blocked on `jobs`: the held job is the one it waits for.
+pub(super) fn world_with_a_waiter_for_a_group() -> World {
+    let mut w = world_with_a_group();
+    while let Some(Reply::Reserved(..)) = w.e.reserve(w.worker, Some(0), T0, &mut Vec::<u8>::new()) {}
+    w.e.watch(w.waiter, &name("jobs"));
+    w.e.ignore(w.waiter, &name("quiet"));
+    assert_eq!(w.e.reserve(w.waiter, None, T0, &mut Vec::<u8>::new()), None);
+    w
+}
+
 /// The world with [`spend_a_try`]'s job.
 pub(super) fn world_with_a_try_spent() -> World {
     let mut w = world();
@@ -210,6 +241,24 @@ pub(super) fn put_tagged_step(
     limit: Option<u32>,
     con: Option<ConKey>,
 ) {
+    put_with_tags_step(w, out, pri, delay, PutTags::new(key.as_ref(), limit, con.as_ref()));
+}
+
+/// [`put_step`] of a job in group `group` and waiting for `after` (each
+/// none if empty).
+pub(super) fn put_grouped_step(
+    w: &mut World,
+    out: &mut Vec<u8>,
+    delay: u32,
+    group: &'static str,
+    after: &'static str,
+) {
+    let named = |name: &'static str| Some(name.as_bytes()).filter(|name| !name.is_empty());
+    put_with_tags_step(w, out, 0, delay, PutTags::NONE.with_groups(named(group), named(after)));
+}
+
+/// [`put_step`] with priority `pri` and tags `tags`.
+fn put_with_tags_step(w: &mut World, out: &mut Vec<u8>, pri: u32, delay: u32, tags: PutTags) {
     w.e.count_put();
     let Some(ticket) = w.e.start_put(w.producer, 4) else {
         return Reply::OutOfMemory.encode(out);
@@ -220,8 +269,7 @@ pub(super) fn put_tagged_step(
         return Reply::OutOfMemory.encode(out);
     }
     body.extend_from_slice(b"body");
-    let job =
-        new_job(ticket, pri, delay, body.into_boxed_slice(), PutTags::new(key.as_ref(), limit, con.as_ref()));
+    let job = new_job(ticket, pri, delay, body.into_boxed_slice(), tags);
     w.e.put(w.producer, job, T0).encode(out);
 }
 

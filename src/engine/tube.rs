@@ -116,7 +116,8 @@ impl Tube {
     /// When time next changes something in this tube: its soonest delayed
     /// job matures or its pause ends.
     fn next_event(&self) -> Option<Time> {
-        let delayed = self.delayed.peek().map(|(due, _)| due);
+        // A held job is due at `NEVER`: no timer waits for it.
+        let delayed = self.delayed.peek().map(|(due, _)| due).filter(|&due| due != super::job::NEVER);
         let pause_end = self.pause.map(|p| p.until);
         delayed.into_iter().chain(pause_end).min()
     }
@@ -158,6 +159,9 @@ pub struct Tubes {
     /// The concurrency keys in use, by name, and each keyed job's, kept
     /// here for the same reason.
     pub con: super::concurrency::ConcurrencyKeys,
+    /// The groups in use (`grp:`, `aft:`), by name, and each tagged job's,
+    /// kept here for the same reason.
+    pub groups: super::groups::Groups,
     /// With `--metrics`: each tube's [`TubeMeter`], by id, as long as
     /// `slots`; empty otherwise.
     meters: Vec<TubeMeter>,

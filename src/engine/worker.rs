@@ -29,7 +29,7 @@ impl Engine {
         self.give_back_room(tube);
         self.tubes.get_mut(tube).cmd_delete += 1;
         self.tubes.remove_if_unreferenced(tube);
-        self.serve_freed_keys(now);
+        self.serve_freed(now);
         if !logged {
             return Reply::InternalError;
         }
@@ -103,7 +103,8 @@ impl Engine {
     }
 
     /// Job `id` out of the table, with what it holds beside it: its
-    /// memory is given back and its retry limit forgotten.
+    /// memory is given back, its retry limit, concurrency key and groups
+    /// forgotten (a group may end: see `groups.rs`).
     fn forget_record(&mut self, id: JobId) {
         if let Some(job) = self.jobs.remove(&id) {
             self.release_job_memory(job.body.len());
@@ -112,6 +113,9 @@ impl Engine {
             }
             if job.tags.con() {
                 self.tubes.con.forget(id);
+            }
+            if job.tags.group() || job.tags.after() {
+                self.tubes.groups.forget(id);
             }
         }
     }
@@ -146,7 +150,7 @@ impl Engine {
                 e.make_ready(id, now);
             }
         });
-        self.serve_freed_keys(now);
+        self.serve_freed(now);
         released.map_or_else(|refusal| refusal, |()| if spent { Reply::Buried } else { Reply::Released })
     }
 
@@ -175,7 +179,7 @@ impl Engine {
             }
             e.make_buried(id, now);
         });
-        self.serve_freed_keys(now);
+        self.serve_freed(now);
         buried.map_or_else(|refusal| refusal, |()| Reply::Buried)
     }
 
@@ -222,7 +226,10 @@ impl Engine {
         };
         let tube = self.tubes.get(t);
         let chosen = if tube.buried.is_empty() {
-            tube.delayed.smallest(bound as usize, &mut ids)
+            // Jobs held for a group, due at `NEVER`, come last, and stay.
+            let chosen = tube.delayed.smallest(bound as usize, &mut ids);
+            ids.retain(|id| self.jobs.get(id).is_some_and(|job| job.state == State::Delayed));
+            chosen
         } else {
             ids.extend(tube.buried.ids(&self.jobs).take(bound as usize));
             true
@@ -236,10 +243,11 @@ impl Engine {
         reply.map_or_else(|refusal| refusal, |n| Reply::KickedCount(n as u32))
     }
 
-    /// `kick-job <id>`: a buried or delayed job in any tube.
+    /// `kick-job <id>`: a buried or delayed job in any tube, one held for
+    /// a group too (as tuber's does).
     pub fn kick_job(&mut self, id: JobId, now: Time) -> Reply<'_> {
         match self.jobs.get(&id).map(|job| job.state) {
-            Some(State::Buried | State::Delayed) => {
+            Some(State::Buried | State::Delayed | State::Held) => {
                 let kicked = self.journaled_change(id, |e| e.kick_one(id, now));
                 kicked.map_or_else(|refusal| refusal, |()| Reply::Kicked)
             }

@@ -135,6 +135,8 @@ pub enum Command {
     PeekReserved,
     /// `flush-tube <tube>`: tuber's (reference §3.28).
     FlushTube(TubeName),
+    /// `stats-group <group>`: tuber's (reference §3.30).
+    StatsGroup(TubeName),
     /// `list-jobs-ready [<count> [<after>]]`: the used tube's ready jobs'
     /// ids, in reserve order (reference §3.29; the name is from a fork of
     /// beanstalkd, see there).
@@ -166,26 +168,44 @@ pub struct UniqueKey {
     pub cooldown: u32,
 }
 
-/// A put's tags, as its line gave them. The two names lie end to end in
-/// one buffer, which a line of [`MAX_LINE`](super::MAX_LINE) bytes cannot
-/// overfill, rather than in a [`UniqueKey`] and a [`ConKey`] of their
-/// own: a command is copied down every frame a line passes through, and
-/// a second inline name would make every connection's thread touch
-/// another page of stack.
+/// A put's tags, as its line gave them. The names (a unique key, a
+/// concurrency key, a group, an after-group) lie end to end in one buffer,
+/// which a line of [`MAX_LINE`](super::MAX_LINE) bytes cannot overfill,
+/// rather than in a [`UniqueKey`] and a [`ConKey`] of their own: a
+/// command is copied down every frame a line passes through, and a second
+/// inline name would make every connection's thread touch another page of
+/// stack.
 #[derive(Clone, PartialEq, Eq)]
 pub struct PutTags {
     names: [u8; super::MAX_LINE],
-    /// The unique key's length (its name first in `names`) and cooldown.
-    key: Option<(u8, u32)>,
-    /// The concurrency key's length (its name after the key's) and limit.
-    con: Option<(u8, u32)>,
+    /// Each name's length in `names`, in the order of [`TagName`]; 0 for
+    /// a name the put did not give (no legal name is empty).
+    lens: [u8; 4],
+    /// The unique key's cooldown.
+    cooldown: u32,
+    /// The concurrency key's limit.
+    con_limit: u32,
     /// The retry limit (`max:`).
     pub limit: Option<u32>,
 }
 
+/// The names a put may give, in the order [`PutTags`] keeps them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TagName {
+    /// `idp:`, the unique key.
+    Key,
+    /// `con:`, the concurrency key.
+    Con,
+    /// `grp:`, the group the job belongs to.
+    Group,
+    /// `aft:`, the group the job waits for.
+    After,
+}
+
 impl PutTags {
     /// A put without tags.
-    pub const NONE: PutTags = PutTags { names: [0; super::MAX_LINE], key: None, con: None, limit: None };
+    pub const NONE: PutTags =
+        PutTags { names: [0; super::MAX_LINE], lens: [0; 4], cooldown: 0, con_limit: 0, limit: None };
 
     /// The tags of a put whose line named these.
     pub fn new(key: Option<&UniqueKey>, limit: Option<u32>, con: Option<&ConKey>) -> PutTags {
@@ -194,36 +214,61 @@ impl PutTags {
     }
 
     /// The tags of names and numbers, the names legal (as the parser
-    /// checked them, in its line); a name past the buffer is cut, which no
-    /// line allows.
+    /// checked them, in its line).
     pub(super) fn of(key: Option<(&[u8], u32)>, limit: Option<u32>, con: Option<(&[u8], u32)>) -> PutTags {
         let mut tags = PutTags { limit, ..PutTags::NONE };
-        let mut at: usize = 0;
-        let mut place = |bytes: &[u8]| {
-            let end = at.saturating_add(bytes.len()).min(super::MAX_LINE);
-            let len = end.saturating_sub(at);
-            if let (Some(to), Some(from)) = (tags.names.get_mut(at..end), bytes.get(..len)) {
-                to.copy_from_slice(from);
-            }
-            at = end;
-            len as u8
-        };
-        let key = key.map(|(name, cooldown)| (place(name), cooldown));
-        let con = con.map(|(name, limit)| (place(name), limit));
-        PutTags { key, con, ..tags }
+        if let Some((name, cooldown)) = key {
+            tags.place(TagName::Key, name);
+            tags.cooldown = cooldown;
+        }
+        if let Some((name, limit)) = con {
+            tags.place(TagName::Con, name);
+            tags.con_limit = limit;
+        }
+        tags
+    }
+
+    /// These tags with a group (`grp:`) and an after-group (`aft:`), if given.
+    pub fn with_groups(mut self, group: Option<&[u8]>, after: Option<&[u8]>) -> PutTags {
+        if let Some(name) = group {
+            self.place(TagName::Group, name);
+        }
+        if let Some(name) = after {
+            self.place(TagName::After, name);
+        }
+        self
+    }
+
+    /// Stores `name` as tag `which`, after the names before it, which must
+    /// be placed first; a name past the buffer is cut, which no line allows.
+    fn place(&mut self, which: TagName, name: &[u8]) {
+        let at: usize = self.lens.iter().take(which as usize).map(|&len| usize::from(len)).sum();
+        let end = at.saturating_add(name.len()).min(super::MAX_LINE);
+        let len = end.saturating_sub(at);
+        if let (Some(to), Some(from)) = (self.names.get_mut(at..end), name.get(..len)) {
+            to.copy_from_slice(from);
+        }
+        if let Some(slot) = self.lens.get_mut(which as usize) {
+            *slot = len as u8;
+        }
+    }
+
+    /// Tag `which`'s name, if the put gave it.
+    pub fn name(&self, which: TagName) -> Option<&[u8]> {
+        let len = usize::from(*self.lens.get(which as usize)?);
+        let at: usize = self.lens.iter().take(which as usize).map(|&len| usize::from(len)).sum();
+        (len > 0).then(|| self.names.get(at..at.saturating_add(len))).flatten()
     }
 
     /// The unique key, if the put named one.
     pub fn key(&self) -> Option<UniqueKey> {
-        let (len, cooldown) = self.key?;
-        Some(UniqueKey { name: TubeName::new(self.names.get(..usize::from(len))?)?, cooldown })
+        let name = self.name(TagName::Key)?;
+        Some(UniqueKey { name: TubeName::new(name)?, cooldown: self.cooldown })
     }
 
     /// The concurrency key's name and limit, if the put named one.
     pub fn con_name(&self) -> Option<(&[u8], u32)> {
-        let (len, limit) = self.con?;
-        let from = self.key.map_or(0, |(len, _)| usize::from(len));
-        Some((self.names.get(from..from.checked_add(usize::from(len))?)?, limit))
+        Some((self.name(TagName::Con)?, self.con_limit))
     }
 
     /// The concurrency key, if the put named one.
@@ -235,10 +280,13 @@ impl PutTags {
 
 impl std::fmt::Debug for PutTags {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let text = |which| self.name(which).map(String::from_utf8_lossy);
         f.debug_struct("PutTags")
             .field("key", &self.key())
             .field("con", &self.con())
             .field("limit", &self.limit)
+            .field("group", &text(TagName::Group))
+            .field("after", &text(TagName::After))
             .finish()
     }
 }

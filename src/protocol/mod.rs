@@ -23,7 +23,7 @@ mod tube_name;
 
 use crate::ids::JobId;
 pub use command::{
-    AfterSize, Command, ConKey, Page, ParseError, PutTags, ReserveMode, UniqueKey, MAX_WEIGHT,
+    AfterSize, Command, ConKey, Page, ParseError, PutTags, ReserveMode, TagName, UniqueKey, MAX_WEIGHT,
 };
 use fields::{id_fields, leading_number, parse_kick_bound, skip_spaces, Fields};
 pub use reply::{data_reply_len, NamedState, Reply, ReplyRoom, SHORT_REPLY_LEN};
@@ -175,6 +175,9 @@ pub fn parse(line: &[u8]) -> Result<Command, ParseError> {
     if let Some(rest) = line.strip_prefix(b"stats-tube ") {
         return Ok(C::StatsTube(TubeName::new(rest).ok_or(BadFormat)?));
     }
+    if let Some(rest) = line.strip_prefix(b"stats-group ") {
+        return Ok(C::StatsGroup(TubeName::new(rest).ok_or(BadFormat)?));
+    }
     if let Some(rest) = line.strip_prefix(b"stats") {
         return exact(C::Stats, rest);
     }
@@ -261,47 +264,39 @@ fn parse_put(rest: &[u8]) -> Result<Command, ParseError> {
     let delay = f.u32()?;
     let ttr = f.u32()?;
     let bytes = f.u32()?;
-    // Nothing, or tokens that are all unique keys, concurrency keys and
-    // retry limits (tuber's rule: the last of each counts); tuber's other
-    // tags are refused with the body read; anything else is beanstalkd's
-    // junk after the size.
+    // Nothing, or tokens that are all tuber's tags or our retry limit
+    // (tuber's rule: the last of each counts, and one it cannot read
+    // refuses the put, its body read); anything else is beanstalkd's junk
+    // after the size.
     // The names stay in the line until the command is made: a name held
     // apart is 200 bytes more of this frame, on every connection's stack.
-    let put = |after_size, key, limit, con| {
-        let tags = PutTags::of(key, limit, con);
-        Ok(Command::Put { pri, delay, ttr, bytes, after_size, tags })
-    };
-    let refused = || put(AfterSize::RefusedTags, None, None, None);
+    let put = |after_size, tags| Ok(Command::Put { pri, delay, ttr, bytes, after_size, tags });
+    let refused = || put(AfterSize::RefusedTags, PutTags::NONE);
     if f.rest.is_empty() {
-        return put(AfterSize::Nothing, None, None, None);
+        return put(AfterSize::Nothing, PutTags::NONE);
     }
     let separated = matches!(f.rest.first(), Some(b' ' | b'\t'));
     let mut tokens = f.rest.split(|&b| b == b' ' || b == b'\t').filter(|t| !t.is_empty()).peekable();
     let tags =
         tokens.peek().is_some() && tokens.clone().all(|t| PUT_TAGS.iter().any(|tag| t.starts_with(tag)));
     if !separated || !tags {
-        return put(AfterSize::Junk, None, None, None);
+        return put(AfterSize::Junk, PutTags::NONE);
     }
-    let (mut key, mut limit, mut con) = (None, None, None);
+    let (mut key, mut limit, mut con, mut group, mut after) = (None, None, None, None, None);
     for token in tokens {
-        if let Some(value) = token.strip_prefix(b"max:") {
-            match tuber_seconds(value) {
-                Some(reserves) => limit = Some(reserves),
-                None => return refused(),
-            }
-        } else if let Some(value) = token.strip_prefix(b"con:") {
-            match parse_con_key(value) {
-                Some(parsed) => con = Some(parsed),
-                None => return refused(),
-            }
-        } else {
-            key = token.strip_prefix(b"idp:").and_then(unique_key_token);
-            if key.is_none() {
-                return refused();
-            }
+        let (tag, value) = token.split_at_checked(4).unwrap_or_default();
+        let read = match tag {
+            b"max:" => tuber_seconds(value).map(|reserves| limit = Some(reserves)),
+            b"con:" => parse_con_key(value).map(|parsed| con = Some(parsed)),
+            b"grp:" => TubeName::is_legal(value).then(|| group = Some(value)),
+            b"aft:" => TubeName::is_legal(value).then(|| after = Some(value)),
+            _ => unique_key_token(value).map(|parsed| key = Some(parsed)),
+        };
+        if read.is_none() {
+            return refused();
         }
     }
-    put(AfterSize::Nothing, key, limit, con)
+    put(AfterSize::Nothing, PutTags::of(key, limit, con).with_groups(group, after))
 }
 
 /// What follows a `list-jobs-<state>`: nothing (a whole page from the
@@ -440,13 +435,13 @@ mod tests {
             b"put 1 2 3 4 idp:k:-1",
             b"put 1 2 3 4 idp:k:4294967296",
             b"put 1 2 3 4 idp:a:b:5",
-            b"put 1 2 3 4 grp:g",
-            b"put 1 2 3 4 aft:g",
+            b"put 1 2 3 4 grp:",
+            b"put 1 2 3 4 aft:a:b",
             b"put 1 2 3 4 con:c:0",
             b"put 1 2 3 4 con:c:x",
             b"put 1 2 3 4 con:",
             b"put 1 2 3 4 con:a:b:2",
-            b"put 1 2 3 4 idp:k grp:g",
+            b"put 1 2 3 4 idp:k grp:-g",
         ] {
             assert_eq!(parse(line), Ok(refused.clone()), "{}", String::from_utf8_lossy(line));
         }
@@ -480,7 +475,7 @@ mod tests {
             b"put 1 2 3 4 max:-1",
             b"put 1 2 3 4 max:4294967296",
             b"put 1 2 3 4 max:1:2",
-            b"put 1 2 3 4 max:3 grp:g",
+            b"put 1 2 3 4 max:3 grp:g:1",
         ] {
             assert_eq!(parse(line), Ok(refused.clone()), "{}", String::from_utf8_lossy(line));
         }
@@ -488,6 +483,33 @@ mod tests {
             parse(b"put 1 2 3 4 max:3 x").map(|c| matches!(c, C::Put { after_size: AfterSize::Junk, .. })),
             Ok(true)
         );
+    }
+
+    #[test]
+    fn put_takes_tubers_group_and_after_group_with_any_other_tag() {
+        let groups = |group: Option<&[u8]>, after: Option<&[u8]>| {
+            put_1234(AfterSize::Nothing, PutTags::NONE.with_groups(group, after))
+        };
+        assert_eq!(parse(b"put 1 2 3 4 grp:batch-1"), Ok(groups(Some(b"batch-1"), None)));
+        assert_eq!(parse(b"put 1 2 3 4 aft:batch-1"), Ok(groups(None, Some(b"batch-1"))));
+        assert_eq!(parse(b"put 1 2 3 4 aft:a grp:b"), Ok(groups(Some(b"b"), Some(b"a"))));
+        assert_eq!(parse(b"put 1 2 3 4 grp:a grp:b"), Ok(groups(Some(b"b"), None)), "the last wins");
+        let Ok(C::Put { tags, .. }) = parse(b"put 1 2 3 4 idp:k1 grp:g1 aft:g0 con:c1 max:2") else {
+            panic!("not a put");
+        };
+        assert_eq!(tags.key().map(|key| key.name), TubeName::new(b"k1"));
+        assert_eq!(tags.con_name(), Some((&b"c1"[..], 1)));
+        assert_eq!(tags.name(TagName::Group), Some(&b"g1"[..]));
+        assert_eq!(tags.name(TagName::After), Some(&b"g0"[..]));
+        assert_eq!(tags.limit, Some(2));
+        let refused = put_1234(AfterSize::RefusedTags, PutTags::NONE);
+        for line in [&b"put 1 2 3 4 grp:"[..], b"put 1 2 3 4 aft:-x", b"put 1 2 3 4 grp:a*b"] {
+            assert_eq!(parse(line), Ok(refused.clone()), "{}", String::from_utf8_lossy(line));
+        }
+        assert_eq!(parse(b"stats-group batch-1"), Ok(C::StatsGroup(name("batch-1"))));
+        for line in [&b"stats-group "[..], b"stats-group -x", b"stats-group a b"] {
+            assert_eq!(parse(line), Err(BadFormat), "{}", String::from_utf8_lossy(line));
+        }
     }
 
     #[test]

@@ -7,8 +7,9 @@
 //! ones keeping their burial times and so their order. Unique keys, and
 //! keys cooling down, have no place in it (the builds before keys took
 //! their records for damage): the caller refuses a log that has any
-//! unless told to drop them. Retry limits (version 4) are dropped, the
-//! jobs kept, and the caller says how many. It writes nothing into the
+//! unless told to drop them. Retry limits, concurrency keys (version 4)
+//! and groups (version 5) are dropped, the jobs kept, and the caller
+//! says how many. It writes nothing into the
 //! directory read.
 
 use std::path::Path;
@@ -43,6 +44,12 @@ pub fn limits(log: &Log) -> usize {
 /// The concurrency keys `log`'s jobs hold: likewise dropped.
 pub fn con_keys(log: &Log) -> usize {
     log.jobs.iter().filter(|job| job.con.is_some()).count()
+}
+
+/// The jobs of `log` in a group or waiting for one: their `grp:` and
+/// `aft:` are likewise dropped.
+pub fn groups(log: &Log) -> usize {
+    log.jobs.iter().filter(|job| job.groups != (None, None)).count()
 }
 
 /// The unique keys `log` holds, of jobs and cooling down: what a
@@ -87,6 +94,7 @@ mod tests {
             key: None,
             limit: Some(3),
             con: Some(("api".into(), 2)),
+            groups: (None, None),
         };
         let jobs = vec![job(3, State::Ready), job(5, State::Buried { at: 42 })];
         let log = Log::of(vec![TubeName::default_tube()], jobs, 9, 0);

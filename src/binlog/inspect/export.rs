@@ -91,6 +91,7 @@ pub fn write(
         if let Some((name, limit)) = &job.con {
             tags.push_str(&format!(" con:{name}:{limit}"));
         }
+        tags.push_str(&super::group_tags(job));
         write!(out, "put {} {delay} {} {}{tags}\r\n", job.pri, job.ttr, body.len())?;
         out.write_all(body)?;
         out.write_all(b"\r\n")?;
@@ -136,6 +137,7 @@ mod tests {
             key: None,
             limit: None,
             con: None,
+            groups: (None, None),
         }
     }
 

@@ -39,6 +39,7 @@ pub fn list(log: &Log, filter: &Filter, out: &mut impl Write) -> io::Result<()> 
         if let Some((name, limit)) = &job.con {
             key.push_str(&format!(" con:{name}:{limit}"));
         }
+        key.push_str(&super::group_tags(job));
         if let Some(reserves) = job.limit {
             key.push_str(&format!(" max:{reserves}"));
         }
@@ -82,6 +83,12 @@ pub fn show(log: &Log, job: &Job, out: &mut impl Write) -> io::Result<()> {
     if let Some((name, limit)) = &job.con {
         writeln!(out, "concurrency-key: {name}")?;
         writeln!(out, "concurrency-limit: {limit}")?;
+    }
+    if let Some(group) = &job.groups.0 {
+        writeln!(out, "group: {group}")?;
+    }
+    if let Some(after) = &job.groups.1 {
+        writeln!(out, "after-group: {after}")?;
     }
     if let Some(reserves) = job.limit {
         writeln!(out, "max-reserves: {reserves}")?;

@@ -135,6 +135,16 @@ pub struct Job {
     pub limit: Option<u32>,
     /// Its concurrency key and its put's limit (`con:`).
     pub con: Option<(String, u32)>,
+    /// Its group (`grp:`) and the group it waits for (`aft:`).
+    pub groups: (Option<String>, Option<String>),
+}
+
+/// A job's `grp:` and `aft:` tags as its put gave them, each after a
+/// space; empty without them.
+pub fn group_tags(job: &Job) -> String {
+    let (group, after) = &job.groups;
+    let group = group.as_ref().map_or(String::new(), |name| format!(" grp:{name}"));
+    group + &after.as_ref().map_or(String::new(), |name| format!(" aft:{name}"))
 }
 
 /// Which bodies to keep in memory while reading.

@@ -257,6 +257,10 @@ impl Reader<'_> {
                         .map(|(name, cooldown)| (String::from_utf8_lossy(name).into_owned(), cooldown)),
                     limit: tags.limit,
                     con: tags.con.map(|(name, limit)| (String::from_utf8_lossy(name).into_owned(), limit)),
+                    groups: (
+                        tags.group.map(|name| String::from_utf8_lossy(name).into_owned()),
+                        tags.after.map(|name| String::from_utf8_lossy(name).into_owned()),
+                    ),
                 };
                 self.jobs.insert(job.id, new);
             }
@@ -346,6 +350,7 @@ impl Reader<'_> {
                 key: None,
                 limit: None,
                 con: None,
+                groups: (None, None),
             };
             self.jobs.insert(id, new);
         }

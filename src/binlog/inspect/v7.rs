@@ -194,6 +194,7 @@ mod tests {
             key: None,
             limit: None,
             con: None,
+            groups: (None, None),
         }
     }
 

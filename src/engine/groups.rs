@@ -1,0 +1,374 @@
+//! Job groups (tuber's `put ... grp:<group>` and `aft:<group>`, reference
+//! §3.1d): fan out, then fan in. A job put with `grp:` is a *member* of
+//! its group until it is deleted; a job put with `aft:` waits for its
+//! group: while the group has a member, the job is *held*, delayed with
+//! no due time, and when the group's last member is deleted, every job
+//! held for it becomes ready. Groups are server-wide, across tubes.
+//!
+//! A job is held where it would otherwise become ready after its delay
+//! (its put, or its delay running out) and nowhere else, as in tuber: a
+//! job released or kicked is not held again. A held job sits in its
+//! tube's delayed heap at [`NEVER`], after every job with a due time
+//! (so `flush-tube`, the counts and listing find it as a delayed job),
+//! and in its group's held list, so that the group's end finds it.
+//!
+//! This file owns the index of groups and those two moves,
+//! [`Engine::make_held`] and [`Engine::let_go_of_held`]. A group's
+//! members are counted by state as they move (`Engine::unlink` and the
+//! `make_*` moves call [`Groups::count`]); a member's going is seen where
+//! a job leaves the table (`Engine::forget_record`), and its held jobs
+//! are let go at the end of the command, with the jobs it frees.
+
+use super::job::{Tags, NEVER};
+use super::list::List;
+use super::named::{NameClaim, Named};
+use super::*;
+
+/// No group: a slot no group has.
+const NONE: u32 = u32::MAX;
+
+/// One group in use.
+#[derive(Debug, Default)]
+struct Group {
+    /// Its members by state, as `stats-group` shows them: ready,
+    /// reserved, delayed (held ones too), buried.
+    members: [u32; 4],
+    /// Jobs held until it has no member, in the order they were held.
+    held: List,
+    /// Its live jobs, members and jobs waiting for it or once held: it is
+    /// known as long as one lives.
+    jobs: u32,
+    /// Its last member went and its held jobs are to be let go.
+    ended: bool,
+}
+
+impl Group {
+    fn member_count(&self) -> u32 {
+        self.members.iter().sum()
+    }
+}
+
+/// What `stats-group` shows of a group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupStats {
+    /// Members: ready, reserved, delayed (held ones too), buried.
+    pub members: [u32; 4],
+    /// Jobs held for it.
+    pub waiting: usize,
+}
+
+/// Every group in use, and each tagged job's group and after-group.
+#[derive(Debug, Default)]
+pub struct Groups {
+    groups: Named<Group>,
+    /// Each tagged job's `(group, after-group)` slots, [`NONE`] for none.
+    of_job: IdMap<(u32, u32)>,
+    /// Groups that ended in this command, their held jobs to be let go:
+    /// room for every group is claimed with the group.
+    ended: Vec<u32>,
+}
+
+/// What a put with `grp:` or `aft:` needs, claimed before the job is made.
+#[derive(Debug)]
+pub struct GroupClaim {
+    group: Option<NameClaim>,
+    after: Option<NameClaim>,
+}
+
+/// The index of `state` in [`Group::members`].
+fn member_index(state: State) -> usize {
+    match state {
+        State::Ready => 0,
+        State::Reserved => 1,
+        State::Delayed | State::Held => 2,
+        State::Buried => 3,
+    }
+}
+
+impl Groups {
+    /// Claims the room a job in `group` and waiting for `after` needs
+    /// (both may be one group); `None` without it.
+    pub(super) fn claim(&mut self, group: Option<&[u8]>, after: Option<&[u8]>) -> Option<GroupClaim> {
+        // `ended` holds each group at most once: room for every group
+        // there may be after this put.
+        let room = self.of_job.try_reserve(1).is_ok()
+            && self.ended.try_reserve(self.groups.slot_count() + 2).is_ok();
+        if !room {
+            return None;
+        }
+        let mut claim = |name: Option<&[u8]>| match name {
+            Some(name) => self.groups.claim(name).map(Some),
+            None => Some(None),
+        };
+        let (group, after) = (claim(group)?, claim(after)?);
+        Some(GroupClaim { group, after })
+    }
+
+    /// Files job `id` in `group` and as waiting for `after`, in room
+    /// claimed by [`Self::claim`]. Its member count comes with its first
+    /// move ([`Self::count`]).
+    pub(super) fn insert(
+        &mut self,
+        id: JobId,
+        group: Option<&[u8]>,
+        after: Option<&[u8]>,
+        claim: GroupClaim,
+    ) {
+        let mut slot_of = |name: Option<&[u8]>, claim: Option<NameClaim>| match (name, claim) {
+            (Some(name), Some(claim)) => {
+                let slot = self.groups.insert(name, claim, Group::default);
+                if let Some(group) = self.groups.get_mut(slot) {
+                    group.jobs += 1;
+                }
+                slot
+            }
+            _ => NONE,
+        };
+        let group = slot_of(group, claim.group);
+        let after = slot_of(after, claim.after);
+        self.of_job.insert(id, (group, after));
+    }
+
+    /// Forgets job `id`, which is gone and unlinked: a group whose last
+    /// member it was has ended, and a group goes with its last job.
+    pub(super) fn forget(&mut self, id: JobId) {
+        let Some((group, after)) = self.of_job.remove(&id) else {
+            return;
+        };
+        for slot in [group, after] {
+            let Some(g) = self.groups.get_mut(slot) else {
+                continue;
+            };
+            g.jobs -= 1;
+            if slot == group && g.member_count() == 0 && !g.held.is_empty() && !g.ended {
+                g.ended = true;
+                // Room for one entry a group was claimed with it.
+                self.ended.push(slot);
+            }
+            if g.jobs == 0 {
+                self.groups.remove(slot);
+            }
+        }
+    }
+
+    /// Job `id` was filed in (`filed`) or taken out of a queue of `state`:
+    /// its group's count of members in that state follows.
+    pub(super) fn count(&mut self, id: JobId, state: State, filed: bool) {
+        let slot = self.of_job.get(&id).map_or(NONE, |&(group, _)| group);
+        if let Some(g) = self.groups.get_mut(slot) {
+            let count = &mut g.members[member_index(state)];
+            *count = if filed { *count + 1 } else { *count - 1 };
+        }
+    }
+
+    /// Whether job `id` waits for a group that still has a member.
+    pub(super) fn waits(&self, id: JobId) -> bool {
+        let slot = self.of_job.get(&id).map_or(NONE, |&(_, after)| after);
+        self.groups.get(slot).is_some_and(|g| g.member_count() > 0)
+    }
+
+    /// Job `id`'s group and after-group names, as the log and `stats-job`
+    /// show them.
+    pub(super) fn of(&self, id: JobId) -> (Option<&[u8]>, Option<&[u8]>) {
+        let (group, after) = self.of_job.get(&id).copied().unwrap_or((NONE, NONE));
+        (self.groups.name(group), self.groups.name(after))
+    }
+
+    /// `stats-group`'s figures for the group called `name`, if it is known.
+    pub(super) fn stats(&self, name: &[u8]) -> Option<GroupStats> {
+        let group = self.groups.get(self.groups.find(name)?)?;
+        Some(GroupStats { members: group.members, waiting: group.held.len() })
+    }
+
+    /// The held list of job `id`'s after-group.
+    fn held_list(&mut self, id: JobId) -> Option<&mut List> {
+        let slot = self.of_job.get(&id).map_or(NONE, |&(_, after)| after);
+        self.groups.get_mut(slot).map(|g| &mut g.held)
+    }
+
+    /// Every group in use, as `(name, members, held, jobs)`, for a test's
+    /// picture of the engine.
+    #[cfg(test)]
+    pub(super) fn sorted(&self) -> Vec<(Vec<u8>, [u32; 4], usize, u32)> {
+        let mut all: Vec<_> =
+            self.groups.iter().map(|(name, g)| (name.to_vec(), g.members, g.held.len(), g.jobs)).collect();
+        all.sort();
+        all
+    }
+}
+
+impl Engine {
+    /// Files an unlinked job as held for its after-group, which has a
+    /// member: delayed with no due time. No timer waits for it.
+    pub(super) fn make_held(&mut self, id: JobId) {
+        let Some(job) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        job.state = State::Held;
+        job.deadline = NEVER;
+        let (t, pri, tags) = (job.tube, job.pri, job.tags);
+        self.tally_job(id, State::Held, pri, tags, true);
+        self.tubes.get_mut(t).delayed.push(NEVER, id, &mut positions(&mut self.jobs));
+        if let Some(held) = self.tubes.groups.held_list(id) {
+            held.push_back(&mut self.jobs, id);
+        }
+    }
+
+    /// Takes a held job out of its after-group's held list (`unlink` takes
+    /// it out of its tube's delayed heap).
+    pub(super) fn unhold(&mut self, id: JobId) {
+        if let Some(held) = self.tubes.groups.held_list(id) {
+            held.remove(&mut self.jobs, id);
+        }
+    }
+
+    /// Files an unlinked job whose delay is over: held if it waits for a
+    /// group with a member, else ready.
+    pub(super) fn make_ready_or_held(&mut self, id: JobId, now: Time) {
+        if self.jobs.get(&id).is_some_and(|job| job.tags.after()) && self.tubes.groups.waits(id) {
+            self.make_held(id);
+        } else {
+            self.make_ready(id, now);
+        }
+    }
+
+    /// Lets go of the jobs held for every group whose last member went in
+    /// this command: each becomes ready, in the order it was held, and
+    /// its tube's waiters are served. Called where a command ends, with
+    /// [`Engine::serve_freed`].
+    pub(super) fn let_go_of_held(&mut self, now: Time) {
+        while let Some(slot) = self.tubes.groups.ended.pop() {
+            let Some(group) = self.tubes.groups.groups.get_mut(slot) else {
+                continue;
+            };
+            group.ended = false;
+            // A member put since the end holds them on.
+            if group.member_count() > 0 {
+                continue;
+            }
+            while let Some(id) = self.tubes.groups.groups.get(slot).and_then(|g| g.held.front()) {
+                self.unlink(id);
+                self.make_ready(id, now);
+            }
+        }
+    }
+
+    /// `stats-group <group>`.
+    pub fn stats_group(&mut self, name: &TubeName) -> Reply<'_> {
+        match self.tubes.groups.stats(name.as_str().as_bytes()) {
+            Some(stats) => crate::stats::group_yaml(name, stats.members, stats.waiting)
+                .map_or(Reply::OutOfMemory, Reply::Ok),
+            None => Reply::NotFound,
+        }
+    }
+
+    /// The job counts' and its group's tally of a job of `tags` filed in
+    /// (`filed`) or taken out of a queue of `state`.
+    pub(super) fn tally_job(&mut self, id: JobId, state: State, pri: u32, tags: Tags, filed: bool) {
+        tally(&mut self.job_counts, state, pri, filed);
+        if tags.group() {
+            self.tubes.groups.count(id, state, filed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{client, engine, name, put_tagged, reserved_id};
+    use super::*;
+
+    fn put_in(e: &mut Engine, c: ClientId, delay: u32, group: &str, after: &str) -> JobId {
+        let named = |name: &'static str| Some(name.as_bytes()).filter(|name| !name.is_empty());
+        let (group, after) = (named(leak(group)), named(leak(after)));
+        put_tagged(e, c, 0, delay, 10, Time::ZERO, PutTags::NONE.with_groups(group, after))
+    }
+
+    fn leak(text: &str) -> &'static str {
+        Box::leak(text.to_owned().into_boxed_str())
+    }
+
+    fn reserve(e: &mut Engine, c: ClientId) -> Option<JobId> {
+        match e.reserve(c, Some(0), Time::ZERO, &mut Vec::<u8>::new()) {
+            Some(Reply::Reserved(id, _)) => Some(id),
+            _ => None,
+        }
+    }
+
+    fn state(e: &Engine, id: JobId) -> Option<State> {
+        e.jobs.get(&id).map(|job| job.state)
+    }
+
+    #[test]
+    fn a_job_waits_for_its_group_s_last_member_and_then_is_ready() {
+        let mut e = engine();
+        let c = client(&mut e);
+        let a = put_in(&mut e, c, 0, "g", "");
+        let b = put_in(&mut e, c, 0, "g", "");
+        let after = put_in(&mut e, c, 0, "", "g");
+        assert_eq!(state(&e, after), Some(State::Held));
+        assert_eq!(e.tubes.groups.sorted(), [(b"g".to_vec(), [2, 0, 0, 0], 1, 3)]);
+        assert_eq!(e.reserve_job(c, after, Time::ZERO, &mut Vec::<u8>::new()), Reply::NotFound);
+        assert_eq!(reserve(&mut e, c), Some(a));
+        // Buried, a member still holds it.
+        assert_eq!(e.bury(c, a, 0, Time::ZERO), Reply::Buried);
+        assert_eq!(e.delete(c, b, Time::ZERO), Reply::Deleted);
+        assert_eq!(state(&e, after), Some(State::Held));
+        assert_eq!(e.tubes.groups.sorted(), [(b"g".to_vec(), [0, 0, 0, 1], 1, 2)]);
+        assert_eq!(e.delete(c, a, Time::ZERO), Reply::Deleted);
+        assert_eq!(state(&e, after), Some(State::Ready));
+        assert_eq!(reserve(&mut e, c), Some(after));
+        assert_eq!(e.delete(c, after, Time::ZERO), Reply::Deleted);
+        assert_eq!(e.tubes.groups.sorted(), []);
+    }
+
+    #[test]
+    fn an_empty_group_holds_nothing_and_a_delay_that_ends_is_held_if_it_has_a_member() {
+        let mut e = engine();
+        let c = client(&mut e);
+        let free = put_in(&mut e, c, 0, "", "nobody");
+        assert_eq!(state(&e, free), Some(State::Ready));
+        let member = put_in(&mut e, c, 0, "g", "");
+        let later = put_in(&mut e, c, 5, "", "g");
+        assert_eq!(state(&e, later), Some(State::Delayed));
+        e.tick(Time::from_secs(5));
+        assert_eq!(state(&e, later), Some(State::Held));
+        // `kick` leaves it; `kick-job` takes it, as tuber's does.
+        assert_eq!(e.kick(c, 10, Time::ZERO), Reply::KickedCount(0));
+        assert_eq!(e.kick_job(later, Time::ZERO), Reply::Kicked);
+        assert_eq!(state(&e, later), Some(State::Ready));
+        assert_eq!(e.tubes.groups.sorted()[0].2, 0);
+        assert_eq!(state(&e, member), Some(State::Ready));
+    }
+
+    #[test]
+    fn a_group_s_end_serves_a_worker_blocked_in_another_tube() {
+        let mut e = engine();
+        let (producer, worker, waiter) = (client(&mut e), client(&mut e), client(&mut e));
+        let member = put_in(&mut e, producer, 0, "g", "");
+        e.use_tube(producer, &name("other"));
+        let after = put_in(&mut e, producer, 0, "", "g");
+        e.watch(waiter, &name("other"));
+        e.ignore(waiter, &name("default"));
+        assert_eq!(e.reserve(waiter, None, Time::ZERO, &mut Vec::<u8>::new()), None);
+        assert_eq!(reserve(&mut e, worker), Some(member));
+        assert_eq!(e.delete(worker, member, Time::ZERO), Reply::Deleted);
+        assert_eq!(reserved_id(e.check_wait(waiter, Time::ZERO, &mut Vec::<u8>::new())), after);
+    }
+
+    #[test]
+    fn a_held_job_moves_deletes_and_flushes_as_a_delayed_job() {
+        let mut e = engine();
+        let c = client(&mut e);
+        put_in(&mut e, c, 0, "g", "");
+        let held = put_in(&mut e, c, 0, "h", "g");
+        let waiting = put_in(&mut e, c, 0, "", "h");
+        assert_eq!(state(&e, waiting), Some(State::Held), "h has a member: the held job");
+        assert_eq!(e.move_job(held, &name("other"), Time::ZERO), Reply::Moved);
+        assert_eq!(state(&e, held), Some(State::Held));
+        assert_eq!(e.tubes.groups.sorted()[0], (b"g".to_vec(), [1, 0, 0, 0], 1, 2));
+        assert_eq!(e.delete(c, held, Time::ZERO), Reply::Deleted);
+        assert_eq!(state(&e, waiting), Some(State::Ready), "h lost its only member");
+        assert_eq!(e.flush_tube(&name("default"), 10, None, Time::ZERO), Ok((2, None)));
+        assert_eq!(e.tubes.groups.sorted(), []);
+    }
+}

@@ -1,0 +1,115 @@
+//! Client-chosen names, each with a slot and a value: the index that
+//! concurrency keys (`concurrency.rs`) and groups (`groups.rs`) share.
+//! A name lives in one slot from the first job that names it to the last
+//! one's going; a freed slot is reused. Names are hashed with std's keyed
+//! SipHash, since clients choose them.
+//!
+//! Like every table of the engine it allocates only in [`Named::claim`],
+//! before anything changes: [`Named::insert`] and [`Named::remove`] never
+//! allocate.
+
+use std::collections::HashMap;
+
+/// Names in use, each with a value of type `T`, in numbered slots.
+#[derive(Debug)]
+pub struct Named<T> {
+    by_name: HashMap<Box<[u8]>, u32>,
+    slots: Vec<Option<(Box<[u8]>, T)>>,
+    free: Vec<u32>,
+}
+
+impl<T> Default for Named<T> {
+    fn default() -> Named<T> {
+        Named { by_name: HashMap::new(), slots: Vec::new(), free: Vec::new() }
+    }
+}
+
+/// A new name twice: for its slot, and for the index by name.
+type Copies = (Box<[u8]>, Box<[u8]>);
+
+/// The room one more name needs: the name's copies, if it is new.
+#[derive(Debug)]
+pub struct NameClaim(Option<Copies>);
+
+impl<T> Named<T> {
+    /// Claims the room [`Named::insert`] of `name` needs; `None` without it.
+    pub fn claim(&mut self, name: &[u8]) -> Option<NameClaim> {
+        let room = self.by_name.try_reserve(1).is_ok()
+            && self.slots.try_reserve(1).is_ok()
+            && self.free.try_reserve(self.slots.len() + 1).is_ok();
+        if !room {
+            return None;
+        }
+        if self.by_name.contains_key(name) {
+            return Some(NameClaim(None));
+        }
+        let copy = || {
+            let mut owned = Vec::new();
+            owned.try_reserve_exact(name.len()).ok()?;
+            owned.extend_from_slice(name);
+            Some(owned.into_boxed_slice())
+        };
+        Some(NameClaim(Some((copy()?, copy()?))))
+    }
+
+    /// `name`'s slot, given a slot holding `new()` if it is new, in the
+    /// room `claim` holds.
+    pub fn insert(&mut self, name: &[u8], claim: NameClaim, new: impl FnOnce() -> T) -> u32 {
+        if let Some(&slot) = self.by_name.get(name) {
+            return slot;
+        }
+        let (owned, indexed) = claim.0.unwrap_or_default();
+        let entry = Some((owned, new()));
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.slots[slot as usize] = entry;
+                slot
+            }
+            None => {
+                self.slots.push(entry);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.by_name.insert(indexed, slot);
+        slot
+    }
+
+    /// The slot of `name`, if it is in use.
+    pub fn find(&self, name: &[u8]) -> Option<u32> {
+        self.by_name.get(name).copied()
+    }
+
+    /// The name in `slot`, if in use.
+    pub fn name(&self, slot: u32) -> Option<&[u8]> {
+        self.slots.get(slot as usize)?.as_ref().map(|(name, _)| &name[..])
+    }
+
+    /// The value in `slot`, if in use.
+    pub fn get(&self, slot: u32) -> Option<&T> {
+        self.slots.get(slot as usize)?.as_ref().map(|(_, value)| value)
+    }
+
+    /// The value in `slot`, if in use, to change.
+    pub fn get_mut(&mut self, slot: u32) -> Option<&mut T> {
+        self.slots.get_mut(slot as usize)?.as_mut().map(|(_, value)| value)
+    }
+
+    /// Frees `slot` and its name.
+    pub fn remove(&mut self, slot: u32) {
+        if let Some((name, _)) = self.slots.get_mut(slot as usize).and_then(Option::take) {
+            self.by_name.remove(&name);
+            self.free.push(slot);
+        }
+    }
+
+    /// How many slots there are, in use or free.
+    pub fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Every name in use and its value, for a test's picture.
+    #[cfg(test)]
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &T)> {
+        self.slots.iter().flatten().map(|(name, value)| (&name[..], value))
+    }
+}
