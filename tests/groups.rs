@@ -214,3 +214,22 @@ fn the_binlog_tool_shows_groups_exports_them_and_says_what_a_downgrade_drops() {
     assert_eq!(code, 0, "{said}");
     assert!(said.contains("dropped the groups (grp:, aft:) of 1 jobs, the jobs kept"), "{said}");
 }
+
+#[test]
+fn thousands_of_held_jobs_are_let_go_a_piece_at_a_time_and_all_of_them() {
+    let s = spawn(&[]);
+    let mut c = s.client();
+    assert_eq!(put(&mut c, 0, "grp:g", "m"), "INSERTED 1\r\n");
+    let held = 2500;
+    c.send("put 0 0 60 1 aft:g\r\nz\r\n".repeat(held));
+    for id in 2..held + 2 {
+        assert_eq!(c.reply(), format!("INSERTED {id}\r\n"));
+    }
+    assert_eq!(c.cmd("stats-group g"), group_yaml("g", [1, 0, 0, 0], held as u32));
+    assert_eq!(c.cmd("reserve-job 1"), "RESERVED 1 1\r\nm\r\n");
+    assert_eq!(c.cmd("delete 1"), "DELETED\r\n");
+    let all_ready = || c.yaml_map("stats-tube default")["current-jobs-ready"] == held.to_string();
+    assert!(settle(Duration::from_secs(5), all_ready));
+    assert_eq!(c.cmd("stats-group g"), group_yaml("g", [0, 0, 0, 0], 0));
+    assert_eq!(c.cmd("reserve-with-timeout 0"), "RESERVED 2 1\r\nz\r\n");
+}

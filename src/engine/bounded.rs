@@ -2,8 +2,8 @@
 //! a test: every command whose row makes it runs here as its connection
 //! runs it, a piece a lock, against more jobs than one piece may touch,
 //! and no piece may do more than the bound the reference names: a
-//! thousand jobs changed, 256 KiB of bodies copied (a job more), or 16 Ki
-//! slots of a queue looked at. A command given the promise without a
+//! thousand jobs changed (and a thousand held jobs let go), 256 KiB of
+//! bodies copied (a job more), or 16 Ki slots of a queue looked at. A command given the promise without a
 //! case here fails, so the promise cannot outrun its check.
 //!
 //! Work is counted, not timed: the stall a piece causes is measured by
@@ -11,6 +11,7 @@
 
 use super::tests::{client, engine};
 use super::*;
+use crate::engine::groups::LET_GO_PIECE;
 use crate::engine::listing::LIST_PIECE;
 use crate::protocol::{TubeName, MAX_BATCH};
 
@@ -85,6 +86,28 @@ fn delete_batch() -> Pieces {
     Pieces { work: vec![before - e.jobs.len()], most: MAX_BATCH, split: false }
 }
 
+/// A `delete` of a group's last member, a thousand held jobs and more
+/// waiting for it: the jobs let go under each hold of the lock, the
+/// delete's and then each tick's.
+fn delete() -> Pieces {
+    let (mut e, c) = filled(0, 1);
+    let tags = |group: Option<&'static [u8]>, after| PutTags::NONE.with_groups(group, after);
+    let member = super::tests::put_tagged(&mut e, c, 0, 0, 600, Time::ZERO, tags(Some(b"g"), None));
+    for _ in 0..3 * LET_GO_PIECE + 1 {
+        super::tests::put_tagged(&mut e, c, 0, 0, 600, Time::ZERO, tags(None, Some(b"g")));
+    }
+    assert!(matches!(e.reserve_job(c, member, Time::ZERO, &mut Vec::<u8>::new()), Reply::Reserved(..)));
+    assert_eq!(e.delete(c, member, Time::ZERO), Reply::Deleted);
+    let mut work = vec![e.job_counts.ready];
+    while e.next_due().is_some_and(|due| due <= Time::ZERO) {
+        let before = e.job_counts.ready;
+        e.tick(Time::ZERO);
+        work.push(e.job_counts.ready - before);
+    }
+    assert_eq!(e.job_counts.ready, 3 * LET_GO_PIECE + 1);
+    Pieces { work, most: LET_GO_PIECE, split: true }
+}
+
 fn clear_tube() -> Pieces {
     let (mut e, _) = filled(5 * CLEAR_CHUNK + 1, 1);
     let mut work = Vec::new();
@@ -152,6 +175,7 @@ type Run = fn() -> Pieces;
 /// Each command the table makes `bounded`, and its run.
 const CASES: &[(&str, Run)] = &[
     ("reserve-batch", reserve_batch),
+    ("delete", delete),
     ("delete-batch", delete_batch),
     ("clear-tube", clear_tube),
     ("flush-tube", flush_tube),

@@ -17,7 +17,10 @@
 //! members are counted by state as they move (`Engine::unlink` and the
 //! `make_*` moves call [`Groups::count`]); a member's going is seen where
 //! a job leaves the table (`Engine::forget_record`), and its held jobs
-//! are let go at the end of the command, with the jobs it frees.
+//! are let go at the end of the command, with the jobs it frees, at
+//! most [`LET_GO_PIECE`] a lock: a group of a million held jobs is let
+//! go by the timer (and the commands' catch-up) a piece at a time, as
+//! the promise `bounded` of reference §3.0 asks of every command.
 
 use super::job::{Tags, NEVER};
 use super::list::List;
@@ -26,6 +29,9 @@ use super::*;
 
 /// No group: a slot no group has.
 const NONE: u32 = u32::MAX;
+
+/// Held jobs let go under one hold of the lock, at most.
+pub const LET_GO_PIECE: usize = crate::protocol::MAX_BATCH;
 
 /// One group in use.
 #[derive(Debug, Default)]
@@ -146,6 +152,11 @@ impl Groups {
                 self.ended.push(slot);
             }
             if g.jobs == 0 {
+                // Gone, it has nothing left to let go: its slot may be
+                // another group's before the timer comes.
+                if g.ended {
+                    self.ended.retain(|&ended| ended != slot);
+                }
                 self.groups.remove(slot);
             }
         }
@@ -232,25 +243,46 @@ impl Engine {
         }
     }
 
-    /// Lets go of the jobs held for every group whose last member went in
-    /// this command: each becomes ready, in the order it was held, and
-    /// its tube's waiters are served. Called where a command ends, with
-    /// [`Engine::serve_freed`].
+    /// Lets go of the jobs held for the groups whose last member went:
+    /// each becomes ready, in the order it was held, and its tube's
+    /// waiters are served; at most [`LET_GO_PIECE`] jobs, the rest left
+    /// for the timer, which is told they are due. Called where a command
+    /// ends, with [`Engine::serve_freed`], and so by every tick.
     pub(super) fn let_go_of_held(&mut self, now: Time) {
-        while let Some(slot) = self.tubes.groups.ended.pop() {
-            let Some(group) = self.tubes.groups.groups.get_mut(slot) else {
-                continue;
-            };
-            group.ended = false;
-            // A member put since the end holds them on.
-            if group.member_count() > 0 {
-                continue;
-            }
-            while let Some(id) = self.tubes.groups.groups.get(slot).and_then(|g| g.held.front()) {
-                self.unlink(id);
-                self.make_ready(id, now);
+        let mut budget = LET_GO_PIECE;
+        while let Some(&slot) = self.tubes.groups.ended.last() {
+            // A member put since the end holds the rest on.
+            let next = self
+                .tubes
+                .groups
+                .groups
+                .get(slot)
+                .filter(|g| g.member_count() == 0)
+                .and_then(|g| g.held.front());
+            match next {
+                Some(_) if budget == 0 => {
+                    self.schedule(now);
+                    return;
+                }
+                Some(id) => {
+                    self.unlink(id);
+                    self.make_ready(id, now);
+                    budget -= 1;
+                }
+                None => {
+                    self.tubes.groups.ended.pop();
+                    if let Some(group) = self.tubes.groups.groups.get_mut(slot) {
+                        group.ended = false;
+                    }
+                }
             }
         }
+    }
+
+    /// Whether held jobs wait to be let go ([`Engine::let_go_of_held`]):
+    /// the timer is due at once.
+    pub(super) fn letting_go(&self) -> bool {
+        !self.tubes.groups.ended.is_empty()
     }
 
     /// `stats-group <group>`.

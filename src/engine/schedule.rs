@@ -94,7 +94,10 @@ impl Engine {
     pub fn next_due(&self) -> Option<Time> {
         let reservation_ends = self.reserved.peek().map(|(at, _)| at);
         let cooldown_ends = self.tubes.keys.next_end();
-        reservation_ends.into_iter().chain(self.tubes.next_event()).chain(cooldown_ends).min()
+        // Held jobs still to be let go, a piece a tick (`groups.rs`).
+        let letting_go = self.letting_go().then_some(Time::ZERO);
+        let soonest = reservation_ends.into_iter().chain(self.tubes.next_event()).chain(cooldown_ends);
+        soonest.chain(letting_go).min()
     }
 
     /// Asks the timer thread to wake by `at` if it planned to sleep longer.
