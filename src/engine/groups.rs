@@ -285,7 +285,10 @@ impl Engine {
         !self.tubes.groups.ended.is_empty()
     }
 
-    /// `stats-group <group>`.
+    /// `stats-group <group>`. Its own frame, never inlined into the
+    /// connection's dispatch, whose frame every connection's thread
+    /// touches.
+    #[inline(never)]
     pub fn stats_group(&mut self, name: &TubeName) -> Reply<'_> {
         match self.tubes.groups.stats(name.as_str().as_bytes()) {
             Some(stats) => crate::stats::group_yaml(name, stats.members, stats.waiting)

@@ -98,39 +98,16 @@ impl Engine {
             return Reply::InternalError;
         };
         let tube = client.used;
-        let limit = new.tags.limit;
-        if limit.is_some() && !self.tubes.limits.try_make_room() {
-            self.release_job_memory(new.ticket.bytes as usize);
-            return Reply::OutOfMemory;
-        }
-        let con = match new.tags.con_name() {
-            Some((name, _)) => match self.tubes.con.claim(name) {
-                Some(claim) => Some(claim),
-                None => {
-                    self.release_job_memory(new.ticket.bytes as usize);
-                    return Reply::OutOfMemory;
-                }
-            },
-            None => None,
-        };
-        let (group, after) = (new.tags.name(TagName::Group), new.tags.name(TagName::After));
-        let groups = match (group, after) {
-            (None, None) => None,
-            _ => match self.tubes.groups.claim(group, after) {
-                Some(claim) => Some(claim),
-                None => {
-                    self.release_job_memory(new.ticket.bytes as usize);
-                    return Reply::OutOfMemory;
-                }
-            },
-        };
-        // A put with a unique key that names a job stores nothing
-        // (`keyed.rs`); a new key's memory is claimed here.
-        let key = match self.check_tagged_key(tube, &new, now) {
-            Ok(key) => key,
-            Err(answer) => return answer,
-        };
+        // Most puts have no tags, and look at none of what tags need.
         let id = new.ticket.id;
+        let tags = if new.tags.is_empty() {
+            Tags::default()
+        } else {
+            match self.file_put_tags(tube, &new, now) {
+                Ok(tags) => tags,
+                Err(answer) => return answer,
+            }
+        };
         let job = Job {
             tube,
             pri: new.pri,
@@ -147,23 +124,8 @@ impl Engine {
             work_started: Default::default(),
             file: 0,
             body: new.body,
-            tags: Tags::of(key.is_some(), limit.is_some())
-                .with_con(con.is_some())
-                .with_groups(group.is_some(), after.is_some()),
+            tags,
         };
-        // Filed before the log is told, so that its record holds its tags.
-        if let Some((claim, cooldown)) = key {
-            self.tubes.keys.insert(id, claim, cooldown);
-        }
-        if let Some(reserves) = limit {
-            self.tubes.limits.insert(id, reserves);
-        }
-        if let (Some(claim), Some((name, limit))) = (con, new.tags.con_name()) {
-            self.tubes.con.insert(id, name, limit, claim);
-        }
-        if let Some(claim) = groups {
-            self.tubes.groups.insert(id, group, after, claim);
-        }
         let claimed = self.journal_has_room(&mut |journal, _, tubes| {
             let now = Some(journal::Picture::of(&job).logged(id, tubes, &job.body));
             journal.claim(&Change { was: None, now })
@@ -202,6 +164,60 @@ impl Engine {
         // a worker blocked in another tube.
         self.serve_freed(now);
         Reply::Inserted(id)
+    }
+
+    /// Claims what job `new.ticket.id`'s tags need, then files them in the
+    /// tables beside the job table (before the log is told, so that its
+    /// record holds them): its retry limit, concurrency key, groups and
+    /// unique key. The job's tags, or the put's answer, nothing filed: out
+    /// of memory, or a unique key that names a job already. Its own frame,
+    /// never inlined: every connection's thread runs `put`, most without
+    /// tags, and need not touch the stack their claims take.
+    #[inline(never)]
+    fn file_put_tags(&mut self, tube: TubeId, new: &NewJob, now: Time) -> Result<Tags, Reply<'static>> {
+        let limit = new.tags.limit;
+        let out_of_memory = |e: &mut Engine| {
+            e.release_job_memory(new.ticket.bytes as usize);
+            Reply::OutOfMemory
+        };
+        if limit.is_some() && !self.tubes.limits.try_make_room() {
+            return Err(out_of_memory(self));
+        }
+        let con = match new.tags.con_name() {
+            Some((name, _)) => match self.tubes.con.claim(name) {
+                Some(claim) => Some(claim),
+                None => return Err(out_of_memory(self)),
+            },
+            None => None,
+        };
+        let (group, after) = (new.tags.name(TagName::Group), new.tags.name(TagName::After));
+        let groups = match (group, after) {
+            (None, None) => None,
+            _ => match self.tubes.groups.claim(group, after) {
+                Some(claim) => Some(claim),
+                None => return Err(out_of_memory(self)),
+            },
+        };
+        // A put with a unique key that names a job stores nothing
+        // (`keyed.rs`); a new key's memory is claimed here.
+        let key = self.check_tagged_key(tube, new, now)?;
+        let id = new.ticket.id;
+        let tags = Tags::of(key.is_some(), limit.is_some())
+            .with_con(con.is_some())
+            .with_groups(group.is_some(), after.is_some());
+        if let Some((claim, cooldown)) = key {
+            self.tubes.keys.insert(id, claim, cooldown);
+        }
+        if let Some(reserves) = limit {
+            self.tubes.limits.insert(id, reserves);
+        }
+        if let (Some(claim), Some((name, limit))) = (con, new.tags.con_name()) {
+            self.tubes.con.insert(id, name, limit, claim);
+        }
+        if let Some(claim) = groups {
+            self.tubes.groups.insert(id, group, after, claim);
+        }
+        Ok(tags)
     }
 
     /// [`Engine::check_key`] for a put's unique key, if it names one, and

@@ -253,6 +253,11 @@ impl PutTags {
         }
     }
 
+    /// Whether the put gave no tag.
+    pub fn is_empty(&self) -> bool {
+        self.lens == [0; 4] && self.limit.is_none()
+    }
+
     /// Tag `which`'s name, if the put gave it.
     pub fn name(&self, which: TagName) -> Option<&[u8]> {
         let len = usize::from(*self.lens.get(which as usize)?);
