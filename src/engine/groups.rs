@@ -97,8 +97,12 @@ impl Groups {
     pub(super) fn claim(&mut self, group: Option<&[u8]>, after: Option<&[u8]>) -> Option<GroupClaim> {
         // `ended` holds each group at most once: room for every group
         // there may be after this put.
+        // Both names may be new: room for both before either's copies.
+        let new = |name: Option<&[u8]>| name.is_some_and(|name| self.groups.find(name).is_none());
+        let both_new = usize::from(new(group)) + usize::from(new(after) && after != group);
         let room = self.of_job.try_reserve(1).is_ok()
-            && self.ended.try_reserve(self.groups.slot_count() + 2).is_ok();
+            && self.ended.try_reserve(self.groups.slot_count() + 2).is_ok()
+            && self.groups.make_room(both_new);
         if !room {
             return None;
         }

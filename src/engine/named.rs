@@ -32,12 +32,18 @@ type Copies = (Box<[u8]>, Box<[u8]>);
 pub struct NameClaim(Option<Copies>);
 
 impl<T> Named<T> {
-    /// Claims the room [`Named::insert`] of `name` needs; `None` without it.
+    /// Claims room for `new` more names: what one command that inserts
+    /// that many claims first, then each name's copies ([`Named::claim`]).
+    pub fn make_room(&mut self, new: usize) -> bool {
+        self.by_name.try_reserve(new).is_ok()
+            && self.slots.try_reserve(new).is_ok()
+            && self.free.try_reserve(self.slots.len() + new).is_ok()
+    }
+
+    /// Claims the room [`Named::insert`] of `name` needs, one more name;
+    /// `None` without it.
     pub fn claim(&mut self, name: &[u8]) -> Option<NameClaim> {
-        let room = self.by_name.try_reserve(1).is_ok()
-            && self.slots.try_reserve(1).is_ok()
-            && self.free.try_reserve(self.slots.len() + 1).is_ok();
-        if !room {
+        if !self.make_room(1) {
             return None;
         }
         if self.by_name.contains_key(name) {

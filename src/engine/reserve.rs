@@ -224,7 +224,9 @@ impl Engine {
         // tuber's: a job whose concurrency key is at its limit, or that
         // waits for a group with a member, is not to be had (reference
         // §3.1c, §3.1d).
-        let waits = job.tags.after() && self.tubes.groups.waits(id);
+        let waits = matches!(job.state, State::Held | State::Delayed)
+            && job.tags.after()
+            && self.tubes.groups.waits(id);
         if job.state == State::Reserved || !self.may_reserve(id) || waits {
             return Reply::NotFound;
         }

@@ -212,6 +212,10 @@ const COMMANDS: &[Case] = &[
         |w, out| w.e.delete(w.worker, w.reserved, T0).encode(out),
     ),
     ("put into a group", world, |w, out| put_grouped_step(w, out, 0, "g", "")),
+    ("put naming two new groups", world_with_many_groups, |w, out| put_grouped_step(w, out, 0, "x", "y")),
+    ("delete-batch of jobs naming five groups", world_with_many_groups, |w, out| {
+        w.e.delete_batch(w.worker, &mut [7, 8, 9].into_iter(), T0).encode(out)
+    }),
     ("put waiting for a group with a member: held", world_with_a_group, |w, out| {
         put_grouped_step(w, out, 0, "h", "g")
     }),

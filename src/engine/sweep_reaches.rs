@@ -59,6 +59,8 @@ pub(super) const REACHES: &[(&str, &str)] = &[
     ("reserve, passing over a job held back by its key", "RESERVED 3 5"),
     ("delete of a job whose key held a job back from a blocked worker", "DELETED"),
     ("put into a group", "INSERTED 7"),
+    ("put naming two new groups", "INSERTED 10"),
+    ("delete-batch of jobs naming five groups", "DELETED_BATCH 3 0"),
     ("put waiting for a group with a member: held", "INSERTED 9"),
     ("the timer: a delay runs out on a job waiting for a group", "Some("),
     ("delete of a group's last member: its held job to a blocked worker", "DELETED"),

@@ -185,6 +185,16 @@ pub(super) fn world_with_a_group() -> World {
     w
 }
 
+/// Jobs 7 to 9 naming five groups: `z`, then `a` waiting for `b`, then
+/// `c` waiting for `d`, as many names as slots.
+pub(super) fn world_with_many_groups() -> World {
+    let mut w = world();
+    put_grouped_step(&mut w, &mut Vec::new(), 0, "z", "");
+    put_grouped_step(&mut w, &mut Vec::new(), 0, "a", "b");
+    put_grouped_step(&mut w, &mut Vec::new(), 0, "c", "d");
+    w
+}
+
 /// [`world_with_a_group`] and a job waiting for `g` delayed 5 seconds.
 pub(super) fn world_with_a_delayed_job_for_a_group() -> World {
     let mut w = world_with_a_group();
