@@ -9,7 +9,7 @@ mod common;
 use std::thread;
 use std::time::Duration;
 
-use common::binary::{spawn, TempDir};
+use common::binary::{binlog_tool as tool, spawn, TempDir};
 use common::{settle, Client};
 
 /// `put` with `delay` and `tags` after the size and body `body`; the reply.
@@ -182,17 +182,6 @@ fn groups_and_held_jobs_survive_sigkill_and_compaction() {
     assert_eq!(c.cmd("reserve-with-timeout 0"), "RESERVED 1 6\r\nmember\r\n");
     assert_eq!(c.cmd("delete 1"), "DELETED\r\n");
     assert_eq!(c.cmd("reserve-with-timeout 0"), "RESERVED 2 5\r\nafter\r\n");
-}
-
-/// `beanstalk-binlog` with `args`: its exit code, stdout and stderr.
-fn tool(args: &[&str]) -> (i32, String, String) {
-    let output = std::process::Command::new(assert_cmd::cargo::cargo_bin("beanstalk-binlog"))
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
-    (output.status.code().unwrap_or(-1), text(&output.stdout), text(&output.stderr))
 }
 
 #[test]

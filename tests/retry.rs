@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::binary::{spawn, TempDir};
+use common::binary::{binlog_tool as tool, spawn, TempDir};
 use common::{settle, Client};
 
 /// One key of `stats-job <id>`.
@@ -141,17 +141,6 @@ fn limits_survive_sigkill_restart_and_compaction() {
     assert_eq!(stat_job(&mut c, 2, "state"), "ready");
     assert_eq!(c.cmd("reserve"), "RESERVED 2 4\r\nboth\r\n");
     assert_eq!(c.cmd("release 2 9 0"), "BURIED\r\n");
-}
-
-/// `beanstalk-binlog` with `args`: its exit code, stdout and stderr.
-fn tool(args: &[&str]) -> (i32, String, String) {
-    let output = std::process::Command::new(assert_cmd::cargo::cargo_bin("beanstalk-binlog"))
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
-    (output.status.code().unwrap_or(-1), text(&output.stdout), text(&output.stderr))
 }
 
 #[test]

@@ -9,7 +9,7 @@ mod common;
 use std::thread;
 use std::time::Duration;
 
-use common::binary::{spawn, Bin, TempDir};
+use common::binary::{binlog_tool as tool_status, spawn, Bin, TempDir};
 use common::{settle, Client};
 
 /// `put` with `token` after the size, and body `body`; the reply line.
@@ -223,20 +223,6 @@ fn a_cooldown_that_ended_while_stopped_ends_at_start() {
         last != "INSERTED 1 DELETED\r\n"
     });
     assert!(fresh && last == "INSERTED 2\r\n", "{last:?}");
-}
-
-/// `beanstalk-binlog`'s exit code, stdout and stderr.
-fn tool_status(args: &[&str]) -> (i32, String, String) {
-    let output = std::process::Command::new(assert_cmd::cargo::cargo_bin("beanstalk-binlog"))
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
 }
 
 /// `beanstalk-binlog`'s output: stdout and stderr, after a success.

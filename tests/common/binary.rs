@@ -62,6 +62,19 @@ pub struct Bin {
 
 /// Starts the binary with `args` after `-V -l 127.0.0.1 -p 0` (a later `-l`
 /// wins), and waits until it listens.
+/// Runs `beanstalk-binlog` with `args`: its exit code (-1 if killed),
+/// stdout and stderr as text.
+pub fn binlog_tool(args: &[&str]) -> (i32, String, String) {
+    let output = Command::cargo_bin("beanstalk-binlog")
+        .expect("beanstalk-binlog is built")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run beanstalk-binlog");
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    (output.status.code().unwrap_or(-1), text(&output.stdout), text(&output.stderr))
+}
+
 pub fn spawn(args: &[&str]) -> Bin {
     spawn_command(beanstalk(), args)
 }
