@@ -144,6 +144,11 @@ impl Input {
         Ok(read)
     }
 
+    /// How many bytes are buffered and not yet consumed.
+    pub fn buffered(&self) -> usize {
+        self.end - self.start
+    }
+
     /// Moves as much of `dst` as is buffered into it; returns how much.
     pub fn take(&mut self, dst: &mut [u8]) -> usize {
         let n = (self.end - self.start).min(dst.len());

@@ -481,3 +481,33 @@ fn a_client_quiet_past_the_idle_timeout_is_answered_as_before() {
     c.send("llo\r\nlist-tube-used\r\n");
     c.expect("INSERTED 1\r\nUSING quiet\r\n");
 }
+
+/// A put's body sent with its line is filed under one hold of the lock, a
+/// body sent after it under two: a client sees the same bytes either way,
+/// ids used up by refused puts included.
+#[test]
+fn a_body_sent_with_its_line_or_after_it_gets_the_same_replies() {
+    let server = common::start();
+    let mut c = server.connect();
+    let whole = |c: &mut common::Client, line: &str, body: &[u8]| {
+        c.send([line.as_bytes(), body].concat());
+        c.reply()
+    };
+    let split = |c: &mut common::Client, line: &str, body: &[u8]| {
+        c.send(line);
+        std::thread::sleep(Duration::from_millis(50));
+        c.send(body);
+        c.reply()
+    };
+    for (way, put) in
+        [("whole", &whole as &dyn Fn(&mut common::Client, &str, &[u8]) -> String), ("split", &split)]
+    {
+        let id = c.put_ok("x") + 1;
+        assert_eq!(put(&mut c, "put 0 0 60 3\r\n", b"abc\r\n"), format!("INSERTED {id}\r\n"), "{way}");
+        assert_eq!(put(&mut c, "put 0 0 60 3\r\n", b"abcde"), "EXPECTED_CRLF\r\n", "{way}");
+        // The refused put used up an id, as beanstalkd's does.
+        assert_eq!(c.put_ok("y"), id + 2, "{way}");
+        assert_eq!(put(&mut c, "put 0 0 60 70000\r\n", &[b'z'; 70002]), "JOB_TOO_BIG\r\n", "{way}");
+        assert_eq!(c.cmd(&format!("peek {id}")), format!("FOUND {id} 3\r\nabc\r\n"), "{way}");
+    }
+}
