@@ -77,6 +77,21 @@ pub struct LogFile {
     pub damage: Vec<Damage>,
 }
 
+impl LogFile {
+    /// A log file of `size` bytes, all of them used.
+    pub(super) fn new(name: String, number: u64, kind: FileKind, size: u64) -> LogFile {
+        let (refers_to, damage) = (Vec::new(), Vec::new());
+        LogFile { name, number, kind, size, used: size, refers_to, imported: false, damage }
+    }
+
+    /// A log file of these contents.
+    pub(super) fn of(name: String, number: u64, kind: FileKind, bytes: &[u8]) -> LogFile {
+        let mut file = LogFile::new(name, number, kind, bytes.len() as u64);
+        file.used = bytes.iter().rposition(|&b| b != 0).map_or(0, |last| last as u64 + 1);
+        file
+    }
+}
+
 /// Damage found in a file.
 #[derive(Debug, Clone)]
 pub struct Damage {

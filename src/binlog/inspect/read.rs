@@ -240,6 +240,8 @@ impl Reader<'_> {
             Record::Full { job, ttr, created, tube, body, tags } => {
                 let tube = self.tube(tube);
                 let kept = self.keep(job.id).then(|| Box::from(body));
+                // Names are tube names: text, shown as the put gave them.
+                let text = |name: &[u8]| String::from_utf8_lossy(name).into_owned();
                 let new = Job {
                     id: job.id,
                     tube,
@@ -252,15 +254,10 @@ impl Reader<'_> {
                     body_len: body.len(),
                     body: kept,
                     file,
-                    key: tags
-                        .key
-                        .map(|(name, cooldown)| (String::from_utf8_lossy(name).into_owned(), cooldown)),
+                    key: tags.key.map(|(name, cooldown)| (text(name), cooldown)),
                     limit: tags.limit,
-                    con: tags.con.map(|(name, limit)| (String::from_utf8_lossy(name).into_owned(), limit)),
-                    groups: (
-                        tags.group.map(|name| String::from_utf8_lossy(name).into_owned()),
-                        tags.after.map(|name| String::from_utf8_lossy(name).into_owned()),
-                    ),
+                    con: tags.con.map(|(name, limit)| (text(name), limit)),
+                    groups: (tags.group.map(text), tags.after.map(text)),
                 };
                 self.jobs.insert(job.id, new);
             }
@@ -378,20 +375,6 @@ impl Reader<'_> {
         jobs.retain(|j| j.tube != BAD_TUBE);
         self.log.jobs = jobs;
         self.log.cooling = self.cooling.len();
-    }
-}
-
-impl LogFile {
-    fn new(name: String, number: u64, kind: FileKind, size: u64) -> LogFile {
-        let (refers_to, damage) = (Vec::new(), Vec::new());
-        LogFile { name, number, kind, size, used: size, refers_to, imported: false, damage }
-    }
-
-    /// A log file of these contents.
-    fn of(name: String, number: u64, kind: FileKind, bytes: &[u8]) -> LogFile {
-        let mut file = LogFile::new(name, number, kind, bytes.len() as u64);
-        file.used = bytes.iter().rposition(|&b| b != 0).map_or(0, |last| last as u64 + 1);
-        file
     }
 }
 
