@@ -154,6 +154,11 @@ pub(super) fn world_with_a_key_at_its_limit() -> World {
     let mut w = world();
     put_tagged_step(&mut w, &mut Vec::new(), 0, 0, None, None, con("c", 1));
     put_tagged_step(&mut w, &mut Vec::new(), 0, 0, None, None, con("c", 1));
+    reserve_the_best(w)
+}
+
+/// `w` with the worker holding the best ready job, as `w.reserved`.
+fn reserve_the_best(mut w: World) -> World {
     match w.e.reserve(w.worker, None, T0, &mut Vec::<u8>::new()) {
         Some(Reply::Reserved(id, _)) => w.reserved = id,
         other => panic!("{other:?}"),
@@ -161,15 +166,20 @@ pub(super) fn world_with_a_key_at_its_limit() -> World {
     w
 }
 
-/// [`world_with_a_key_at_its_limit`], the waiter blocked on `jobs`,
-/// where every ready job but the held-back one is reserved.
-pub(super) fn world_with_a_waiter_held_back() -> World {
-    let mut w = world_with_a_key_at_its_limit();
+/// `w` with every ready job the worker may take reserved, and the waiter,
+/// made to watch `jobs` only, blocked: the job it waits for is held.
+fn block_the_waiter_on_jobs(mut w: World) -> World {
     while let Some(Reply::Reserved(..)) = w.e.reserve(w.worker, Some(0), T0, &mut Vec::<u8>::new()) {}
     w.e.watch(w.waiter, &name("jobs"));
     w.e.ignore(w.waiter, &name("quiet"));
     assert_eq!(w.e.reserve(w.waiter, None, T0, &mut Vec::<u8>::new()), None);
     w
+}
+
+/// [`world_with_a_key_at_its_limit`], the waiter blocked on `jobs`,
+/// where every ready job but the held-back one is reserved.
+pub(super) fn world_with_a_waiter_held_back() -> World {
+    block_the_waiter_on_jobs(world_with_a_key_at_its_limit())
 }
 
 /// A member of group `g` (job 7, the most urgent of tube `jobs`),
@@ -178,11 +188,7 @@ pub(super) fn world_with_a_group() -> World {
     let mut w = world();
     put_grouped_step(&mut w, &mut Vec::new(), 0, "g", "");
     put_grouped_step(&mut w, &mut Vec::new(), 0, "", "g");
-    match w.e.reserve(w.worker, None, T0, &mut Vec::<u8>::new()) {
-        Some(Reply::Reserved(id, _)) => w.reserved = id,
-        other => panic!("{other:?}"),
-    }
-    w
+    reserve_the_best(w)
 }
 
 /// Jobs 7 to 9 naming five groups: `z`, then `a` waiting for `b`, then
@@ -205,12 +211,7 @@ pub(super) fn world_with_a_delayed_job_for_a_group() -> World {
 /// [`world_with_a_group`], every other ready job reserved, and the
 /// waiter blocked on `jobs`: the held job is the one it waits for.
 pub(super) fn world_with_a_waiter_for_a_group() -> World {
-    let mut w = world_with_a_group();
-    while let Some(Reply::Reserved(..)) = w.e.reserve(w.worker, Some(0), T0, &mut Vec::<u8>::new()) {}
-    w.e.watch(w.waiter, &name("jobs"));
-    w.e.ignore(w.waiter, &name("quiet"));
-    assert_eq!(w.e.reserve(w.waiter, None, T0, &mut Vec::<u8>::new()), None);
-    w
+    block_the_waiter_on_jobs(world_with_a_group())
 }
 
 /// The world with [`spend_a_try`]'s job.
