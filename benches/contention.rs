@@ -7,7 +7,8 @@
 //! - fan-out: 1000 workers blocked in reserve, one producer putting one job
 //!   at a time, each after the last one's INSERTED; put -> RESERVED latency
 //!   (p50, p99), jobs/s, and the server's CPU time (user + system, from
-//!   `/proc/<pid>/stat`) a job.
+//!   `/proc/<pid>/stat`) and its threads' switches (voluntary and not,
+//!   from `/proc/<pid>/task/*/status`) a job.
 //! - cycle at 1000 connections: 1000 clients each loop put, reserve,
 //!   delete on a tube of its own, all at once; commands/s, and the p99 of
 //!   one command's round trip.
@@ -34,11 +35,12 @@ fn main() {
     let (ours, theirs, rounds) = (&settings.ours, settings.theirs.as_deref(), settings.rounds);
     if settings.runs("fanout") {
         let (a, b) = alternate(ours, theirs, rounds, |binary| fan_out(binary, 1000, 20_000));
-        let figures: [Figure<4>; 4] = [
+        let figures: [Figure<5>; 5] = [
             ("fan-out 1000 workers: jobs/s", |f| f[0]),
             ("fan-out 1000 workers: p50 put->RESERVED (us)", |f| f[1] * 1e3),
             ("fan-out 1000 workers: p99 put->RESERVED (us)", |f| f[2] * 1e3),
             ("fan-out 1000 workers: server CPU a job (us)", |f| f[3]),
+            ("fan-out 1000 workers: server thread switches a job", |f| f[4]),
         ];
         rows(&figures, &a, &b);
     }
@@ -90,6 +92,19 @@ fn percentile_ms(sorted: &[u64], q: usize) -> f64 {
     sorted[(sorted.len() * q / 100).min(sorted.len() - 1)] as f64 / 1e6
 }
 
+/// How many times the threads of a process have been switched out so far,
+/// by their own sleep or by the scheduler: each is a wake-up to pay for.
+fn context_switches(pid: u32) -> f64 {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten();
+    let status = tasks.filter_map(|task| std::fs::read_to_string(task.path().join("status")).ok());
+    let counts = status.flat_map(|status| {
+        // voluntary_ctxt_switches and nonvoluntary_ctxt_switches
+        let switches = status.lines().filter(|l| l.contains("ctxt_switches:"));
+        switches.filter_map(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok()).collect::<Vec<_>>()
+    });
+    counts.sum()
+}
+
 /// A process's CPU time so far, user and system, in seconds.
 fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
@@ -103,8 +118,9 @@ fn cpu_seconds(pid: u32) -> f64 {
 /// `workers` clients block in reserve; one producer puts `jobs` jobs, each
 /// after the previous one's INSERTED, whose bodies carry the moment the put
 /// was sent; each worker notes when the job reached it, deletes it and
-/// reserves again. Returns jobs/s, p50 and p99 in ms, and CPU a job in µs.
-fn fan_out(binary: &str, workers: usize, jobs: usize) -> [f64; 4] {
+/// reserves again. Returns jobs/s, p50 and p99 in ms, CPU a job in µs, and
+/// the server's thread switches a job.
+fn fan_out(binary: &str, workers: usize, jobs: usize) -> [f64; 5] {
     let server = Server::start(binary);
     let port = server.port;
     let origin = Instant::now();
@@ -118,6 +134,7 @@ fn fan_out(binary: &str, workers: usize, jobs: usize) -> [f64; 4] {
     thread::sleep(Duration::from_millis(500)); // let every reserve block
     let mut producer = Client::connect(port);
     let cpu_before = cpu_seconds(server.pid());
+    let switches_before = context_switches(server.pid());
     let began = Instant::now();
     for _ in 0..jobs {
         let sent = format!("{:020}", origin.elapsed().as_nanos() as u64);
@@ -128,6 +145,7 @@ fn fan_out(binary: &str, workers: usize, jobs: usize) -> [f64; 4] {
     // The last jobs' deletes: give them a moment before reading the CPU.
     thread::sleep(Duration::from_millis(100));
     let cpu = cpu_seconds(server.pid()) - cpu_before;
+    let switches = context_switches(server.pid()) - switches_before;
     let mut latencies: Vec<u64> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
     assert_eq!(latencies.len(), jobs);
     latencies.sort_unstable();
@@ -136,6 +154,7 @@ fn fan_out(binary: &str, workers: usize, jobs: usize) -> [f64; 4] {
         percentile_ms(&latencies, 50),
         percentile_ms(&latencies, 99),
         cpu / jobs as f64 * 1e6,
+        switches / jobs as f64,
     ]
 }
 

@@ -7,9 +7,20 @@
 //! again. So a job goes from a `put` to a waiting worker's socket with one
 //! hold of the lock, and the worker's thread off the path.
 //!
+//! The connection's thread waits in one of two places. Most waits it
+//! sleeps on this mailbox's `Condvar`, and is woken. A wait that cannot
+//! time out within a second it spends in a read of its socket instead
+//! (`reading`, see `conn/wait.rs`): a wake does not reach it there, and
+//! need not, as a reply sent whole needs nothing more from it; it finds
+//! the reply here when its read returns, with the worker's next command.
+//! So the hand-off that matters most, a job to an idle worker, wakes the
+//! worker's thread once, not twice.
+//!
 //! **Who writes the socket.** A connection's socket is written by its own
 //! thread, except for one reply: the `RESERVED` of a blocked reserve, which
-//! the thread that made it may start. That is safe because
+//! the thread that made it may start, and, while the connection's thread
+//! waits in a read, the hang-up watcher may go on with (`hangup.rs`). That
+//! is safe because
 //! - the connection's thread writes nothing while it is blocked in
 //!   reserve: it flushed every earlier reply before it blocked;
 //! - the reply's bytes are sent only under this mailbox's lock, from the
@@ -17,7 +28,9 @@
 //!   lock, before it writes again: a reply is never torn, and none is
 //!   overtaken;
 //! - a send that would wait sends nothing more: the rest is the
-//!   connection's thread's to write, however long that takes.
+//!   connection's thread's to write, however long that takes; or, while
+//!   that thread waits in a read and so cannot, the watcher's, which is
+//!   asked to under this lock, so never once the thread has taken it.
 //!
 //! It must not take the engine's lock: the engine takes this one inside
 //! its own, and never the other way round.
@@ -44,6 +57,9 @@ struct Mail {
     reply: Vec<u8>,
     /// How much of `reply` has been sent.
     sent: usize,
+    /// The connection's thread waits in a read of its socket, not on
+    /// `changed`: a wake does not reach it.
+    reading: bool,
 }
 
 /// How a sleep in the mailbox ended.
@@ -86,16 +102,76 @@ impl Mailbox {
     }
 
     /// Sends what `send` takes now of a delivered reply (it returns how much
-    /// it sent, never waiting), then wakes the connection's thread.
-    pub(crate) fn send_and_wake(&self, send: impl FnOnce(&[u8]) -> usize) {
+    /// it sent, never waiting), then wakes the connection's thread. If that
+    /// thread waits in a read, it cannot write what is left: `finish` is
+    /// then asked to have it sent as room comes (false if it cannot, and
+    /// the thread takes it when its read gives up, within a second).
+    pub(crate) fn send_and_wake(&self, send: impl FnOnce(&[u8]) -> usize, finish: impl FnOnce() -> bool) {
         let mut mail = self.mail();
         if mail.sent < mail.reply.len() {
             let sent = send(&mail.reply[mail.sent..]);
             mail.sent += sent;
         }
         mail.ended = true;
+        if mail.reading && (mail.sent == mail.reply.len() || finish()) {
+            // Whole, or left to someone who will finish it: the thread will
+            // find it here when its read returns.
+            return;
+        }
         drop(mail);
         self.changed.notify_one();
+    }
+
+    /// [`Mailbox::wake`], under the engine's lock (more wakes at once than
+    /// are carried out of it): a thread waiting in a read is not reached by
+    /// a wake, only by its reply, which is then sent now.
+    pub(crate) fn wake_reaching(&self, send: impl FnOnce(&[u8]) -> usize, finish: impl FnOnce() -> bool) {
+        if self.mail().reading {
+            self.send_and_wake(send, finish);
+        } else {
+            self.wake();
+        }
+    }
+
+    /// Sends more of a delivered reply, as [`Mailbox::send_and_wake`] did,
+    /// if the connection's thread still waits in a read and part is unsent;
+    /// if part still is, `finish` is asked again.
+    pub(crate) fn send_rest(&self, send: impl FnOnce(&[u8]) -> usize, finish: impl FnOnce() -> bool) {
+        let mut mail = self.mail();
+        if !mail.reading || mail.sent == mail.reply.len() {
+            return;
+        }
+        let sent = send(&mail.reply[mail.sent..]);
+        mail.sent += sent;
+        if mail.sent < mail.reply.len() {
+            // If no one can be asked, the thread takes it when its read
+            // gives up.
+            let _ = finish();
+        }
+    }
+
+    /// The connection's thread is about to wait in a read of its socket;
+    /// false if its wait has already ended, and then it must not.
+    pub(crate) fn start_reading(&self) -> bool {
+        let mut mail = self.mail();
+        if mail.ended || !mail.reply.is_empty() {
+            return false;
+        }
+        mail.reading = true;
+        true
+    }
+
+    /// The connection's thread has come back from its read. A delivered
+    /// reply is moved into `out`, as by [`Mailbox::sleep`]; from now on,
+    /// only that thread sends what is left of it. Other word that came is
+    /// kept, so that the next [`Mailbox::sleep`] returns at once.
+    pub(crate) fn stop_reading(&self, out: &mut Vec<u8>) -> Woken {
+        let mut mail = self.mail();
+        mail.reading = false;
+        if mail.reply.is_empty() {
+            return Woken::Look;
+        }
+        Self::take(&mut mail, out)
     }
 
     /// Sleeps until word comes or `timeout` passes (`None`: no timeout). A
@@ -110,6 +186,11 @@ impl Mailbox {
                 .map_or_else(|e| e.into_inner().0, |r| r.0),
             None => self.changed.wait_while(mail, waiting).unwrap_or_else(|e| e.into_inner()),
         };
+        Self::take(&mut mail, out)
+    }
+
+    /// Takes the word left in `mail`: a delivered reply into `out`.
+    fn take(mail: &mut Mail, out: &mut Vec<u8>) -> Woken {
         mail.ended = false;
         if mail.reply.is_empty() {
             return Woken::Look;
@@ -162,7 +243,7 @@ mod tests {
     fn a_reply_partly_sent_is_taken_from_where_the_send_stopped() {
         let mailbox = Mailbox::default();
         delivered(&mailbox, b"RESERVED 1 2\r\nhi\r\n");
-        mailbox.send_and_wake(|bytes| bytes.len().min(5));
+        mailbox.send_and_wake(|bytes| bytes.len().min(5), || false);
         let mut out = Vec::new();
         assert_eq!(mailbox.sleep(Some(Duration::ZERO), &mut out), Woken::Delivered { sent: 5 });
         assert_eq!(out, b"RESERVED 1 2\r\nhi\r\n");
@@ -174,7 +255,7 @@ mod tests {
     fn a_reply_sent_whole_is_all_sent_and_one_never_sent_is_all_unsent() {
         let mailbox = Mailbox::default();
         delivered(&mailbox, b"RESERVED 1 0\r\n\r\n");
-        mailbox.send_and_wake(<[u8]>::len);
+        mailbox.send_and_wake(<[u8]>::len, || false);
         let mut out = Vec::new();
         assert_eq!(mailbox.sleep(None, &mut out), Woken::Delivered { sent: 16 });
         out.clear();
@@ -189,6 +270,59 @@ mod tests {
         mailbox.wake();
         assert_eq!(mailbox.sleep(None, &mut Vec::new()), Woken::Look);
         assert_eq!(mailbox.sleep(Some(Duration::from_millis(1)), &mut Vec::new()), Woken::Look);
+    }
+
+    #[test]
+    fn a_reply_sent_whole_to_a_reading_thread_is_found_when_its_read_returns() {
+        let mailbox = Mailbox::default();
+        assert!(mailbox.start_reading());
+        delivered(&mailbox, b"RESERVED 1 2\r\nhi\r\n");
+        let asked = std::cell::Cell::new(false);
+        mailbox.send_and_wake(<[u8]>::len, || asked.replace(true));
+        assert!(!asked.get(), "nothing is left to finish");
+        let mut out = Vec::new();
+        assert_eq!(mailbox.stop_reading(&mut out), Woken::Delivered { sent: 18 });
+        assert_eq!(out, b"RESERVED 1 2\r\nhi\r\n");
+    }
+
+    #[test]
+    fn the_rest_of_a_reply_to_a_reading_thread_is_finished_until_the_thread_takes_it() {
+        let mailbox = Mailbox::default();
+        assert!(mailbox.start_reading());
+        delivered(&mailbox, b"RESERVED 1 2\r\nhi\r\n");
+        let asked = std::cell::Cell::new(0);
+        let finish = || {
+            asked.set(asked.get() + 1);
+            true
+        };
+        mailbox.send_and_wake(|bytes| bytes.len().min(5), finish);
+        assert_eq!(asked.get(), 1, "the socket had room for 5 bytes only");
+        // The watcher sends more as room comes, from where the send stopped.
+        let sent = std::cell::RefCell::new(Vec::new());
+        let send = |bytes: &[u8]| {
+            sent.borrow_mut().extend_from_slice(&bytes[..4]);
+            4
+        };
+        mailbox.send_rest(send, finish);
+        assert_eq!(sent.borrow().as_slice(), b"VED ");
+        assert_eq!(asked.get(), 2);
+        // The thread's read returns: the rest is its own to write.
+        let mut out = Vec::new();
+        assert_eq!(mailbox.stop_reading(&mut out), Woken::Delivered { sent: 9 });
+        mailbox.send_rest(|_| unreachable!("taken"), || unreachable!("taken"));
+    }
+
+    #[test]
+    fn a_wait_ended_before_the_read_is_not_read_and_word_during_it_is_kept() {
+        let mailbox = Mailbox::default();
+        mailbox.wake();
+        assert!(!mailbox.start_reading(), "the wait is over: ask the engine");
+        assert_eq!(mailbox.sleep(None, &mut Vec::new()), Woken::Look);
+        assert!(mailbox.start_reading());
+        mailbox.wake();
+        assert_eq!(mailbox.stop_reading(&mut Vec::new()), Woken::Look);
+        // Kept for the sleep that follows, which must not block.
+        assert_eq!(mailbox.sleep(None, &mut Vec::new()), Woken::Look);
     }
 
     #[test]

@@ -8,9 +8,11 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::engine::Waker;
+use crate::engine::{ClientId, Waker};
+use crate::hangup::Finisher;
 use crate::mailbox::Mailbox;
 use crate::sys;
 
@@ -140,17 +142,40 @@ impl Write for &Stream {
 pub(crate) struct SharedConn {
     pub mailbox: Mailbox,
     pub stream: Stream,
+    /// Who sends what is left of a reply while the thread waits in a read.
+    finisher: Finisher,
+    /// The engine's id for this client, once it has one (ids start at 1).
+    client: AtomicU64,
 }
 
 impl SharedConn {
-    pub fn new(stream: Stream) -> SharedConn {
-        SharedConn { mailbox: Mailbox::default(), stream }
+    pub fn new(stream: Stream, finisher: Finisher) -> SharedConn {
+        SharedConn { mailbox: Mailbox::default(), stream, finisher, client: AtomicU64::new(0) }
+    }
+
+    /// Notes the engine's id for this client, which the watcher's reports
+    /// about its socket carry.
+    pub fn set_client(&self, client: ClientId) {
+        self.client.store(client.0, Ordering::Relaxed);
+    }
+
+    /// Sends more of a delivered reply now that its socket has room (the
+    /// hang-up watcher's, see `hangup.rs`); `gone`: the client hung up, so
+    /// room for the rest is not watched for.
+    pub fn send_rest(&self, gone: bool) {
+        self.mailbox.send_rest(|bytes| sys::send_now(&self.stream, bytes), || !gone && self.finish());
+    }
+
+    /// Asks the watcher to send the rest of a reply once the socket has room.
+    fn finish(&self) -> bool {
+        let client = ClientId(self.client.load(Ordering::Relaxed));
+        client.0 != 0 && self.finisher.finish(self.stream.as_raw_fd(), client).is_ok()
     }
 }
 
 impl Waker for SharedConn {
     fn wake(&self) {
-        self.mailbox.wake();
+        self.mailbox.wake_reaching(|bytes| sys::send_now(&self.stream, bytes), || self.finish());
     }
 
     fn has_hung_up(&self) -> bool {
@@ -166,6 +191,6 @@ impl Waker for SharedConn {
     }
 
     fn send_and_wake(&self) {
-        self.mailbox.send_and_wake(|bytes| sys::send_now(&self.stream, bytes));
+        self.mailbox.send_and_wake(|bytes| sys::send_now(&self.stream, bytes), || self.finish());
     }
 }

@@ -388,14 +388,15 @@ fn until_waiting(observer: &mut common::Client, count: u64) {
 
 /// A job handed to a worker whose socket has no room for it: the thread
 /// that put it sends what fits and goes on (its producer gets `INSERTED`,
-/// another worker gets the next job); the worker's own thread writes the
-/// rest, whole and in order, when the worker reads.
-#[test]
-fn a_delivery_to_a_worker_whose_socket_is_full_is_finished_by_its_own_thread() {
+/// another worker gets the next job); the rest is written, whole and in
+/// order, when the worker reads: by the hang-up watcher while the worker's
+/// thread waits in a read of its socket (`reserve`), by that thread when it
+/// sleeps in its mailbox (`reserve-with-abort`, see `conn/wait.rs`).
+fn a_delivery_to_a_worker_whose_socket_is_full_arrives_whole(reserve: &str) {
     let server = common::start_args(&["-z", "8000000"]);
     let mut observer = server.connect();
     let mut slow = server.connect();
-    slow.send("reserve\r\n");
+    slow.send(format!("{reserve}\r\n"));
     until_waiting(&mut observer, 1);
     let mut quick = server.connect();
     quick.send("reserve\r\n");
@@ -415,6 +416,47 @@ fn a_delivery_to_a_worker_whose_socket_is_full_is_finished_by_its_own_thread() {
     assert_eq!(&reply[reply.len() - 2..], b"\r\n");
     assert_eq!(slow.cmd(&format!("delete {id}")), "DELETED\r\n");
     assert_eq!(observer.stat("current-jobs-reserved"), "0");
+}
+
+#[test]
+fn a_delivery_to_a_worker_whose_socket_is_full_is_finished_while_its_thread_reads() {
+    a_delivery_to_a_worker_whose_socket_is_full_arrives_whole("reserve");
+}
+
+#[test]
+fn a_delivery_to_a_worker_whose_socket_is_full_is_finished_by_its_own_thread() {
+    a_delivery_to_a_worker_whose_socket_is_full_arrives_whole("reserve-with-abort");
+}
+
+/// A reserve that nothing but a job can end within a second waits in a
+/// read of its socket: it sees its client's half-close itself, and answers
+/// `TIMED_OUT`. One that waited longer goes on in its mailbox: a job put
+/// then still reaches it, and a hang-up then is still seen, by the watcher.
+#[test]
+fn a_wait_in_a_read_sees_a_half_close_and_one_past_a_second_still_gets_its_job() {
+    let server = common::start();
+    let mut observer = server.connect();
+    let mut c = server.connect();
+    c.send("reserve\r\n");
+    until_waiting(&mut observer, 1);
+    c.half_close();
+    c.expect("TIMED_OUT\r\n");
+    c.expect_closed();
+    until_waiting(&mut observer, 0);
+
+    let mut w = server.connect();
+    w.send("reserve\r\n");
+    until_waiting(&mut observer, 1);
+    thread::sleep(Duration::from_millis(1300)); // past the read's second
+    let id = observer.put_ok("late");
+    w.expect(format!("RESERVED {id} 4\r\nlate\r\n"));
+    assert_eq!(w.cmd(&format!("delete {id}")), "DELETED\r\n");
+    w.send("reserve\r\n");
+    until_waiting(&mut observer, 1);
+    thread::sleep(Duration::from_millis(1300));
+    drop(w);
+    until_waiting(&mut observer, 0);
+    assert_eq!(observer.stat("current-connections"), "1");
 }
 
 /// A delivery racing the worker's hang-up: whichever comes first, the job

@@ -15,8 +15,9 @@
 //! can never be overtaken. A `reserve` first sends every earlier reply.
 //! The one exception is a job handed to a blocked reserve: its `RESERVED`
 //! is left in the connection's mailbox, and the thread that handed it over
-//! may send it on the way; this thread, woken, writes what is left of it
-//! ([`wait`]; the rule that keeps that in order is in `mailbox.rs`).
+//! may send it on the way; this thread, woken, writes what is left of it,
+//! or, if it waits in a read, the hang-up watcher does ([`wait`]; the rule
+//! that keeps that in order is in `mailbox.rs`).
 //!
 //! Read in this order: this file (the command loop, `put`, `reserve`),
 //! [`wait`] (a blocked reserve), `batch.rs` (commands on many jobs), then
@@ -47,11 +48,14 @@ use put::PutLine;
 
 /// Serves one client until it quits or disconnects, then tells the engine.
 pub(crate) fn serve(shared: Arc<Shared>, conn: Arc<SharedConn>, client: ClientId) {
-    // Without it the connection works the same, but never goes idle.
-    let _ = conn.stream.set_idle_timeout(IDLE_AFTER);
+    // Without it the connection works the same, but never goes idle, and
+    // no blocked reserve waits in a read, which only the timeout ends.
+    let reads_time_out = conn.stream.set_idle_timeout(IDLE_AFTER).is_ok();
     // Asked now: once the client has gone its address may not be had.
     let peer = crate::log::enabled(crate::log::Kind::Event).then(|| conn.stream.peer());
-    let _ = Conn::new(&shared, &conn.stream, client, &conn.mailbox).run();
+    let mut served = Conn::new(&shared, &conn.stream, client, &conn.mailbox);
+    served.reads_time_out = reads_time_out;
+    let _ = served.run();
     shared.engine().disconnect(client, shared.clock.now());
     if let Some(peer) = peer {
         crate::log::event(format_args!("close {peer} (fd {})", conn.stream.as_raw_fd()));
@@ -83,8 +87,9 @@ struct Conn<'a> {
     /// How much of the front of `output`, a reply delivered to a blocked
     /// reserve, the thread that delivered it has sent already.
     sent_early: usize,
-    /// The hang-up watcher knows this socket (see `hangup.rs`).
-    hangup_registered: bool,
+    /// A read gives up after [`IDLE_AFTER`] (the socket's timeout is set),
+    /// so a blocked reserve may wait in one (see [`wait`]).
+    reads_time_out: bool,
 }
 
 impl<'a> Conn<'a> {
@@ -98,7 +103,7 @@ impl<'a> Conn<'a> {
             eof: false,
             output: Vec::new(),
             sent_early: 0,
-            hangup_registered: false,
+            reads_time_out: false,
         }
     }
 

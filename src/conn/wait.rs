@@ -1,13 +1,20 @@
-//! A blocked reserve's wait, on the connection's own thread: it sleeps in
-//! the connection's mailbox until the engine has ended the wait (a job
-//! reserved for it, a timeout, the safety margin, a hang-up, a byte that
-//! calls off a `reserve-with-abort`), then writes the outcome.
+//! A blocked reserve's wait, on the connection's own thread, in one of two
+//! places. A wait that no timeout or safety margin can end within
+//! [`IDLE_AFTER`] is spent in a read of the socket, as an idle client's
+//! is: the job handed over is sent by the thread that handed it over, the
+//! worker answers it, and this thread wakes once, to the worker's next
+//! command, with the reply waiting for it in the mailbox. Any other wait,
+//! or the rest of one that found no job in that time, sleeps in the
+//! connection's mailbox until the engine has ended it (a job reserved for
+//! it, a timeout, the safety margin, a hang-up, a byte that calls off a
+//! `reserve-with-abort`), then writes the outcome.
 //!
 //! A job handed over arrives as its whole `RESERVED` reply, perhaps partly
-//! sent already by the thread that handed it over: this thread writes the
-//! rest without taking the engine's lock (see `mailbox.rs` for who may
-//! write the socket, and when). Every other ending is collected from the
-//! engine, under the lock (see `engine/client.rs` for the wait's states).
+//! sent already by the thread that handed it over (or, during a read, by
+//! the hang-up watcher): this thread writes the rest without taking the
+//! engine's lock (see `mailbox.rs` for who may write the socket, and
+//! when). Every other ending is collected from the engine, under the lock
+//! (see `engine/client.rs` for the wait's states).
 
 use std::os::fd::AsRawFd;
 
@@ -24,10 +31,23 @@ impl Conn<'_> {
     /// wait (`reserve-with-abort`) is watched for data too.
     pub(super) fn wait_for_outcome(&mut self, abortable: bool, mut wake_at: Option<Time>) -> Next {
         let shared = self.shared;
+        let mut idle = false;
+        if !abortable && self.may_wait_reading(wake_at) {
+            match self.wait_reading() {
+                Some(next) => return next,
+                // A second without a job: the wait goes on without buffers.
+                None if self.input.is_drained() && !self.eof => {
+                    self.go_idle();
+                    idle = true;
+                }
+                // Bytes came (they wait for the reserve to end), or the
+                // client went: the engine has been told, and answers.
+                None => {}
+            }
+        }
         self.watch_for_hang_up(abortable);
         // A wait may last hours: past IDLE_AFTER, hold no buffers through it.
         let idle_at = shared.clock.now().plus(IDLE_AFTER);
-        let mut idle = false;
         loop {
             let now = shared.clock.now();
             if !idle && now >= idle_at {
@@ -57,6 +77,41 @@ impl Conn<'_> {
         }
     }
 
+    /// Whether this wait may be spent in a read: the read gives up after
+    /// [`IDLE_AFTER`], and nothing the engine knows of can end the wait
+    /// before then but a job, which reaches the client without this thread.
+    /// (The mailbox has the last word: a wait already over is not read.)
+    fn may_wait_reading(&self, wake_at: Option<Time>) -> bool {
+        let idle_at = self.shared.clock.now().plus(IDLE_AFTER);
+        self.reads_time_out
+            && !self.eof
+            && self.input.is_drained()
+            && wake_at.is_none_or(|at| at >= idle_at)
+            && self.mailbox.start_reading()
+    }
+
+    /// Waits in a read of the socket (the mailbox knows) until the client
+    /// sends, goes, or a second passes. A job handed over meanwhile is then
+    /// in the mailbox, sent whole or in part: the reserve is over, and what
+    /// was read is the client's next command. Otherwise (`None`) the wait
+    /// goes on in the mailbox; a hang-up seen here has ended it.
+    fn wait_reading(&mut self) -> Option<Next> {
+        let read = self.input.fill(self.stream);
+        let woken = self.mailbox.stop_reading(&mut self.output);
+        // End of file, or a socket that cannot be read: the client is gone
+        // or going, and must not block again (reference §1.7).
+        if matches!(read, Ok(Some(0)) | Err(_)) {
+            self.hang_up();
+        }
+        match woken {
+            Woken::Delivered { sent } => {
+                self.sent_early = sent;
+                Some(Next::Continue)
+            }
+            Woken::Look => None,
+        }
+    }
+
     /// This thread does not read while it waits, so only the hang-up
     /// watcher (see `hangup.rs`) can notice that the client went away, or,
     /// for an `abortable` wait, sent a byte. Armed after the wait is
@@ -64,9 +119,7 @@ impl Conn<'_> {
     fn watch_for_hang_up(&mut self, abortable: bool) {
         let shared = self.shared;
         let fd = self.stream.as_raw_fd();
-        let watching = shared.hangups.watch(fd, self.client, self.hangup_registered, abortable);
-        self.hangup_registered |= watching.is_ok();
-        if watching.is_err() {
+        if shared.hangups.watch(fd, self.client, abortable).is_err() {
             // A socket we cannot watch is as good as gone.
             shared.engine().hang_up(self.client);
         }

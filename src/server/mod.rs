@@ -203,7 +203,15 @@ impl Server {
         };
         let hangup = {
             let s = Arc::clone(shared);
-            let run = move || hangup::run(&s.hangups, &s.engine, &s.stopping);
+            let run = move || {
+                let send_rest = |client, gone| {
+                    let conn = s.connections().get(&client).cloned();
+                    if let Some(conn) = conn {
+                        conn.send_rest(gone);
+                    }
+                };
+                hangup::run(&s.hangups, &s.engine, &s.stopping, &send_rest);
+            };
             thread::Builder::new().name("beanstalk-hangup".into()).spawn(run)
         };
         match hangup {
@@ -270,7 +278,7 @@ impl Server {
         // (`host.rs`) leaves room for it. The engine's record, the map's
         // room and the thread are claimed, and their failure closes this
         // connection alone.
-        let shared_conn = Arc::new(SharedConn::new(stream));
+        let shared_conn = Arc::new(SharedConn::new(stream, shared.hangups.finisher()));
         let connect = |connections: &mut HashMap<ClientId, Arc<SharedConn>>| match connections.try_reserve(1)
         {
             Ok(()) => shared.engine().connect(shared_conn.clone()),
@@ -291,6 +299,7 @@ impl Server {
             crate::log::event(format_args!("refuse {peer} (fd {fd}): out of memory"));
             return; // dropping the stream closes it
         };
+        shared_conn.set_client(client);
         connections.insert(client, Arc::clone(&shared_conn));
         drop(connections);
         crate::log::event(format_args!("accept {peer} (fd {fd})"));

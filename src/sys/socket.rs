@@ -34,7 +34,9 @@ extern "C" {
 const EPOLL_CLOEXEC: c_int = 0o2000000;
 const EPOLL_CTL_ADD: c_int = 1;
 const EPOLL_CTL_MOD: c_int = 3;
+const ENOENT: i32 = 2;
 const EPOLLIN: u32 = 0x001;
+const EPOLLOUT: u32 = 0x004;
 const EPOLLERR: u32 = 0x008;
 const EPOLLHUP: u32 = 0x010;
 const EPOLLRDHUP: u32 = 0x2000;
@@ -159,11 +161,27 @@ pub fn set_backlog(socket: &impl AsRawFd, backlog: i32) -> io::Result<()> {
 }
 
 /// An epoll instance that reports when a registered socket's peer hangs up
-/// (closes, or shuts down its sending side), and when a wake-up fd becomes
-/// readable. Data arriving on a registered socket is reported only when
-/// its watch asks for it (`readable`).
+/// (closes, or shuts down its sending side), when a wake-up fd becomes
+/// readable, and, when a watch asks for them, data arriving on a socket
+/// (`readable`) or room in it to send (`watch_writable`). Every watch on a
+/// socket is one-shot: it fires once, then stays registered, disarmed,
+/// until armed again.
+#[derive(Debug)]
 pub struct HangupPoller {
     epoll: OwnedFd,
+}
+
+/// What one event of a [`HangupPoller`] reports of its socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stirred {
+    /// The token the socket's watch was armed with.
+    pub token: u64,
+    /// Bytes wait to be read.
+    pub readable: bool,
+    /// The socket has room to send.
+    pub writable: bool,
+    /// The peer hung up, or the socket has an error.
+    pub gone: bool,
 }
 
 impl HangupPoller {
@@ -176,37 +194,41 @@ impl HangupPoller {
         Ok(HangupPoller { epoll: unsafe { OwnedFd::from_raw_fd(fd) } })
     }
 
-    /// Watches `fd` for a hang-up, and for data too if `readable`,
-    /// reporting the first once under `token`.
+    /// Arms a one-shot watch on `fd` for a hang-up, and for data too if
+    /// `readable`, whatever it watched before, reporting under `token`.
     pub fn watch_hangup(&self, fd: RawFd, token: u64, readable: bool) -> io::Result<()> {
-        self.add(fd, hangup_events(readable), token)
+        self.arm(fd, EPOLLRDHUP | EPOLLONESHOT | (if readable { EPOLLIN } else { 0 }), token)
     }
 
-    /// Arms again a hang-up watch that has fired or was set before (one-shot
-    /// watches stay registered, disarmed, after they fire), with or without
-    /// data (`readable`), whatever it watched before.
-    pub fn rearm_hangup(&self, fd: RawFd, token: u64, readable: bool) -> io::Result<()> {
-        let mut event = EpollEvent { events: hangup_events(readable), data: token };
-        // SAFETY: as in `add`: a valid event that the kernel copies.
-        check(unsafe { epoll_ctl(self.epoll.as_raw_fd(), EPOLL_CTL_MOD, fd, &mut event) }).map(drop)
+    /// Arms a one-shot watch on `fd` for room to send (and a hang-up),
+    /// whatever it watched before, reporting under `token`.
+    pub fn watch_writable(&self, fd: RawFd, token: u64) -> io::Result<()> {
+        self.arm(fd, EPOLLOUT | EPOLLRDHUP | EPOLLONESHOT, token)
     }
 
     /// Watches `fd` for readability (used for the poller's own wake-up pipe).
     pub fn watch_readable(&self, fd: RawFd, token: u64) -> io::Result<()> {
-        self.add(fd, EPOLLIN, token)
+        self.control(EPOLL_CTL_ADD, fd, EPOLLIN, token)
     }
 
-    fn add(&self, fd: RawFd, events: u32, token: u64) -> io::Result<()> {
+    /// Changes `fd`'s watch, registering it first if it has none: one
+    /// system call but for a socket's first watch.
+    fn arm(&self, fd: RawFd, events: u32, token: u64) -> io::Result<()> {
+        match self.control(EPOLL_CTL_MOD, fd, events, token) {
+            Err(e) if e.raw_os_error() == Some(ENOENT) => self.control(EPOLL_CTL_ADD, fd, events, token),
+            done => done,
+        }
+    }
+
+    fn control(&self, op: c_int, fd: RawFd, events: u32, token: u64) -> io::Result<()> {
         let mut event = EpollEvent { events, data: token };
         // SAFETY: `event` is a valid, initialised epoll_event that lives for the
         // call; the kernel copies it. Bad fds are reported through errno.
-        check(unsafe { epoll_ctl(self.epoll.as_raw_fd(), EPOLL_CTL_ADD, fd, &mut event) }).map(drop)
+        check(unsafe { epoll_ctl(self.epoll.as_raw_fd(), op, fd, &mut event) }).map(drop)
     }
 
-    /// Blocks until at least one event, then returns up to 64 of them: each
-    /// its token, and whether it reports a hang-up (or an error) rather than
-    /// data alone.
-    pub fn wait(&self, tokens: &mut Vec<(u64, bool)>) -> io::Result<()> {
+    /// Blocks until at least one event, then returns up to 64 of them.
+    pub fn wait(&self, stirred: &mut Vec<Stirred>) -> io::Result<()> {
         const MAX: usize = 64;
         let mut events = [EpollEvent { events: 0, data: 0 }; MAX];
         // SAFETY: `events` is a writable array of MAX epoll_events, and we pass
@@ -217,16 +239,15 @@ impl HangupPoller {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => 0,
             Err(e) => return Err(e),
         };
-        tokens.clear();
-        let gone = EPOLLRDHUP | EPOLLHUP | EPOLLERR;
-        tokens.extend(events[..n].iter().map(|e| (e.data, e.events & gone != 0)));
+        stirred.clear();
+        stirred.extend(events[..n].iter().map(|e| Stirred {
+            token: e.data,
+            readable: e.events & EPOLLIN != 0,
+            writable: e.events & EPOLLOUT != 0,
+            gone: e.events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR) != 0,
+        }));
         Ok(())
     }
-}
-
-/// A one-shot watch for a hang-up, and for data if `readable`.
-fn hangup_events(readable: bool) -> u32 {
-    EPOLLRDHUP | EPOLLONESHOT | (if readable { EPOLLIN } else { 0 })
 }
 
 /// Turns on TCP keepalive (`SO_KEEPALIVE`) for `socket`, as beanstalkd
