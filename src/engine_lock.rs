@@ -104,6 +104,14 @@ impl EngineLock {
         EngineGuard::new(guard)
     }
 
+    /// How many takings of the lock have found it held and waited for it,
+    /// ever (the metrics' `beanstalkd_engine_lock_waits_total`). Counted
+    /// on the slow path only: a taking that finds the lock free pays
+    /// nothing for it.
+    pub fn waits(&self) -> u64 {
+        self.turns.served.load(SeqCst)
+    }
+
     /// The slow path: blocks for the lock, counted among its waiters.
     fn wait_for_lock(&self) -> MutexGuard<'_, Engine> {
         self.turns.begin_wait();
@@ -290,6 +298,24 @@ mod tests {
         assert_eq!(lock.turns.steps_aside.load(SeqCst), 1);
         assert_eq!(lock.turns.waiting.load(SeqCst), 0);
         assert_eq!(lock.turns.aside.load(SeqCst), 0);
+    }
+
+    #[test]
+    fn a_taking_that_finds_the_lock_held_is_counted_as_a_wait() {
+        let lock = lock();
+        let held = lock.lock();
+        let taker = {
+            let lock = Arc::clone(&lock);
+            thread::spawn(move || drop(lock.lock()))
+        };
+        while lock.turns.waiting.load(SeqCst) == 0 {
+            thread::yield_now();
+        }
+        assert_eq!(lock.waits(), 0, "counted once served");
+        drop(held);
+        taker.join().unwrap();
+        drop(lock.lock());
+        assert_eq!(lock.waits(), 1, "the free taking is not counted");
     }
 
     #[test]

@@ -131,6 +131,8 @@ fn a_scrape_reports_stats_and_tubes_and_promtool_accepts_it() {
     }
     let id = c.stats()["id"].clone();
     assert!(body.contains(&format!("\nbeanstalkd_build_info{{version=\"1.13\",server_id=\"{id}\"}} 1\n")));
+    let waits = sample(&body, "beanstalkd_engine_lock_waits_total");
+    assert!(waits.is_some_and(|w| w.parse::<u64>().is_ok()), "the lock's waits in:\n{body}");
     for process in ["process_resident_memory_bytes", "process_virtual_memory_bytes", "process_open_fds"] {
         let value: u64 = sample(&body, process).unwrap().parse().unwrap();
         assert!(value > 0, "{process} {value}");

@@ -3,8 +3,8 @@
 //! `beanstalkd_tube_<key>{tube="..."}` (dashes made underscores, counters
 //! ending in `_total`, as the existing exporters name them), then what
 //! only this endpoint says: each tube's oldest ready job and its wait and
-//! work histograms, the binlog's disk, the connections refused, the
-//! process, and the build.
+//! work histograms, the binlog's disk, the connections refused, the waits
+//! for the engine's lock, the process, and the build.
 //!
 //! It formats and nothing else, with integers only: seconds are written
 //! from microseconds by hand, so no float formatting is linked in. Tube
@@ -249,7 +249,7 @@ fn histogram(out: &mut Body, name: &str, tube: &str, outcome: Option<&str>, h: &
 fn write_extras(s: &Scrape, out: &mut Body) -> fmt::Result {
     let b = s.overview.binlog.unwrap_or_default();
     let p = &s.process;
-    let extras: [(&str, &str, u64, &str); 11] = [
+    let extras: [(&str, &str, u64, &str); 12] = [
         ("beanstalkd_binlog_bytes", "gauge", b.disk_bytes, "Bytes of binlog files on disk."),
         ("beanstalkd_binlog_files", "gauge", b.files, "Binlog files on disk."),
         ("beanstalkd_binlog_fsyncs_total", "counter", b.fsyncs, "Binlog fsyncs run."),
@@ -276,6 +276,12 @@ fn write_extras(s: &Scrape, out: &mut Body) -> fmt::Result {
             "gauge",
             s.replies_unsent,
             "Bytes of replies being written to clients: what clients that do not read hold.",
+        ),
+        (
+            "beanstalkd_engine_lock_waits_total",
+            "counter",
+            s.lock_waits,
+            "Takings of the engine's one lock that found it held and waited: what contention costs.",
         ),
         (
             "beanstalkd_metrics_tubes_left_out",

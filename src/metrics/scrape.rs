@@ -37,6 +37,8 @@ pub struct Scrape {
     pub refused: u64,
     /// Bytes of replies being written to clients (`Shared::replies_unsent`).
     pub replies_unsent: u64,
+    /// Takings of the engine's lock that found it held and waited.
+    pub lock_waits: u64,
     pub server_id: String,
 }
 
@@ -113,6 +115,7 @@ pub fn collect(shared: &Shared) -> Option<Scrape> {
         process,
         refused: shared.refused.load(Ordering::Relaxed),
         replies_unsent: shared.replies_unsent.load(Ordering::Relaxed),
+        lock_waits: shared.engine.waits(),
         server_id: stats.instance_id.to_owned(),
     })
 }
