@@ -214,6 +214,10 @@ impl<'a> EngineGuard<'a> {
 /// Wakes the blocked reserves the holder of `guard` ended: after letting
 /// it go, or before, if it is to be `kept`.
 fn wake_ended(mut guard: MutexGuard<'_, Engine>, kept: bool) -> Option<MutexGuard<'_, Engine>> {
+    if !guard.has_woken() {
+        // The common case, and under the lock: no room to make for wakers.
+        return kept.then_some(guard);
+    }
     let mut woken: [Option<Arc<dyn Waker>>; WAKES_AFTER_UNLOCK] = Default::default();
     let n = guard.take_woken(&mut woken);
     let guard = kept.then_some(guard);

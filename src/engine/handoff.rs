@@ -126,6 +126,12 @@ impl Engine {
         }
     }
 
+    /// Whether any wait has ended since the lock was taken: most holds of
+    /// the lock end none, and their holder has nobody to wake.
+    pub fn has_woken(&self) -> bool {
+        !self.woken.is_empty()
+    }
+
     /// Moves the wakers of the waits ended since the lock was taken into
     /// `into`, for the lock's holder to wake once it has let the lock go:
     /// a thread woken under the lock would only find it taken and sleep
