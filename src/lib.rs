@@ -57,7 +57,8 @@
 //!    [`timer`]: the thread that runs what falls due when no command
 //!    comes. [`hangup`]: the thread that notices a worker vanishing while
 //!    blocked in reserve, or sending the byte that calls off a
-//!    `reserve-with-abort`.
+//!    `reserve-with-abort`, and sends the rest of a job's reply that a full
+//!    socket could not take while the worker's thread waits in a read.
 //! 7. [`binlog`]: the write-ahead log (`-b`): what is logged, when a file
 //!    may go, and what durability means. Then [`binlog::record`] (the
 //!    bytes; `binlog/tags.rs`, the put's tags a full record keeps), [`binlog::writing`] (each change as a record),
@@ -215,12 +216,13 @@
 //! costs, against beanstalkd's single-threaded `epoll` loop: a thread
 //! stack and its kernel state a connection (about 10 KiB of RSS idle,
 //! against beanstalkd's 1 KiB); a wake-up of the worker's thread for every
-//! job handed to a blocked reserve, where beanstalkd writes the reply from
-//! its one thread: one put at a time to 1,000 blocked workers runs at 0.7
-//! to 0.8 of beanstalkd's rate, 0.08 ms at the median against 0.06 (the
-//! p99 is no worse); and a separate thread to notice a hang-up while a worker's
-//! thread sleeps in reserve ([`hangup`]), which an event loop gets from
-//! `epoll` for free. What it buys: the server uses both cores when there
+//! job handed to a blocked reserve (with the worker's next command: the
+//! putting thread sends the reply), where beanstalkd's one thread wakes
+//! for nobody: one put at a time to 1,000 blocked workers runs at 0.9 of
+//! beanstalkd's rate for about the same CPU, a job reaching its worker in
+//! two thirds of beanstalkd's time; and a separate thread to notice a
+//! hang-up while a worker's thread sleeps in reserve ([`hangup`]), which
+//! an event loop gets from `epoll` for free. What it buys: the server uses both cores when there
 //! are two (a connection parses, reads a put's body and writes replies
 //! outside the lock; a `RESERVED` body is copied into the reply under the
 //! lock, which is what keeps evacuation from moving it mid-copy, a piece
