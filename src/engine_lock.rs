@@ -222,8 +222,9 @@ fn wake_ended(mut guard: MutexGuard<'_, Engine>, kept: bool) -> Option<MutexGuar
     let n = guard.take_woken(&mut woken);
     let guard = kept.then_some(guard);
     for waker in woken.iter_mut().take(n).filter_map(Option::take) {
-        // A reply delivered to a blocked reserve is sent on the way, but
-        // never while the lock is held.
+        // A reply delivered to a blocked reserve is sent on the way; under
+        // the lock (`kept`) only to a worker whose thread waits in a read,
+        // which nothing else would reach (see `mailbox.rs`).
         if kept {
             waker.wake();
         } else {

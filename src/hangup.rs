@@ -12,7 +12,8 @@
 //! §1.1) and tells the engine. It never reads a client's socket: the bytes
 //! that abort a wait stay there, to be read as the next command. A watch
 //! is registered with a connection's first and only re-armed later (one
-//! system call per blocked reserve); closing the socket removes it. A
+//! system call per wait in the mailbox, and one per reply left to finish);
+//! closing the socket removes it. A
 //! hang-up noticed while the client is not blocked is still right to
 //! report: a client that has half-closed must never block. Without this, a
 //! worker that vanished while waiting could be handed a job that would then
@@ -24,8 +25,9 @@
 //! just before each hand-off. This thread is what ends a wait that no job
 //! comes to end.
 //!
-//! A blocked reserve that may end within a second waits in a read of its
-//! socket instead (`conn/wait.rs`), and sees a hang-up for itself. A job
+//! A blocked reserve that nothing but a job can end within a second waits
+//! in a read of its socket instead (`conn/wait.rs`), sees a hang-up for
+//! itself, and arms no watch here. A job
 //! handed to it is sent by the thread that handed it over; what its socket
 //! has no room for is left to this thread ([`Finisher`]), which sends it as
 //! room comes, under the rule of `mailbox.rs`.

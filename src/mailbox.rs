@@ -2,15 +2,17 @@
 //! leaves word there that the wait is over, and, when it hands the client
 //! a job, the job's whole `RESERVED` reply, encoded under the engine's lock.
 //! The thread that handed the job over sends those bytes once it has let
-//! the lock go; the connection's own thread, woken, takes what they did not
-//! send and goes back to reading commands, without taking the engine's lock
-//! again. So a job goes from a `put` to a waiting worker's socket with one
+//! the lock go (or under it, for the few wakes that do not fit outside it,
+//! when nothing else would reach the connection's thread); the
+//! connection's own thread, woken, takes what they did not send and goes
+//! back to reading commands, without taking the engine's lock again. So a job goes from a `put` to a waiting worker's socket with one
 //! hold of the lock, and the worker's thread off the path.
 //!
-//! The connection's thread waits in one of two places. Most waits it
-//! sleeps on this mailbox's `Condvar`, and is woken. A wait that cannot
-//! time out within a second it spends in a read of its socket instead
-//! (`reading`, see `conn/wait.rs`): a wake does not reach it there, and
+//! The connection's thread waits in one of two places. A wait that may
+//! time out within a second, a `reserve-with-abort`, or one behind
+//! pipelined commands sleeps on this mailbox's `Condvar`, and is woken.
+//! Any other it spends in a read of its socket instead (`reading`, see
+//! `conn/wait.rs`): a wake does not reach it there, and
 //! need not, as a reply sent whole needs nothing more from it; it finds
 //! the reply here when its read returns, with the worker's next command.
 //! So the hand-off that matters most, a job to an idle worker, wakes the
@@ -107,8 +109,23 @@ impl Mailbox {
     /// then asked to have it sent as room comes (false if it cannot, and
     /// the thread takes it when its read gives up, within a second).
     pub(crate) fn send_and_wake(&self, send: impl FnOnce(&[u8]) -> usize, finish: impl FnOnce() -> bool) {
+        self.end_wait(true, send, finish);
+    }
+
+    /// [`Mailbox::wake`], under the engine's lock (more wakes at once than
+    /// are carried out of it, or the timer's): a thread waiting in a read is
+    /// not reached by a wake, only by its reply, which is then sent now,
+    /// under that lock; to a sleeping thread it is not.
+    pub(crate) fn wake_reaching(&self, send: impl FnOnce(&[u8]) -> usize, finish: impl FnOnce() -> bool) {
+        self.end_wait(false, send, finish);
+    }
+
+    /// Both of the above, under one hold of this lock: whether the thread
+    /// reads and the word that the wait is over are seen together, so a
+    /// thread about to read either is sent its reply or finds the word.
+    fn end_wait(&self, always_send: bool, send: impl FnOnce(&[u8]) -> usize, finish: impl FnOnce() -> bool) {
         let mut mail = self.mail();
-        if mail.sent < mail.reply.len() {
+        if (always_send || mail.reading) && mail.sent < mail.reply.len() {
             let sent = send(&mail.reply[mail.sent..]);
             mail.sent += sent;
         }
@@ -120,17 +137,6 @@ impl Mailbox {
         }
         drop(mail);
         self.changed.notify_one();
-    }
-
-    /// [`Mailbox::wake`], under the engine's lock (more wakes at once than
-    /// are carried out of it): a thread waiting in a read is not reached by
-    /// a wake, only by its reply, which is then sent now.
-    pub(crate) fn wake_reaching(&self, send: impl FnOnce(&[u8]) -> usize, finish: impl FnOnce() -> bool) {
-        if self.mail().reading {
-            self.send_and_wake(send, finish);
-        } else {
-            self.wake();
-        }
     }
 
     /// Sends more of a delivered reply, as [`Mailbox::send_and_wake`] did,
@@ -323,6 +329,21 @@ mod tests {
         assert_eq!(mailbox.stop_reading(&mut Vec::new()), Woken::Look);
         // Kept for the sleep that follows, which must not block.
         assert_eq!(mailbox.sleep(None, &mut Vec::new()), Woken::Look);
+    }
+
+    #[test]
+    fn a_wake_under_the_lock_sends_to_a_reading_thread_and_leaves_word_for_one_about_to_read() {
+        let mailbox = Mailbox::default();
+        // Not reading yet: nothing is sent, and the thread must not read.
+        delivered(&mailbox, b"RESERVED 1 2\r\nhi\r\n");
+        mailbox.wake_reaching(|_| unreachable!("its own thread sends it"), || unreachable!());
+        assert!(!mailbox.start_reading());
+        assert_eq!(mailbox.sleep(None, &mut Vec::new()), Woken::Delivered { sent: 0 });
+        // Reading: the reply is sent now, as nothing else would reach it.
+        assert!(mailbox.start_reading());
+        delivered(&mailbox, b"RESERVED 2 2\r\nhi\r\n");
+        mailbox.wake_reaching(<[u8]>::len, || unreachable!("sent whole"));
+        assert_eq!(mailbox.stop_reading(&mut Vec::new()), Woken::Delivered { sent: 18 });
     }
 
     #[test]

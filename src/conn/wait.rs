@@ -1,20 +1,24 @@
 //! A blocked reserve's wait, on the connection's own thread, in one of two
-//! places. A wait that no timeout or safety margin can end within
-//! [`IDLE_AFTER`] is spent in a read of the socket, as an idle client's
-//! is: the job handed over is sent by the thread that handed it over, the
-//! worker answers it, and this thread wakes once, to the worker's next
-//! command, with the reply waiting for it in the mailbox. Any other wait,
-//! or the rest of one that found no job in that time, sleeps in the
-//! connection's mailbox until the engine has ended it (a job reserved for
-//! it, a timeout, the safety margin, a hang-up, a byte that calls off a
-//! `reserve-with-abort`), then writes the outcome.
+//! places. A plain `reserve` or `reserve-with-timeout` that no timeout or
+//! safety margin can end within [`IDLE_AFTER`] (with room for a late
+//! timer) is spent in a read of the socket, as an idle client's is: the
+//! job handed over is sent by the thread that handed it over, the worker
+//! answers it, and this thread wakes once, to the worker's next command,
+//! with the reply waiting for it in the mailbox. Any other wait (a
+//! `reserve-with-abort`, commands pipelined behind the reserve, a timeout
+//! or margin sooner), or the rest of one that found no job in that time,
+//! sleeps in the connection's mailbox until the engine has ended it (a job
+//! reserved for it, a timeout, the safety margin, a hang-up, a byte that
+//! calls off a `reserve-with-abort`), then writes the outcome.
 //!
 //! A job handed over arrives as its whole `RESERVED` reply, perhaps partly
 //! sent already by the thread that handed it over (or, during a read, by
 //! the hang-up watcher): this thread writes the rest without taking the
 //! engine's lock (see `mailbox.rs` for who may write the socket, and
 //! when). Every other ending is collected from the engine, under the lock
-//! (see `engine/client.rs` for the wait's states).
+//! (see `engine/client.rs` for the wait's states). One ending waits for a
+//! read to give up: a job whose reply found no room in the mailbox (memory
+//! is short), which this thread then collects, within a second.
 
 use std::os::fd::AsRawFd;
 
@@ -23,6 +27,12 @@ use super::{Conn, Next};
 use crate::mailbox::Woken;
 use crate::protocol::{ReplyRoom, SHORT_REPLY_LEN};
 use crate::time::Time;
+
+/// How late a read's one-second timeout may fire (the kernel's timer
+/// wheel rounds it up by tens of milliseconds): a wait whose timeout or
+/// safety margin falls this close after [`IDLE_AFTER`] is not read, so
+/// that its reply is not late.
+const LATE_TIMER: std::time::Duration = std::time::Duration::from_millis(100);
 
 impl Conn<'_> {
     /// Sleeps until this client's blocked reserve ends, then has its reply
@@ -79,14 +89,15 @@ impl Conn<'_> {
 
     /// Whether this wait may be spent in a read: the read gives up after
     /// [`IDLE_AFTER`], and nothing the engine knows of can end the wait
-    /// before then but a job, which reaches the client without this thread.
-    /// (The mailbox has the last word: a wait already over is not read.)
+    /// before then but a job, which reaches the client without this thread
+    /// (but for the one ending in the module's paragraph). The mailbox has
+    /// the last word: a wait already over is not read.
     fn may_wait_reading(&self, wake_at: Option<Time>) -> bool {
-        let idle_at = self.shared.clock.now().plus(IDLE_AFTER);
+        let read_gives_up_by = self.shared.clock.now().plus(IDLE_AFTER).plus(LATE_TIMER);
         self.reads_time_out
             && !self.eof
             && self.input.is_drained()
-            && wake_at.is_none_or(|at| at >= idle_at)
+            && wake_at.is_none_or(|at| at >= read_gives_up_by)
             && self.mailbox.start_reading()
     }
 
@@ -112,10 +123,10 @@ impl Conn<'_> {
         }
     }
 
-    /// This thread does not read while it waits, so only the hang-up
-    /// watcher (see `hangup.rs`) can notice that the client went away, or,
-    /// for an `abortable` wait, sent a byte. Armed after the wait is
-    /// registered: bytes already in the socket are reported at once.
+    /// Asleep in the mailbox, this thread does not read, so only the
+    /// hang-up watcher (see `hangup.rs`) can notice that the client went
+    /// away, or, for an `abortable` wait, sent a byte. Armed after the wait
+    /// is registered: bytes already in the socket are reported at once.
     fn watch_for_hang_up(&mut self, abortable: bool) {
         let shared = self.shared;
         let fd = self.stream.as_raw_fd();

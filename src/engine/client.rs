@@ -13,10 +13,12 @@ use crate::ids::TubeId;
 use crate::time::Time;
 
 /// How the engine reaches the thread of a client blocked in reserve. The
-/// server implements it over the client's `Condvar` and socket; the engine
-/// sees neither, and asks only these two things.
+/// server implements it over the client's mailbox and socket; the engine
+/// sees neither, and asks only these things.
 pub trait Waker: Debug + Send + Sync {
-    /// Wakes the client's thread: its blocked reserve has an outcome.
+    /// Wakes the client's thread: its blocked reserve has an outcome. A
+    /// thread that waits in a read of its socket is reached by its reply
+    /// alone, so the server's waker may send a delivered reply here.
     fn wake(&self);
 
     /// Has `write` put a job's `RESERVED` reply where the client's thread

@@ -10,7 +10,9 @@
 //! is still no room for its reply ([`Engine::take_back_handoff`]), the job
 //! goes back and the client, never told, waits on in its old place
 //! ([`Engine::resume_wait`]). The picture of a wait's states is on
-//! `Blocked` in `client.rs`. Nothing here touches a socket.
+//! `Blocked` in `client.rs`. Nothing here touches a socket: a reply is
+//! sent by the client's [`Waker`], which is woken after the lock is let go
+//! but for the few wakes that do not fit (see [`Engine::take_woken`]).
 
 use super::*;
 

@@ -164,8 +164,8 @@ pub fn set_backlog(socket: &impl AsRawFd, backlog: i32) -> io::Result<()> {
 /// (closes, or shuts down its sending side), when a wake-up fd becomes
 /// readable, and, when a watch asks for them, data arriving on a socket
 /// (`readable`) or room in it to send (`watch_writable`). Every watch on a
-/// socket is one-shot: it fires once, then stays registered, disarmed,
-/// until armed again.
+/// client's socket is one-shot: it fires once, then stays registered,
+/// disarmed, until armed again.
 #[derive(Debug)]
 pub struct HangupPoller {
     epoll: OwnedFd,
