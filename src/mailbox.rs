@@ -64,6 +64,21 @@ struct Mail {
     reading: bool,
 }
 
+impl Mail {
+    /// Part of a delivered reply is not sent yet.
+    fn unsent(&self) -> bool {
+        self.sent < self.reply.len()
+    }
+
+    /// Sends what `send` takes now of a delivered reply's unsent part,
+    /// from where the last send stopped (nothing if it is all sent).
+    fn send_more(&mut self, send: impl FnOnce(&[u8]) -> usize) {
+        if self.unsent() {
+            self.sent += send(&self.reply[self.sent..]);
+        }
+    }
+}
+
 /// How a sleep in the mailbox ended.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Woken {
@@ -125,12 +140,11 @@ impl Mailbox {
     /// thread about to read either is sent its reply or finds the word.
     fn end_wait(&self, always_send: bool, send: impl FnOnce(&[u8]) -> usize, finish: impl FnOnce() -> bool) {
         let mut mail = self.mail();
-        if (always_send || mail.reading) && mail.sent < mail.reply.len() {
-            let sent = send(&mail.reply[mail.sent..]);
-            mail.sent += sent;
+        if always_send || mail.reading {
+            mail.send_more(send);
         }
         mail.ended = true;
-        if mail.reading && (mail.sent == mail.reply.len() || finish()) {
+        if mail.reading && (!mail.unsent() || finish()) {
             // Whole, or left to someone who will finish it: the thread will
             // find it here when its read returns.
             return;
@@ -144,12 +158,11 @@ impl Mailbox {
     /// if part still is, `finish` is asked again.
     pub(crate) fn send_rest(&self, send: impl FnOnce(&[u8]) -> usize, finish: impl FnOnce() -> bool) {
         let mut mail = self.mail();
-        if !mail.reading || mail.sent == mail.reply.len() {
+        if !mail.reading {
             return;
         }
-        let sent = send(&mail.reply[mail.sent..]);
-        mail.sent += sent;
-        if mail.sent < mail.reply.len() {
+        mail.send_more(send);
+        if mail.unsent() {
             // If no one can be asked, the thread takes it when its read
             // gives up.
             let _ = finish();
