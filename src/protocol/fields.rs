@@ -69,15 +69,21 @@ pub(super) fn parse_kick_bound(rest: &[u8]) -> Result<u32, ParseError> {
 pub(super) fn leading_number(s: &[u8]) -> Option<(u64, usize)> {
     let mut value: u64 = 0;
     let mut digits: usize = 0;
-    for &b in s.iter().take_while(|b| b.is_ascii_digit()) {
+    // A plain loop, not an iterator chain: every field of every command
+    // comes through here, and the size-optimised build keeps it tight.
+    while let Some(&b) = s.get(digits) {
+        if !b.is_ascii_digit() {
+            break;
+        }
         value = value.checked_mul(10)?.checked_add(u64::from(b.wrapping_sub(b'0')))?;
-        digits = digits.saturating_add(1);
+        // At most `s.len()`: cannot overflow.
+        digits = digits.wrapping_add(1);
     }
     Some((value, digits))
 }
 
 pub(super) fn skip_spaces(s: &[u8]) -> &[u8] {
-    let n = s.iter().take_while(|&&b| b == b' ').count();
+    let n = s.iter().position(|&b| b != b' ').unwrap_or(s.len());
     s.get(n..).unwrap_or_default()
 }
 
