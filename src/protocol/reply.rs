@@ -71,29 +71,31 @@ impl Reply<'_> {
     /// replies with data the data and its CRLF, so it all leaves in one write.
     pub fn encode(&self, out: &mut Vec<u8>) {
         use std::io::Write;
-        // Writing into a Vec cannot fail.
-        let _ = match self {
-            Reply::Inserted(id) => write!(out, "INSERTED {id}\r\n"),
-            Reply::Duplicate(id, state, None) => write!(out, "INSERTED {id} {}\r\n", state.word()),
-            Reply::Duplicate(id, state, Some(pri)) => write!(out, "INSERTED {id} {} {pri}\r\n", state.word()),
-            Reply::BuriedJob(id) => write!(out, "BURIED {id}\r\n"),
+        // The replies of the hot path are put together by hand (`line`):
+        // `write!` takes a few hundred instructions to format one number.
+        match self {
+            Reply::Inserted(id) => line(out, "INSERTED", &[*id]),
+            Reply::BuriedJob(id) => line(out, "BURIED", &[*id]),
             Reply::Reserved(id, body) => write_data(out, "RESERVED", Some(*id), body),
             Reply::Found(id, body) => write_data(out, "FOUND", Some(*id), body),
             Reply::Ok(yaml) => write_data(out, "OK", None, yaml.as_bytes()),
-            Reply::Using(tube) => write!(out, "USING {tube}\r\n"),
-            Reply::UsingMode(mode) => write!(out, "USING {}\r\n", mode.name()),
-            Reply::Watching(n) => write!(out, "WATCHING {n}\r\n"),
-            Reply::KickedCount(n) => write!(out, "KICKED {n}\r\n"),
-            Reply::ReservedBatch(n) => write!(out, "RESERVED_BATCH {n}\r\n"),
-            Reply::DeletedBatch(deleted, not_found) => write!(out, "DELETED_BATCH {deleted} {not_found}\r\n"),
-            Reply::Cleared(n) => write!(out, "CLEARED {n}\r\n"),
-            Reply::Flushed(n) => write!(out, "FLUSHED {n}\r\n"),
-            other => {
-                out.extend_from_slice(other.word().as_bytes());
-                out.extend_from_slice(b"\r\n");
-                Ok(())
+            Reply::Watching(n) => line(out, "WATCHING", &[*n as u64]),
+            Reply::KickedCount(n) => line(out, "KICKED", &[u64::from(*n)]),
+            Reply::ReservedBatch(n) => line(out, "RESERVED_BATCH", &[*n as u64]),
+            Reply::DeletedBatch(deleted, not_found) => {
+                line(out, "DELETED_BATCH", &[*deleted as u64, *not_found as u64])
             }
-        };
+            Reply::Cleared(n) => line(out, "CLEARED", &[*n]),
+            Reply::Flushed(n) => line(out, "FLUSHED", &[*n]),
+            // Writing into a Vec cannot fail.
+            Reply::Duplicate(id, state, None) => drop(write!(out, "INSERTED {id} {}\r\n", state.word())),
+            Reply::Duplicate(id, state, Some(pri)) => {
+                drop(write!(out, "INSERTED {id} {} {pri}\r\n", state.word()))
+            }
+            Reply::Using(tube) => drop(write!(out, "USING {tube}\r\n")),
+            Reply::UsingMode(mode) => drop(write!(out, "USING {}\r\n", mode.name())),
+            other => line(out, other.word(), &[]),
+        }
     }
 
     /// The first word of the reply, as `-VV` logs it.
@@ -187,21 +189,46 @@ pub fn data_reply_len(data: usize) -> usize {
 /// command, so that such a reply never allocates.
 pub const SHORT_REPLY_LEN: usize = 256;
 
-fn write_data(out: &mut Vec<u8>, word: &str, id: Option<JobId>, data: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
+fn write_data(out: &mut Vec<u8>, word: &str, id: Option<JobId>, data: &[u8]) {
     // The data's size is a client's doing (a job's body): if room for it
     // cannot be had, that client is told so, and the server goes on.
     if !out.claim(data_reply_len(data.len())) {
         out.extend_from_slice(b"OUT_OF_MEMORY\r\n");
-        return Ok(());
+        return;
     }
     match id {
-        Some(id) => write!(out, "{word} {id} {}\r\n", data.len())?,
-        None => write!(out, "{word} {}\r\n", data.len())?,
+        Some(id) => line(out, word, &[id, data.len() as u64]),
+        None => line(out, word, &[data.len() as u64]),
     }
     out.extend_from_slice(data);
     out.extend_from_slice(b"\r\n");
-    Ok(())
+}
+
+/// Appends a reply line: `word`, each of `numbers` after a space, CRLF.
+fn line(out: &mut Vec<u8>, word: &str, numbers: &[u64]) {
+    out.extend_from_slice(word.as_bytes());
+    for &n in numbers {
+        out.push(b' ');
+        push_decimal(out, n);
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends `n` in decimal: its digits are made from the last, into a
+/// buffer as long as the longest u64.
+fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    for slot in digits.iter_mut().rev() {
+        // `n % 10` is a digit: the cast and the add cannot overflow.
+        *slot = b'0'.wrapping_add((n % 10) as u8);
+        n /= 10;
+        start = start.wrapping_sub(1);
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(digits.get(start..).unwrap_or_default());
 }
 
 #[cfg(test)]
@@ -235,5 +262,17 @@ mod tests {
         assert_eq!(encoded(Reply::NotFound), "NOT_FOUND\r\n");
         assert_eq!(encoded(Reply::DeadlineSoon), "DEADLINE_SOON\r\n");
         assert_eq!(encoded(Reply::Aborted), "ABORTED\r\n");
+        assert_eq!(encoded(Reply::DeletedBatch(12, 0)), "DELETED_BATCH 12 0\r\n");
+        assert_eq!(encoded(Reply::BuriedJob(u64::MAX)), "BURIED 18446744073709551615\r\n");
+        assert_eq!(encoded(Reply::Cleared(10)), "CLEARED 10\r\n");
+    }
+
+    #[test]
+    fn numbers_are_written_as_display_writes_them() {
+        for n in [0, 1, 9, 10, 99, 100, 4096, 1 << 32, u64::MAX / 10, u64::MAX - 1, u64::MAX] {
+            let mut out = Vec::new();
+            push_decimal(&mut out, n);
+            assert_eq!(out, n.to_string().into_bytes());
+        }
     }
 }
