@@ -157,6 +157,13 @@ impl Input {
         n
     }
 
+    /// Consumes up to `n` buffered bytes, and returns them.
+    pub fn take_up_to(&mut self, n: usize) -> &[u8] {
+        let start = self.start;
+        self.start += (self.end - start).min(n);
+        &self.buf[start..self.start]
+    }
+
     /// Drops up to `count` buffered bytes; returns how many.
     pub fn skip(&mut self, count: u64) -> u64 {
         let n = ((self.end - self.start) as u64).min(count);
@@ -180,7 +187,7 @@ fn find_crlf(bytes: &[u8]) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::find_crlf;
+    use super::{find_crlf, Input};
 
     #[test]
     fn a_line_ends_at_the_first_crlf_only() {
@@ -190,5 +197,14 @@ mod tests {
         assert_eq!(find_crlf(b"\r\n"), Some(0));
         assert_eq!(find_crlf(b"abc\r"), None);
         assert_eq!(find_crlf(b"\n"), None);
+    }
+
+    #[test]
+    fn bytes_are_taken_only_as_far_as_they_are_buffered() {
+        let mut input = Input { buf: b"put 0 0 1 2\r\nhi\r".to_vec(), start: 13, end: 16, discarding: false };
+        assert_eq!(input.take_up_to(2), b"hi");
+        assert_eq!(input.take_up_to(2), b"\r");
+        assert_eq!(input.take_up_to(2), b"");
+        assert!(input.is_drained());
     }
 }

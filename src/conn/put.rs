@@ -54,17 +54,16 @@ impl Conn<'_> {
         }
         let PutLine { pri, delay, ttr, bytes, tags, .. } = line;
         let created = self.shared.clock.now();
-        body.resize(bytes as usize, 0);
-        let mut crlf = [0; 2];
-        self.input.take(&mut body);
-        self.input.take(&mut crlf);
+        // Copied straight from the input: no zeroing first.
+        body.extend_from_slice(self.input.take_up_to(bytes as usize));
+        let crlf = self.input.take_up_to(2) == b"\r\n";
         let c = self.client;
         self.ask_engine(|e, now, _| {
             e.count_put();
             let Some(ticket) = e.start_put(c, bytes) else {
                 return Reply::OutOfMemory;
             };
-            if &crlf != b"\r\n" {
+            if !crlf {
                 e.cancel_put(ticket);
                 return Reply::ExpectedCrlf;
             }
