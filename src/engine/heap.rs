@@ -98,9 +98,7 @@ impl<K: Ord + Copy> Heap<K> {
     /// the new one included.
     pub fn push(&mut self, key: K, id: JobId, set_pos: &mut impl FnMut(JobId, usize)) {
         self.entries.push((key, PackedId::new(id)));
-        let last = self.entries.len() - 1;
-        set_pos(id, last);
-        self.sift_up(last, set_pos);
+        self.sift_up(self.entries.len() - 1, set_pos);
     }
 
     /// Removes and returns the smallest entry.
@@ -122,7 +120,6 @@ impl<K: Ord + Copy> Heap<K> {
         if slot < self.entries.len() {
             // The old last entry now sits in the hole: it may belong higher
             // or lower than where it landed.
-            set_pos(self.entries[slot].1.get(), slot);
             let slot = self.sift_up(slot, set_pos);
             self.sift_down(slot, set_pos);
         }
@@ -182,41 +179,50 @@ impl<K: Ord + Copy> Heap<K> {
         true
     }
 
+    /// Moves the entry at `slot` up to where it belongs and returns that
+    /// slot. The entries it passes each move down one level, into the hole
+    /// it leaves; `set_pos` hears of each once, and of the entry once, at
+    /// its final slot.
     fn sift_up(&mut self, mut slot: usize, set_pos: &mut impl FnMut(JobId, usize)) -> usize {
+        let entry = self.entries[slot];
         while slot > 0 {
             let parent = (slot - 1) / 2;
-            if self.entries[parent] <= self.entries[slot] {
+            if self.entries[parent] <= entry {
                 break;
             }
-            self.swap(parent, slot, set_pos);
+            self.move_to(parent, slot, set_pos);
             slot = parent;
         }
+        self.entries[slot] = entry;
+        set_pos(entry.1.get(), slot);
         slot
     }
 
+    /// Moves the entry at `slot` down to where it belongs, as
+    /// [`Heap::sift_up`] moves one up.
     fn sift_down(&mut self, mut slot: usize, set_pos: &mut impl FnMut(JobId, usize)) {
+        let entry = self.entries[slot];
         loop {
             let left = 2 * slot + 1;
             let right = left + 1;
-            let mut smallest = slot;
-            if left < self.entries.len() && self.entries[left] < self.entries[smallest] {
-                smallest = left;
-            }
-            if right < self.entries.len() && self.entries[right] < self.entries[smallest] {
+            let mut smallest = left;
+            if right < self.entries.len() && self.entries[right] < self.entries[left] {
                 smallest = right;
             }
-            if smallest == slot {
-                return;
+            if left >= self.entries.len() || entry <= self.entries[smallest] {
+                break;
             }
-            self.swap(slot, smallest, set_pos);
+            self.move_to(smallest, slot, set_pos);
             slot = smallest;
         }
+        self.entries[slot] = entry;
+        set_pos(entry.1.get(), slot);
     }
 
-    fn swap(&mut self, a: usize, b: usize, set_pos: &mut impl FnMut(JobId, usize)) {
-        self.entries.swap(a, b);
-        set_pos(self.entries[a].1.get(), a);
-        set_pos(self.entries[b].1.get(), b);
+    /// Copies the entry at `from` into slot `to`, and says so.
+    fn move_to(&mut self, from: usize, to: usize, set_pos: &mut impl FnMut(JobId, usize)) {
+        self.entries[to] = self.entries[from];
+        set_pos(self.entries[to].1.get(), to);
     }
 }
 
