@@ -10,8 +10,8 @@
 //!   `/proc/<pid>/stat`) and its threads' switches (voluntary and not,
 //!   from `/proc/<pid>/task/*/status`) a job.
 //! - cycle at 1000 connections: 1000 clients each loop put, reserve,
-//!   delete on a tube of its own, all at once; commands/s, and the p99 of
-//!   one command's round trip.
+//!   delete on a tube of its own, all at once; commands/s, the p99 of
+//!   one command's round trip, and the server's CPU time a command.
 //!
 //! The third contention figure, a probe's round trip behind another
 //! client's pipelined delete burst, is `scale`'s give-back scenario
@@ -46,9 +46,10 @@ fn main() {
     }
     if settings.runs("cycle") {
         let (a, b) = alternate(ours, theirs, rounds, |binary| cycle(binary, 1000, 100));
-        let figures: [Figure<2>; 2] = [
+        let figures: [Figure<3>; 3] = [
             ("cycle, 1000 connections: commands/s", |f| f[0]),
             ("cycle, 1000 connections: p99 round trip (ms)", |f| f[1]),
+            ("cycle, 1000 connections: server CPU a command (us)", |f| f[2]),
         ];
         rows(&figures, &a, &b);
     }
@@ -159,9 +160,9 @@ fn fan_out(binary: &str, workers: usize, jobs: usize) -> [f64; 5] {
 }
 
 /// `connections` clients each loop put, reserve, delete `cycles` times on a
-/// tube of its own, all at once. Returns commands/s and the p99 of one
-/// command's round trip in ms.
-fn cycle(binary: &str, connections: usize, cycles: usize) -> [f64; 2] {
+/// tube of its own, all at once. Returns commands/s, the p99 of one
+/// command's round trip in ms, and the server's CPU time a command in µs.
+fn cycle(binary: &str, connections: usize, cycles: usize) -> [f64; 3] {
     let server = Server::start(binary);
     let port = server.port;
     let start = Arc::new(Barrier::new(connections + 1));
@@ -196,9 +197,12 @@ fn cycle(binary: &str, connections: usize, cycles: usize) -> [f64; 2] {
         })
         .collect();
     start.wait();
+    let cpu_before = cpu_seconds(server.pid());
     let began = Instant::now();
     let mut times: Vec<u64> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
     let elapsed = began.elapsed();
+    let cpu = cpu_seconds(server.pid()) - cpu_before;
     times.sort_unstable();
-    [times.len() as f64 / elapsed.as_secs_f64(), percentile_ms(&times, 99)]
+    let commands = times.len() as f64;
+    [commands / elapsed.as_secs_f64(), percentile_ms(&times, 99), cpu / commands * 1e6]
 }
