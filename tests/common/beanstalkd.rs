@@ -35,23 +35,39 @@ pub struct Beanstalkd {
 
 impl Beanstalkd {
     /// Starts `exe` with `args` after `-l 127.0.0.1 -p PORT`, and waits
-    /// until it accepts connections.
+    /// until it accepts connections. The free port is found by binding
+    /// port 0 and letting it go, so another test's server may take it
+    /// first: then beanstalkd exits, and it is started again on another.
     pub fn start(exe: &Path, args: &[&str]) -> Beanstalkd {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let child = Command::new(exe)
-            .args(["-l", "127.0.0.1", "-p", &port.to_string()])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "beanstalkd did not start");
-            thread::sleep(Duration::from_millis(10));
+        for _ in 0..5 {
+            let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            let mut child = Command::new(exe)
+                .args(["-l", "127.0.0.1", "-p", &port.to_string()])
+                .args(args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let mut exited = false;
+            while TcpStream::connect(("127.0.0.1", port)).is_err() {
+                assert!(Instant::now() < deadline, "beanstalkd did not start");
+                exited = child.try_wait().unwrap().is_some();
+                if exited {
+                    break;
+                }
+                thread::sleep(Duration::from_millis(10));
+            }
+            // A connection may have reached another server on the port
+            // while beanstalkd was failing to bind it.
+            thread::sleep(Duration::from_millis(20));
+            if !exited && child.try_wait().unwrap().is_none() {
+                return Beanstalkd { child, port };
+            }
+            let _ = child.wait();
         }
-        Beanstalkd { child, port }
+        panic!("beanstalkd found no free port in 5 tries");
     }
 
     pub fn client(&self) -> Client {
