@@ -7,13 +7,13 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use common::binary::{self, TempDir};
+use common::helper::Helper;
 
 const README: &str = include_str!("../README.md");
 
@@ -38,38 +38,16 @@ fn have(program: &str) -> bool {
     found
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// A stunnel in the foreground with `config`, killed when dropped.
-struct Stunnel(Child);
-
-impl Stunnel {
-    fn start(dir: &Path, name: &str, config: &str, listens_on: u16) -> Stunnel {
+/// A stunnel in the foreground, listening on a free port that `config`
+/// is given; killed when dropped.
+fn stunnel(dir: &Path, name: &str, config: impl Fn(u16) -> String) -> Helper {
+    Helper::start(&format!("stunnel {name}"), Duration::from_secs(20), |port| {
         let path = dir.join(format!("{name}.conf"));
-        std::fs::write(&path, format!("foreground = yes\npid =\n{config}")).unwrap();
-        let child = Command::new("stunnel")
-            .arg(&path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(("127.0.0.1", listens_on)).is_err() {
-            assert!(Instant::now() < deadline, "stunnel {name} does not listen on {listens_on}");
-            thread::sleep(Duration::from_millis(20));
-        }
-        Stunnel(child)
-    }
-}
-
-impl Drop for Stunnel {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+        std::fs::write(&path, format!("foreground = yes\npid =\n{}", config(port))).unwrap();
+        let mut command = Command::new("stunnel");
+        command.arg(&path);
+        command
+    })
 }
 
 #[test]
@@ -84,18 +62,21 @@ fn the_readmes_tls_recipe_carries_greenstalk_and_refuses_a_client_without_a_cert
         assert!(out.status.success(), "{line}: {}", String::from_utf8_lossy(&out.stderr));
     }
     let server = binary::spawn(&[]);
-    let (tls_port, tunnel_port, bare_port) = (free_port(), free_port(), free_port());
     let certs = format!("{}/", dir.path.display());
-    let server_side = block("server")
-        .replace("0.0.0.0:11301", &format!("127.0.0.1:{tls_port}"))
-        .replace("127.0.0.1:11300", &format!("127.0.0.1:{}", server.port()))
-        .replace("/etc/stunnel/", &certs);
-    let client_side = block("client")
-        .replace("127.0.0.1:11300", &format!("127.0.0.1:{tunnel_port}"))
-        .replace("queue.example:11301", &format!("127.0.0.1:{tls_port}"))
-        .replace("/etc/stunnel/", &certs);
-    let _server_tunnel = Stunnel::start(&dir.path, "server", &server_side, tls_port);
-    let _client_tunnel = Stunnel::start(&dir.path, "client", &client_side, tunnel_port);
+    let server_tunnel = stunnel(&dir.path, "server", |port| {
+        block("server")
+            .replace("0.0.0.0:11301", &format!("127.0.0.1:{port}"))
+            .replace("127.0.0.1:11300", &format!("127.0.0.1:{}", server.port()))
+            .replace("/etc/stunnel/", &certs)
+    });
+    let client_side = |port: u16| {
+        block("client")
+            .replace("127.0.0.1:11300", &format!("127.0.0.1:{port}"))
+            .replace("queue.example:11301", &format!("127.0.0.1:{}", server_tunnel.port))
+            .replace("/etc/stunnel/", &certs)
+    };
+    let client_tunnel = stunnel(&dir.path, "client", client_side);
+    let tunnel_port = client_tunnel.port;
 
     let script = "import sys, greenstalk\n\
         c = greenstalk.Client(('127.0.0.1', int(sys.argv[1])))\n\
@@ -111,13 +92,15 @@ fn the_readmes_tls_recipe_carries_greenstalk_and_refuses_a_client_without_a_cert
 
     // The same tunnel without the client's certificate: the server's
     // stunnel ends the handshake, and no command is answered.
-    let keyless: String = client_side
-        .lines()
-        .filter(|l| !l.starts_with("cert =") && !l.starts_with("key ="))
-        .map(|l| l.to_owned() + "\n")
-        .collect();
-    let keyless = keyless.replace(&format!("127.0.0.1:{tunnel_port}"), &format!("127.0.0.1:{bare_port}"));
-    let _bare_tunnel = Stunnel::start(&dir.path, "bare", &keyless, bare_port);
+    let keyless = |port: u16| -> String {
+        client_side(port)
+            .lines()
+            .filter(|l| !l.starts_with("cert =") && !l.starts_with("key ="))
+            .map(|l| l.to_owned() + "\n")
+            .collect()
+    };
+    let bare_tunnel = stunnel(&dir.path, "bare", keyless);
+    let bare_port = bare_tunnel.port;
     let mut s = TcpStream::connect(("127.0.0.1", bare_port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let _ = s.write_all(b"list-tube-used\r\n");

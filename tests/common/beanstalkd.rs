@@ -2,12 +2,11 @@
 //! the offline tool): where it is installed, and one started on 127.0.0.1
 //! and a free port, SIGKILLed when dropped.
 
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
+use super::helper::Helper;
 use super::Client;
 
 /// The real beanstalkd: `BEANSTALKD=path`, or Debian's
@@ -29,45 +28,20 @@ pub fn path() -> Option<PathBuf> {
 
 /// A real beanstalkd on 127.0.0.1 and a free port; SIGKILLed on drop.
 pub struct Beanstalkd {
-    child: Child,
+    helper: Helper,
     pub port: u16,
 }
 
 impl Beanstalkd {
     /// Starts `exe` with `args` after `-l 127.0.0.1 -p PORT`, and waits
-    /// until it accepts connections. The free port is found by binding
-    /// port 0 and letting it go, so another test's server may take it
-    /// first: then beanstalkd exits, and it is started again on another.
+    /// until it accepts connections.
     pub fn start(exe: &Path, args: &[&str]) -> Beanstalkd {
-        for _ in 0..5 {
-            let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-            let mut child = Command::new(exe)
-                .args(["-l", "127.0.0.1", "-p", &port.to_string()])
-                .args(args)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
-            let deadline = Instant::now() + Duration::from_secs(10);
-            let mut exited = false;
-            while TcpStream::connect(("127.0.0.1", port)).is_err() {
-                assert!(Instant::now() < deadline, "beanstalkd did not start");
-                exited = child.try_wait().unwrap().is_some();
-                if exited {
-                    break;
-                }
-                thread::sleep(Duration::from_millis(10));
-            }
-            // A connection may have reached another server on the port
-            // while beanstalkd was failing to bind it.
-            thread::sleep(Duration::from_millis(20));
-            if !exited && child.try_wait().unwrap().is_none() {
-                return Beanstalkd { child, port };
-            }
-            let _ = child.wait();
-        }
-        panic!("beanstalkd found no free port in 5 tries");
+        let helper = Helper::start("beanstalkd", Duration::from_secs(10), |port| {
+            let mut command = Command::new(exe);
+            command.args(["-l", "127.0.0.1", "-p", &port.to_string()]).args(args);
+            command
+        });
+        Beanstalkd { port: helper.port, helper }
     }
 
     pub fn client(&self) -> Client {
@@ -75,15 +49,7 @@ impl Beanstalkd {
     }
 
     /// SIGKILL, as a crash or an impatient operator would.
-    pub fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Beanstalkd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    pub fn kill(self) {
+        drop(self.helper);
     }
 }

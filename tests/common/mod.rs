@@ -4,6 +4,7 @@
 
 pub mod beanstalkd;
 pub mod binary;
+pub mod helper;
 pub mod table;
 pub mod wire;
 
