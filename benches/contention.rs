@@ -10,8 +10,9 @@
 //!   `/proc/<pid>/stat`) and its threads' switches (voluntary and not,
 //!   from `/proc/<pid>/task/*/status`) a job.
 //! - cycle at 1000 connections: 1000 clients each loop put, reserve,
-//!   delete on a tube of its own, all at once; commands/s, the p99 of
-//!   one command's round trip, and the server's CPU time a command.
+//!   delete on a tube of its own, all at once; commands/s, the p99, p999
+//!   and longest of one command's round trip (the far tail: a thread
+//!   passed over by others), and the server's CPU time a command.
 //!
 //! The third contention figure, a probe's round trip behind another
 //! client's pipelined delete burst, is `scale`'s give-back scenario
@@ -46,10 +47,12 @@ fn main() {
     }
     if settings.runs("cycle") {
         let (a, b) = alternate(ours, theirs, rounds, |binary| cycle(binary, 1000, 100));
-        let figures: [Figure<3>; 3] = [
+        let figures: [Figure<5>; 5] = [
             ("cycle, 1000 connections: commands/s", |f| f[0]),
             ("cycle, 1000 connections: p99 round trip (ms)", |f| f[1]),
-            ("cycle, 1000 connections: server CPU a command (us)", |f| f[2]),
+            ("cycle, 1000 connections: p999 round trip (ms)", |f| f[2]),
+            ("cycle, 1000 connections: longest round trip (ms)", |f| f[3]),
+            ("cycle, 1000 connections: server CPU a command (us)", |f| f[4]),
         ];
         rows(&figures, &a, &b);
     }
@@ -90,7 +93,12 @@ fn rows<const N: usize>(figures: &[Figure<N>], a: &[[f64; N]], b: &[[f64; N]]) {
 
 /// The `q`th percentile of sorted nanoseconds, in ms.
 fn percentile_ms(sorted: &[u64], q: usize) -> f64 {
-    sorted[(sorted.len() * q / 100).min(sorted.len() - 1)] as f64 / 1e6
+    per_mille_ms(sorted, q * 10)
+}
+
+/// The `q`-th per mille of `sorted` nanoseconds, in ms.
+fn per_mille_ms(sorted: &[u64], q: usize) -> f64 {
+    sorted[(sorted.len() * q / 1000).min(sorted.len() - 1)] as f64 / 1e6
 }
 
 /// How many times the threads of a process have been switched out so far,
@@ -160,9 +168,10 @@ fn fan_out(binary: &str, workers: usize, jobs: usize) -> [f64; 5] {
 }
 
 /// `connections` clients each loop put, reserve, delete `cycles` times on a
-/// tube of its own, all at once. Returns commands/s, the p99 of one
-/// command's round trip in ms, and the server's CPU time a command in µs.
-fn cycle(binary: &str, connections: usize, cycles: usize) -> [f64; 3] {
+/// tube of its own, all at once. Returns commands/s, the p99, p999 and
+/// longest of one command's round trip in ms, and the server's CPU time a
+/// command in µs.
+fn cycle(binary: &str, connections: usize, cycles: usize) -> [f64; 5] {
     let server = Server::start(binary);
     let port = server.port;
     let start = Arc::new(Barrier::new(connections + 1));
@@ -204,5 +213,11 @@ fn cycle(binary: &str, connections: usize, cycles: usize) -> [f64; 3] {
     let cpu = cpu_seconds(server.pid()) - cpu_before;
     times.sort_unstable();
     let commands = times.len() as f64;
-    [commands / elapsed.as_secs_f64(), percentile_ms(&times, 99), cpu / commands * 1e6]
+    [
+        commands / elapsed.as_secs_f64(),
+        percentile_ms(&times, 99),
+        per_mille_ms(&times, 999),
+        per_mille_ms(&times, 1000),
+        cpu / commands * 1e6,
+    ]
 }
