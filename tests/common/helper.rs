@@ -36,7 +36,12 @@ impl Helper {
             let deadline = Instant::now() + limit;
             let mut exited = false;
             while TcpStream::connect(("127.0.0.1", port)).is_err() {
-                assert!(Instant::now() < deadline, "{what} does not listen on {port}");
+                if Instant::now() >= deadline {
+                    // Not left running behind the failed test.
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!("{what} does not listen on {port}");
+                }
                 exited = child.try_wait().unwrap().is_some();
                 if exited {
                     break;
