@@ -71,8 +71,9 @@
 //! 8. [`stats`]: the YAML bodies of `stats`, `stats-job`, `stats-tube` and
 //!    `list-*`.
 //! 9. [`shared`] (what every thread of a server shares; the engine's lock,
-//!    which wakes blocked reserves once let go and lets no client's
-//!    pipeline starve another, is [`engine_lock`]), [`listen`] (the
+//!    which wakes blocked reserves once let go, lets no client's
+//!    pipeline starve another, and has a crowd yield before it sleeps, is
+//!    [`engine_lock`]), [`listen`] (the
 //!    listening socket), [`server`] (accepting, a thread a connection,
 //!    shutdown; `server/recovery.rs` replays `-b` at start-up,
 //!    `server/handle.rs` is what its owner holds) and [`signals`]
