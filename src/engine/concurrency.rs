@@ -24,8 +24,8 @@ use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use super::heap::Heap;
 use super::named::{NameClaim, Named};
-use super::tube::Tube;
 use super::*;
 
 /// Jobs a reserve looks at in one tube, at most, past held-back ones.
@@ -158,11 +158,11 @@ impl Engine {
         self.jobs.get(&id).is_some_and(|job| job.tags.con()) && self.tubes.con.at_limit(id)
     }
 
-    /// The best `(pri, id)` of `tube`'s ready jobs that a reserve may
-    /// take: its heap's top, unless that is held back; then the best of
+    /// The best `(pri, id)` of a tube's `ready` jobs that a reserve may
+    /// take: the heap's top, unless that is held back; then the best of
     /// the [`WALK`] best that is not.
-    pub(super) fn ready_for_reserve(&self, tube: &Tube) -> Option<(u32, JobId)> {
-        let top = tube.ready.peek()?;
+    pub(super) fn ready_for_reserve(&self, ready: &Heap<u32>) -> Option<(u32, JobId)> {
+        let top = ready.peek()?;
         if self.tubes.con.at_limit == 0 || !self.held_back(top.1) {
             return Some(top);
         }
@@ -175,9 +175,9 @@ impl Engine {
                 return Some((pri, id));
             }
             for child in [2 * slot + 1, 2 * slot + 2] {
-                if let Some(pri) = tube.ready.key_at(child as usize) {
+                if let Some(pri) = ready.key_at(child as usize) {
                     // Room for WALK + 2 was claimed: one out, two in, a step.
-                    frontier.push(Reverse((pri, tube.ready.id_at(child as usize), child)));
+                    frontier.push(Reverse((pri, ready.id_at(child as usize), child)));
                 }
             }
         }

@@ -167,7 +167,8 @@ impl Engine {
             if tube.is_paused() {
                 return;
             }
-            let (Some((_, id)), Some((seq, c))) = (self.ready_for_reserve(tube), tube.waiting.first()) else {
+            let (Some((_, id)), Some((seq, c))) = (self.ready_for_reserve(&tube.ready), tube.waiting.first())
+            else {
                 return;
             };
             if self.has_hung_up(c) {

@@ -275,17 +275,16 @@ impl Engine {
             return self.drawn_ready_job(client);
         }
         let tubes = client.watched.iter().map(|&t| self.tubes.get(t));
-        let best = tubes.filter(|tube| !tube.is_paused()).filter_map(|tube| self.ready_for_reserve(tube));
+        let best =
+            tubes.filter(|tube| !tube.is_paused()).filter_map(|tube| self.ready_for_reserve(&tube.ready));
         best.min().map(|(_, id)| id)
     }
 
     pub(super) fn has_ready_job(&self, c: ClientId, include_paused: bool) -> bool {
         self.clients.get(&c).is_some_and(|client| {
-            client
-                .watched
-                .iter()
-                .map(|&t| self.tubes.get(t))
-                .any(|tube| (include_paused || !tube.is_paused()) && self.ready_for_reserve(tube).is_some())
+            client.watched.iter().map(|&t| self.tubes.get(t)).any(|tube| {
+                (include_paused || !tube.is_paused()) && self.ready_for_reserve(&tube.ready).is_some()
+            })
         })
     }
 

@@ -117,7 +117,7 @@ impl Engine {
         let candidates = || {
             let tubes = client.watched.iter().copied();
             tubes.filter(|&t| {
-                !self.tubes.get(t).is_paused() && self.ready_for_reserve(self.tubes.get(t)).is_some()
+                !self.tubes.get(t).is_paused() && self.ready_for_reserve(&self.tubes.get(t).ready).is_some()
             })
         };
         let total: f64 = candidates().map(weight).sum();
@@ -130,7 +130,7 @@ impl Engine {
                 break;
             }
         }
-        self.ready_for_reserve(self.tubes.get(drawn?)).map(|(_, id)| id)
+        self.ready_for_reserve(&self.tubes.get(drawn?).ready).map(|(_, id)| id)
     }
 
     /// Job `id`, reserved, is deleted by its holder at `now`: its tube's
