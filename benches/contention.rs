@@ -29,7 +29,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{blocked_workers, median, row, Client, Server, Settings};
+use common::{blocked_workers, cpu_seconds, median, row, Client, Server, Settings};
 
 fn main() {
     let settings = Settings::from_env("CONTENTION");
@@ -112,16 +112,6 @@ fn context_switches(pid: u32) -> f64 {
         switches.filter_map(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok()).collect::<Vec<_>>()
     });
     counts.sum()
-}
-
-/// A process's CPU time so far, user and system, in seconds.
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command's closing parenthesis; utime and stime are
-    // the 14th and 15th of the line, the 12th and 13th after it.
-    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let ticks: f64 = rest.split_whitespace().skip(11).take(2).filter_map(|t| t.parse::<f64>().ok()).sum();
-    ticks / 100.0 // USER_HZ, 100 on Linux
 }
 
 /// `workers` clients block in reserve; one producer puts `jobs` jobs, each

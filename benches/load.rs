@@ -18,7 +18,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{blocked_workers, status_kib, Client, Server};
+use common::{blocked_workers, cpu_seconds, status_kib, Client, Server};
 
 fn main() {
     // `cargo bench` passes --bench; a filter argument could follow.
@@ -37,6 +37,13 @@ fn main() {
     let workloads: Vec<(&str, Workload)> = vec![
         ("put+reserve+delete, 8 connections (jobs/s)", Box::new(move |port| cycle(port, 8, n(20_000)))),
         ("pipelined puts, 1 connection (puts/s)", Box::new(move |port| pipelined_puts(port, n(200_000)))),
+        (
+            "the same, 1M puts: server CPU a put (us, lower is better)",
+            Box::new(move |port| {
+                pipelined_puts(port, n(1_000_000));
+                Measure::CpuPerOperation(n(1_000_000))
+            }),
+        ),
         ("fan-out to 1000 blocked workers (jobs/s)", Box::new(move |port| fan_out(port, 1000, n(20_000)))),
         (
             "memory per job, 100-byte bodies (bytes/job, lower is better)",
@@ -102,6 +109,12 @@ enum Measure {
     },
     /// Measured by the workload itself.
     Value(f64),
+    /// The server's CPU time (user and system, since it started: a few
+    /// milliseconds of it are its start) over this many operations, in
+    /// µs. A steadier figure than a rate on a shared machine, where the
+    /// rate also waits for the client's CPU: enough operations for a
+    /// second of CPU, at `/proc`'s 10 ms ticks.
+    CpuPerOperation(usize),
 }
 
 impl Measure {
@@ -112,6 +125,7 @@ impl Measure {
                 (rss_kib(pid).saturating_sub(*before_kib) * 1024) as f64 / *jobs as f64
             }
             Measure::Value(v) => *v,
+            Measure::CpuPerOperation(operations) => cpu_seconds(pid) / *operations as f64 * 1e6,
         }
     }
 }

@@ -15,6 +15,9 @@
 //! thread, whose start can fail but never abort) and `memory.rs` (the
 //! allocator, with `pages.rs`, `regions.rs`, `holes.rs`, and
 //! `evacuation.rs`, which empties the pages a few live blocks pin).
+//! Beside them, and not Rust: `no-unwind-tables.ld`, the static build's
+//! linker script, which leaves out the unwind tables of a server that
+//! never unwinds (README, "A static binary").
 
 use std::ffi::{c_char, c_int, c_long};
 use std::io;

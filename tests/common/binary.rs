@@ -42,9 +42,19 @@ impl Drop for TempDir {
     }
 }
 
+/// The server binary under test: the one Cargo built with the tests, or
+/// the one `BEANSTALK_BIN` names (CI runs some tests against the static
+/// `minimal` build users deploy, which Cargo's test build is not).
+pub fn binary_path() -> PathBuf {
+    match std::env::var_os("BEANSTALK_BIN").filter(|p| !p.is_empty()) {
+        Some(path) => PathBuf::from(path),
+        None => assert_cmd::cargo::cargo_bin("beanstalk"),
+    }
+}
+
 /// The binary, ready to be given arguments.
 pub fn beanstalk() -> Command {
-    let mut cmd = Command::cargo_bin("beanstalk").unwrap();
+    let mut cmd = Command::new(binary_path());
     // Lines start with a timestamp, as the tests expect, even when the
     // tests themselves run with stderr in the journal.
     cmd.env_remove("JOURNAL_STREAM");
@@ -82,7 +92,7 @@ pub fn spawn(args: &[&str]) -> Bin {
 /// As [`spawn`], with its address space limited to `kib` KiB (the shell's
 /// `ulimit -v`, which sets `RLIMIT_AS`).
 pub fn spawn_with_address_space(kib: u64, args: &[&str]) -> Bin {
-    let binary = assert_cmd::cargo::cargo_bin("beanstalk");
+    let binary = binary_path();
     let mut sh = Command::new("sh");
     sh.args(["-c", &format!("ulimit -v {kib} && exec \"$0\" \"$@\"")]).arg(binary);
     sh.stdin(Stdio::null()).stdout(Stdio::null());
