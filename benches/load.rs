@@ -38,7 +38,7 @@ fn main() {
         ("put+reserve+delete, 8 connections (jobs/s)", Box::new(move |port| cycle(port, 8, n(20_000)))),
         ("pipelined puts, 1 connection (puts/s)", Box::new(move |port| pipelined_puts(port, n(200_000)))),
         (
-            "the same, 1M puts: server CPU a put (us, lower is better)",
+            "pipelined puts: server CPU a put (us, lower is better)",
             Box::new(move |port| {
                 pipelined_puts(port, n(1_000_000));
                 Measure::CpuPerOperation(n(1_000_000))

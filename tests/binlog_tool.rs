@@ -27,7 +27,7 @@ use common::{peek, put_bytes, Client};
 
 /// Runs the tool; its exit code, stdout and stderr.
 fn tool(args: &[&str]) -> (i32, Vec<u8>, String) {
-    let output = Command::new(assert_cmd::cargo::cargo_bin("beanstalk-binlog"))
+    let output = Command::new(binary::binlog_tool_path())
         .args(args)
         .stdin(Stdio::null())
         .output()

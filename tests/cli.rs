@@ -7,11 +7,10 @@ use std::net::{TcpListener, TcpStream};
 use std::process::Command;
 use std::time::Duration;
 
-use assert_cmd::cargo::CommandCargoExt;
 use common::binary::{self, TempDir};
 
 fn beanstalk() -> Command {
-    Command::cargo_bin("beanstalk").unwrap()
+    Command::new(binary::binary_path())
 }
 
 /// Runs the binary to completion and returns (exit code, stdout, stderr).

@@ -7,7 +7,7 @@ use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use assert_cmd::cargo::cargo_bin;
+use common::binary::binary_path;
 
 fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
@@ -34,7 +34,7 @@ fn u_drops_to_the_user_uid_gid_and_groups_after_binding() {
 
 #[test]
 fn u_with_an_unknown_user_exits_33() {
-    let out = Command::new(cargo_bin("beanstalk"))
+    let out = Command::new(binary_path())
         .args(["-l", "127.0.0.1", "-p", "0", "-u", "no-such-user-here"])
         .output()
         .unwrap();
@@ -64,7 +64,7 @@ os.execv(sys.argv[1], [sys.argv[1], "-p", "11300"])
 
 fn activated(kind: &str, extra: &[&str]) -> (std::process::Child, String, std::process::ChildStderr) {
     let mut child = Command::new("python3")
-        .args(["-c", ACTIVATOR, cargo_bin("beanstalk").to_str().unwrap(), kind])
+        .args(["-c", ACTIVATOR, binary_path().to_str().unwrap(), kind])
         .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -140,7 +140,7 @@ fn connections_past_the_cap_are_closed_and_existing_ones_keep_working() {
 #[test]
 fn running_out_of_file_descriptors_is_logged_and_survived() {
     // A descriptor limit far below the connections about to be opened.
-    let binary = cargo_bin("beanstalk");
+    let binary = binary_path();
     let mut child = Command::new("sh")
         // An explicit limit wins over the one the fd limit would give.
         .args(["-c", "ulimit -n 24 && exec \"$0\" -V -l 127.0.0.1 -p 0 --max-connections 100"])
@@ -189,7 +189,7 @@ fn start_limited(
     let script = format!("{exec_with_limits} \"$0\" -V -l 127.0.0.1 -p 0 \"$@\"");
     let mut child = Command::new("sh")
         .args(["-c", &script])
-        .arg(cargo_bin("beanstalk"))
+        .arg(binary_path())
         .args(args)
         .stderr(Stdio::piped())
         .spawn()
@@ -367,7 +367,7 @@ fn the_readmes_systemd_units_verify() {
     assert!(version.status.success());
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
     let dir = common::binary::TempDir::new("units");
-    let binary = cargo_bin("beanstalk");
+    let binary = binary_path();
     for name in ["beanstalk.service", "beanstalk.socket"] {
         let marker = format!("<!-- unit: {name} -->\n```ini\n");
         let start = readme.find(&marker).unwrap_or_else(|| panic!("{name} not in the README")) + marker.len();

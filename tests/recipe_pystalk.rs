@@ -56,7 +56,7 @@ fn the_readme_recipe_works_with_pystalks_pool_through_a_crash_and_a_retirement()
     let script = dir.path.join("recipe.py");
     let harness = include_str!("recipe_pystalk.py");
     fs::write(&script, readme_block() + harness).unwrap();
-    let binary = assert_cmd::cargo::cargo_bin("beanstalk");
+    let binary = common::binary::binary_path();
     // Files, not pipes: a pipe nobody reads while this waits could fill.
     let (out, err) = (dir.path.join("out"), dir.path.join("err"));
     let mut child = Command::new("python3")

@@ -12,8 +12,6 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use assert_cmd::cargo::CommandCargoExt;
-
 use super::Client;
 
 /// How long a server may take to start, or to exit when it should.
@@ -70,13 +68,19 @@ pub struct Bin {
     reader: Option<JoinHandle<()>>,
 }
 
-/// Starts the binary with `args` after `-V -l 127.0.0.1 -p 0` (a later `-l`
-/// wins), and waits until it listens.
+/// The `beanstalk-binlog` binary under test: Cargo's, or the one
+/// `BEANSTALK_BINLOG_BIN` names (as [`binary_path`]).
+pub fn binlog_tool_path() -> PathBuf {
+    match std::env::var_os("BEANSTALK_BINLOG_BIN").filter(|p| !p.is_empty()) {
+        Some(path) => PathBuf::from(path),
+        None => assert_cmd::cargo::cargo_bin("beanstalk-binlog"),
+    }
+}
+
 /// Runs `beanstalk-binlog` with `args`: its exit code (-1 if killed),
 /// stdout and stderr as text.
 pub fn binlog_tool(args: &[&str]) -> (i32, String, String) {
-    let output = Command::cargo_bin("beanstalk-binlog")
-        .expect("beanstalk-binlog is built")
+    let output = Command::new(binlog_tool_path())
         .args(args)
         .stdin(Stdio::null())
         .output()
@@ -85,6 +89,8 @@ pub fn binlog_tool(args: &[&str]) -> (i32, String, String) {
     (output.status.code().unwrap_or(-1), text(&output.stdout), text(&output.stderr))
 }
 
+/// Starts the binary with `args` after `-V -l 127.0.0.1 -p 0` (a later `-l`
+/// wins), and waits until it listens.
 pub fn spawn(args: &[&str]) -> Bin {
     spawn_command(beanstalk(), args)
 }
