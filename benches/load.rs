@@ -8,8 +8,13 @@
 //! LOAD_SCALE to scale every workload (default 1.0), and LIMIT_SERVER to
 //! the engine-less responder of `../shared/tools/limit-server` to run the
 //! cycle against it too: the ceiling of thread per connection on this
-//! machine, and our fraction of it. Each workload is bounded
-//! in count; every server it starts is killed when it ends.
+//! machine, and our fraction of it. LOAD_ROUNDS (default 1) runs each
+//! workload that many times a server, alternating which goes first, and
+//! shows the medians, their ratio, and the range of the rounds' ratios: a
+//! shared machine's noise, to read a small difference against (the static
+//! build against the release one, say). LOAD_ONLY runs only the workloads
+//! whose names contain it (`LOAD_ONLY=pipelined`). Each workload is bounded in
+//! count; every server it starts is killed when it ends.
 
 mod common;
 
@@ -18,7 +23,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{blocked_workers, cpu_seconds, status_kib, Client, Server};
+use common::{blocked_workers, cpu_seconds, median, status_kib, Client, Server};
 
 fn main() {
     // `cargo bench` passes --bench; a filter argument could follow.
@@ -32,6 +37,8 @@ fn main() {
     }
 
     let limit = std::env::var("LIMIT_SERVER").ok().filter(|s| !s.is_empty());
+    let rounds: usize = std::env::var("LOAD_ROUNDS").ok().and_then(|s| s.parse().ok()).unwrap_or(1).max(1);
+    let only = std::env::var("LOAD_ONLY").unwrap_or_default();
 
     type Workload = Box<dyn Fn(u16) -> Measure>;
     let workloads: Vec<(&str, Workload)> = vec![
@@ -62,14 +69,29 @@ fn main() {
         servers.get(1).map_or("-", |s| s.0),
         "ratio"
     );
-    for (name, workload) in &workloads {
-        let mut results = Vec::new();
-        for (_, binary) in &servers {
-            let server = Server::start(binary);
-            let measure = workload(server.port);
-            results.push(measure.value(server.pid()));
+    for (name, workload) in workloads.iter().filter(|(name, _)| name.contains(only.as_str())) {
+        // Each round runs both servers, the first one first in even rounds
+        // and second in odd ones, so neither always meets the machine as
+        // the other left it.
+        let mut rounds_of: Vec<Vec<f64>> = vec![Vec::new(); servers.len()];
+        for round in 0..rounds {
+            let mut order: Vec<usize> = (0..servers.len()).collect();
+            if round % 2 == 1 {
+                order.reverse();
+            }
+            for i in order {
+                let server = Server::start(&servers[i].1);
+                let measure = workload(server.port);
+                rounds_of[i].push(measure.value(server.pid()));
+            }
         }
+        let results: Vec<f64> = rounds_of.iter().map(|r| median(r.clone())).collect();
         let ratio = match results.as_slice() {
+            [a, b] if *b > 0.0 && rounds > 1 => {
+                let each = rounds_of[0].iter().zip(&rounds_of[1]).map(|(a, b)| a / b);
+                let (low, high) = each.fold((f64::MAX, f64::MIN), |(l, h), r| (l.min(r), h.max(r)));
+                format!("{:.2} ({low:.2} to {high:.2})", a / b)
+            }
             [a, b] if *b > 0.0 => format!("{:.2}", a / b),
             _ => "-".to_owned(),
         };
