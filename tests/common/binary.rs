@@ -40,14 +40,19 @@ impl Drop for TempDir {
     }
 }
 
-/// The server binary under test: the one Cargo built with the tests, or
-/// the one `BEANSTALK_BIN` names (CI runs some tests against the static
-/// `minimal` build users deploy, which Cargo's test build is not).
-pub fn binary_path() -> PathBuf {
-    match std::env::var_os("BEANSTALK_BIN").filter(|p| !p.is_empty()) {
+/// Binary `name` under test: the one Cargo built with the tests, or the
+/// one environment variable `var` names (CI runs some tests against the
+/// static `minimal` build users deploy, which Cargo's test build is not).
+fn under_test(name: &str, var: &str) -> PathBuf {
+    match std::env::var_os(var).filter(|p| !p.is_empty()) {
         Some(path) => PathBuf::from(path),
-        None => assert_cmd::cargo::cargo_bin("beanstalk"),
+        None => assert_cmd::cargo::cargo_bin(name),
     }
+}
+
+/// The server binary under test (`BEANSTALK_BIN`).
+pub fn binary_path() -> PathBuf {
+    under_test("beanstalk", "BEANSTALK_BIN")
 }
 
 /// The binary, ready to be given arguments.
@@ -68,13 +73,9 @@ pub struct Bin {
     reader: Option<JoinHandle<()>>,
 }
 
-/// The `beanstalk-binlog` binary under test: Cargo's, or the one
-/// `BEANSTALK_BINLOG_BIN` names (as [`binary_path`]).
+/// The `beanstalk-binlog` binary under test (`BEANSTALK_BINLOG_BIN`).
 pub fn binlog_tool_path() -> PathBuf {
-    match std::env::var_os("BEANSTALK_BINLOG_BIN").filter(|p| !p.is_empty()) {
-        Some(path) => PathBuf::from(path),
-        None => assert_cmd::cargo::cargo_bin("beanstalk-binlog"),
-    }
+    under_test("beanstalk-binlog", "BEANSTALK_BINLOG_BIN")
 }
 
 /// Runs `beanstalk-binlog` with `args`: its exit code (-1 if killed),
