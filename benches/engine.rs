@@ -90,7 +90,8 @@ fn a_million_keyed_puts_half_repeats(c: &mut Criterion) {
                         let mut new = job(engine, *client, 0);
                         if keyed {
                             let name = keys[(i % (PUTS / 2)) as usize].clone();
-                            new.tags = PutTags::new(Some(&UniqueKey { name, cooldown: 0 }), None, None);
+                            new.tags =
+                                PutTags::new(Some(&UniqueKey { name, cooldown: 0 }), None, None).unwrap();
                         }
                         black_box(engine.put(*client, new, Time::ZERO));
                     }

@@ -3,13 +3,16 @@
 //! reads from its socket, but knows no command: `conn` asks it for the next
 //! line, or for `n` bytes of body.
 //!
-//! A line ends at the first CRLF. A line longer than 224 bytes is dropped
-//! as it arrives, keeping at most a trailing CR (the possible first half of
-//! its CRLF), and reported once as [`Line::TooLong`] when its CRLF comes;
-//! so a client cannot make the server buffer more than a few kilobytes of
-//! command text. The one exception is a `delete-batch` line, whose
-//! thousand ids may take up to 21 KB: the buffer grows for it, within its
-//! reservation, and no further.
+//! A line ends at the first CRLF. A line longer than the protocol allows
+//! is dropped as it arrives, keeping at most a trailing CR (the possible
+//! first half of its CRLF), and reported once as [`Line::TooLong`] when its
+//! CRLF comes; so a client cannot make the server buffer more than a few
+//! kilobytes of command text. Most lines may have
+//! [`MAX_LINE`] bytes; a `put` line, whose tags may pass that, may have
+//! [`MAX_PUT_LINE`] (the parser refuses one past [`MAX_LINE`] that
+//! carries no tag); a `delete-batch` line, whose thousand ids take more,
+//! [`MAX_BATCH_LINE`]: the buffer grows for it, within its reservation,
+//! and no further.
 //!
 //! The buffer is allocated by the first read and kept while the client is
 //! busy; `conn` lets go of it once the client has been quiet for a moment
@@ -17,7 +20,7 @@
 
 use std::io;
 
-use crate::protocol::{DELETE_BATCH, MAX_BATCH_LINE, MAX_LINE};
+use crate::protocol::{self, DELETE_BATCH, MAX_BATCH_LINE, MAX_LINE, MAX_PUT_LINE, PUT};
 use crate::stream::Stream;
 use crate::sys;
 
@@ -38,6 +41,8 @@ const BATCH_BUFFER: usize = MAX_BATCH_LINE.next_multiple_of(4096);
 fn longest_line(pending: &[u8]) -> usize {
     if pending.starts_with(DELETE_BATCH) {
         MAX_BATCH_LINE
+    } else if pending.starts_with(PUT) {
+        MAX_PUT_LINE
     } else {
         MAX_LINE
     }
@@ -48,8 +53,10 @@ pub(crate) enum Line {
     /// A complete line: `[start..end]` of the buffer, CRLF excluded (see
     /// [`Input::line`]).
     Complete(usize, usize),
-    /// A line longer than the protocol allows has ended.
-    TooLong,
+    /// A line longer than the protocol allows has ended. If it was a put
+    /// that carried a tag, what its start said of its body (see
+    /// [`protocol::long_tagged_put`]): the body must not be run.
+    TooLong(Option<Option<u32>>),
 }
 
 /// Bytes received and not yet consumed: `buf[start..end]`.
@@ -61,6 +68,9 @@ pub(crate) struct Input {
     end: usize,
     /// Inside a line that is already too long: drop bytes until its CRLF.
     discarding: bool,
+    /// The dropped line was a put that carried a tag: its body's size, if
+    /// its start told it.
+    long_put: Option<Option<u32>>,
 }
 
 impl Input {
@@ -95,6 +105,9 @@ impl Input {
             if self.discarding || pending.len() >= longest_line(pending) {
                 // Too long already. Keep only a trailing CR, which may be the
                 // first half of the CRLF that ends this line.
+                if !self.discarding {
+                    self.long_put = protocol::long_tagged_put(pending);
+                }
                 self.discarding = true;
                 let keep = usize::from(pending.last() == Some(&b'\r'));
                 self.start = self.end - keep;
@@ -104,7 +117,9 @@ impl Input {
         let (line_start, line_end) = (self.start, self.start + at);
         self.start = line_end + 2;
         if std::mem::take(&mut self.discarding) || at > longest_line(&self.buf[line_start..line_end]) - 2 {
-            return Some(Line::TooLong);
+            let long_put =
+                self.long_put.take().or_else(|| protocol::long_tagged_put(&self.buf[line_start..line_end]));
+            return Some(Line::TooLong(long_put));
         }
         Some(Line::Complete(line_start, line_end))
     }
@@ -246,7 +261,8 @@ mod tests {
 
     #[test]
     fn bytes_are_taken_only_as_far_as_they_are_buffered() {
-        let mut input = Input { buf: b"put 0 0 1 2\r\nhi\r".to_vec(), start: 13, end: 16, discarding: false };
+        let mut input =
+            Input { buf: b"put 0 0 1 2\r\nhi\r".to_vec(), start: 13, end: 16, ..Input::default() };
         assert_eq!(input.take_up_to(2), b"hi");
         assert_eq!(input.take_up_to(2), b"\r");
         assert_eq!(input.take_up_to(2), b"");

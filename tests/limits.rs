@@ -160,6 +160,47 @@ fn an_overlong_put_line_reads_no_body() {
     assert_eq!(c.put_ok("y"), 1);
 }
 
+#[test]
+fn a_tagged_put_past_224_bytes_is_a_put_and_never_runs_its_body() {
+    let server = common::start();
+    let mut c = server.connect();
+    let mut other = server.connect();
+    assert_eq!(other.put_ok("victim"), 1);
+    // 264 bytes, every tag legal (tuber answers INSERTED): a job, whose
+    // body is never a `delete 1`.
+    let (group, after) = ("g".repeat(120), "a".repeat(120));
+    let line = format!("put 0 0 60 8 grp:{group} aft:{after}\r\n");
+    assert_eq!(line.len(), 264);
+    c.send(format!("{line}delete 1\r\n"));
+    c.expect("INSERTED 2\r\n");
+    assert_eq!(c.cmd("peek 2"), "FOUND 2 8\r\ndelete 1\r\n");
+    // Every tag at its longest: still a put.
+    let (name, n) = ("n".repeat(200), "4294967295");
+    let longest = format!("put 0 0 60 8 idp:{name}:{n} grp:{name} aft:{name} con:{name}:{n} max:{n}");
+    c.send(format!("{longest}\r\ndelete 1\r\n"));
+    c.expect("INSERTED 3\r\n");
+    // Refused for any reason, a tagged put's body is swallowed: a bad tag,
+    // junk beside a tag, a line past the longest legal one.
+    c.send(format!("put 0 0 60 8 grp:{group} aft:{after} junk\r\ndelete 1\r\n"));
+    c.expect("BAD_FORMAT\r\n");
+    c.send(format!("put 0 0 60 8 grp:{group} aft:-{after}\r\ndelete 1\r\n"));
+    c.expect("BAD_FORMAT\r\n");
+    c.send(format!("put 0 0 60 8 grp:{group} {}\r\ndelete 1\r\n", "aft:x ".repeat(200)));
+    c.expect("BAD_FORMAT\r\n");
+    assert_eq!(c.cmd("peek 1"), "FOUND 1 6\r\nvictim\r\n");
+    // A tagged put whose size cannot be read: its body cannot be told from
+    // the commands after it, so the connection ends.
+    c.send("put 0 0 60 x grp:g\r\ndelete 1\r\n");
+    c.expect("BAD_FORMAT\r\n");
+    c.expect_closed();
+    assert_eq!(other.cmd("peek 1"), "FOUND 1 6\r\nvictim\r\n");
+    // Without a tag, beanstalkd's bytes: an over-long put line reads no
+    // body (an_overlong_put_line_reads_no_body).
+    let mut c = server.connect();
+    c.send(format!("put 0 0 60 8 {}\r\ndelete 9\r\n", "x".repeat(220)));
+    c.expect("BAD_FORMAT\r\nNOT_FOUND\r\n");
+}
+
 // -------------------------------------------------------------------
 // CR, LF, NUL, empty lines, case (1.2)
 // -------------------------------------------------------------------

@@ -617,7 +617,8 @@ impl Harness {
                         key.map(|(k, cooldown)| UniqueKey { name: name(k), cooldown }).as_ref(),
                         None,
                         None,
-                    ),
+                    )
+                    .unwrap(),
                 };
                 let e = enc(&self.engine.put(ClientId(c), job, self.t()));
                 let m_key = key.map(|(k, cooldown)| (k.to_owned(), cooldown));

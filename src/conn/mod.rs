@@ -130,11 +130,21 @@ impl<'a> Conn<'a> {
                         return Ok(Next::Close);
                     }
                 }
-                Line::TooLong => {
+                Line::TooLong(long_put) => {
                     if !self.output.claim(SHORT_REPLY_LEN) {
                         return Ok(Next::Close);
                     }
-                    Reply::BadFormat.encode(&mut self.output)
+                    // A tagging client's body is never run: swallowed, or,
+                    // when its size is unknown, the connection ends.
+                    let swallowed = match long_put {
+                        None => true,
+                        Some(Some(bytes)) => self.discard(u64::from(bytes) + 2)?,
+                        Some(None) => false,
+                    };
+                    Reply::BadFormat.encode(&mut self.output);
+                    if !swallowed {
+                        return Ok(Next::Close);
+                    }
                 }
             }
             if self.output.len() >= OUTPUT_HIGH_WATER {
@@ -168,7 +178,11 @@ impl<'a> Conn<'a> {
         let next = match command {
             Err(e) => {
                 e.reply().encode(&mut self.output);
-                Next::Continue
+                if e == protocol::ParseError::UnsizedTaggedPut {
+                    Next::Close
+                } else {
+                    Next::Continue
+                }
             }
             Ok(Command::DeleteBatch) => {
                 self.delete_batch(start, end);

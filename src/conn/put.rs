@@ -91,6 +91,8 @@ impl Conn<'_> {
             } else if after_size == AfterSize::RefusedTags {
                 // A tuber client's: its body is swallowed, never a command.
                 Err(Reply::BadFormat)
+            } else if after_size == AfterSize::OutOfMemory {
+                Err(Reply::OutOfMemory)
             } else {
                 engine.start_put(self.client, bytes).ok_or(Reply::OutOfMemory)
             }

@@ -91,7 +91,7 @@ fn delete_batch() -> Pieces {
 /// delete's and then each tick's.
 fn delete() -> Pieces {
     let (mut e, c) = filled(0, 1);
-    let tags = |group: Option<&'static [u8]>, after| PutTags::NONE.with_groups(group, after);
+    let tags = |group: Option<&'static [u8]>, after| PutTags::NONE.with_groups(group, after).unwrap();
     let member = super::tests::put_tagged(&mut e, c, 0, 0, 600, Time::ZERO, tags(Some(b"g"), None));
     for _ in 0..3 * LET_GO_PIECE + 1 {
         super::tests::put_tagged(&mut e, c, 0, 0, 600, Time::ZERO, tags(None, Some(b"g")));

@@ -218,7 +218,7 @@ mod tests {
 
     fn put_con(e: &mut Engine, c: ClientId, pri: u32, key: Option<(&str, u32)>) -> JobId {
         let con = key.map(|(key, limit)| ConKey { name: name(key), limit });
-        put_tagged(e, c, pri, 0, 10, Time::ZERO, PutTags::new(None, None, con.as_ref()))
+        put_tagged(e, c, pri, 0, 10, Time::ZERO, PutTags::new(None, None, con.as_ref()).unwrap())
     }
 
     fn reserve(e: &mut Engine, c: ClientId) -> Option<JobId> {

@@ -319,7 +319,7 @@ mod tests {
     fn put_in(e: &mut Engine, c: ClientId, delay: u32, group: &str, after: &str) -> JobId {
         let named = |name: &'static str| Some(name.as_bytes()).filter(|name| !name.is_empty());
         let (group, after) = (named(leak(group)), named(leak(after)));
-        put_tagged(e, c, 0, delay, 10, Time::ZERO, PutTags::NONE.with_groups(group, after))
+        put_tagged(e, c, 0, delay, 10, Time::ZERO, PutTags::NONE.with_groups(group, after).unwrap())
     }
 
     fn leak(text: &str) -> &'static str {

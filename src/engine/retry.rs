@@ -89,7 +89,7 @@ mod tests {
 
     /// Puts a job with retry limit `limit` (`None`: no tag).
     fn put_limited(e: &mut Engine, c: ClientId, pri: u32, limit: Option<u32>) -> JobId {
-        put_tagged(e, c, pri, 0, 10, Time::ZERO, PutTags::new(None, limit, None))
+        put_tagged(e, c, pri, 0, 10, Time::ZERO, PutTags::new(None, limit, None).unwrap())
     }
 
     fn reserve(e: &mut Engine, c: ClientId, now: Time) -> JobId {

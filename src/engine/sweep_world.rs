@@ -49,7 +49,7 @@ fn put_keyed(
     e.count_put();
     let ticket = e.start_put(c, body.len() as u32).unwrap();
     let id = ticket.id();
-    let job = new_job(ticket, pri, delay, Box::from(body), PutTags::new(key.as_ref(), None, None));
+    let job = new_job(ticket, pri, delay, Box::from(body), PutTags::new(key.as_ref(), None, None).unwrap());
     assert_eq!(e.put(c, job, T0), Reply::Inserted(id));
     id
 }
@@ -269,7 +269,11 @@ pub(super) fn put_grouped_step(
 }
 
 /// [`put_step`] with priority `pri` and tags `tags`.
-fn put_with_tags_step(w: &mut World, out: &mut Vec<u8>, pri: u32, delay: u32, tags: PutTags) {
+fn put_with_tags_step(w: &mut World, out: &mut Vec<u8>, pri: u32, delay: u32, tags: Option<PutTags>) {
+    // The tags' names are claimed as the parser claims them, first.
+    let Some(tags) = tags else {
+        return Reply::OutOfMemory.encode(out);
+    };
     w.e.count_put();
     let Some(ticket) = w.e.start_put(w.producer, 4) else {
         return Reply::OutOfMemory.encode(out);

@@ -39,14 +39,17 @@ pub enum AfterSize {
     /// Nothing, or put tags this server takes: unique keys and retry
     /// limits.
     Nothing,
-    /// Anything else: `BAD_FORMAT`, and the body is not read, as
-    /// beanstalkd does (its bytes are taken as commands).
+    /// Anything else, no put tag among it: `BAD_FORMAT`, and the body is
+    /// not read, as beanstalkd does (its bytes are taken as commands).
     Junk,
-    /// Only put tags (tuber's `idp:`, `grp:`, `aft:`, `con:`, and our
-    /// `max:`), one of which this server does not take: `BAD_FORMAT` once the body is read
-    /// and dropped, so that a tuber client's body is never taken as
-    /// commands (reference §3.1a).
+    /// Tokens among which is a put tag (tuber's `idp:`, `grp:`, `aft:`,
+    /// `con:`, and our `max:`), but which this server does not take:
+    /// `BAD_FORMAT` once the body is read and dropped, so that a tuber
+    /// client's body is never taken as commands (reference §3.1a).
     RefusedTags,
+    /// Put tags this server takes, whose names' memory could not be had:
+    /// `OUT_OF_MEMORY` once the body is read and dropped.
+    OutOfMemory,
 }
 
 /// One parsed command line.
@@ -169,15 +172,16 @@ pub struct UniqueKey {
 }
 
 /// A put's tags, as its line gave them. The names (a unique key, a
-/// concurrency key, a group, an after-group) lie end to end in one buffer,
-/// which a line of [`MAX_LINE`](super::MAX_LINE) bytes cannot overfill,
-/// rather than in a [`UniqueKey`] and a [`ConKey`] of their own: a
-/// command is copied down every frame a line passes through, and a second
-/// inline name would make every connection's thread touch another page of
-/// stack.
+/// concurrency key, a group, an after-group) lie end to end in one buffer
+/// on the heap, claimed fallibly, and only for a put that names any:
+/// four names at their longest are 800 bytes, which, inline, a command
+/// would copy down every frame a line passes through, on every
+/// connection's stack.
 #[derive(Clone, PartialEq, Eq)]
 pub struct PutTags {
-    names: [u8; super::MAX_LINE],
+    /// The names, in the order of [`TagName`]; empty, and no allocation,
+    /// for a put that names none.
+    names: Vec<u8>,
     /// Each name's length in `names`, in the order of [`TagName`]; 0 for
     /// a name the put did not give (no legal name is empty).
     lens: [u8; 4],
@@ -205,52 +209,55 @@ pub enum TagName {
 impl PutTags {
     /// A put without tags.
     pub const NONE: PutTags =
-        PutTags { names: [0; super::MAX_LINE], lens: [0; 4], cooldown: 0, con_limit: 0, limit: None };
+        PutTags { names: Vec::new(), lens: [0; 4], cooldown: 0, con_limit: 0, limit: None };
 
-    /// The tags of a put whose line named these.
-    pub fn new(key: Option<&UniqueKey>, limit: Option<u32>, con: Option<&ConKey>) -> PutTags {
+    /// The tags of a put whose line named these; `None` if their names'
+    /// memory cannot be had.
+    pub fn new(key: Option<&UniqueKey>, limit: Option<u32>, con: Option<&ConKey>) -> Option<PutTags> {
         let key = key.map(|key| (key.name.as_str().as_bytes(), key.cooldown));
         PutTags::of(key, limit, con.map(|con| (con.name.as_str().as_bytes(), con.limit)))
     }
 
     /// The tags of names and numbers, the names legal (as the parser
-    /// checked them, in its line).
-    pub(super) fn of(key: Option<(&[u8], u32)>, limit: Option<u32>, con: Option<(&[u8], u32)>) -> PutTags {
+    /// checked them, in its line); `None` if their memory cannot be had.
+    pub(super) fn of(
+        key: Option<(&[u8], u32)>,
+        limit: Option<u32>,
+        con: Option<(&[u8], u32)>,
+    ) -> Option<PutTags> {
         let mut tags = PutTags { limit, ..PutTags::NONE };
         if let Some((name, cooldown)) = key {
-            tags.place(TagName::Key, name);
+            tags.place(TagName::Key, name)?;
             tags.cooldown = cooldown;
         }
         if let Some((name, limit)) = con {
-            tags.place(TagName::Con, name);
+            tags.place(TagName::Con, name)?;
             tags.con_limit = limit;
         }
-        tags
+        Some(tags)
     }
 
-    /// These tags with a group (`grp:`) and an after-group (`aft:`), if given.
-    pub fn with_groups(mut self, group: Option<&[u8]>, after: Option<&[u8]>) -> PutTags {
+    /// These tags with a group (`grp:`) and an after-group (`aft:`), if
+    /// given; `None` if their memory cannot be had.
+    pub fn with_groups(mut self, group: Option<&[u8]>, after: Option<&[u8]>) -> Option<PutTags> {
         if let Some(name) = group {
-            self.place(TagName::Group, name);
+            self.place(TagName::Group, name)?;
         }
         if let Some(name) = after {
-            self.place(TagName::After, name);
+            self.place(TagName::After, name)?;
         }
-        self
+        Some(self)
     }
 
     /// Stores `name` as tag `which`, after the names before it, which must
-    /// be placed first; a name past the buffer is cut, which no line allows.
-    fn place(&mut self, which: TagName, name: &[u8]) {
-        let at: usize = self.lens.iter().take(which as usize).map(|&len| usize::from(len)).sum();
-        let end = at.saturating_add(name.len()).min(super::MAX_LINE);
-        let len = end.saturating_sub(at);
-        if let (Some(to), Some(from)) = (self.names.get_mut(at..end), name.get(..len)) {
-            to.copy_from_slice(from);
-        }
-        if let Some(slot) = self.lens.get_mut(which as usize) {
-            *slot = len as u8;
-        }
+    /// be placed first; `None` if its memory cannot be had. A name longer
+    /// than a length byte holds is cut, which no legal name is.
+    fn place(&mut self, which: TagName, name: &[u8]) -> Option<()> {
+        let name = name.get(..name.len().min(usize::from(u8::MAX))).unwrap_or_default();
+        self.names.try_reserve_exact(name.len()).ok()?;
+        self.names.extend_from_slice(name);
+        *self.lens.get_mut(which as usize)? = name.len() as u8;
+        Some(())
     }
 
     /// Whether the put gave no tag.
@@ -313,6 +320,10 @@ pub enum ParseError {
     UnknownCommand,
     /// A command was recognised but its arguments are wrong.
     BadFormat,
+    /// A put that carries a tag, but whose size could not be read: its
+    /// body cannot be told from the commands after it, so the connection
+    /// ends after `BAD_FORMAT` rather than run it (reference §3.1 step 4).
+    UnsizedTaggedPut,
 }
 
 impl ParseError {
@@ -320,7 +331,7 @@ impl ParseError {
     pub fn reply(self) -> Reply<'static> {
         match self {
             ParseError::UnknownCommand => Reply::UnknownCommand,
-            ParseError::BadFormat => Reply::BadFormat,
+            ParseError::BadFormat | ParseError::UnsizedTaggedPut => Reply::BadFormat,
         }
     }
 }

@@ -46,10 +46,34 @@ pub const MAX_BATCH: usize = 1000;
 /// (reference §1.2).
 pub const MAX_BATCH_LINE: usize = 32 * 1024;
 
-/// The prefix of the one command whose line may pass [`MAX_LINE`]. Only
-/// a space may follow it: `delete-batch` alone, or followed by anything
-/// else, is no command (reference §1.3).
+/// The prefix of the one command whose line may pass [`MAX_LINE`]
+/// whatever it carries. Only a space may follow it: `delete-batch` alone,
+/// or followed by anything else, is no command (reference §1.3).
 pub const DELETE_BATCH: &[u8] = b"delete-batch ";
+
+/// The prefix of a put, whose line may pass [`MAX_LINE`] when it carries
+/// a put tag (reference §1.2, §3.1a).
+pub const PUT: &[u8] = b"put ";
+
+/// Longest `put` line that carries tags, CRLF included: every tag once,
+/// each at its longest (a name of [`MAX_TUBE_NAME`] bytes, a u32 of ten
+/// digits), so that every put tuber takes is taken here (tuber's own
+/// figure, without our `max:`, is 891). A put without a tag keeps
+/// beanstalkd's [`MAX_LINE`] (reference §1.2).
+pub const MAX_PUT_LINE: usize = {
+    let number = 1 + U32_DIGITS;
+    let numbers = PUT.len() - 1 + 4 * number;
+    let named = 1 + 4 + MAX_TUBE_NAME;
+    // idp:<key>:<seconds>, grp:<group>, aft:<group>, con:<key>:<limit>, max:<n>
+    let tags = (named + number) + named + named + (named + number) + (1 + 4 + U32_DIGITS);
+    numbers + tags + 2
+};
+
+/// Longest rest of a put line with no tag (after `put `, before CRLF).
+const UNTAGGED_PUT_REST: usize = MAX_LINE - PUT.len() - 2;
+
+/// Digits of the largest u32.
+const U32_DIGITS: usize = 10;
 
 /// The prefixes of the put tags: tuber's four, then ours, the retry
 /// limit (reference §3.1b).
@@ -73,7 +97,7 @@ pub fn parse(line: &[u8]) -> Result<Command, ParseError> {
             Err(BadFormat)
         }
     };
-    if let Some(rest) = line.strip_prefix(b"put ") {
+    if let Some(rest) = line.strip_prefix(PUT) {
         return parse_put(rest);
     }
     if let Some(rest) = line.strip_prefix(b"peek ") {
@@ -259,15 +283,23 @@ pub fn batch_ids(line: &[u8]) -> impl Iterator<Item = JobId> + '_ {
 }
 
 fn parse_put(rest: &[u8]) -> Result<Command, ParseError> {
+    // A line that carries a tag is a tuber client's: whatever refuses it,
+    // its body must never be taken as commands (reference §3.1 step 4).
+    let tagged = carries_tag(rest);
     let mut f = Fields::new(rest);
-    let pri = f.u32()?;
-    let delay = f.u32()?;
-    let ttr = f.u32()?;
-    let bytes = f.u32()?;
+    let numbers = (|| Ok::<_, ParseError>((f.u32()?, f.u32()?, f.u32()?, f.u32()?)))();
+    let Ok((pri, delay, ttr, bytes)) = numbers else {
+        return Err(if tagged { ParseError::UnsizedTaggedPut } else { ParseError::BadFormat });
+    };
+    // Past beanstalkd's line limit only a tagged put is a put: any other
+    // line that long is beanstalkd's `BAD_FORMAT`, the body not read.
+    if !tagged && rest.len() > UNTAGGED_PUT_REST {
+        return Err(ParseError::BadFormat);
+    }
     // Nothing, or tokens that are all tuber's tags or our retry limit
     // (tuber's rule: the last of each counts, and one it cannot read
     // refuses the put, its body read); anything else is beanstalkd's junk
-    // after the size.
+    // after the size, which drops the body too if a tag is among it.
     // The names stay in the line until the command is made: a name held
     // apart is 200 bytes more of this frame, on every connection's stack.
     let put = |after_size, tags| Ok(Command::Put { pri, delay, ttr, bytes, after_size, tags });
@@ -275,12 +307,13 @@ fn parse_put(rest: &[u8]) -> Result<Command, ParseError> {
     if f.rest.is_empty() {
         return put(AfterSize::Nothing, PutTags::NONE);
     }
-    let separated = matches!(f.rest.first(), Some(b' ' | b'\t'));
-    let mut tokens = f.rest.split(|&b| b == b' ' || b == b'\t').filter(|t| !t.is_empty()).peekable();
-    let tags =
-        tokens.peek().is_some() && tokens.clone().all(|t| PUT_TAGS.iter().any(|tag| t.starts_with(tag)));
-    if !separated || !tags {
+    if !tagged {
         return put(AfterSize::Junk, PutTags::NONE);
+    }
+    let separated = matches!(f.rest.first(), Some(b' ' | b'\t'));
+    let tokens = put_tokens(f.rest);
+    if !separated || !tokens.clone().all(is_tag) {
+        return refused();
     }
     let (mut key, mut limit, mut con, mut group, mut after) = (None, None, None, None, None);
     for token in tokens {
@@ -296,7 +329,44 @@ fn parse_put(rest: &[u8]) -> Result<Command, ParseError> {
             return refused();
         }
     }
-    put(AfterSize::Nothing, PutTags::of(key, limit, con).with_groups(group, after))
+    match PutTags::of(key, limit, con).and_then(|tags| tags.with_groups(group, after)) {
+        Some(tags) => put(AfterSize::Nothing, tags),
+        None => put(AfterSize::OutOfMemory, PutTags::NONE),
+    }
+}
+
+/// The space- or tab-separated tokens of a put line's `rest`.
+fn put_tokens(rest: &[u8]) -> impl Iterator<Item = &[u8]> + Clone {
+    rest.split(|&b| b == b' ' || b == b'\t').filter(|t| !t.is_empty())
+}
+
+/// Whether a token is a put tag.
+fn is_tag(token: &[u8]) -> bool {
+    PUT_TAGS.iter().any(|tag| token.starts_with(tag))
+}
+
+/// Whether the rest of a put line (after `put `) carries a put tag.
+fn carries_tag(rest: &[u8]) -> bool {
+    put_tokens(rest).any(is_tag)
+}
+
+/// What a put line too long for [`MAX_PUT_LINE`] leaves on the socket, as
+/// far as its first bytes tell: `None` for a line that is not a put or
+/// carries no tag (beanstalkd's over-long line: its body, if any, is read
+/// as commands); else `Some` of its body's size, if that could be read
+/// (`Some(None)`: the body cannot be told from what follows it, and the
+/// connection must end). `start` is the line's first bytes.
+pub fn long_tagged_put(start: &[u8]) -> Option<Option<u32>> {
+    let rest = start.strip_prefix(PUT)?;
+    if !carries_tag(rest) {
+        return None;
+    }
+    let mut f = Fields::new(rest);
+    Some(
+        (|| Ok::<_, ParseError>((f.u32()?, f.u32()?, f.u32()?, f.u32()?)))()
+            .ok()
+            .map(|(_, _, _, bytes)| bytes),
+    )
 }
 
 /// What follows a `list-jobs-<state>`: nothing (a whole page from the
@@ -415,8 +485,9 @@ mod tests {
     #[test]
     fn put_takes_tubers_unique_key_token_and_nothing_else() {
         let key = |name: &[u8], cooldown| Some(UniqueKey { name: TubeName::new(name).unwrap(), cooldown });
-        let put =
-            |key: Option<UniqueKey>| put_1234(AfterSize::Nothing, PutTags::new(key.as_ref(), None, None));
+        let put = |key: Option<UniqueKey>| {
+            put_1234(AfterSize::Nothing, PutTags::new(key.as_ref(), None, None).unwrap())
+        };
         let junk = put_1234(AfterSize::Junk, PutTags::NONE);
         let refused = put_1234(AfterSize::RefusedTags, PutTags::NONE);
         assert_eq!(parse(b"put 1 2 3 4 idp:my-key"), Ok(put(key(b"my-key", 0))));
@@ -442,14 +513,16 @@ mod tests {
             b"put 1 2 3 4 con:",
             b"put 1 2 3 4 con:a:b:2",
             b"put 1 2 3 4 idp:k grp:-g",
+            // A tag among junk: still a tagging client's line.
+            b"put 1 2 3 4 idp:k extra",
+            b"put 1 2 3 4 x idp:k",
         ] {
             assert_eq!(parse(line), Ok(refused.clone()), "{}", String::from_utf8_lossy(line));
         }
         let long = [b'k'; 201];
         assert_eq!(parse(&[&b"put 1 2 3 4 idp:"[..], &long].concat()), Ok(refused));
         // Anything else is beanstalkd's junk: the body is not read.
-        for line in
-            [&b"put 1 2 3 4 idp:k extra"[..], b"put 1 2 3 4idp:k", b"put 1 2 3 4 IDP:k", b"put 1 2 3 4 x"]
+        for line in [&b"put 1 2 3 4idp:k"[..], b"put 1 2 3 4 IDP:k", b"put 1 2 3 4 x", b"put 1 2 3 4 xidp:k"]
         {
             assert_eq!(parse(line), Ok(junk.clone()), "{}", String::from_utf8_lossy(line));
         }
@@ -459,7 +532,7 @@ mod tests {
     fn put_takes_a_retry_limit_alone_or_with_a_key_in_any_order() {
         let put = |key: Option<&[u8]>, limit| {
             let key = key.map(|name| UniqueKey { name: TubeName::new(name).unwrap(), cooldown: 0 });
-            put_1234(AfterSize::Nothing, PutTags::new(key.as_ref(), limit, None))
+            put_1234(AfterSize::Nothing, PutTags::new(key.as_ref(), limit, None).unwrap())
         };
         assert_eq!(parse(b"put 1 2 3 4 max:3"), Ok(put(None, Some(3))));
         assert_eq!(parse(b"put 1 2 3 4 max:0"), Ok(put(None, Some(0))));
@@ -476,19 +549,72 @@ mod tests {
             b"put 1 2 3 4 max:4294967296",
             b"put 1 2 3 4 max:1:2",
             b"put 1 2 3 4 max:3 grp:g:1",
+            b"put 1 2 3 4 max:3 x",
         ] {
             assert_eq!(parse(line), Ok(refused.clone()), "{}", String::from_utf8_lossy(line));
         }
-        assert_eq!(
-            parse(b"put 1 2 3 4 max:3 x").map(|c| matches!(c, C::Put { after_size: AfterSize::Junk, .. })),
-            Ok(true)
-        );
+    }
+
+    #[test]
+    fn a_tagged_put_may_pass_beanstalkds_line_limit_and_an_untagged_one_may_not() {
+        let name = |c: u8| vec![c; MAX_TUBE_NAME];
+        let digits = b"4294967295";
+        // Every tag once, each at its longest: the longest legal put line.
+        let longest = [
+            &b"put "[..],
+            digits,
+            b" ",
+            digits,
+            b" ",
+            digits,
+            b" ",
+            digits,
+            b" idp:",
+            &name(b'k'),
+            b":",
+            digits,
+            b" grp:",
+            &name(b'g'),
+            b" aft:",
+            &name(b'a'),
+            b" con:",
+            &name(b'c'),
+            b":",
+            digits,
+            b" max:",
+            digits,
+        ]
+        .concat();
+        assert_eq!(longest.len() + 2, MAX_PUT_LINE);
+        // The reference states the figure (§1.2, §3.1, §3.1a): held to this.
+        let reference = include_str!("../reference.md");
+        let stated = format!("{MAX_PUT_LINE} bytes");
+        assert_eq!(reference.matches(&stated).count(), 3, "the reference's put line limit is not {stated}");
+        let Ok(C::Put { tags, after_size: AfterSize::Nothing, .. }) = parse(&longest) else {
+            panic!("the longest tagged put is refused");
+        };
+        assert_eq!(tags.name(TagName::After), Some(&name(b'a')[..]));
+        assert_eq!(tags.name(TagName::Con), Some(&name(b'c')[..]));
+        // Past 224 bytes, a put with no tag is beanstalkd's over-long line.
+        let untagged = [&b"put 1 2 3 4 "[..], &[b'x'; 220]].concat();
+        assert_eq!(parse(&untagged), Err(BadFormat));
+        let spaced = [&b"put 1 2 3 4"[..], &[b' '; 220]].concat();
+        assert_eq!(parse(&spaced), Err(BadFormat));
+        // A tagged put whose size cannot be read: the connection must end.
+        assert_eq!(parse(b"put 1 2 3 x grp:g"), Err(ParseError::UnsizedTaggedPut));
+        assert_eq!(parse(b"put 1 2 3 grp:g"), Err(ParseError::UnsizedTaggedPut));
+        assert_eq!(parse(b"put 1 2 3 x"), Err(BadFormat));
+        // What a line too long even for a tagged put says of its body.
+        assert_eq!(long_tagged_put(&longest), Some(Some(u32::MAX)));
+        assert_eq!(long_tagged_put(b"put 1 2 3 x grp:g"), Some(None));
+        assert_eq!(long_tagged_put(&untagged), None);
+        assert_eq!(long_tagged_put(b"peek grp:g"), None);
     }
 
     #[test]
     fn put_takes_tubers_group_and_after_group_with_any_other_tag() {
         let groups = |group: Option<&[u8]>, after: Option<&[u8]>| {
-            put_1234(AfterSize::Nothing, PutTags::NONE.with_groups(group, after))
+            put_1234(AfterSize::Nothing, PutTags::NONE.with_groups(group, after).unwrap())
         };
         assert_eq!(parse(b"put 1 2 3 4 grp:batch-1"), Ok(groups(Some(b"batch-1"), None)));
         assert_eq!(parse(b"put 1 2 3 4 aft:batch-1"), Ok(groups(None, Some(b"batch-1"))));
@@ -517,7 +643,7 @@ mod tests {
         let con = |name: &[u8], limit| {
             let con = Some(ConKey { name: TubeName::new(name).unwrap(), limit });
             let after_size = AfterSize::Nothing;
-            put_1234(after_size, PutTags::new(None, None, con.as_ref()))
+            put_1234(after_size, PutTags::new(None, None, con.as_ref()).unwrap())
         };
         assert_eq!(parse(b"put 1 2 3 4 con:api"), Ok(con(b"api", 1)));
         assert_eq!(parse(b"put 1 2 3 4 con:api:3"), Ok(con(b"api", 3)));
