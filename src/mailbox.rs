@@ -40,7 +40,8 @@
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::engine::Waker;
+use crate::engine::{Waker, Withdrawal};
+use crate::ids::JobId;
 
 /// One connection's mailbox.
 #[derive(Debug, Default)]
@@ -57,8 +58,16 @@ struct Mail {
     ended: bool,
     /// A delivered `RESERVED` reply, whole, or empty.
     reply: Vec<u8>,
+    /// The job `reply` is for.
+    job: JobId,
     /// How much of `reply` has been sent.
     sent: usize,
+    /// The connection's thread took a reply with part of it unsent, for
+    /// this job, and is sending the rest.
+    taken_unsent: Option<JobId>,
+    /// A reply was withdrawn after part of it was sent: the connection
+    /// must end (its socket has been shut down).
+    cut: bool,
     /// The connection's thread waits in a read of its socket, not on
     /// `changed`: a wake does not reach it.
     reading: bool,
@@ -87,6 +96,9 @@ pub(crate) enum Woken {
     Delivered { sent: usize },
     /// Word came, or the time is up: ask the engine.
     Look,
+    /// The reply was withdrawn after part of it was sent: the connection
+    /// ends (see [`Mailbox::withdraw`]).
+    Cut,
 }
 
 impl Mailbox {
@@ -98,17 +110,55 @@ impl Mailbox {
     /// the engine's lock; false if `write` could not (it claims room
     /// first), and then the engine takes the old way (the connection's
     /// thread collects the job under the lock).
-    pub(crate) fn deliver(&self, write: &mut dyn FnMut(&mut Vec<u8>) -> bool) -> bool {
+    pub(crate) fn deliver(&self, id: JobId, write: &mut dyn FnMut(&mut Vec<u8>) -> bool) -> bool {
         let mut mail = self.mail();
         // One delivery a wait: the last one was taken before this wait began.
         debug_assert!(mail.reply.is_empty());
         mail.reply.clear();
         mail.sent = 0;
+        mail.job = id;
         let written = write(&mut mail.reply);
         if !written {
             mail.reply.clear();
         }
         written
+    }
+
+    /// Job `id`'s reply is no longer the client's to have (the engine took
+    /// the job back, under its lock). If it is here and none of it was
+    /// sent, it goes, and the wait is the engine's again. If part of it
+    /// was sent, by anyone, the rest never is: the caller shuts the socket
+    /// down, and the connection's thread, woken, ends the connection.
+    pub(crate) fn withdraw(&self, id: JobId) -> Withdrawal {
+        let mut mail = self.mail();
+        let withdrawal = if mail.job == id && !mail.reply.is_empty() {
+            match mail.sent {
+                0 => Withdrawal::Withdrawn,
+                sent if sent < mail.reply.len() => Withdrawal::Cut,
+                _ => Withdrawal::Told,
+            }
+        } else if mail.taken_unsent == Some(id) {
+            Withdrawal::Cut
+        } else {
+            Withdrawal::Told
+        };
+        if withdrawal != Withdrawal::Told {
+            mail.reply.clear();
+            mail.sent = 0;
+            mail.taken_unsent = None;
+        }
+        mail.cut |= withdrawal == Withdrawal::Cut;
+        drop(mail);
+        if withdrawal == Withdrawal::Cut {
+            self.changed.notify_one();
+        }
+        withdrawal
+    }
+
+    /// The connection's thread has sent the whole of a reply it took with
+    /// part unsent: from now on the job is the client's, whatever happens.
+    pub(crate) fn told(&self) {
+        self.mail().taken_unsent = None;
     }
 
     /// Tells the connection's thread that its wait may be over.
@@ -173,7 +223,7 @@ impl Mailbox {
     /// false if its wait has already ended, and then it must not.
     pub(crate) fn start_reading(&self) -> bool {
         let mut mail = self.mail();
-        if mail.ended || !mail.reply.is_empty() {
+        if mail.ended || mail.cut || !mail.reply.is_empty() {
             return false;
         }
         mail.reading = true;
@@ -187,7 +237,7 @@ impl Mailbox {
     pub(crate) fn stop_reading(&self, out: &mut Vec<u8>) -> Woken {
         let mut mail = self.mail();
         mail.reading = false;
-        if mail.reply.is_empty() {
+        if mail.reply.is_empty() && !mail.cut {
             return Woken::Look;
         }
         Self::take(&mut mail, out)
@@ -197,7 +247,7 @@ impl Mailbox {
     /// delivered reply is moved into `out`, which must be empty.
     pub(crate) fn sleep(&self, timeout: Option<Duration>, out: &mut Vec<u8>) -> Woken {
         let mut mail = self.mail();
-        let waiting = |mail: &mut Mail| !mail.ended && mail.reply.is_empty();
+        let waiting = |mail: &mut Mail| !mail.ended && !mail.cut && mail.reply.is_empty();
         mail = match timeout {
             Some(timeout) => self
                 .changed
@@ -208,11 +258,19 @@ impl Mailbox {
         Self::take(&mut mail, out)
     }
 
-    /// Takes the word left in `mail`: a delivered reply into `out`.
+    /// Takes the word left in `mail`: a delivered reply into `out`. One
+    /// with part unsent stays withdrawable until [`Mailbox::told`].
     fn take(mail: &mut Mail, out: &mut Vec<u8>) -> Woken {
-        mail.ended = false;
+        if mail.cut {
+            return Woken::Cut;
+        }
         if mail.reply.is_empty() {
+            mail.ended = false;
             return Woken::Look;
+        }
+        mail.ended = false;
+        if mail.sent < mail.reply.len() {
+            mail.taken_unsent = Some(mail.job);
         }
         debug_assert!(out.is_empty());
         // The buffers trade places: the mailbox keeps `out`'s room for the
@@ -242,8 +300,12 @@ impl Waker for Mailbox {
         false
     }
 
-    fn deliver(&self, write: &mut dyn FnMut(&mut Vec<u8>) -> bool) -> bool {
-        Mailbox::deliver(self, write)
+    fn deliver(&self, id: JobId, write: &mut dyn FnMut(&mut Vec<u8>) -> bool) -> bool {
+        Mailbox::deliver(self, id, write)
+    }
+
+    fn withdraw(&self, id: JobId) -> Withdrawal {
+        Mailbox::withdraw(self, id)
     }
 }
 
@@ -252,7 +314,7 @@ mod tests {
     use super::*;
 
     fn delivered(mailbox: &Mailbox, reply: &[u8]) {
-        assert!(mailbox.deliver(&mut |out| {
+        assert!(mailbox.deliver(1, &mut |out| {
             out.extend_from_slice(reply);
             true
         }));
@@ -362,7 +424,55 @@ mod tests {
     #[test]
     fn a_delivery_that_finds_no_room_leaves_the_mailbox_empty() {
         let mailbox = Mailbox::default();
-        assert!(!mailbox.deliver(&mut |_| false));
+        assert!(!mailbox.deliver(1, &mut |_| false));
         assert_eq!(mailbox.sleep(Some(Duration::ZERO), &mut Vec::new()), Woken::Look);
+    }
+
+    #[test]
+    fn a_reply_none_of_which_was_sent_is_withdrawn_and_the_wait_goes_on() {
+        let mailbox = Mailbox::default();
+        assert!(mailbox.start_reading());
+        delivered(&mailbox, b"RESERVED 1 2\r\nhi\r\n");
+        mailbox.send_and_wake(|_| 0, || true);
+        assert_eq!(mailbox.withdraw(2), Withdrawal::Told, "another job's");
+        assert_eq!(mailbox.withdraw(1), Withdrawal::Withdrawn);
+        // The watcher asked to finish it finds nothing to send.
+        mailbox.send_rest(|_| unreachable!("withdrawn"), || unreachable!("withdrawn"));
+        assert_eq!(mailbox.stop_reading(&mut Vec::new()), Woken::Look, "the engine has the wait again");
+    }
+
+    #[test]
+    fn a_reply_partly_sent_is_never_finished_once_withdrawn() {
+        let mailbox = Mailbox::default();
+        assert!(mailbox.start_reading());
+        delivered(&mailbox, b"RESERVED 1 2\r\nhi\r\n");
+        mailbox.send_and_wake(|bytes| bytes.len().min(5), || true);
+        assert_eq!(mailbox.withdraw(1), Withdrawal::Cut);
+        mailbox.send_rest(|_| unreachable!("cut"), || unreachable!("cut"));
+        assert_eq!(mailbox.stop_reading(&mut Vec::new()), Woken::Cut);
+        assert!(!mailbox.start_reading(), "the connection ends");
+        assert_eq!(mailbox.sleep(None, &mut Vec::new()), Woken::Cut);
+    }
+
+    #[test]
+    fn a_reply_taken_with_part_unsent_is_the_clients_once_told() {
+        let mailbox = Mailbox::default();
+        delivered(&mailbox, b"RESERVED 1 2\r\nhi\r\n");
+        let mut out = Vec::new();
+        assert_eq!(mailbox.sleep(None, &mut out), Woken::Delivered { sent: 0 });
+        assert_eq!(mailbox.withdraw(1), Withdrawal::Cut, "its thread is sending it");
+        out.clear();
+        delivered(&mailbox, b"RESERVED 1 2\r\nhi\r\n");
+        let mut out = Vec::new();
+        let mailbox = Mailbox::default();
+        delivered(&mailbox, b"RESERVED 1 2\r\nhi\r\n");
+        assert_eq!(mailbox.sleep(None, &mut out), Woken::Delivered { sent: 0 });
+        mailbox.told();
+        assert_eq!(mailbox.withdraw(1), Withdrawal::Told);
+        // Sent whole before it was taken: told.
+        out.clear();
+        delivered(&mailbox, b"RESERVED 1 2\r\nhi\r\n");
+        mailbox.send_and_wake(<[u8]>::len, || false);
+        assert_eq!(mailbox.withdraw(1), Withdrawal::Told);
     }
 }

@@ -11,7 +11,8 @@ use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::engine::{ClientId, Waker};
+use crate::engine::{ClientId, Waker, Withdrawal};
+use crate::ids::JobId;
 use crate::hangup::Finisher;
 use crate::mailbox::Mailbox;
 use crate::sys;
@@ -90,6 +91,15 @@ impl Stream {
     /// no timeout.
     pub fn wait_readable(&self) -> io::Result<()> {
         sys::wait_until_readable(self)
+    }
+
+    /// Closes both sides: a send under way fails, and a thread blocked
+    /// reading wakes with EOF.
+    pub fn shutdown(&self) {
+        let _ = match self {
+            Stream::Tcp(s) => s.shutdown(Shutdown::Both),
+            Stream::Unix(s) => s.shutdown(Shutdown::Both),
+        };
     }
 
     /// Closes the receiving side: a thread blocked reading wakes with EOF,
@@ -186,8 +196,19 @@ impl Waker for SharedConn {
         sys::has_unread_bytes(&self.stream)
     }
 
-    fn deliver(&self, write: &mut dyn FnMut(&mut Vec<u8>) -> bool) -> bool {
-        self.mailbox.deliver(write)
+    fn deliver(&self, id: JobId, write: &mut dyn FnMut(&mut Vec<u8>) -> bool) -> bool {
+        self.mailbox.deliver(id, write)
+    }
+
+    fn withdraw(&self, id: JobId) -> Withdrawal {
+        let withdrawal = self.mailbox.withdraw(id);
+        if withdrawal == Withdrawal::Cut {
+            // Whoever is sending the rest (this connection's thread, the
+            // watcher) fails, and the thread, in a read or asleep, ends
+            // the connection.
+            self.stream.shutdown();
+        }
+        withdrawal
     }
 
     fn send_and_wake(&self) {

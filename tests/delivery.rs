@@ -486,3 +486,59 @@ fn a_delivery_racing_a_hang_up_loses_no_job() {
     }
     assert_eq!(observer.stat("current-jobs-ready"), "0");
 }
+
+/// A job handed to a worker whose socket has no room for it is taken
+/// from the worker before its reply has left: its TTR runs out, or another
+/// client flushes its tube (reference §10, "A lapsed hand-off"; §3.28). The
+/// first worker is never sent the rest of a job it no longer holds: its
+/// connection ends instead, and what it reads is the start of the reply,
+/// then the end of the stream. After a lapse, the next worker gets the job.
+fn a_delivery_taken_back_is_never_finished(reserve: &str, flushed: bool) {
+    let server = common::start_args(&["-z", "8000000"]);
+    let mut observer = server.connect();
+    let mut stuck = server.connect();
+    stuck.send(format!("{reserve}\r\n"));
+    until_waiting(&mut observer, 1);
+    let mut producer = server.connect();
+    // Far more than a loopback socket's buffers hold.
+    let big: Vec<u8> = (0..6_000_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+    let ttr = if flushed { 3600 } else { 1 };
+    let id = common::put_bytes(&mut producer, 0, 0, ttr, &big);
+    let header = format!("RESERVED {id} {}\r\n", big.len());
+    let whole = header.len() + big.len() + 2;
+    // The stuck worker reads nothing meanwhile.
+    let mut next = server.connect();
+    if flushed {
+        assert_eq!(next.cmd("flush-tube default"), "FLUSHED 1\r\n");
+    } else {
+        let reply = next.cmd("reserve");
+        assert_eq!(reply.len(), whole);
+        assert!(reply.starts_with(&header));
+        assert_eq!(next.cmd(&format!("delete {id}")), "DELETED\r\n");
+    }
+    // Now the stuck worker reads: never the whole reply.
+    stuck.stream.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+    let mut received = Vec::new();
+    let ended = stuck.stream.read_to_end(&mut received);
+    assert!(ended.is_ok(), "{ended:?} after {} bytes", received.len());
+    assert!(received.starts_with(header.as_bytes()), "it was sent the start of the reply");
+    assert!(received.len() < whole, "a worker was sent the whole of a job it no longer holds");
+    assert_eq!(observer.stat("current-jobs-reserved"), "0");
+    let closed = || observer.stat("current-connections") == "3";
+    assert!(common::settle(Duration::from_secs(120), closed), "the stuck worker's connection did not end");
+}
+
+#[test]
+fn a_lapsed_delivery_is_never_finished_while_its_thread_reads() {
+    a_delivery_taken_back_is_never_finished("reserve", false);
+}
+
+#[test]
+fn a_lapsed_delivery_is_never_finished_by_its_own_thread() {
+    a_delivery_taken_back_is_never_finished("reserve-with-abort", false);
+}
+
+#[test]
+fn a_flushed_delivery_is_never_finished() {
+    a_delivery_taken_back_is_never_finished("reserve", true);
+}

@@ -67,9 +67,10 @@ impl Conn<'_> {
             let look_at = if idle { wake_at } else { Some(wake_at.map_or(idle_at, |at| at.min(idle_at))) };
             // Bounded: a sleep does not count time suspended.
             let sleep = look_at.map(|at| at.duration_since(now).min(crate::time::LONGEST_SLEEP));
-            if let Woken::Delivered { sent } = self.mailbox.sleep(sleep, &mut self.output) {
-                self.sent_early = sent;
-                return Next::Continue;
+            match self.mailbox.sleep(sleep, &mut self.output) {
+                Woken::Delivered { sent } => return self.take_delivery(sent),
+                Woken::Cut => return Next::Close,
+                Woken::Look => {}
             }
             // Room for the short replies (the buffer may have gone while
             // idle); a job's reply claims its own. Without that much, the
@@ -115,12 +116,27 @@ impl Conn<'_> {
             self.hang_up();
         }
         match woken {
-            Woken::Delivered { sent } => {
-                self.sent_early = sent;
-                Some(Next::Continue)
-            }
+            Woken::Delivered { sent } => Some(self.take_delivery(sent)),
+            Woken::Cut => Some(Next::Close),
             Woken::Look => None,
         }
+    }
+
+    /// A job's reply, delivered to this thread's mailbox, is in the output
+    /// buffer, its first `sent` bytes sent already. The rest is sent now:
+    /// until it all is, the engine may still take the job back, which
+    /// shuts the socket down and so ends this send and the connection
+    /// (`Mailbox::withdraw`); once it all is, the job is the client's.
+    fn take_delivery(&mut self, sent: usize) -> Next {
+        self.sent_early = sent;
+        if sent == self.output.len() {
+            return Next::Continue;
+        }
+        if self.flush().is_err() {
+            return Next::Close;
+        }
+        self.mailbox.told();
+        Next::Continue
     }
 
     /// Asleep in the mailbox, this thread does not read, so only the

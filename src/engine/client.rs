@@ -21,14 +21,14 @@ pub trait Waker: Debug + Send + Sync {
     /// alone, so the server's waker may send a delivered reply here.
     fn wake(&self);
 
-    /// Has `write` put a job's `RESERVED` reply where the client's thread
+    /// Has `write` put job `id`'s `RESERVED` reply where the client's thread
     /// will find it without the engine's lock (its mailbox, see
     /// `mailbox.rs`): the blocked reserve is then over. `write` claims the
     /// room first; false if it could not, or if this client has nowhere to
     /// take a reply, and then the thread collects the job under the lock
     /// ([`Engine::check_wait`](super::Engine::check_wait)).
-    fn deliver(&self, write: &mut dyn FnMut(&mut Vec<u8>) -> bool) -> bool {
-        let _ = write;
+    fn deliver(&self, id: JobId, write: &mut dyn FnMut(&mut Vec<u8>) -> bool) -> bool {
+        let _ = (id, write);
         false
     }
 
@@ -37,6 +37,17 @@ pub trait Waker: Debug + Send + Sync {
     /// thread that let the lock go.
     fn send_and_wake(&self) {
         self.wake();
+    }
+
+    /// Job `id`, whose `RESERVED` reply [`Waker::deliver`] left for this
+    /// client, no longer belongs to it (its TTR ran out, or it was flushed).
+    /// Takes the reply back if none of it has been sent
+    /// ([`Withdrawal::Withdrawn`]); if part has, the rest is never sent and
+    /// the connection is ended ([`Withdrawal::Cut`]): a client is never
+    /// sent the whole of a job it no longer holds.
+    fn withdraw(&self, id: JobId) -> Withdrawal {
+        let _ = id;
+        Withdrawal::Told
     }
 
     /// True if the client's peer has already hung up (closed, reset, or shut
@@ -52,6 +63,20 @@ pub trait Waker: Debug + Send + Sync {
     fn has_input(&self) -> bool {
         false
     }
+}
+
+/// What became of a delivered reply whose job the client no longer holds
+/// ([`Waker::withdraw`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Withdrawal {
+    /// All of it was sent (or none was ever left): the client was told
+    /// while it held the job, as a worker that reserved it itself is.
+    Told,
+    /// None of it was sent, and now none will be: the reserve goes on.
+    Withdrawn,
+    /// Part of it was sent: the rest never will be, and the connection
+    /// ends.
+    Cut,
 }
 
 /// A bare `Condvar` is the waiter of a client with no socket (tests,
@@ -92,15 +117,23 @@ impl Waker for Condvar {
 /// ran out before it was collected has already gone back to waiting.
 ///
 /// That is the way of a job whose reply found no room in the client's
-/// mailbox. Normally a job handed over skips `Ended`: its reply is left in
-/// the mailbox and the reserve is over at once (no `Blocked` at all), its
-/// TTR running from then, as the reply leaves when the lock is let go.
+/// mailbox. Normally a job handed over skips `Ended` for `Delivered`: its
+/// reply is left in the mailbox and the reserve is over at once for the
+/// client's thread, which will not ask the engine again; its TTR runs from
+/// then, as the reply leaves when the lock is let go. The engine keeps the
+/// wait, for as long as the client is not blocked again: if the job is
+/// taken from the client (its TTR runs out, or a `flush-tube`) before the
+/// reply has left, the reply is withdrawn and the wait goes on, in its
+/// place ([`Engine::withdraw_handoff`](super::Engine::withdraw_handoff)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Blocked {
     /// In every watched tube's waiting queue.
     Waiting(Wait),
     /// Out of line; its thread has yet to collect how the reserve ended.
     Ended(Outcome),
+    /// Out of line: job `id`'s reply was left in its mailbox, and may not
+    /// all have been sent yet. Its thread collects nothing from the engine.
+    Delivered(JobId, Wait),
 }
 
 /// How a blocked reserve ended.

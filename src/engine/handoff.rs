@@ -5,11 +5,13 @@
 //! and the waiter's thread goes back to reading without taking the lock.
 //!
 //! A client with no room for the reply (or no mailbox) takes the old way:
-//! its thread is woken to collect the job under the lock. If the
-//! reservation lapses before that ([`Engine::recall_handoff`]), or there
-//! is still no room for its reply ([`Engine::take_back_handoff`]), the job
-//! goes back and the client, never told, waits on in its old place
-//! ([`Engine::resume_wait`]). The picture of a wait's states is on
+//! its thread is woken to collect the job under the lock. If the job is
+//! taken from the client before it was told, by its TTR running out or a
+//! `flush-tube` ([`Engine::withdraw_handoff`]), its reply is withdrawn (or
+//! never collected) and the client, never told, waits on in its old place
+//! ([`Engine::resume_wait`]); a reply already partly sent is never
+//! finished, and its connection ends. So is a job whose reply still finds
+//! no room ([`Engine::take_back_handoff`]). The picture of a wait's states is on
 //! `Blocked` in `client.rs`. Nothing here touches a socket: a reply is
 //! sent by the client's [`Waker`], which is woken after the lock is let go
 //! but for the few wakes that do not fit (see [`Engine::take_woken`]).
@@ -24,21 +26,21 @@ impl Engine {
             return;
         };
         self.reserve_for(c, id, now);
-        if !self.deliver(c, id) {
+        if !self.deliver(c, id, wait) {
             self.set_outcome(c, Outcome::Reserved(id, wait));
         }
     }
 
     /// Leaves job `id`'s `RESERVED` reply in client `c`'s mailbox and ends
-    /// its reserve: its TTR runs from now, as the reply leaves as soon as
-    /// the lock is let go. False, with nothing changed, if the reply finds
-    /// no room there.
-    fn deliver(&mut self, c: ClientId, id: JobId) -> bool {
+    /// its reserve, `wait`, kept in case the reply must be withdrawn: its
+    /// TTR runs from now, as the reply leaves as soon as the lock is let
+    /// go. False, with nothing changed, if the reply finds no room there.
+    fn deliver(&mut self, c: ClientId, id: JobId, wait: Wait) -> bool {
         let (Some(client), Some(job)) = (self.clients.get(&c), self.jobs.get(&id)) else {
             return false;
         };
         let reply = Reply::Reserved(id, &job.body);
-        let delivered = client.waker.deliver(&mut |out| {
+        let delivered = client.waker.deliver(id, &mut |out| {
             let room = out.claim(data_reply_len(job.body.len()));
             if room {
                 reply.encode(out);
@@ -51,7 +53,9 @@ impl Engine {
         let Some(client) = self.clients.get_mut(&c) else {
             return false;
         };
-        client.blocked = None;
+        if let Some(blocked) = client.blocked.as_deref_mut() {
+            *blocked = Blocked::Delivered(id, wait);
+        }
         // Room for it was claimed when the reserve blocked.
         if self.woken.len() < self.woken.capacity() {
             self.woken.push(Arc::clone(&client.waker));
@@ -61,20 +65,35 @@ impl Engine {
         true
     }
 
-    /// Job `id`, reserved by `holder`, has just run out of TTR. If it was
-    /// handed to `holder` while blocked and its thread has not collected it
-    /// yet (another command held the lock for longer than the TTR), the
-    /// client never heard of the job: its reserve goes on, in the place in
+    /// Job `id`, reserved by `holder`, has just been taken from it by no
+    /// command of its own: its TTR ran out, or a `flush-tube` deleted it
+    /// (reference §10, "A lapsed hand-off"). If it was handed to `holder`
+    /// while blocked and the client has not been told yet (another command
+    /// held the lock for longer than the TTR, or its socket is full), the
+    /// client never hears of the job: its reserve goes on, in the place in
     /// line it had, rather than receive a job that may by now be someone
-    /// else's. The job's counters keep the reservation and its timeout:
-    /// both happened, as far as the queue is concerned.
-    pub(super) fn recall_handoff(&mut self, holder: ClientId, id: JobId, now: Time) {
-        let blocked = self.clients.get(&holder).and_then(|client| client.blocked.as_deref());
-        let Some(&Blocked::Ended(Outcome::Reserved(handed, wait))) = blocked else {
+    /// else's. A reply already partly sent is never finished: the client's
+    /// connection ends. The job's counters keep the reservation: it
+    /// happened, as far as the queue is concerned.
+    pub(super) fn withdraw_handoff(&mut self, holder: ClientId, id: JobId, now: Time) {
+        let Some(client) = self.clients.get_mut(&holder) else {
             return;
         };
-        if handed == id {
-            self.resume_wait(holder, wait, now);
+        let Some(blocked) = client.blocked.as_deref_mut() else {
+            return;
+        };
+        match *blocked {
+            Blocked::Ended(Outcome::Reserved(handed, wait)) if handed == id => self.resume_wait(holder, wait, now),
+            Blocked::Delivered(handed, wait) if handed == id => {
+                if client.waker.withdraw(id) == Withdrawal::Withdrawn {
+                    self.resume_wait(holder, wait, now);
+                } else {
+                    // Told, or told the start and cut off: the reserve is
+                    // over, and nothing is left to withdraw.
+                    client.blocked = None;
+                }
+            }
+            _ => {}
         }
     }
 

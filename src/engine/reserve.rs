@@ -185,6 +185,8 @@ impl Engine {
             Blocked::Waiting(wait) if wait.margin_at.is_some_and(|m| now >= m) => Outcome::DeadlineSoon,
             Blocked::Waiting(wait) if wait.timeout_at.is_some_and(|t| now >= t) => Outcome::TimedOut,
             Blocked::Waiting(_) => return None,
+            // Its thread took the reply from its mailbox, and asks nothing.
+            Blocked::Delivered(..) => return None,
         };
         self.stop_waiting(c);
         if let Outcome::Reserved(id, wait) = outcome {

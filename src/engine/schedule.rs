@@ -58,7 +58,7 @@ impl Engine {
                 job.counters.timeouts = job.counters.timeouts.wrapping_add(1);
             }
             self.job_timeouts += 1;
-            self.recall_handoff(holder, id, now);
+            self.withdraw_handoff(holder, id, now);
             if !(self.tries_spent(id) && self.bury_spent(id, now)) {
                 self.make_ready(id, now);
             }

@@ -90,7 +90,7 @@ pub(super) fn state(e: &Engine) -> String {
             // left for its thread to collect. Which one a run took depends
             // on that room alone, so both read the same.
             match c.blocked.as_deref() {
-                Some(Blocked::Ended(Outcome::Reserved(..))) => None,
+                Some(Blocked::Ended(Outcome::Reserved(..)) | Blocked::Delivered(..)) => None,
                 blocked => blocked,
             }
         );

@@ -26,7 +26,7 @@ impl Waker for Mailbox {
         false
     }
 
-    fn deliver(&self, write: &mut dyn FnMut(&mut Vec<u8>) -> bool) -> bool {
+    fn deliver(&self, _: JobId, write: &mut dyn FnMut(&mut Vec<u8>) -> bool) -> bool {
         let mut reply = self.reply.lock().unwrap();
         reply.clear();
         write(&mut reply)

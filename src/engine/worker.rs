@@ -48,7 +48,10 @@ impl Engine {
     /// [`Engine::forget_deleted`], its key's cooldown started if `cool`,
     /// else its key forgotten at once (`flush-tube`).
     pub(super) fn forget_gone(&mut self, id: JobId, cool: bool, now: Time) {
-        let Some((tube, keyed, file)) = self.jobs.get(&id).map(|job| (job.tube, job.tags.keyed(), job.file))
+        let Some((tube, keyed, file, holder)) = self
+            .jobs
+            .get(&id)
+            .map(|job| (job.tube, job.tags.keyed(), job.file, (job.state == State::Reserved).then_some(job.reserved_by)))
         else {
             return;
         };
@@ -67,6 +70,11 @@ impl Engine {
         self.give_back_room(tube);
         self.tubes.get_mut(tube).cmd_delete += 1;
         self.tubes.remove_if_unreferenced(tube);
+        // A `flush-tube` takes reserved jobs too: one not yet sent to the
+        // worker it was handed to is withdrawn.
+        if let Some(holder) = holder {
+            self.withdraw_handoff(holder, id, now);
+        }
     }
 
     /// The one way a job leaves the table, for every command that deletes
