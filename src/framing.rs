@@ -3,13 +3,14 @@
 //! reads from its socket, but knows no command: `conn` asks it for the next
 //! line, or for `n` bytes of body.
 //!
-//! A line ends at the first CRLF. A line longer than 224 bytes is dropped
-//! as it arrives, keeping at most a trailing CR (the possible first half of
-//! its CRLF), and reported once as [`Line::TooLong`] when its CRLF comes;
+//! A line ends at the first CRLF. A line longer than 224 bytes
+//! ([`MAX_LINE`]) is dropped as it arrives, keeping at most a trailing CR
+//! (the possible first half of its CRLF), and reported once as
+//! [`Line::TooLong`] when its CRLF comes;
 //! so a client cannot make the server buffer more than a few kilobytes of
 //! command text. The one exception is a `delete-batch` line, whose
-//! thousand ids may take up to 21 KB: the buffer grows for it, within its
-//! reservation, and no further.
+//! thousand ids may take up to 32 KiB ([`MAX_BATCH_LINE`]): the buffer
+//! grows for it, within its reservation, and no further.
 //!
 //! The buffer is allocated by the first read and kept while the client is
 //! busy; `conn` lets go of it once the client has been quiet for a moment

@@ -199,8 +199,9 @@
 //!    that takes `&mut self` is called by a case, every reply in the
 //!    command's row is reached by a case named for it, and a logged
 //!    command has a log-sweep case. Each promise in the row's *promises*
-//!    gets its test by the table: `tests/full.rs` (`frees`) and
-//!    `tests/torn.rs` (`one write`) fail until they have a case for it.
+//!    gets its test by the table: `tests/full.rs` (`frees`),
+//!    `tests/torn.rs` (`one write`) and `engine/bounded.rs` (`bounded`)
+//!    fail until they have a case for it.
 //!
 //! The places that list commands beside the table, each held to it by a
 //! test (`src/reference.rs`, `engine/sweep_reach.rs`): §1.3's prefixes,

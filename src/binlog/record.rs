@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! file    := header record* zero-padding
-//! header  := "BSTKLOG\0" u32 version(=3)                       (12 bytes)
+//! header  := "BSTKLOG\0" u32 version(=5)                       (12 bytes)
 //! record  := u32 length u32 crc32c(payload) payload           (length = payload bytes, >= 1)
 //! payload := u8 kind, then by kind:
 //!   1 Full    id u64, pri u32, delay u32, ttr u32, state u8, created u64,
@@ -51,7 +51,7 @@
 //! even across restarts, and they give the order of the buried list after
 //! a restart. A `length` of
 //! zero marks the end of the data, which is how the preallocated zero tail of
-//! a file reads. The version is bumped for any record an older build
+//! a file reads. The format version is 5 ([`VERSION`]); it is bumped for any record an older build
 //! cannot read; a reader refuses versions it does not know rather than
 //! guess, in one line, before it changes anything. Version 1 had no
 //! `Imported` record; version 2 added kind 6 and state 4 (the build of
