@@ -342,6 +342,10 @@ mod sys;
 #[cfg(test)]
 mod countdown;
 
+// The numbers the prose repeats, held to the code that states them.
+#[cfg(test)]
+mod facts;
+
 // The lib's own tests run under an allocator that can fail on request
 // (the allocation-failure sweep).
 #[cfg(test)]
