@@ -5,7 +5,7 @@
 //! finds the mentions by the words around them ("the format version is
 //! 5", "260 KiB of address space"): write a new mention in those words and
 //! it is held too. (The table of commands is held by `src/reference.rs`,
-//! the README's flags and command examples by `config`'s tests.)
+//! the README's flags and command lines by `config/readme.rs`.)
 
 use crate::binlog::{kind, record};
 use crate::host;
