@@ -228,9 +228,10 @@
 //! are two (a connection parses, reads a put's body and writes replies
 //! outside the lock; a `RESERVED` body is copied into the reply under the
 //! lock, which is what keeps evacuation from moving it mid-copy, a piece
-//! at a time for a batch), the put/reserve/delete cycle runs at 1.3 times beanstalkd's
-//! rate and at 0.75 to 0.85 of a thread-per-connection responder with no
-//! engine at all, and pipelined puts at 20 times (README, "Performance").
+//! at a time for a batch), and the put/reserve/delete cycle and pipelined
+//! puts run faster than beanstalkd's, the cycle near the rate of a
+//! thread-per-connection responder with no engine at all (today's figures
+//! are the README's "Performance"; the record, `benches/README.md`).
 //!
 //! ### Second reading: the production machinery, each behind a narrow door
 //!
