@@ -16,6 +16,8 @@ use std::path::PathBuf;
 use crate::ids::IdRange;
 
 mod long;
+#[cfg(test)]
+mod readme;
 use long::parse_long;
 pub use long::LONG_OPTIONS;
 

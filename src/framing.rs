@@ -3,16 +3,16 @@
 //! reads from its socket, but knows no command: `conn` asks it for the next
 //! line, or for `n` bytes of body.
 //!
-//! A line ends at the first CRLF. A line longer than the protocol allows
-//! is dropped as it arrives, keeping at most a trailing CR (the possible
-//! first half of its CRLF), and reported once as [`Line::TooLong`] when its
-//! CRLF comes; so a client cannot make the server buffer more than a few
-//! kilobytes of command text. Most lines may have
-//! [`MAX_LINE`] bytes; a `put` line, whose tags may pass that, may have
-//! [`MAX_PUT_LINE`] (the parser refuses one past [`MAX_LINE`] that
-//! carries no tag); a `delete-batch` line, whose thousand ids take more,
-//! [`MAX_BATCH_LINE`]: the buffer grows for it, within its reservation,
-//! and no further.
+//! A line ends at the first CRLF. A line longer than 224 bytes
+//! ([`MAX_LINE`]) is dropped as it arrives, keeping at most a trailing CR
+//! (the possible first half of its CRLF), and reported once as
+//! [`Line::TooLong`] when its CRLF comes; so a client cannot make the
+//! server buffer more than a few kilobytes of command text. Two kinds of
+//! line may be longer: a `put` whose tags take more, up to 906 bytes
+//! ([`MAX_PUT_LINE`]; the parser refuses a longer put line that carries
+//! no tag), and a `delete-batch`, whose thousand ids may take up to
+//! 32 KiB ([`MAX_BATCH_LINE`]): the buffer grows for it, within its
+//! reservation, and no further.
 //!
 //! The buffer is allocated by the first read and kept while the client is
 //! busy; `conn` lets go of it once the client has been quiet for a moment

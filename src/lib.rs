@@ -199,8 +199,9 @@
 //!    that takes `&mut self` is called by a case, every reply in the
 //!    command's row is reached by a case named for it, and a logged
 //!    command has a log-sweep case. Each promise in the row's *promises*
-//!    gets its test by the table: `tests/full.rs` (`frees`) and
-//!    `tests/torn.rs` (`one write`) fail until they have a case for it.
+//!    gets its test by the table: `tests/full.rs` (`frees`),
+//!    `tests/torn.rs` (`one write`) and `engine/bounded.rs` (`bounded`)
+//!    fail until they have a case for it.
 //!
 //! The places that list commands beside the table, each held to it by a
 //! test (`src/reference.rs`, `engine/sweep_reach.rs`): §1.3's prefixes,
@@ -227,9 +228,10 @@
 //! are two (a connection parses, reads a put's body and writes replies
 //! outside the lock; a `RESERVED` body is copied into the reply under the
 //! lock, which is what keeps evacuation from moving it mid-copy, a piece
-//! at a time for a batch), the put/reserve/delete cycle runs at 1.3 times beanstalkd's
-//! rate and at 0.75 to 0.85 of a thread-per-connection responder with no
-//! engine at all, and pipelined puts at 20 times (README, "Performance").
+//! at a time for a batch), and the put/reserve/delete cycle and pipelined
+//! puts run faster than beanstalkd's, the cycle near the rate of a
+//! thread-per-connection responder with no engine at all (today's figures
+//! are the README's "Performance"; the record, `benches/README.md`).
 //!
 //! ### Second reading: the production machinery, each behind a narrow door
 //!
@@ -340,6 +342,10 @@ mod sys;
 // (`sys/failing.rs`, `binlog/faults.rs`).
 #[cfg(test)]
 mod countdown;
+
+// The numbers the prose repeats, held to the code that states them.
+#[cfg(test)]
+mod facts;
 
 // The lib's own tests run under an allocator that can fail on request
 // (the allocation-failure sweep).

@@ -12,6 +12,7 @@ use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
 
 use super::decode;
+use super::kind;
 use super::record::{self, RECORD_HEADER_LEN};
 
 /// What a bad record is.
@@ -119,14 +120,16 @@ pub(super) fn plausible_payload(payload: &[u8]) -> bool {
     const TUBE_LEN_AT: usize = record::FULL_FIXED_LEN - record::RECORD_HEADER_LEN - 4 - 1;
     let len = payload.len();
     match payload.first() {
-        Some(kind @ (1 | 6 | 8)) => {
+        Some(&full_kind @ (kind::FULL | kind::KEYED_FULL | kind::TAGGED_FULL)) => {
             let Some(&tube_len) = payload.get(TUBE_LEN_AT) else { return false };
             let body_len_at = TUBE_LEN_AT + 1 + usize::from(tube_len);
             let Some(b) = payload.get(body_len_at..body_len_at + 4) else { return false };
             let body_end = body_len_at + 4 + u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize;
-            match kind {
-                1 => len == body_end,
-                6 => payload.get(body_end + 4).is_some_and(|&key_len| len == body_end + key_len_of(key_len)),
+            match full_kind {
+                kind::FULL => len == body_end,
+                kind::KEYED_FULL => {
+                    payload.get(body_end + 4).is_some_and(|&key_len| len == body_end + key_len_of(key_len))
+                }
                 // Tags, then a key (bit 1), a limit (bit 2), a concurrency
                 // key (bit 4), a group (bit 8), an after-group (bit 16),
                 // each where the one before ends.

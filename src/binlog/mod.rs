@@ -64,6 +64,7 @@
 //! it by clients.
 
 pub mod record;
+pub mod kind;
 mod tags;
 mod crc32c;
 pub(crate) mod writing;

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! file    := header record* zero-padding
-//! header  := "BSTKLOG\0" u32 version(=3)                       (12 bytes)
+//! header  := "BSTKLOG\0" u32 version(=5)                       (12 bytes)
 //! record  := u32 length u32 crc32c(payload) payload           (length = payload bytes, >= 1)
 //! payload := u8 kind, then by kind:
 //!   1 Full    id u64, pri u32, delay u32, ttr u32, state u8, created u64,
@@ -51,7 +51,7 @@
 //! even across restarts, and they give the order of the buried list after
 //! a restart. A `length` of
 //! zero marks the end of the data, which is how the preallocated zero tail of
-//! a file reads. The version is bumped for any record an older build
+//! a file reads. The format version is 5 ([`VERSION`]); it is bumped for any record an older build
 //! cannot read; a reader refuses versions it does not know rather than
 //! guess, in one line, before it changes anything. Version 1 had no
 //! `Imported` record; version 2 added kind 6 and state 4 (the build of
@@ -63,6 +63,7 @@
 //! build since version 2 reads.
 
 pub use super::crc32c::crc32c;
+use super::kind;
 use super::reader::Reader;
 use super::tags;
 pub use super::tags::{key_len, tags_len, FullTags};
@@ -205,7 +206,7 @@ fn next_item(items: &[u8]) -> Option<(Record<'_>, &[u8])> {
 /// Starts a batch frame at the end of `out`; returns where it starts, for
 /// [`finish_batch`].
 pub fn begin_batch(out: &mut Vec<u8>) -> usize {
-    begin(out, 7)
+    begin(out, kind::BATCH)
 }
 
 /// Appends one encoded record (as the `encode_*` functions write it) to the
@@ -254,8 +255,8 @@ pub fn encode_full_tagged(
     body: &[u8],
     tags: &FullTags<'_>,
 ) {
-    let kind = tags.kind();
-    let start = begin(out, kind);
+    let full_kind = tags.kind();
+    let start = begin(out, full_kind);
     put_state_head(out, job);
     out.extend_from_slice(&ttr.to_le_bytes());
     out.push(job.state as u8);
@@ -267,13 +268,13 @@ pub fn encode_full_tagged(
     out.extend_from_slice(tube);
     out.extend_from_slice(&(body.len() as u32).to_le_bytes());
     out.extend_from_slice(body);
-    tags::put(out, kind, tags);
+    tags::put(out, full_kind, tags);
     finish(out, start);
 }
 
 /// Appends an update record.
 pub fn encode_update(out: &mut Vec<u8>, job: &JobState) {
-    let start = begin(out, 2);
+    let start = begin(out, kind::UPDATE);
     put_state_head(out, job);
     out.push(job.state as u8);
     out.extend_from_slice(&job.deadline.to_le_bytes());
@@ -283,21 +284,21 @@ pub fn encode_update(out: &mut Vec<u8>, job: &JobState) {
 
 /// Appends a delete record.
 pub fn encode_delete(out: &mut Vec<u8>, id: JobId) {
-    let start = begin(out, 3);
+    let start = begin(out, kind::DELETE);
     out.extend_from_slice(&id.to_le_bytes());
     finish(out, start);
 }
 
 /// Appends a next-id record.
 pub fn encode_next_id(out: &mut Vec<u8>, id: JobId) {
-    let start = begin(out, 4);
+    let start = begin(out, kind::NEXT_ID);
     out.extend_from_slice(&id.to_le_bytes());
     finish(out, start);
 }
 
 /// Appends an imported-file record.
 pub fn encode_imported(out: &mut Vec<u8>, stamp: &FileStamp) {
-    let start = begin(out, 5);
+    let start = begin(out, kind::IMPORTED);
     out.extend_from_slice(&stamp.number.to_le_bytes());
     out.extend_from_slice(&stamp.len.to_le_bytes());
     out.extend_from_slice(&stamp.crc.to_le_bytes());
@@ -333,9 +334,8 @@ fn put_counters(out: &mut Vec<u8>, c: &Counters) {
 
 pub(super) fn parse_payload(payload: &[u8]) -> Option<Record<'_>> {
     let mut r = Reader { bytes: payload };
-    let kind = r.u8()?;
-    let record = match kind {
-        1 | 6 | 8 => {
+    let record = match r.u8()? {
+        full_kind @ (kind::FULL | kind::KEYED_FULL | kind::TAGGED_FULL) => {
             let (id, pri, delay, ttr) = (r.u64()?, r.u32()?, r.u32()?, r.u32()?);
             let state = read_state(&mut r)?;
             let (created, deadline, counters) = (r.u64()?, r.u64()?, read_counters(&mut r)?);
@@ -344,18 +344,18 @@ pub(super) fn parse_payload(payload: &[u8]) -> Option<Record<'_>> {
             let body_len = r.u32()? as usize;
             let body = r.take(body_len)?;
             let job = JobState { id, pri, delay, state, deadline, counters };
-            let tags = tags::read(&mut r, kind)?;
+            let tags = tags::read(&mut r, full_kind)?;
             Record::Full { job, ttr, created, tube, body, tags }
         }
-        2 => {
+        kind::UPDATE => {
             let (id, pri, delay, state) = (r.u64()?, r.u32()?, r.u32()?, read_state(&mut r)?);
             let (deadline, counters) = (r.u64()?, read_counters(&mut r)?);
             Record::Update(JobState { id, pri, delay, state, deadline, counters })
         }
-        3 => Record::Delete(r.u64()?),
-        4 => Record::NextId(r.u64()?),
-        5 => Record::Imported(FileStamp { number: r.u64()?, len: r.u64()?, crc: r.u32()? }),
-        7 => Record::Batch(Batch::checked(std::mem::take(&mut r.bytes))?),
+        kind::DELETE => Record::Delete(r.u64()?),
+        kind::NEXT_ID => Record::NextId(r.u64()?),
+        kind::IMPORTED => Record::Imported(FileStamp { number: r.u64()?, len: r.u64()?, crc: r.u32()? }),
+        kind::BATCH => Record::Batch(Batch::checked(std::mem::take(&mut r.bytes))?),
         _ => return None,
     };
     // Id 0 is never handed out and u64::MAX would leave no next id: a record

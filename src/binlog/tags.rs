@@ -4,6 +4,7 @@
 //! in that order (the layout is in `record.rs`). Written by [`put`], read by [`read`]; a
 //! flag this build does not know is damage.
 
+use super::kind;
 use super::reader::Reader;
 
 /// The flags of kind 8's tags byte.
@@ -41,11 +42,11 @@ impl FullTags<'_> {
     /// group, else 6 for a unique key alone, else 1.
     pub(super) fn kind(&self) -> u8 {
         if self.flags() & KIND_8 != 0 {
-            8
+            kind::TAGGED_FULL
         } else if self.key.is_some() {
-            6
+            kind::KEYED_FULL
         } else {
-            1
+            kind::FULL
         }
     }
 
@@ -69,16 +70,16 @@ fn name_len(name: Option<&[u8]>) -> usize {
 /// Bytes a full record's tags take beyond [`super::record::full_len`]'s.
 pub fn tags_len(tags: &FullTags<'_>) -> usize {
     let key = tags.key.map_or(0, |(key, _)| key_len(key.len()));
-    if tags.kind() != 8 {
+    if tags.kind() != kind::TAGGED_FULL {
         return key;
     }
     let con = tags.con.map_or(0, |(name, _)| 4 + 1 + name.len());
     1 + key + tags.limit.map_or(0, |_| 4) + con + name_len(tags.group) + name_len(tags.after)
 }
 
-/// Appends `tags` to a full record of `kind` ([`FullTags::kind`]).
-pub(super) fn put(out: &mut Vec<u8>, kind: u8, tags: &FullTags<'_>) {
-    if kind == 8 {
+/// Appends `tags` to a full record of `full_kind` ([`FullTags::kind`]).
+pub(super) fn put(out: &mut Vec<u8>, full_kind: u8, tags: &FullTags<'_>) {
+    if full_kind == kind::TAGGED_FULL {
         out.push(tags.flags());
     }
     if let Some((key, cooldown)) = tags.key {
@@ -102,12 +103,14 @@ pub(super) fn put(out: &mut Vec<u8>, kind: u8, tags: &FullTags<'_>) {
     }
 }
 
-/// The tags at the end of a full record of `kind`; `None` if they are
+/// The tags at the end of a full record of `full_kind`; `None` if they are
 /// not what that kind holds.
-pub(super) fn read<'a>(r: &mut Reader<'a>, kind: u8) -> Option<FullTags<'a>> {
-    let flags = match kind {
-        6 => TAG_KEY,
-        8 => Some(r.u8()?).filter(|&flags| flags & KIND_8 != 0 && flags & !(TAG_KEY | KIND_8) == 0)?,
+pub(super) fn read<'a>(r: &mut Reader<'a>, full_kind: u8) -> Option<FullTags<'a>> {
+    let flags = match full_kind {
+        kind::KEYED_FULL => TAG_KEY,
+        kind::TAGGED_FULL => {
+            Some(r.u8()?).filter(|&flags| flags & KIND_8 != 0 && flags & !(TAG_KEY | KIND_8) == 0)?
+        }
         _ => 0,
     };
     let key = if flags & TAG_KEY != 0 {
