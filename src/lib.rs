@@ -166,7 +166,8 @@
 //!    ids in the room the engine keeps for them (`Kept`, in
 //!    [`engine::batch`], so that a command that frees memory needs none),
 //!    then `Engine::journaled_batch` with a function that pictures a job
-//!    as the change leaves it, as the log sees it (`kicked`,
+//!    as the change leaves it, as the log sees it, from its position in
+//!    the batch and the job before (`kicked`,
 //!    `deleted(now)` in [`engine::journaling`]; a new kind of change is a
 //!    new such function, and nothing in [`engine::journal`] or [`binlog`]).
 //!    It logs them all in one frame under one checksum (all or nothing on
@@ -188,24 +189,29 @@
 //!    command, a restart in that same file (`tests/binlog.rs` for the
 //!    one-job commands, `tests/batch.rs` for those on many); the command
 //!    in `tests/model.rs`'s random histories, beside the naive model in
-//!    `tests/model/`; and a case in each failure sweep: the allocation
-//!    sweep (`engine/sweep.rs`, `engine/sweep_reach.rs`, or
-//!    `engine/sweep_refusals.rs` for a refusal), which fails each of its
-//!    allocations in turn and proves a refusal changes nothing, with what
-//!    the case reaches in `engine/sweep_reaches.rs`; and for a logged
-//!    command the log sweep (`engine/log_sweep.rs`), which fails each
-//!    write, fsync and allocation and proves the log and memory agree
-//!    with the reply. `sweep_reach.rs` fails until every engine method
-//!    that takes `&mut self` is called by a case, every reply in the
-//!    command's row is reached by a case named for it, and a logged
-//!    command has a log-sweep case. Each promise in the row's *promises*
-//!    gets its test by the table: `tests/full.rs` (`frees`),
-//!    `tests/torn.rs` (`one write`) and `engine/bounded.rs` (`bounded`)
+//!    `tests/model/`; and in the engine, its cases in the one list of
+//!    cases, `engine/cases.rs` (a starting world it needs goes in
+//!    `engine/case_worlds.rs`): each case is the command's name, its
+//!    world, its step, the reply it reaches, `.logged()` for a logged
+//!    command and `.bounded(run)` for the promise `bounded`. Every engine
+//!    test reads that list: the allocation sweep (`engine/sweep.rs`)
+//!    fails each allocation in turn and proves a refusal changes nothing;
+//!    the log sweep (`engine/log_sweep.rs`) fails each write, fsync and
+//!    allocation of a logged case; the agreement test
+//!    (`engine/agreement.rs`) restarts from the log after every case and
+//!    proves it rebuilds what memory holds (a difference by design goes
+//!    in its one list, `DIFFERENCES`, with its reason); and the reach
+//!    test (`engine/sweep_reach.rs`) fails until every engine method that
+//!    takes `&mut self` is called by a case, every reply in the command's
+//!    row is reached by a case named for it, and a logged command has a
+//!    logged case. Each promise in the row's *promises* gets its test by
+//!    the table: `engine/bounded.rs` (`bounded`), over the run a case
+//!    names, `tests/full.rs` (`frees`) and `tests/torn.rs` (`one write`)
 //!    fail until they have a case for it.
 //!
 //! The places that list commands beside the table, each held to it by a
 //! test (`src/reference.rs`, `engine/sweep_reach.rs`): §1.3's prefixes,
-//! the README's cheat-sheet, the parser's `Command`, the sweeps' cases.
+//! the README's cheat-sheet, the parser's `Command`, the engine's cases.
 //! The places a new command's words go by hand: its section in the
 //! reference (and §8.2 and §10 if it is logged or ours), the README's
 //! feature list under "How it maps to beanstalkd", and the man page's
@@ -243,7 +249,9 @@
 //!   every allocation (`engine/sweep.rs`, through `sys/failing.rs`) and
 //!   every write and fsync of the log (`engine/log_sweep.rs`, through
 //!   `binlog/faults.rs`) of every command in turn, both counting with
-//!   `countdown.rs`.
+//!   `countdown.rs`; a third (`engine/agreement.rs`) restarts from the log
+//!   after every command and compares it with memory. All three run the
+//!   one list of cases, `engine/cases.rs`.
 //! - **Memory.** [`conn::buffers`]: a connection lets its buffers go when
 //!   idle. [`sys::memory`]: the binary's allocator, big blocks as mappings
 //!   of their own, and [`sys::pages`]: small blocks in pages of their own

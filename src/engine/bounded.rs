@@ -3,12 +3,16 @@
 //! runs it, a piece a lock, against more jobs than one piece may touch,
 //! and no piece may do more than the bound the reference names: a
 //! thousand jobs changed (and a thousand held jobs let go), 256 KiB of
-//! bodies copied (a job more), or 16 Ki slots of a queue looked at. A command given the promise without a
-//! case here fails, so the promise cannot outrun its check.
+//! bodies copied (a job more), or 16 Ki slots of a queue looked at. The
+//! runs are here; which command each proves the promise for is its case's
+//! `bounded` in `cases.rs`. A command given the promise without such a
+//! case fails, so the promise cannot outrun its check.
 //!
 //! Work is counted, not timed: the stall a piece causes is measured by
 //! `benches/batch.rs`, never asserted by a test.
 
+use super::cases::CASES;
+use super::sweep_reach::is_for;
 use super::tests::{client, engine};
 use super::*;
 use crate::engine::groups::LET_GO_PIECE;
@@ -16,7 +20,7 @@ use crate::engine::listing::LIST_PIECE;
 use crate::protocol::{TubeName, MAX_BATCH};
 
 /// What each piece of one run did, and the most a piece may do.
-struct Pieces {
+pub(super) struct Pieces {
     work: Vec<usize>,
     most: usize,
     /// Whether the run must take more than one piece (it was given more
@@ -63,7 +67,7 @@ fn reserve_all(e: &mut Engine, c: ClientId, bury: bool) {
     }
 }
 
-fn reserve_batch() -> Pieces {
+pub(super) fn reserve_batch() -> Pieces {
     const BODY: usize = 10 * 1024;
     let (mut e, c) = filled(200, BODY);
     let (mut ids, mut out, mut work) = (Vec::with_capacity(200), Vec::new(), Vec::new());
@@ -79,7 +83,7 @@ fn reserve_batch() -> Pieces {
     Pieces { work, most: BATCH_PIECE + BODY, split: true }
 }
 
-fn delete_batch() -> Pieces {
+pub(super) fn delete_batch() -> Pieces {
     let (mut e, c) = filled(3 * MAX_BATCH, 1);
     let before = e.jobs.len();
     e.delete_batch(c, &mut (1..=MAX_BATCH as JobId), Time::ZERO);
@@ -89,7 +93,7 @@ fn delete_batch() -> Pieces {
 /// A `delete` of a group's last member, a thousand held jobs and more
 /// waiting for it: the jobs let go under each hold of the lock, the
 /// delete's and then each tick's.
-fn delete() -> Pieces {
+pub(super) fn delete() -> Pieces {
     let (mut e, c) = filled(0, 1);
     let tags = |group: Option<&'static [u8]>, after| PutTags::NONE.with_groups(group, after).unwrap();
     let member = super::tests::put_tagged(&mut e, c, 0, 0, 600, Time::ZERO, tags(Some(b"g"), None));
@@ -108,7 +112,7 @@ fn delete() -> Pieces {
     Pieces { work, most: LET_GO_PIECE, split: true }
 }
 
-fn clear_tube() -> Pieces {
+pub(super) fn clear_tube() -> Pieces {
     let (mut e, _) = filled(5 * CLEAR_CHUNK + 1, 1);
     let mut work = Vec::new();
     while let Ok(n @ 1..) = e.clear_tube(&name("jobs"), u64::MAX, Time::ZERO) {
@@ -118,7 +122,7 @@ fn clear_tube() -> Pieces {
     Pieces { work, most: CLEAR_CHUNK, split: true }
 }
 
-fn flush_tube() -> Pieces {
+pub(super) fn flush_tube() -> Pieces {
     let (mut e, c) = filled(5 * CLEAR_CHUNK + 1, 1);
     reserve_all(&mut e, c, false);
     let most = e.flushable(&name("jobs")).unwrap();
@@ -138,7 +142,7 @@ fn flush_tube() -> Pieces {
 /// A whole page of `list-jobs-<state>` over a tube of three pieces'
 /// worth of jobs in that state: the slots each piece looked at (for the
 /// buried list, which is walked, the jobs listed).
-fn list_jobs(state: State) -> Pieces {
+pub(super) fn list_jobs(state: State) -> Pieces {
     let (mut e, c) = filled(3 * LIST_PIECE + 1, 1);
     match state {
         State::Ready => {}
@@ -169,21 +173,9 @@ fn list_jobs(state: State) -> Pieces {
     Pieces { work, most: LIST_PIECE, split: true }
 }
 
-/// A bounded command's run, as its connection makes it.
-type Run = fn() -> Pieces;
-
-/// Each command the table makes `bounded`, and its run.
-const CASES: &[(&str, Run)] = &[
-    ("reserve-batch", reserve_batch),
-    ("delete", delete),
-    ("delete-batch", delete_batch),
-    ("clear-tube", clear_tube),
-    ("flush-tube", flush_tube),
-    ("list-jobs-ready", || list_jobs(State::Ready)),
-    ("list-jobs-delayed", || list_jobs(State::Delayed)),
-    ("list-jobs-reserved", || list_jobs(State::Reserved)),
-    ("list-jobs-buried", || list_jobs(State::Buried)),
-];
+/// A bounded command's run, as its connection makes it: a case's proof
+/// of the promise (`Case::bounded` in `cases.rs`).
+pub(super) type Run = fn() -> Pieces;
 
 /// The commands whose row in §3.0 promises `bounded`.
 fn bounded_commands() -> Vec<String> {
@@ -205,10 +197,9 @@ fn every_bounded_command_holds_the_lock_in_bounded_pieces() {
     let commands = bounded_commands();
     assert!(commands.len() >= 4, "the table was not read: {commands:?}");
     for command in &commands {
-        let Some((_, run)) = CASES.iter().find(|(name, _)| name == command) else {
-            panic!(
-                "{command} promises `bounded` in reference §3.0, and engine/bounded.rs has no case for it"
-            );
+        let run = CASES.iter().filter(|case| is_for(case, command)).find_map(|case| case.bounded);
+        let Some(run) = run else {
+            panic!("{command} promises `bounded` in reference §3.0, and no case of it in cases.rs proves it")
         };
         let pieces = run();
         assert!(

@@ -53,7 +53,9 @@ impl Engine {
     /// with no job changed either way; and a crash that cuts the write
     /// replays none of it. `after` pictures a job, as the log sees it, as
     /// its change will leave it (`None`: deleted) before the change is
-    /// made; `change` then makes it. The ids are of live jobs, each once.
+    /// made, given its position in `ids` (a change that depends on the
+    /// order, as a new place in a list does); `change` then makes it. The
+    /// ids are of live jobs, each once.
     /// The list of files comes from room kept for it (`Kept`, in `batch.rs`), so a
     /// batch of a usual size needs no new memory.
     pub(super) fn journaled_batch(
@@ -139,10 +141,10 @@ impl Engine {
         if ids.iter().any(|&id| jobs.get(&id).is_none() && ghost(id).is_none()) {
             return Err(Reply::InternalError);
         }
-        let mut changes = ids.iter().filter_map(|&id| match jobs.get(&id) {
+        let mut changes = ids.iter().enumerate().filter_map(|(n, &id)| match jobs.get(&id) {
             Some(job) => {
                 let was = Picture::of(job).logged(id, tubes, &job.body);
-                Some(Change { was: Some(was), now: after(was) })
+                Some(Change { was: Some(was), now: after(n, was) })
             }
             None => Some(Change { was: Some(ghost(id)?), now: None }),
         });
@@ -290,13 +292,14 @@ impl Engine {
 }
 
 /// What a change of many jobs makes of each job ([`Engine::journaled_batch`]),
-/// as the log sees it: the job after the change from the job before it,
-/// `None` if it is gone. Any change the log can record is one of these,
-/// so a new command on many jobs needs nothing new here or in the log.
-pub(super) type After = dyn for<'a> Fn(LoggedJob<'a>) -> Option<LoggedJob<'a>>;
+/// as the log sees it: the job after the change from its position in the
+/// batch (0 for the first id) and the job before it, `None` if it is gone.
+/// Any change the log can record is one of these, so a new command on many
+/// jobs needs nothing new here or in the log.
+pub(super) type After = dyn for<'a> Fn(usize, LoggedJob<'a>) -> Option<LoggedJob<'a>>;
 
 /// `kick`: ready, one kick more.
-pub(super) fn kicked(was: LoggedJob<'_>) -> Option<LoggedJob<'_>> {
+pub(super) fn kicked(_: usize, was: LoggedJob<'_>) -> Option<LoggedJob<'_>> {
     let mut counters = was.counters;
     counters.kicks = counters.kicks.wrapping_add(1);
     Some(LoggedJob { state: State::Ready, counters, ..was })
@@ -305,8 +308,8 @@ pub(super) fn kicked(was: LoggedJob<'_>) -> Option<LoggedJob<'_>> {
 /// A delete at `now`: gone, but for a unique key with a cooldown, which
 /// is logged as the job without its body, cooling until then (reference
 /// §3.1a).
-pub(super) fn deleted(now: Time) -> impl for<'a> Fn(LoggedJob<'a>) -> Option<LoggedJob<'a>> {
-    move |was| {
+pub(super) fn deleted(now: Time) -> impl for<'a> Fn(usize, LoggedJob<'a>) -> Option<LoggedJob<'a>> {
+    move |_, was| {
         let key = was.key.filter(|key| key.cooldown > 0)?;
         let until = Some(super::unique::cooldown_end(now, key.cooldown));
         Some(LoggedJob { key: Some(LoggedKey { until, ..key }), body: &[], ..was })
@@ -314,7 +317,7 @@ pub(super) fn deleted(now: Time) -> impl for<'a> Fn(LoggedJob<'a>) -> Option<Log
 }
 
 /// A delete for good: gone, a unique key with it (`flush-tube`).
-pub(super) fn gone(_: LoggedJob<'_>) -> Option<LoggedJob<'_>> {
+pub(super) fn gone(_: usize, _: LoggedJob<'_>) -> Option<LoggedJob<'_>> {
     None
 }
 

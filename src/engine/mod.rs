@@ -79,15 +79,17 @@ mod sweep_world;
 #[cfg(test)]
 mod sweep;
 #[cfg(test)]
-mod sweep_reaches;
+mod cases;
 #[cfg(test)]
-mod sweep_refusals;
+mod case_worlds;
 #[cfg(test)]
 mod sweep_state;
 #[cfg(test)]
 mod sweep_reach;
 #[cfg(test)]
 mod log_sweep;
+#[cfg(test)]
+mod agreement;
 
 use std::fmt::Debug;
 use std::sync::{Arc, Condvar};

@@ -1,10 +1,10 @@
-//! The world the failure sweeps start from, and the way a connection runs
-//! a command in it: an engine with a job in every state and three clients
-//! ([`World`]), the steps a case is made of ([`put_step`] and the like),
-//! and the connection's output buffer as a command finds it. The cases
-//! and the sweeps that run them are `sweep.rs`, `sweep_reach.rs` and
-//! `log_sweep.rs`, which all build on this file and on nothing of each
-//! other's but the cases they run.
+//! The world the engine's test cases start from, and the way a connection
+//! runs a command in it: an engine with a job in every state and three
+//! clients ([`World`]), the steps a case is made of ([`put_step`] and the
+//! like), and the connection's output buffer as a command finds it. The
+//! cases are `cases.rs` (their worlds `case_worlds.rs`); the tests that
+//! run them (`sweep.rs`, `log_sweep.rs`, `agreement.rs`, `sweep_reach.rs`,
+//! `bounded.rs`) build on this file and on nothing of each other's.
 
 use super::*;
 use crate::protocol::{ConKey, SHORT_REPLY_LEN};
@@ -26,6 +26,9 @@ pub(super) struct World {
     pub(super) keyed: JobId,
     /// For a new connection: the server makes it before the engine's part.
     pub(super) waker: Arc<Condvar>,
+    /// The latest time a step has run at, [`T0`] but for the timer's
+    /// steps: when a restart from the log must find the world.
+    pub(super) now: Time,
 }
 
 pub(super) fn name(s: &str) -> TubeName {
@@ -107,6 +110,7 @@ pub(super) fn world_from(mut e: Engine) -> World {
         reserved,
         keyed,
         waker: Arc::new(Condvar::new()),
+        now: T0,
     }
 }
 
@@ -131,94 +135,9 @@ pub(super) fn process() -> ProcessStats<'static> {
     }
 }
 
-/// A job put with retry limit 1 (`max:1`) and reserved by the worker,
-/// which becomes the world's `reserved`: the next end of its reservation
-/// buries it.
-pub(super) fn spend_a_try(w: &mut World) {
-    put_tagged_step(w, &mut Vec::new(), 0, 0, None, Some(1), None);
-    match w.e.reserve(w.worker, None, T0, &mut Vec::<u8>::new()) {
-        Some(Reply::Reserved(id, _)) => w.reserved = id,
-        other => panic!("{other:?}"),
-    }
-}
-
 /// Concurrency key `name` with limit `limit`.
 pub(super) fn con(name_: &str, limit: u32) -> Option<ConKey> {
     Some(ConKey { name: name(name_), limit })
-}
-
-/// Two jobs of concurrency key `c` (limit 1) in tube `jobs`, the first,
-/// the most urgent of the tube, reserved by the worker: the second is
-/// held back, and the waiter, made to watch `jobs` only, blocks.
-pub(super) fn world_with_a_key_at_its_limit() -> World {
-    let mut w = world();
-    put_tagged_step(&mut w, &mut Vec::new(), 0, 0, None, None, con("c", 1));
-    put_tagged_step(&mut w, &mut Vec::new(), 0, 0, None, None, con("c", 1));
-    reserve_the_best(w)
-}
-
-/// `w` with the worker holding the best ready job, as `w.reserved`.
-fn reserve_the_best(mut w: World) -> World {
-    match w.e.reserve(w.worker, None, T0, &mut Vec::<u8>::new()) {
-        Some(Reply::Reserved(id, _)) => w.reserved = id,
-        other => panic!("{other:?}"),
-    }
-    w
-}
-
-/// `w` with every ready job the worker may take reserved, and the waiter,
-/// made to watch `jobs` only, blocked: the job it waits for is held.
-fn block_the_waiter_on_jobs(mut w: World) -> World {
-    while let Some(Reply::Reserved(..)) = w.e.reserve(w.worker, Some(0), T0, &mut Vec::<u8>::new()) {}
-    w.e.watch(w.waiter, &name("jobs"));
-    w.e.ignore(w.waiter, &name("quiet"));
-    assert_eq!(w.e.reserve(w.waiter, None, T0, &mut Vec::<u8>::new()), None);
-    w
-}
-
-/// [`world_with_a_key_at_its_limit`], the waiter blocked on `jobs`,
-/// where every ready job but the held-back one is reserved.
-pub(super) fn world_with_a_waiter_held_back() -> World {
-    block_the_waiter_on_jobs(world_with_a_key_at_its_limit())
-}
-
-/// A member of group `g` (job 7, the most urgent of tube `jobs`),
-/// reserved by the worker, and a job waiting for `g` (job 8), held.
-pub(super) fn world_with_a_group() -> World {
-    let mut w = world();
-    put_grouped_step(&mut w, &mut Vec::new(), 0, "g", "");
-    put_grouped_step(&mut w, &mut Vec::new(), 0, "", "g");
-    reserve_the_best(w)
-}
-
-/// Jobs 7 to 9 naming five groups: `z`, then `a` waiting for `b`, then
-/// `c` waiting for `d`, as many names as slots.
-pub(super) fn world_with_many_groups() -> World {
-    let mut w = world();
-    put_grouped_step(&mut w, &mut Vec::new(), 0, "z", "");
-    put_grouped_step(&mut w, &mut Vec::new(), 0, "a", "b");
-    put_grouped_step(&mut w, &mut Vec::new(), 0, "c", "d");
-    w
-}
-
-/// [`world_with_a_group`] and a job waiting for `g` delayed 5 seconds.
-pub(super) fn world_with_a_delayed_job_for_a_group() -> World {
-    let mut w = world_with_a_group();
-    put_grouped_step(&mut w, &mut Vec::new(), 5, "", "g");
-    w
-}
-
-/// [`world_with_a_group`], every other ready job reserved, and the
-/// waiter blocked on `jobs`: the held job is the one it waits for.
-pub(super) fn world_with_a_waiter_for_a_group() -> World {
-    block_the_waiter_on_jobs(world_with_a_group())
-}
-
-/// The world with [`spend_a_try`]'s job.
-pub(super) fn world_with_a_try_spent() -> World {
-    let mut w = world();
-    spend_a_try(&mut w);
-    w
 }
 
 /// `list-jobs-<state> <count> [<after>]` for the producer, the way
@@ -287,9 +206,6 @@ fn put_with_tags_step(w: &mut World, out: &mut Vec<u8>, pri: u32, delay: u32, ta
     let job = new_job(ticket, pri, delay, body.into_boxed_slice(), tags);
     w.e.put(w.producer, job, T0).encode(out);
 }
-
-/// A command's name, the state it starts from, and the command.
-pub(super) type Case = (&'static str, fn() -> World, Step);
 
 /// A connection's output buffer as it stands when a command starts.
 pub(super) fn output() -> Vec<u8> {
