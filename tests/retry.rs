@@ -1,7 +1,8 @@
 //! The retry limit (reference §3.1b), which no peer has: `put ...
 //! max:<n>` and `--max-reserves <n>`. A job reserved n times is buried,
 //! its priority kept, when its reservation next ends without a delete:
-//! a `release` (answered `BURIED`), its TTR, or its holder's hang-up. Over
+//! a `release` (answered `RELEASED` all the same, so that no client takes
+//! it for an error), its TTR, or its holder's hang-up. Over
 //! TCP against the real binary, and across a SIGKILL and compaction.
 
 mod common;
@@ -30,8 +31,9 @@ fn a_release_after_the_last_try_is_buried_and_stats_job_shows_the_limit() {
     assert_eq!(c.cmd("reserve"), "RESERVED 1 3\r\njob\r\n");
     assert_eq!(c.cmd("release 1 5 0"), "RELEASED\r\n");
     assert_eq!(c.cmd("reserve"), "RESERVED 1 3\r\njob\r\n");
-    // The second try was the last: buried, with the priority it had.
-    assert_eq!(c.cmd("release 1 1 30"), "BURIED\r\n");
+    // The second try was the last: buried, with the priority it had, and
+    // answered as any release is.
+    assert_eq!(c.cmd("release 1 1 30"), "RELEASED\r\n");
     let yaml = "---\nid: 1\ntube: \"default\"\nstate: buried\npri: 5\nage: 0\ndelay: 0\nttr: 30\n\
                 time-left: 0\nfile: 0\nreserves: 2\ntimeouts: 0\nreleases: 2\nburies: 1\nkicks: 0\n\
                 max-reserves: 2\n";
@@ -40,7 +42,8 @@ fn a_release_after_the_last_try_is_buried_and_stats_job_shows_the_limit() {
     // Kicked, it is tried once more, and buried again.
     assert_eq!(c.cmd("kick 1"), "KICKED 1\r\n");
     assert_eq!(c.cmd("reserve"), "RESERVED 1 3\r\njob\r\n");
-    assert_eq!(c.cmd("release 1 5 0"), "BURIED\r\n");
+    assert_eq!(c.cmd("release 1 5 0"), "RELEASED\r\n");
+    assert_eq!(stat_job(&mut c, 1, "state"), "buried");
     // A job without the tag shows beanstalkd's keys and nothing more.
     assert_eq!(c.put(0, 0, 30, "x"), "INSERTED 2\r\n");
     assert!(!c.cmd("stats-job 2").contains("max-reserves"));
@@ -82,7 +85,8 @@ fn max_reserves_sets_every_untagged_jobs_limit_and_max_0_lifts_it() {
     assert_eq!(put(&mut c, 1, 30, "max:0", "free"), "INSERTED 2\r\n");
     assert_eq!(put(&mut c, 2, 30, "idp:k max:2", "own"), "INSERTED 3\r\n");
     assert_eq!(c.cmd("reserve"), "RESERVED 1 5\r\nplain\r\n");
-    assert_eq!(c.cmd("release 1 0 0"), "BURIED\r\n");
+    assert_eq!(c.cmd("release 1 0 0"), "RELEASED\r\n");
+    assert_eq!(stat_job(&mut c, 1, "state"), "buried");
     for _ in 0..3 {
         assert_eq!(c.cmd("reserve"), "RESERVED 2 4\r\nfree\r\n");
         assert_eq!(c.cmd("release 2 1 0"), "RELEASED\r\n");
@@ -131,7 +135,7 @@ fn limits_survive_sigkill_restart_and_compaction() {
     assert!(c.cmd("stats-job 2").ends_with("max-reserves: 1\n\r\n"));
     // The second try is job 1's last, the first job 2's.
     assert_eq!(c.cmd("reserve"), "RESERVED 1 4\r\nkept\r\n");
-    assert_eq!(c.cmd("release 1 9 0"), "BURIED\r\n");
+    assert_eq!(c.cmd("release 1 9 0"), "RELEASED\r\n");
     assert_eq!(c.cmd("reserve"), "RESERVED 2 4\r\nboth\r\n");
     s.kill();
     // A job buried by its limit stays buried, its limit kept.
@@ -140,7 +144,8 @@ fn limits_survive_sigkill_restart_and_compaction() {
     assert_eq!(stat_job(&mut c, 1, "state"), "buried");
     assert_eq!(stat_job(&mut c, 2, "state"), "ready");
     assert_eq!(c.cmd("reserve"), "RESERVED 2 4\r\nboth\r\n");
-    assert_eq!(c.cmd("release 2 9 0"), "BURIED\r\n");
+    assert_eq!(c.cmd("release 2 9 0"), "RELEASED\r\n");
+    assert_eq!(stat_job(&mut c, 2, "state"), "buried");
 }
 
 #[test]

@@ -1,8 +1,9 @@
 //! The retry limit (reference §3.1b), which no peer has: a job put with
 //! `max:<n>`, or any job under `--max-reserves <n>`, that has been
 //! reserved n times is buried, not queued again, when its reservation
-//! next ends without a delete: a `release` (answered `BURIED`), its TTR
-//! running out, or its holder hanging up. So a job that keeps failing, or
+//! next ends without a delete: a `release` (answered `RELEASED` all the
+//! same: reference §3.1b says why), its TTR running out, or its holder
+//! hanging up. So a job that keeps failing, or
 //! keeps killing its worker, stops at n tries and waits, buried, for a
 //! person, with its priority and counters as they were.
 //!
@@ -109,7 +110,7 @@ mod tests {
         assert_eq!(reserve(&mut e, c, Time::ZERO), id);
         assert_eq!(e.release(c, id, 3, 0, Time::ZERO), Reply::Released);
         assert_eq!(reserve(&mut e, c, Time::ZERO), id);
-        assert_eq!(e.release(c, id, 1, 5, Time::ZERO), Reply::Buried);
+        assert_eq!(e.release(c, id, 1, 5, Time::ZERO), Reply::Released);
         let (state, pri, counters) = state_of(&e, id);
         assert_eq!(
             (state, pri, counters.reserves, counters.releases, counters.buries),
@@ -118,7 +119,8 @@ mod tests {
         // Kicked, it has its tries spent still: the next release buries it.
         assert_eq!(e.kick_job(id, Time::ZERO), Reply::Kicked);
         assert_eq!(reserve(&mut e, c, Time::ZERO), id);
-        assert_eq!(e.release(c, id, 0, 0, Time::ZERO), Reply::Buried);
+        assert_eq!(e.release(c, id, 0, 0, Time::ZERO), Reply::Released);
+        assert_eq!(state_of(&e, id).0, State::Buried);
     }
 
     #[test]
@@ -147,10 +149,10 @@ mod tests {
             put_limited(&mut e, c, 1, Some(0)),
             put_limited(&mut e, c, 2, Some(2)),
         );
-        for (id, after_one) in [(plain, Reply::Buried), (unlimited, Reply::Released), (own, Reply::Released)]
-        {
+        for (id, after_one) in [(plain, State::Buried), (unlimited, State::Ready), (own, State::Ready)] {
             assert_eq!(reserve(&mut e, c, Time::ZERO), id);
-            assert_eq!(e.release(c, id, 9, 0, Time::ZERO), after_one, "job {id}");
+            assert_eq!(e.release(c, id, 9, 0, Time::ZERO), Reply::Released, "job {id}");
+            assert_eq!(state_of(&e, id).0, after_one, "job {id}");
         }
         for _ in 0..5 {
             assert_eq!(reserve(&mut e, c, Time::ZERO), unlimited);
