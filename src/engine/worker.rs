@@ -152,6 +152,10 @@ impl Engine {
                 e.make_ready(id, now);
             }
         });
+        // A write that failed after the change leaves it made in memory.
+        if spent && !matches!(released, Err(Reply::OutOfMemory)) {
+            self.note_buried_by_limit(id, "released");
+        }
         self.serve_freed(now);
         released.map_or_else(|refusal| refusal, |()| Reply::Released)
     }
