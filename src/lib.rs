@@ -75,7 +75,8 @@
 //!    pipeline starve another, and has a crowd yield before it sleeps, is
 //!    [`engine_lock`]), [`listen`] (the
 //!    listening socket), [`server`] (accepting, a thread a connection,
-//!    shutdown; `server/recovery.rs` replays `-b` at start-up,
+//!    shutdown; `server/accepting.rs` is the accept loop, and
+//!    `--admin-socket`'s; `server/recovery.rs` replays `-b` at start-up,
 //!    `server/handle.rs` is what its owner holds) and [`signals`]
 //!    (SIGTERM, SIGINT, SIGUSR1).
 //!
