@@ -73,6 +73,10 @@ pub struct Config {
     /// Most tubes a scrape reports one by one, the largest first
     /// (`--metrics-max-tubes`).
     pub metrics_max_tubes: usize,
+    /// A second listener, a UNIX socket at this path, the only one whose
+    /// connections may run the admin commands (`--admin-socket`,
+    /// reference §3.0); `None`: every listener runs every command.
+    pub admin_socket: Option<PathBuf>,
 }
 
 /// What the command line asks the program to run: the server's [`Config`],
@@ -106,6 +110,7 @@ impl Default for Config {
             job_ids: IdRange::default(),
             metrics: None,
             metrics_max_tubes: DEFAULT_METRICS_MAX_TUBES,
+            admin_socket: None,
         }
     }
 }
@@ -216,6 +221,9 @@ pub fn usage(argv0: &str) -> String {
          (default: off)\n \
          --metrics-max-tubes N  report at most N tubes one by one, the largest\n                      \
          (default 1000)\n \
+         --admin-socket PATH  also listen on a UNIX socket at PATH (mode 0600), and\n                      \
+         run the admin commands (drain, flush-tube, kick, ...) there\n                      \
+         only; elsewhere they are answered NOT_PERMITTED\n \
          --health-check       do not serve: ask the server that -l and -p name\n                      \
          whether it serves; exit 0 if it does, 1 if not (a\n                      \
          container's health check, with no shell)\n \

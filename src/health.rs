@@ -30,20 +30,34 @@ pub fn check(listen: &Listen) -> Result<(), String> {
             // As the server resolves `-l`: a static build reads no DNS.
             let addr = crate::listen::resolve(host, *port).map_err(|e| e.to_string())?.into_iter().next();
             let addr = addr.ok_or_else(|| format!("{host}:{port}: no such address"))?;
-            let stream = TcpStream::connect_timeout(&addr, PATIENCE).map_err(|e| format!("{addr}: {e}"))?;
+            let stream =
+                TcpStream::connect_timeout(&addr, PATIENCE).map_err(|e| format!("{addr}: {}", said(&e)))?;
             ask(stream, |s| (s.set_read_timeout(Some(PATIENCE)), s.set_write_timeout(Some(PATIENCE))))
-                .map_err(|e| format!("{addr}: {e}"))?
+                .map_err(|e| format!("{addr}: {}", said(&e)))?
         }
         Listen::Unix(path) => {
-            let stream = UnixStream::connect(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let stream =
+                UnixStream::connect(path).map_err(|e| format!("{}: {}", path.display(), said(&e)))?;
             ask(stream, |s| (s.set_read_timeout(Some(PATIENCE)), s.set_write_timeout(Some(PATIENCE))))
-                .map_err(|e| format!("{}: {e}", path.display()))?
+                .map_err(|e| format!("{}: {}", path.display(), said(&e)))?
         }
     };
     if reply.starts_with(b"USING ") {
         Ok(())
     } else {
         Err(format!("answered {:?}", String::from_utf8_lossy(&reply)))
+    }
+}
+
+/// Why a step failed, as an operator reads it: a socket's timeout
+/// (`EAGAIN`, "Resource temporarily unavailable", on a read or write; or
+/// a connect that timed out) is a server that does not answer.
+fn said(e: &io::Error) -> String {
+    match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
+            format!("no answer within {} s", PATIENCE.as_secs())
+        }
+        _ => e.to_string(),
     }
 }
 

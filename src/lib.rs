@@ -75,7 +75,8 @@
 //!    pipeline starve another, and has a crowd yield before it sleeps, is
 //!    [`engine_lock`]), [`listen`] (the
 //!    listening socket), [`server`] (accepting, a thread a connection,
-//!    shutdown; `server/recovery.rs` replays `-b` at start-up,
+//!    shutdown; `server/accepting.rs` is the accept loop, and
+//!    `--admin-socket`'s; `server/recovery.rs` replays `-b` at start-up,
 //!    `server/handle.rs` is what its owner holds) and [`signals`]
 //!    (SIGTERM, SIGINT, SIGUSR1).
 //!
@@ -207,7 +208,9 @@
 //!    logged case. Each promise in the row's *promises* gets its test by
 //!    the table: `engine/bounded.rs` (`bounded`), over the run a case
 //!    names, `tests/full.rs` (`frees`) and `tests/torn.rs` (`one write`)
-//!    fail until they have a case for it.
+//!    fail until they have a case for it; `src/reference.rs` (`admin`)
+//!    holds `Command::is_admin` to the commands the column names, which
+//!    `tests/admin.rs` refuses over TCP.
 //!
 //! The places that list commands beside the table, each held to it by a
 //! test (`src/reference.rs`, `engine/sweep_reach.rs`): §1.3's prefixes,

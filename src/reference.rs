@@ -22,6 +22,8 @@ mod tests {
         syntax: String,
         /// The reply words: `RELEASED`, `NOT_FOUND`.
         replies: BTreeSet<String>,
+        /// The promises: `frees`, `admin`, ...
+        promises: Vec<String>,
     }
 
     impl Row {
@@ -48,7 +50,15 @@ mod tests {
             .filter(|line| line.starts_with("| `"))
             .map(|line| {
                 let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-                Row { syntax: cells[1].trim_matches('`').to_owned(), replies: reply_words(cells[2]) }
+                Row {
+                    syntax: cells[1].trim_matches('`').to_owned(),
+                    replies: reply_words(cells[2]),
+                    promises: cells[4]
+                        .split(',')
+                        .map(|p| p.trim().to_owned())
+                        .filter(|p| !p.is_empty())
+                        .collect(),
+                }
             })
             .collect();
         assert!(rows.len() > 20, "the table of commands, §3.0, has {} rows", rows.len());
@@ -105,6 +115,18 @@ mod tests {
             let variant = variant.split(|c: char| !c.is_ascii_alphanumeric()).next().unwrap_or_default();
             assert_eq!(kebab(variant), row.name(), "{line:?}");
         }
+    }
+
+    #[test]
+    fn the_admin_commands_are_those_the_table_says() {
+        let mut admin = 0;
+        for row in table() {
+            let command = parse(row.example().as_bytes()).unwrap();
+            let promised = row.promises.iter().any(|p| p == "admin");
+            assert_eq!(command.is_admin(), promised, "{}: Command::is_admin against §3.0", row.name());
+            admin += usize::from(promised);
+        }
+        assert!(admin >= 5, "{admin} admin commands");
     }
 
     #[test]

@@ -79,9 +79,12 @@ pub struct JobStats<'a> {
     /// tuber's fields, shown only for a job put with one of tuber's tags
     /// (reference §3.1a, §3.1c), as tuber shows them.
     pub tuber: Option<TuberFields<'a>>,
-    /// Its retry limit, shown only for a job put with `max:` (reference
-    /// §3.1b): without one, every byte is beanstalkd's.
+    /// Its retry limit, shown only for a job put with `max:` or buried by
+    /// `--max-reserves` (reference §3.1b): for any other job, every byte
+    /// is beanstalkd's.
     pub max_reserves: Option<u32>,
+    /// Buried by its retry limit, and buried still: a dead letter.
+    pub buried_by_limit: bool,
 }
 
 impl<'a> JobStats<'a> {
@@ -130,6 +133,9 @@ impl<'a> JobStats<'a> {
         }
         if let Some(reserves) = self.max_reserves {
             let _ = writeln!(y, "max-reserves: {reserves}");
+        }
+        if self.buried_by_limit {
+            y.push_str("buried-by-retry-limit: true\n");
         }
         Some(y)
     }
@@ -406,6 +412,7 @@ mod tests {
             counters: Counters::default(),
             tuber: None,
             max_reserves: None,
+            buried_by_limit: false,
         };
         let yaml = stats.to_yaml().unwrap();
         assert_eq!(yaml.len(), 146);

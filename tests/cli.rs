@@ -137,6 +137,18 @@ fn the_health_check_says_whether_the_server_serves() {
     assert_eq!(run(&["-l", &listen, "--health-check"]).0, 1);
 }
 
+/// A hung server (it accepts, and never answers) is reported as one,
+/// not as the socket's `EAGAIN`.
+#[test]
+fn the_health_check_reports_a_hung_server_as_no_answer() {
+    let hung = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = hung.local_addr().unwrap().port().to_string();
+    let (code, stdout, stderr) = run(&["--health-check", "-l", "127.0.0.1", "-p", &port]);
+    assert_eq!((code, stdout.as_str()), (1, ""));
+    assert_eq!(stderr, format!("beanstalk: not healthy: 127.0.0.1:{port}: no answer within 5 s\n"));
+    drop(hung);
+}
+
 /// Every flag the parser accepts, found by asking the parser itself.
 fn accepted_flags() -> Vec<String> {
     use beanstalk::config::{parse_args, ArgError, LONG_OPTIONS};
@@ -150,8 +162,19 @@ fn accepted_flags() -> Vec<String> {
 }
 
 #[test]
-fn every_accepted_flag_is_documented_in_the_help_and_the_man_page() {
-    let flags = accepted_flags();
+fn every_accepted_flag_is_documented_in_the_help_the_man_page_and_the_readme() {
+    let mut flags = accepted_flags();
+    // The flags that act instead of serving, beside those that configure it.
+    flags.extend(["--health-check", "--help", "--version"].map(str::to_owned));
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let table =
+        readme.split("\n## Flags\n").nth(1).expect("the README's Flags").split("\n## ").next().unwrap();
+    let named: Vec<&str> =
+        table.lines().filter_map(|row| row.strip_prefix("| ")?.split(" |").next()).collect();
+    for flag in &flags {
+        let in_row = |cell: &&str| cell.contains(&format!("`{flag}`")) || cell.contains(&format!("`{flag} "));
+        assert!(named.iter().any(in_row), "{flag} has no row in the README's Flags table");
+    }
     assert!(flags.len() >= 14, "{flags:?}");
     let (_, help, _) = run(&["-h"]);
     let man = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/beanstalk.1")).unwrap();

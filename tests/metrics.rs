@@ -407,6 +407,39 @@ fn head_gets_the_head_alone() {
     assert!(response.ends_with("Connection: close\r\n\r\n"), "{response}");
 }
 
+/// A dead letter (reference §3.1b) is counted by tube, and its
+/// reservation ends `buried`, by a release as by a TTR.
+#[test]
+fn a_dead_letter_is_counted_by_tube_and_its_work_ends_buried() {
+    let (bin, addr) = start(&["--max-reserves", "2"]);
+    let mut c = bin.client();
+    assert_eq!(c.cmd("use emails"), "USING emails\r\n");
+    assert_eq!(c.cmd("watch emails"), "WATCHING 2\r\n");
+    assert_eq!(c.put(0, 0, 30, "fails"), "INSERTED 1\r\n");
+    for _ in 0..2 {
+        assert_eq!(c.cmd("reserve"), "RESERVED 1 5\r\nfails\r\n");
+        assert_eq!(c.cmd("release 1 0 0"), "RELEASED\r\n");
+    }
+    c.send("put 0 0 1 4 max:1\r\nslow\r\n");
+    assert_eq!(c.reply(), "INSERTED 2\r\n");
+    assert_eq!(c.cmd("reserve"), "RESERVED 2 4\r\nslow\r\n");
+    let buried = || Client::connect(bin.addr).yaml_map("stats-job 2")["state"] == "buried";
+    assert!(common::settle(PATIENCE, buried), "the TTR path buries job 2");
+    let body = scrape(addr);
+    for (series, value) in [
+        ("beanstalkd_tube_buried_by_retry_limit_total{tube=\"emails\"}", Some("2")),
+        ("beanstalkd_tube_buried_by_retry_limit_total{tube=\"default\"}", Some("0")),
+        ("beanstalkd_tube_work_seconds_count{tube=\"emails\",outcome=\"buried\"}", Some("2")),
+        ("beanstalkd_tube_work_seconds_count{tube=\"emails\",outcome=\"released\"}", Some("1")),
+        ("beanstalkd_tube_work_seconds_count{tube=\"emails\",outcome=\"timed_out\"}", None),
+    ] {
+        assert_eq!(sample(&body, series).as_deref(), value, "{series} in:\n{body}");
+    }
+    let Some(promtool) = tool("promtool") else { return };
+    let (code, out) = run_with_input(Command::new(promtool).args(["check", "metrics"]), body.as_bytes());
+    assert_eq!(code, Some(0), "promtool check metrics:\n{out}\n{body}");
+}
+
 /// The README's first YAML block after the words `after`.
 fn readme_block(after: &str) -> String {
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
@@ -423,6 +456,7 @@ fn the_readmes_scrape_configuration_and_alert_rules_pass_promtool() {
         ("A Prometheus scrape configuration", "prometheus.yml", "config"),
         ("Three alert rules", "rules.yml", "rules"),
         ("Dashboards built for the exporters", "names.yml", "rules"),
+        ("A dead-letter alert", "dead.yml", "rules"),
     ] {
         let path = dir.path.join(file);
         std::fs::write(&path, readme_block(after)).unwrap();
@@ -594,4 +628,22 @@ fn prometheus_sees_the_queue_age_grow_and_counts_every_reserve() {
     assert_eq!(count, f64::from(reserves));
     let deleted = "beanstalkd_tube_work_seconds_count{tube=\"served\",outcome=\"deleted\"}";
     assert_eq!(prometheus.wait_for(deleted, |_| true), f64::from(reserves));
+}
+
+/// The README's dead-letter alert fires once a job of the tube is buried
+/// by its retry limit, as Prometheus sees it scrape after scrape.
+#[test]
+fn the_readmes_dead_letter_alert_fires_for_the_tube() {
+    let Some(path) = tool("prometheus") else { return };
+    let (bin, addr) = start(&["--max-reserves", "1"]);
+    let mut c: Client = bin.client();
+    assert_eq!(c.cmd("use emails"), "USING emails\r\n");
+    assert_eq!(c.cmd("watch emails"), "WATCHING 2\r\n");
+    c.put_ok("fails");
+    let prometheus = Prometheus::start_with_rules(&path, addr, Some(&readme_block("A dead-letter alert")));
+    prometheus.wait_for("beanstalkd_tube_buried_by_retry_limit_total{tube=\"emails\"}", |v| v == 0.0);
+    assert!(c.cmd("reserve").starts_with("RESERVED 1 5\r\n"));
+    assert_eq!(c.cmd("release 1 0 0"), "RELEASED\r\n");
+    let firing = "ALERTS{alertname=\"BeanstalkDeadLetters\",tube=\"emails\",alertstate=\"firing\"}";
+    assert_eq!(prometheus.wait_for(firing, |_| true), 1.0);
 }

@@ -1,7 +1,8 @@
 //! The retry limit (reference §3.1b), which no peer has: `put ...
 //! max:<n>` and `--max-reserves <n>`. A job reserved n times is buried,
 //! its priority kept, when its reservation next ends without a delete:
-//! a `release` (answered `BURIED`), its TTR, or its holder's hang-up. Over
+//! a `release` (answered `RELEASED` all the same, so that no client takes
+//! it for an error), its TTR, or its holder's hang-up. Over
 //! TCP against the real binary, and across a SIGKILL and compaction.
 
 mod common;
@@ -30,17 +31,21 @@ fn a_release_after_the_last_try_is_buried_and_stats_job_shows_the_limit() {
     assert_eq!(c.cmd("reserve"), "RESERVED 1 3\r\njob\r\n");
     assert_eq!(c.cmd("release 1 5 0"), "RELEASED\r\n");
     assert_eq!(c.cmd("reserve"), "RESERVED 1 3\r\njob\r\n");
-    // The second try was the last: buried, with the priority it had.
-    assert_eq!(c.cmd("release 1 1 30"), "BURIED\r\n");
+    // The second try was the last: buried, with the priority it had, and
+    // answered as any release is.
+    assert_eq!(c.cmd("release 1 1 30"), "RELEASED\r\n");
     let yaml = "---\nid: 1\ntube: \"default\"\nstate: buried\npri: 5\nage: 0\ndelay: 0\nttr: 30\n\
                 time-left: 0\nfile: 0\nreserves: 2\ntimeouts: 0\nreleases: 2\nburies: 1\nkicks: 0\n\
-                max-reserves: 2\n";
+                max-reserves: 2\nburied-by-retry-limit: true\n";
     assert_eq!(c.cmd("stats-job 1"), format!("OK {}\r\n{yaml}\r\n", yaml.len()));
     assert_eq!(c.cmd("peek-buried"), "FOUND 1 3\r\njob\r\n");
-    // Kicked, it is tried once more, and buried again.
+    // Kicked, it is tried once more (no dead letter meanwhile), and
+    // buried again.
     assert_eq!(c.cmd("kick 1"), "KICKED 1\r\n");
+    assert!(c.cmd("stats-job 1").ends_with("kicks: 1\nmax-reserves: 2\n\r\n"));
     assert_eq!(c.cmd("reserve"), "RESERVED 1 3\r\njob\r\n");
-    assert_eq!(c.cmd("release 1 5 0"), "BURIED\r\n");
+    assert_eq!(c.cmd("release 1 5 0"), "RELEASED\r\n");
+    assert_eq!(stat_job(&mut c, 1, "state"), "buried");
     // A job without the tag shows beanstalkd's keys and nothing more.
     assert_eq!(c.put(0, 0, 30, "x"), "INSERTED 2\r\n");
     assert!(!c.cmd("stats-job 2").contains("max-reserves"));
@@ -82,13 +87,62 @@ fn max_reserves_sets_every_untagged_jobs_limit_and_max_0_lifts_it() {
     assert_eq!(put(&mut c, 1, 30, "max:0", "free"), "INSERTED 2\r\n");
     assert_eq!(put(&mut c, 2, 30, "idp:k max:2", "own"), "INSERTED 3\r\n");
     assert_eq!(c.cmd("reserve"), "RESERVED 1 5\r\nplain\r\n");
-    assert_eq!(c.cmd("release 1 0 0"), "BURIED\r\n");
+    assert_eq!(c.cmd("release 1 0 0"), "RELEASED\r\n");
+    assert_eq!(stat_job(&mut c, 1, "state"), "buried");
     for _ in 0..3 {
         assert_eq!(c.cmd("reserve"), "RESERVED 2 4\r\nfree\r\n");
         assert_eq!(c.cmd("release 2 1 0"), "RELEASED\r\n");
     }
-    assert!(c.cmd("stats-job 1").ends_with("kicks: 0\n\r\n"), "the server's default is not the job's tag");
+    // Buried by the server's limit: named, and marked.
+    assert!(c.cmd("stats-job 1").ends_with("kicks: 0\nmax-reserves: 1\nburied-by-retry-limit: true\n\r\n"));
     assert!(c.cmd("stats-job 2").ends_with("max-reserves: 0\n\r\n"));
+    // A job no limit touched shows beanstalkd's bytes.
+    assert_eq!(c.put(0, 0, 30, "fresh"), "INSERTED 4\r\n");
+    assert!(
+        c.cmd("stats-job 4").ends_with("buries: 0\nkicks: 0\n\r\n"),
+        "the server's default is not the job's tag"
+    );
+}
+
+/// The -V line for each burial by the limit, after each of the three
+/// ends of a reservation; none for a worker's own `bury`.
+#[test]
+fn each_burial_by_the_limit_is_one_log_line_naming_the_limit() {
+    let s = spawn(&["--max-reserves", "1"]);
+    let mut c = s.client();
+    assert_eq!(c.cmd("use emails"), "USING emails\r\n");
+    assert_eq!(c.cmd("watch emails"), "WATCHING 2\r\n");
+    assert_eq!(c.put(0, 0, 30, "fails"), "INSERTED 1\r\n");
+    assert_eq!(put(&mut c, 0, 1, "max:1", "slow"), "INSERTED 2\r\n");
+    assert_eq!(c.put(0, 0, 30, "crash"), "INSERTED 3\r\n");
+    assert_eq!(put(&mut c, 0, 30, "max:5", "own"), "INSERTED 4\r\n");
+    assert_eq!(c.cmd("reserve"), "RESERVED 1 5\r\nfails\r\n");
+    assert_eq!(c.cmd("release 1 0 0"), "RELEASED\r\n");
+    assert_eq!(c.cmd("reserve"), "RESERVED 2 4\r\nslow\r\n");
+    assert!(settle(Duration::from_secs(5), || stat_job(&mut Client::connect(s.addr), 2, "state") == "buried"));
+    let mut worker = s.client();
+    assert_eq!(worker.cmd("watch emails"), "WATCHING 2\r\n");
+    assert_eq!(worker.cmd("reserve"), "RESERVED 3 5\r\ncrash\r\n");
+    drop(worker);
+    assert!(settle(Duration::from_secs(5), || stat_job(&mut c, 3, "state") == "buried"));
+    assert_eq!(c.cmd("reserve"), "RESERVED 4 3\r\nown\r\n");
+    assert_eq!(c.cmd("bury 4 0"), "BURIED\r\n");
+    let lines: Vec<String> = s
+        .stderr()
+        .lines()
+        .filter_map(|line| {
+            line.split(" info beanstalk: ").nth(1).filter(|l| l.contains("retry limit")).map(str::to_owned)
+        })
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "job 1 in tube emails buried by its retry limit (--max-reserves 1, reserves 1) when released",
+            "job 2 in tube emails buried by its retry limit (its max:1, reserves 1) when its TTR ran out",
+            "job 3 in tube emails buried by its retry limit (--max-reserves 1, reserves 1) when its worker hung up",
+        ]
+    );
+    assert!(!c.cmd("stats-job 4").contains("buried-by"), "a worker's own bury is no dead letter");
 }
 
 #[test]
@@ -131,7 +185,7 @@ fn limits_survive_sigkill_restart_and_compaction() {
     assert!(c.cmd("stats-job 2").ends_with("max-reserves: 1\n\r\n"));
     // The second try is job 1's last, the first job 2's.
     assert_eq!(c.cmd("reserve"), "RESERVED 1 4\r\nkept\r\n");
-    assert_eq!(c.cmd("release 1 9 0"), "BURIED\r\n");
+    assert_eq!(c.cmd("release 1 9 0"), "RELEASED\r\n");
     assert_eq!(c.cmd("reserve"), "RESERVED 2 4\r\nboth\r\n");
     s.kill();
     // A job buried by its limit stays buried, its limit kept.
@@ -140,7 +194,16 @@ fn limits_survive_sigkill_restart_and_compaction() {
     assert_eq!(stat_job(&mut c, 1, "state"), "buried");
     assert_eq!(stat_job(&mut c, 2, "state"), "ready");
     assert_eq!(c.cmd("reserve"), "RESERVED 2 4\r\nboth\r\n");
-    assert_eq!(c.cmd("release 2 9 0"), "BURIED\r\n");
+    assert_eq!(c.cmd("release 2 9 0"), "RELEASED\r\n");
+    assert_eq!(stat_job(&mut c, 2, "state"), "buried");
+    // The dead-letter mark is not logged; a restart gives it back to a
+    // buried job whose tries are spent.
+    s.kill();
+    let s = spawn(&args);
+    let mut c = s.client();
+    for id in [1, 2] {
+        assert_eq!(stat_job(&mut c, id, "buried-by-retry-limit"), "true");
+    }
 }
 
 #[test]

@@ -14,6 +14,7 @@ pub const LONG_OPTIONS: &[&str] = &[
     "job-id-step",
     "metrics",
     "metrics-max-tubes",
+    "admin-socket",
 ];
 
 /// Applies long option `option` (without its `--`), its value attached
@@ -72,6 +73,14 @@ pub(super) fn parse_long(
             let v = value()?;
             config.metrics_max_tubes = v.parse().ok().ok_or_else(|| invalid(&v))?;
             Ok(())
+        }
+        "admin-socket" => {
+            let v = value()?;
+            // A path, as `-l unix:PATH` takes one; `unix:` may lead.
+            let path = v.strip_prefix("unix:").unwrap_or(&v);
+            config.admin_socket =
+                Some(path.into()).filter(|p: &std::path::PathBuf| !p.as_os_str().is_empty());
+            config.admin_socket.as_ref().map(drop).ok_or_else(|| invalid(&v))
         }
         _ => Err(ArgError::UnknownFlag(format!("--{option}"))),
     }

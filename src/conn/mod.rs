@@ -47,7 +47,8 @@ use buffers::OUTPUT_HIGH_WATER;
 use put::PutLine;
 
 /// Serves one client until it quits or disconnects, then tells the engine.
-pub(crate) fn serve(shared: Arc<Shared>, conn: Arc<SharedConn>, client: ClientId) {
+/// It may run the admin commands if `admin` (reference §3.0).
+pub(crate) fn serve(shared: Arc<Shared>, conn: Arc<SharedConn>, client: ClientId, admin: bool) {
     // Without it the connection works the same, but never goes idle, and
     // no blocked reserve waits in a read, which only the timeout ends.
     let reads_time_out = conn.stream.set_idle_timeout(IDLE_AFTER).is_ok();
@@ -55,6 +56,7 @@ pub(crate) fn serve(shared: Arc<Shared>, conn: Arc<SharedConn>, client: ClientId
     let peer = crate::log::enabled(crate::log::Kind::Event).then(|| conn.stream.peer());
     let mut served = Conn::new(&shared, &conn.stream, client, &conn.mailbox);
     served.reads_time_out = reads_time_out;
+    served.admin = admin;
     let _ = served.run();
     shared.engine().disconnect(client, shared.clock.now());
     if let Some(peer) = peer {
@@ -90,6 +92,9 @@ struct Conn<'a> {
     /// A read gives up after [`IDLE_AFTER`] (the socket's timeout is set),
     /// so a blocked reserve may wait in one (see [`wait`]).
     reads_time_out: bool,
+    /// It may run the admin commands: no `--admin-socket`, or accepted
+    /// from it.
+    admin: bool,
 }
 
 impl<'a> Conn<'a> {
@@ -104,6 +109,7 @@ impl<'a> Conn<'a> {
             output: Vec::new(),
             sent_early: 0,
             reads_time_out: false,
+            admin: true,
         }
     }
 
@@ -154,6 +160,19 @@ impl<'a> Conn<'a> {
         Ok(Next::Continue)
     }
 
+    /// Answers the admin command on the line from `start` to `end`
+    /// `NOT_PERMITTED`: this connection is not the admin socket's
+    /// (reference §3.0, `admin`). Nothing is counted or changed.
+    fn refuse_admin(&mut self, start: usize, end: usize) {
+        if crate::log::enabled(crate::log::Kind::Event) {
+            let line = self.input.line(start, end);
+            let name = Lossy(line.split(|&b| b == b' ').next().unwrap_or_default());
+            let (peer, fd) = (self.stream.peer(), self.stream.as_raw_fd());
+            crate::log::event(format_args!("refuse {name} from {peer} (fd {fd}): admin socket only"));
+        }
+        Reply::NotPermitted.encode(&mut self.output);
+    }
+
     fn execute_line(&mut self, start: usize, end: usize) -> io::Result<Next> {
         // Room for any reply but one that carries data, claimed before the
         // command runs: so no reply allocates after its command changed
@@ -183,6 +202,10 @@ impl<'a> Conn<'a> {
                 } else {
                     Next::Continue
                 }
+            }
+            Ok(command) if command.is_admin() && !self.admin => {
+                self.refuse_admin(start, end);
+                Next::Continue
             }
             Ok(Command::DeleteBatch) => {
                 self.delete_batch(start, end);

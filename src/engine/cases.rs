@@ -269,11 +269,11 @@ pub(super) const CASES: &[Case] = &[
     case("put with a retry limit", plain, "INSERTED 7", |w, out| {
         put_tagged_step(w, out, 0, 0, None, Some(3), None)
     }),
-    case("release of a job whose tries are spent", a_try_spent, "BURIED", |w, out| {
+    case("release of a job whose tries are spent", a_try_spent, "RELEASED", |w, out| {
         w.e.release(w.worker, w.reserved, 9, 0, T0).encode(out)
     })
     .logged(),
-    case("release under --max-reserves", plain, "BURIED", |w, out| {
+    case("release under --max-reserves", plain, "RELEASED", |w, out| {
         w.e.set_max_reserves(1);
         w.e.release(w.worker, w.reserved, 9, 0, T0).encode(out)
     }),

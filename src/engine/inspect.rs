@@ -74,7 +74,8 @@ impl Engine {
                 con: self.tubes.con.of(id),
                 groups: self.tubes.groups.of(id),
             }),
-            max_reserves: if job.tags.limited() { self.tubes.limits.get(id) } else { None },
+            max_reserves: (job.tags.limited() || job.tags.buried_by_limit()).then(|| self.retry_limit(id)),
+            buried_by_limit: job.tags.buried_by_limit(),
         };
         stats.to_yaml().map_or(Reply::OutOfMemory, Reply::Ok)
     }

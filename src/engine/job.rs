@@ -165,6 +165,10 @@ impl Tags {
     const CON: u8 = 4;
     const GROUP: u8 = 8;
     const AFTER: u8 = 16;
+    /// Not a put tag: buried by its retry limit, and not moved out of the
+    /// buried list since (`retry.rs`). In memory only: a restart gives it
+    /// back to a buried job whose tries are spent.
+    const DEAD: u8 = 32;
 
     /// The tags of a job with a unique key (`idp:`, in `Tubes::keys`) or
     /// not, and with a retry limit (`max:`, in `Tubes::limits`) or not.
@@ -205,6 +209,16 @@ impl Tags {
 
     pub(super) fn after(self) -> bool {
         self.0 & Tags::AFTER != 0
+    }
+
+    /// Whether its retry limit buried it (a dead letter) and it is buried
+    /// still.
+    pub(super) fn buried_by_limit(self) -> bool {
+        self.0 & Tags::DEAD != 0
+    }
+
+    pub(super) fn set_buried_by_limit(&mut self, dead: bool) {
+        self.0 = (self.0 & !Tags::DEAD) | (u8::from(dead) * Tags::DEAD);
     }
 
     /// Whether it has a tag tuber's `stats-job` shows fields for.

@@ -89,6 +89,8 @@ pub struct TubeTimes {
     pub waiting: Histogram,
     /// By [`WorkEnd::ALL`]'s order.
     pub working: [Histogram; 4],
+    /// Jobs buried by their retry limit (`retry.rs`): dead letters.
+    pub buried_by_limit: u64,
 }
 
 /// When a job was reserved, in 16 ms steps modulo 2^16 (17.5 minutes),
@@ -208,6 +210,16 @@ impl Engine {
         let (t, span_us) = (job.tube, job.work_started.worked_us(now, since_touch_us));
         if let Some(times) = self.tube_times(t) {
             times.working[how as usize].observe(span_us);
+        }
+    }
+
+    /// A job of tube `t` was buried by its retry limit.
+    pub(super) fn count_limit_burial(&mut self, t: TubeId) {
+        if !self.metering {
+            return;
+        }
+        if let Some(times) = self.tube_times(t) {
+            times.buried_by_limit += 1;
         }
     }
 

@@ -408,6 +408,7 @@ impl Engine {
             self.make_ready(id, since);
         }
         buried.sort_unstable();
+        self.mark_restored_dead_letters(&buried);
         for (_, id) in buried {
             if let Some(tube) = self.jobs.get(&id).map(|job| job.tube) {
                 self.tubes.get_mut(tube).buried.push_back(&mut self.jobs, id);

@@ -31,7 +31,13 @@ impl Engine {
                 tube.delayed.remove(slot, &mut positions(&mut self.jobs));
                 self.unhold(id);
             }
-            State::Buried => tube.buried.remove(&mut self.jobs, id),
+            State::Buried => {
+                tube.buried.remove(&mut self.jobs, id);
+                // Out of the buried list, it is no dead letter any more.
+                if let Some(job) = self.jobs.get_mut(&id) {
+                    job.tags.set_buried_by_limit(false);
+                }
+            }
             State::Reserved => {
                 tube.reserved -= 1;
                 if tags.con() {
@@ -101,10 +107,12 @@ impl Engine {
             // A reserved job is in its holder's list too: callers refuse it.
             return;
         };
-        let (state, due) = (job.state, job.deadline);
+        let (state, due, dead) = (job.state, job.deadline, job.tags.buried_by_limit());
         self.unlink(id);
         if let Some(job) = self.jobs.get_mut(&id) {
             job.tube = to;
+            // A dead letter moved to another tube is one still.
+            job.tags.set_buried_by_limit(dead);
         }
         match state {
             State::Ready => self.make_ready(id, now),

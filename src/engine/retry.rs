@@ -1,8 +1,9 @@
 //! The retry limit (reference §3.1b), which no peer has: a job put with
 //! `max:<n>`, or any job under `--max-reserves <n>`, that has been
 //! reserved n times is buried, not queued again, when its reservation
-//! next ends without a delete: a `release` (answered `BURIED`), its TTR
-//! running out, or its holder hanging up. So a job that keeps failing, or
+//! next ends without a delete: a `release` (answered `RELEASED` all the
+//! same: reference §3.1b says why), its TTR running out, or its holder
+//! hanging up. So a job that keeps failing, or
 //! keeps killing its worker, stops at n tries and waits, buried, for a
 //! person, with its priority and counters as they were.
 //!
@@ -55,22 +56,28 @@ impl Engine {
         self.max_reserves = reserves;
     }
 
+    /// Job `id`'s retry limit, its own or the server's (0: none).
+    pub(super) fn retry_limit(&self, id: JobId) -> u32 {
+        match self.jobs.get(&id) {
+            Some(job) if job.tags.limited() => self.tubes.limits.get(id).unwrap_or(0),
+            Some(_) => self.max_reserves,
+            None => 0,
+        }
+    }
+
     /// Whether reserved job `id`, whose reservation is ending, has been
     /// reserved as many times as its limit allows.
     pub(super) fn tries_spent(&self, id: JobId) -> bool {
-        let Some(job) = self.jobs.get(&id) else {
-            return false;
-        };
-        let limit =
-            if job.tags.limited() { self.tubes.limits.get(id).unwrap_or(0) } else { self.max_reserves };
-        limit > 0 && job.counters.reserves >= limit
+        let limit = self.retry_limit(id);
+        limit > 0 && self.jobs.get(&id).is_some_and(|job| job.counters.reserves >= limit)
     }
 
     /// Buries job `id`, out of its reservation's queues already, whose
-    /// tries are spent; its priority stays. False, with the job untouched,
-    /// if the log has no room for the change: the caller then queues it
-    /// as it would have without a limit, and the job is tried once more.
-    pub(super) fn bury_spent(&mut self, id: JobId, now: Time) -> bool {
+    /// tries are spent, after `how` (for the log line); its priority
+    /// stays. False, with the job untouched, if the log has no room for
+    /// the change: the caller then queues it as it would have without a
+    /// limit, and the job is tried once more.
+    pub(super) fn bury_spent(&mut self, id: JobId, now: Time, how: &str) -> bool {
         let buried = self.journaled_change(id, |e| {
             if let Some(job) = e.jobs.get_mut(&id) {
                 job.counters.buries = job.counters.buries.wrapping_add(1);
@@ -78,7 +85,42 @@ impl Engine {
             e.make_buried(id, now);
         });
         // A write that failed after the change leaves it made in memory.
-        !matches!(buried, Err(Reply::OutOfMemory))
+        let made = !matches!(buried, Err(Reply::OutOfMemory));
+        if made {
+            self.note_buried_by_limit(id, how);
+        }
+        made
+    }
+
+    /// Job `id` was just buried by its retry limit, after `how`: marked a
+    /// dead letter wherever an operator looks (`stats-job`, a `-V` line,
+    /// the tube's counter in `/metrics`). Allocates nothing but the line.
+    pub(super) fn note_buried_by_limit(&mut self, id: JobId, how: &str) {
+        let limit = self.retry_limit(id);
+        let Some(job) = self.jobs.get_mut(&id) else { return };
+        job.tags.set_buried_by_limit(true);
+        let (t, reserves, own) = (job.tube, job.counters.reserves, job.tags.limited());
+        self.count_limit_burial(t);
+        if crate::log::enabled(crate::log::Kind::Event) {
+            let source = if own { "its max:" } else { "--max-reserves " };
+            crate::log::event(format_args!(
+                "job {id} in tube {} buried by its retry limit ({source}{limit}, reserves {reserves}) when {how}",
+                self.tubes.get(t).name
+            ));
+        }
+    }
+
+    /// Gives the dead-letter mark back, at start-up, to the restored
+    /// buried jobs whose tries are spent: the log keeps no mark, and such
+    /// a job would be buried by its limit after its next try anyway.
+    pub(super) fn mark_restored_dead_letters(&mut self, buried: &[(u64, JobId)]) {
+        for &(_, id) in buried {
+            if self.tries_spent(id) {
+                if let Some(job) = self.jobs.get_mut(&id) {
+                    job.tags.set_buried_by_limit(true);
+                }
+            }
+        }
     }
 }
 
@@ -109,7 +151,7 @@ mod tests {
         assert_eq!(reserve(&mut e, c, Time::ZERO), id);
         assert_eq!(e.release(c, id, 3, 0, Time::ZERO), Reply::Released);
         assert_eq!(reserve(&mut e, c, Time::ZERO), id);
-        assert_eq!(e.release(c, id, 1, 5, Time::ZERO), Reply::Buried);
+        assert_eq!(e.release(c, id, 1, 5, Time::ZERO), Reply::Released);
         let (state, pri, counters) = state_of(&e, id);
         assert_eq!(
             (state, pri, counters.reserves, counters.releases, counters.buries),
@@ -118,7 +160,8 @@ mod tests {
         // Kicked, it has its tries spent still: the next release buries it.
         assert_eq!(e.kick_job(id, Time::ZERO), Reply::Kicked);
         assert_eq!(reserve(&mut e, c, Time::ZERO), id);
-        assert_eq!(e.release(c, id, 0, 0, Time::ZERO), Reply::Buried);
+        assert_eq!(e.release(c, id, 0, 0, Time::ZERO), Reply::Released);
+        assert_eq!(state_of(&e, id).0, State::Buried);
     }
 
     #[test]
@@ -147,15 +190,57 @@ mod tests {
             put_limited(&mut e, c, 1, Some(0)),
             put_limited(&mut e, c, 2, Some(2)),
         );
-        for (id, after_one) in [(plain, Reply::Buried), (unlimited, Reply::Released), (own, Reply::Released)]
-        {
+        for (id, after_one) in [(plain, State::Buried), (unlimited, State::Ready), (own, State::Ready)] {
             assert_eq!(reserve(&mut e, c, Time::ZERO), id);
-            assert_eq!(e.release(c, id, 9, 0, Time::ZERO), after_one, "job {id}");
+            assert_eq!(e.release(c, id, 9, 0, Time::ZERO), Reply::Released, "job {id}");
+            assert_eq!(state_of(&e, id).0, after_one, "job {id}");
         }
         for _ in 0..5 {
             assert_eq!(reserve(&mut e, c, Time::ZERO), unlimited);
             assert_eq!(e.release(c, unlimited, 1, 0, Time::ZERO), Reply::Released);
         }
+    }
+
+    #[test]
+    fn a_dead_letter_is_marked_counted_and_its_work_ends_buried_until_it_leaves_the_buried_list() {
+        use super::super::metering::WorkEnd;
+        let mut e = engine();
+        e.set_metering(true);
+        e.set_max_reserves(1);
+        let c = client(&mut e);
+        let (released, timed, held, plain) = (
+            put_limited(&mut e, c, 0, Some(1)),
+            put_limited(&mut e, c, 1, None),
+            put_limited(&mut e, c, 2, None),
+            put_limited(&mut e, c, 3, Some(0)),
+        );
+        assert_eq!(reserve(&mut e, c, Time::ZERO), released);
+        assert_eq!(e.release(c, released, 0, 0, Time::ZERO), Reply::Released);
+        assert_eq!(reserve(&mut e, c, Time::ZERO), timed);
+        e.tick(Time::from_secs(11));
+        let worker = client(&mut e);
+        assert_eq!(reserve(&mut e, worker, Time::from_secs(11)), held);
+        e.disconnect(worker, Time::from_secs(11));
+        assert_eq!(reserve(&mut e, c, Time::from_secs(11)), plain);
+        assert_eq!(e.bury(c, plain, 3, Time::from_secs(11)), Reply::Buried);
+        let dead = |e: &Engine, id| e.jobs.get(&id).unwrap().tags.buried_by_limit();
+        assert_eq!([released, timed, held, plain].map(|id| dead(&e, id)), [true, true, true, false]);
+        let mut figures = Vec::with_capacity(1);
+        e.tube_figures([0].into_iter(), Time::from_secs(11), &mut figures);
+        let times = figures[0].times;
+        assert_eq!(times.buried_by_limit, 3);
+        let count = |how: WorkEnd| times.working[how as usize].count();
+        assert_eq!(
+            [WorkEnd::Buried, WorkEnd::TimedOut, WorkEnd::Released].map(count),
+            [4, 0, 0],
+            "the limit's three burials and the bury"
+        );
+        // Kicked, a job is no dead letter, until its limit buries it again.
+        assert_eq!(e.kick_job(timed, Time::from_secs(11)), Reply::Kicked);
+        assert!(!dead(&e, timed));
+        assert_eq!(reserve(&mut e, c, Time::from_secs(11)), timed);
+        assert_eq!(e.release(c, timed, 0, 0, Time::from_secs(11)), Reply::Released);
+        assert!(dead(&e, timed));
     }
 
     #[test]

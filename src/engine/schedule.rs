@@ -52,14 +52,20 @@ impl Engine {
                 break;
             }
             let holder = self.jobs.get(&id).map_or(ClientId::default(), |job| job.reserved_by);
-            self.end_work(id, metering::WorkEnd::TimedOut, now);
+            // A job its retry limit buries ends its work `buried`.
+            let spent = self.tries_spent(id);
+            self.end_work(
+                id,
+                if spent { metering::WorkEnd::Buried } else { metering::WorkEnd::TimedOut },
+                now,
+            );
             self.unlink(id);
             if let Some(job) = self.jobs.get_mut(&id) {
                 job.counters.timeouts = job.counters.timeouts.wrapping_add(1);
             }
             self.job_timeouts += 1;
             self.withdraw_handoff(holder, id, now);
-            if !(self.tries_spent(id) && self.bury_spent(id, now)) {
+            if !(spent && self.bury_spent(id, now, "its TTR ran out")) {
                 self.make_ready(id, now);
             }
         }

@@ -49,9 +49,14 @@ impl Engine {
     pub fn disconnect(&mut self, c: ClientId, now: Time) {
         self.stop_waiting(c);
         while let Some(id) = self.clients.get(&c).and_then(|cl| cl.reserved.front()) {
-            self.end_work(id, metering::WorkEnd::Released, now);
+            let spent = self.tries_spent(id);
+            self.end_work(
+                id,
+                if spent { metering::WorkEnd::Buried } else { metering::WorkEnd::Released },
+                now,
+            );
             self.unlink(id);
-            if !(self.tries_spent(id) && self.bury_spent(id, now)) {
+            if !(spent && self.bury_spent(id, now, "its worker hung up")) {
                 self.make_ready(id, now);
             }
         }

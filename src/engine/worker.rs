@@ -135,8 +135,10 @@ impl Engine {
             return Reply::NotFound;
         }
         // A job whose tries are spent (`retry.rs`) is buried instead, with
-        // the priority and delay it had, and the release says `BURIED`, as
-        // beanstalkd's does when it cannot queue the job.
+        // the priority and delay it had, and the release still says
+        // `RELEASED`: beanstalkd answers `BURIED` to a release only when it
+        // ran out of memory, and clients raise an error on it (reference
+        // §3.1b).
         let spent = self.tries_spent(id);
         let released = self.journaled_change(id, |e| {
             e.end_work(id, if spent { metering::WorkEnd::Buried } else { metering::WorkEnd::Released }, now);
@@ -158,8 +160,12 @@ impl Engine {
                 e.make_ready(id, now);
             }
         });
+        // A write that failed after the change leaves it made in memory.
+        if spent && !matches!(released, Err(Reply::OutOfMemory)) {
+            self.note_buried_by_limit(id, "released");
+        }
         self.serve_freed(now);
-        released.map_or_else(|refusal| refusal, |()| if spent { Reply::Buried } else { Reply::Released })
+        released.map_or_else(|refusal| refusal, |()| Reply::Released)
     }
 
     /// `bury <id> <pri>`.

@@ -162,7 +162,7 @@ fn write_server(s: &Scrape, out: &mut Body) -> fmt::Result {
 /// Each per-tube gauge or counter: its key, kind, help and reader.
 type TubeSeries = (&'static str, &'static str, &'static str, fn(&TubeFigures) -> u64);
 
-const TUBE_SERIES: [TubeSeries; 13] = [
+const TUBE_SERIES: [TubeSeries; 14] = [
     ("current_jobs_urgent", "gauge", "Ready jobs with a priority below 1024.", |t| {
         t.stats.jobs.urgent as u64
     }),
@@ -180,6 +180,12 @@ const TUBE_SERIES: [TubeSeries; 13] = [
     ("cmd_pause_tube_total", "counter", "pause-tube commands on the tube.", |t| t.stats.cmd_pause_tube),
     ("pause", "gauge", "Seconds of the tube's current pause.", |t| u64::from(t.stats.pause)),
     ("pause_time_left", "gauge", "Seconds until the tube's pause ends.", |t| t.stats.pause_time_left),
+    (
+        "buried_by_retry_limit_total",
+        "counter",
+        "Jobs of the tube buried by their retry limit (max: or --max-reserves): dead letters.",
+        |t| t.times.buried_by_limit,
+    ),
 ];
 
 #[inline(never)]

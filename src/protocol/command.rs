@@ -152,6 +152,29 @@ pub enum Command {
     ListJobsBuried(Page),
 }
 
+impl Command {
+    /// Whether it is an admin command: one that changes the whole server,
+    /// a whole tube, or jobs its sender holds no reservation of. With
+    /// `--admin-socket` only that socket's connections may run one
+    /// (reference §3.0, the promise `admin`; a test holds this to the
+    /// table). `put` never is: a refused command has no body to be left
+    /// unread.
+    pub fn is_admin(&self) -> bool {
+        matches!(
+            self,
+            Command::Drain
+                | Command::Undrain
+                | Command::FlushTube(_)
+                | Command::ClearTube(_)
+                | Command::PauseTube { .. }
+                | Command::Kick(_)
+                | Command::KickJob(_)
+                | Command::DeleteBatch
+                | Command::MoveJob { .. }
+        )
+    }
+}
+
 /// Which page a `list-jobs-*` line asks for (reference §3.29): at most
 /// `count` jobs, 1 to [`MAX_BATCH`](super::MAX_BATCH) (all of them when
 /// the line names none), after job `after` in the list's order, or from

@@ -64,6 +64,9 @@ pub enum Reply<'a> {
     UnknownCommand,
     OutOfMemory,
     InternalError,
+    /// `NOT_PERMITTED`: an admin command on a listener that may not run
+    /// it (`--admin-socket`, reference §3.0).
+    NotPermitted,
 }
 
 impl Reply<'_> {
@@ -132,6 +135,7 @@ impl Reply<'_> {
             Reply::UnknownCommand => "UNKNOWN_COMMAND",
             Reply::OutOfMemory => "OUT_OF_MEMORY",
             Reply::InternalError => "INTERNAL_ERROR",
+            Reply::NotPermitted => "NOT_PERMITTED",
         }
     }
 }

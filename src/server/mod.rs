@@ -7,12 +7,14 @@
 //! on shutdown). This module owns threads and sockets; it makes no queue
 //! decisions.
 //!
-//! The accept loop waits in `poll` on the listening socket and on a wake-up
+//! The accept loop (`accepting.rs`, one for the listening socket and one
+//! for `--admin-socket`'s) waits in `poll` on its socket and on a wake-up
 //! socket pair of its own; [`Handle::shutdown`] writes to the pair. So
 //! stopping never depends on reaching the listener from outside: a UNIX
 //! socket file removed or replaced by someone else, or a firewalled
 //! address, cannot keep the server from exiting.
 
+mod accepting;
 mod handle;
 mod recovery;
 
@@ -60,6 +62,8 @@ const CONNECTION_STACK: usize = 128 * 1024;
 /// ```
 pub struct Server {
     listener: Listener,
+    /// `--admin-socket`'s listener, the only one allowed the admin commands.
+    admin: Option<Arc<Listener>>,
     shared: Arc<Shared>,
 }
 
@@ -91,6 +95,7 @@ impl Server {
         engine.set_id_range(config.job_ids);
         engine.set_metering(config.metrics.is_some());
         let metrics = config.metrics.as_deref().map(crate::metrics::bind).transpose()?;
+        let admin = config.admin_socket.as_deref().map(accepting::bind_admin).transpose()?.map(Arc::new);
         let shared = Arc::new(Shared {
             engine: EngineLock::new(engine),
             clock: Clock::start(),
@@ -110,7 +115,7 @@ impl Server {
             metrics: Mutex::new(metrics),
             last_evacuation: AtomicU64::new(0),
         });
-        Ok(Server { listener, shared })
+        Ok(Server { listener, admin, shared })
     }
 
     /// The TCP address actually bound (useful with port 0); `None` for a
@@ -139,6 +144,7 @@ impl Server {
     /// there: for a start-up that fails after binding.
     pub fn remove_socket_file(&self) {
         self.listener.remove_socket_file();
+        self.admin.iter().for_each(|admin| admin.remove_socket_file());
     }
 
     /// Hands the UNIX socket file this server created to `uid` and `gid`,
@@ -146,6 +152,7 @@ impl Server {
     /// server has become that user. Does nothing for TCP, or for a socket
     /// it did not create (an inherited one).
     pub fn give_socket_to(&self, uid: u32, gid: u32) -> io::Result<()> {
+        self.admin.iter().try_for_each(|admin| admin.give_to(uid, gid))?;
         self.listener.give_to(uid, gid)
     }
 
@@ -228,108 +235,89 @@ impl Server {
         }
     }
 
-    /// The accept loop, until shutdown; then the shutdown itself.
+    /// The accept loops, until shutdown; then the shutdown itself.
     fn serve(self, helpers: Helpers) {
         let shared = &self.shared;
         shared.serving.store(true, Ordering::SeqCst);
-        while !shared.stopping.load(Ordering::SeqCst) {
-            match sys::wait_readable(&self.listener, &shared.accept_wake.reader) {
-                // Woken for shutdown (or by a signal): the loop condition decides.
-                Ok((_, true) | (false, false)) => continue,
-                Ok((true, false)) => {}
-                Err(e) => {
-                    crate::log::problem(format_args!("poll: {e}"));
-                    thread::sleep(Duration::from_millis(50));
-                    continue;
-                }
-            }
-            match self.listener.accept() {
-                Ok(stream) => self.start_connection(stream),
-                // The connection went before we took it; wait again.
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {}
-                Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => {}
-                Err(e) => {
-                    // Out of fds or memory: say so and back off, rather than
-                    // spinning on an error that will not clear by itself.
-                    crate::log::problem(format_args!("accept: {e}"));
-                    thread::sleep(Duration::from_millis(50));
-                }
-            }
-        }
+        let admin = self.admin.as_ref().and_then(|admin| accepting::spawn_admin(shared, admin));
+        accepting::run(shared, &self.listener, self.admin.is_none());
+        let _ = admin.map(thread::JoinHandle::join);
         self.finish(helpers);
     }
+}
 
-    fn start_connection(&self, stream: Stream) {
-        let shared = &self.shared;
-        if shared.stopping.load(Ordering::SeqCst) {
-            return;
-        }
-        let fd = stream.as_raw_fd();
-        let peer = stream.peer();
-        let mut connections = shared.connections();
-        if connections.len() >= shared.connection_limit.value {
-            drop(connections);
-            shared.refused.fetch_add(1, Ordering::Relaxed);
-            crate::log::event(format_args!("refuse {peer} (fd {fd}): at the connection limit"));
-            return; // dropping the stream closes it
-        }
-        // A connection's `Arc` allocates with no way to fail soft (std has
-        // no stable `Arc::try_new`); it is small, and the connection limit
-        // (`host.rs`) leaves room for it. The engine's record, the map's
-        // room and the thread are claimed, and their failure closes this
-        // connection alone.
-        let shared_conn = Arc::new(SharedConn::new(stream, shared.hangups.finisher()));
-        let connect = |connections: &mut HashMap<ClientId, Arc<SharedConn>>| match connections.try_reserve(1)
-        {
-            Ok(()) => shared.engine().connect(shared_conn.clone()),
-            Err(_) => None,
-        };
-        let mut client = connect(&mut connections);
-        if client.is_none() {
-            // Out of memory: empty the pages a few live jobs pin, and try
-            // once more (without the table's lock, which no thread holding
-            // the engine's may wait for).
-            drop(connections);
-            let room = shared.make_room();
-            connections = shared.connections();
-            client = if room { connect(&mut connections) } else { None };
-        }
-        let Some(client) = client else {
-            drop(connections);
-            crate::log::event(format_args!("refuse {peer} (fd {fd}): out of memory"));
-            return; // dropping the stream closes it
-        };
-        shared_conn.set_client(client);
-        connections.insert(client, Arc::clone(&shared_conn));
-        drop(connections);
-        crate::log::event(format_args!("accept {peer} (fd {fd})"));
-        let thread_shared = Arc::clone(shared);
-        // Not std's spawn: its new thread maps a signal stack and aborts the
-        // process if it cannot (see `sys/thread.rs`). Unnamed: a name is one
-        // more allocation a connection, and the thread shows under the
-        // process's own name.
-        let spawned =
-            sys::spawn_thread(CONNECTION_STACK, move || conn::serve(thread_shared, shared_conn, client))
-                // Its stack needs whole pages: empty those a few live jobs pin,
-                // and try once more.
-                .or_else(|unrun| {
-                    if shared.make_room() {
-                        sys::spawn_thread(CONNECTION_STACK, unrun)
-                    } else {
-                        Err(unrun)
-                    }
-                });
-        if let Err(unrun) = spawned {
-            crate::log::problem(format_args!(
-                "cannot start a thread for connection {peer} (fd {fd}): out of memory"
-            ));
-            // The closure holds the stream: dropping it closes the socket.
-            drop(unrun);
-            shared.engine().disconnect(client, shared.clock.now());
-            shared.connection_closed(client);
-        }
+/// Serves a connection accepted from a listener whose connections may run
+/// the admin commands (`admin`) or not, on a thread of its own.
+fn start_connection(shared: &Arc<Shared>, stream: Stream, admin: bool) {
+    if shared.stopping.load(Ordering::SeqCst) {
+        return;
     }
+    let fd = stream.as_raw_fd();
+    let peer = stream.peer();
+    let mut connections = shared.connections();
+    if connections.len() >= shared.connection_limit.value {
+        drop(connections);
+        shared.refused.fetch_add(1, Ordering::Relaxed);
+        crate::log::event(format_args!("refuse {peer} (fd {fd}): at the connection limit"));
+        return; // dropping the stream closes it
+    }
+    // A connection's `Arc` allocates with no way to fail soft (std has
+    // no stable `Arc::try_new`); it is small, and the connection limit
+    // (`host.rs`) leaves room for it. The engine's record, the map's
+    // room and the thread are claimed, and their failure closes this
+    // connection alone.
+    let shared_conn = Arc::new(SharedConn::new(stream, shared.hangups.finisher()));
+    let connect = |connections: &mut HashMap<ClientId, Arc<SharedConn>>| match connections.try_reserve(1) {
+        Ok(()) => shared.engine().connect(shared_conn.clone()),
+        Err(_) => None,
+    };
+    let mut client = connect(&mut connections);
+    if client.is_none() {
+        // Out of memory: empty the pages a few live jobs pin, and try
+        // once more (without the table's lock, which no thread holding
+        // the engine's may wait for).
+        drop(connections);
+        let room = shared.make_room();
+        connections = shared.connections();
+        client = if room { connect(&mut connections) } else { None };
+    }
+    let Some(client) = client else {
+        drop(connections);
+        crate::log::event(format_args!("refuse {peer} (fd {fd}): out of memory"));
+        return; // dropping the stream closes it
+    };
+    shared_conn.set_client(client);
+    connections.insert(client, Arc::clone(&shared_conn));
+    drop(connections);
+    crate::log::event(format_args!("accept {peer} (fd {fd})"));
+    let thread_shared = Arc::clone(shared);
+    // Not std's spawn: its new thread maps a signal stack and aborts the
+    // process if it cannot (see `sys/thread.rs`). Unnamed: a name is one
+    // more allocation a connection, and the thread shows under the
+    // process's own name.
+    let spawned =
+        sys::spawn_thread(CONNECTION_STACK, move || conn::serve(thread_shared, shared_conn, client, admin))
+            // Its stack needs whole pages: empty those a few live jobs pin,
+            // and try once more.
+            .or_else(|unrun| {
+                if shared.make_room() {
+                    sys::spawn_thread(CONNECTION_STACK, unrun)
+                } else {
+                    Err(unrun)
+                }
+            });
+    if let Err(unrun) = spawned {
+        crate::log::problem(format_args!(
+            "cannot start a thread for connection {peer} (fd {fd}): out of memory"
+        ));
+        // The closure holds the stream: dropping it closes the socket.
+        drop(unrun);
+        shared.engine().disconnect(client, shared.clock.now());
+        shared.connection_closed(client);
+    }
+}
 
+impl Server {
     fn finish(self, helpers: Helpers) {
         let shared = &self.shared;
         // Wake every connection: a blocked read sees EOF, a blocked reserve
@@ -371,7 +359,7 @@ impl Server {
         } else {
             crate::log::event(format_args!("stopped: {open} closed, {jobs} dropped (no -b)"));
         }
-        self.listener.remove_socket_file();
+        self.remove_socket_file();
     }
 }
 
