@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::engine::{ClientId, Waker, Withdrawal};
-use crate::ids::JobId;
 use crate::hangup::Finisher;
+use crate::ids::JobId;
 use crate::mailbox::Mailbox;
 use crate::sys;
 

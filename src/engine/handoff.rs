@@ -83,7 +83,9 @@ impl Engine {
             return;
         };
         match *blocked {
-            Blocked::Ended(Outcome::Reserved(handed, wait)) if handed == id => self.resume_wait(holder, wait, now),
+            Blocked::Ended(Outcome::Reserved(handed, wait)) if handed == id => {
+                self.resume_wait(holder, wait, now)
+            }
             Blocked::Delivered(handed, wait) if handed == id => {
                 if client.waker.withdraw(id) == Withdrawal::Withdrawn {
                     self.resume_wait(holder, wait, now);

@@ -99,8 +99,8 @@ use crate::protocol::{data_reply_len, PutTags, Reply, ReplyRoom, TubeName, Uniqu
 use crate::stats::{CommandCounts, JobCounts, JobStats, ServerStats, TubeStats};
 use crate::time::Time;
 pub use batch::{BATCH_PIECE, CLEAR_CHUNK};
-pub use client::{Waker, Withdrawal};
 use client::{Blocked, Client, Outcome, Soonest, Wait};
+pub use client::{Waker, Withdrawal};
 use heap::Heap;
 pub use id_map::{ClientMap, IdMap};
 pub use job::{ClientId, Counters, Job, JobId, State, URGENT_PRIORITY};

@@ -48,11 +48,9 @@ impl Engine {
     /// [`Engine::forget_deleted`], its key's cooldown started if `cool`,
     /// else its key forgotten at once (`flush-tube`).
     pub(super) fn forget_gone(&mut self, id: JobId, cool: bool, now: Time) {
-        let Some((tube, keyed, file, holder)) = self
-            .jobs
-            .get(&id)
-            .map(|job| (job.tube, job.tags.keyed(), job.file, (job.state == State::Reserved).then_some(job.reserved_by)))
-        else {
+        let Some((tube, keyed, file, holder)) = self.jobs.get(&id).map(|job| {
+            (job.tube, job.tags.keyed(), job.file, (job.state == State::Reserved).then_some(job.reserved_by))
+        }) else {
             return;
         };
         self.end_work(id, metering::WorkEnd::Deleted, now);
