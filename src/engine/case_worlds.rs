@@ -47,6 +47,30 @@ pub(super) fn handoff_uncollected(w: &mut World) {
     put_step(w, &mut Vec::new(), 0);
 }
 
+/// A job handed to a blocked waiter whose mailbox has sent its reply.
+pub(super) fn handoff_sent(w: &mut World) {
+    let mailbox = Arc::new(super::tests::Mailbox::default());
+    w.waiter = w.e.connect(mailbox.clone()).unwrap();
+    w.e.watch(w.waiter, &name("quiet"));
+    w.e.ignore(w.waiter, &name("default"));
+    assert_eq!(w.e.reserve(w.waiter, None, T0, &mut Vec::<u8>::new()), None);
+    w.e.use_tube(w.producer, &name("quiet"));
+    put(&mut w.e, w.producer, 0, 0, b"handed");
+    mailbox.sent.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// The job the waiter was handed, not yet sent, flushed with its tube.
+pub(super) fn flush_quiet_step(w: &mut World, out: &mut Vec<u8>) {
+    let Some(most) = w.e.flushable(&name("quiet")) else {
+        return Reply::NotFound.encode(out);
+    };
+    match w.e.flush_tube(&name("quiet"), most, Some(0), T0) {
+        Ok((n, None)) => Reply::Flushed(n as u64).encode(out),
+        Ok((_, Some(_))) => panic!("more than one chunk"),
+        Err(refusal) => refusal.encode(out),
+    }
+}
+
 /// The worker holding a job of the waiter's tube, and the waiter blocked.
 pub(super) fn job_for_waiter_held(w: &mut World) {
     w.e.watch(w.worker, &name("quiet"));

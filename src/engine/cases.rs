@@ -383,10 +383,25 @@ pub(super) const CASES: &[Case] = &[
     case("a put meets a reserve-with-abort whose bytes arrived", typist_blocked, "INSERTED 7", |w, out| {
         put_step(w, out, 0)
     }),
-    case("a hand-off lapses before collection", handoff_uncollected, "", |w, _| {
+    case("a hand-off lapses before its reply is sent", handoff_uncollected, "", |w, _| {
         w.now = Time::from_secs(61);
         w.e.catch_up(w.now)
     }),
+    case("a hand-off lapses before its thread collects it", job_handed_over, "", |w, _| {
+        w.now = Time::from_secs(61);
+        w.e.catch_up(w.now)
+    }),
+    case("a hand-off lapses after its reply was sent", handoff_sent, "", |w, _| {
+        w.now = Time::from_secs(61);
+        w.e.catch_up(w.now)
+    }),
+    case(
+        "flush-tube of a hand-off whose reply is not sent",
+        handoff_uncollected,
+        "FLUSHED 1",
+        flush_quiet_step,
+    )
+    .logged(),
     case("the timer ends a pause", jobs_paused, "Some(", |w, out| tick_step(w, out, 11)),
     case("bodies move to new blocks", plain, "", |w, _| {
         w.e.move_bodies(0, usize::MAX, &|_| true);

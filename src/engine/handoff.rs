@@ -18,6 +18,12 @@
 
 use super::*;
 
+/// Marks a branch the engine's test cases must reach (`branches.rs`).
+#[cfg(test)]
+use super::branches::reached;
+#[cfg(not(test))]
+fn reached(_: &str) {}
+
 impl Engine {
     /// Reserves job `id` for blocked client `c` and delivers its reply, or
     /// wakes its thread to collect it.
@@ -84,14 +90,17 @@ impl Engine {
         };
         match *blocked {
             Blocked::Ended(Outcome::Reserved(handed, wait)) if handed == id => {
-                self.resume_wait(holder, wait, now)
+                reached("a hand-off not yet collected lapses: the wait goes on");
+                self.resume_wait(holder, wait, now);
             }
             Blocked::Delivered(handed, wait) if handed == id => {
                 if client.waker.withdraw(id) == Withdrawal::Withdrawn {
+                    reached("a delivered hand-off not yet sent lapses: withdrawn, the wait goes on");
                     self.resume_wait(holder, wait, now);
                 } else {
                     // Told, or told the start and cut off: the reserve is
                     // over, and nothing is left to withdraw.
+                    reached("a delivered hand-off lapses after it was sent: the worker keeps it");
                     client.blocked = None;
                 }
             }

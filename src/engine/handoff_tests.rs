@@ -282,8 +282,30 @@ fn a_job_handed_to_a_mailbox_is_delivered_whole_and_the_reserve_is_over() {
     assert_eq!(e.check_wait(w, Time::from_secs(3), &mut Vec::<u8>::new()), None);
     assert_eq!(e.wake_time(w), None);
     assert_eq!(*mailbox.reply.lock().unwrap(), format!("RESERVED {id} 4\r\nbody\r\n").as_bytes());
-    // Its TTR running out is an ordinary timeout: the job was told.
+    // Its TTR running out once the reply has left is an ordinary
+    // timeout: the worker was told.
+    mailbox.sent.store(true, std::sync::atomic::Ordering::SeqCst);
     e.catch_up(Time::from_secs(14));
     assert_eq!(e.jobs[&id].state, State::Ready);
     assert_eq!(e.jobs[&id].counters.timeouts, 1);
+}
+
+#[test]
+fn a_delivered_reply_not_yet_sent_when_its_ttr_runs_out_is_withdrawn_and_the_wait_goes_on() {
+    let mut e = engine();
+    let producer = client(&mut e);
+    let mailbox = Arc::new(super::tests::Mailbox::default());
+    let (w, other) = (e.connect(mailbox.clone()).unwrap(), client(&mut e));
+    assert_eq!(e.reserve(w, None, Time::ZERO, &mut Vec::<u8>::new()), None);
+    let id = put(&mut e, producer, 0, 0, 10, Time::ZERO);
+    assert_eq!(e.reserve(other, None, Time::ZERO, &mut Vec::<u8>::new()), None);
+    // Its socket full, the worker has been sent nothing when the TTR ends:
+    // the reply is withdrawn, the worker waits on in its place (first), and
+    // the job, ready again, is handed to it anew, not to the other waiter.
+    e.catch_up(Time::from_secs(10));
+    assert_eq!(e.jobs[&id].counters.timeouts, 1);
+    assert_eq!((e.jobs[&id].state, e.jobs[&id].reserved_by), (State::Reserved, w));
+    assert_eq!(e.jobs[&id].deadline, Time::from_secs(20));
+    assert_eq!(*mailbox.reply.lock().unwrap(), format!("RESERVED {id} 4\r\nbody\r\n").as_bytes());
+    assert_eq!(e.waiting_clients, 1, "the other waiter still waits");
 }

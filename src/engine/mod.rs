@@ -73,6 +73,8 @@ pub(crate) mod id_map;
 pub(crate) mod slot_table;
 
 #[cfg(test)]
+mod branches;
+#[cfg(test)]
 mod bounded;
 #[cfg(test)]
 mod sweep_world;

@@ -7,6 +7,7 @@
 //! list of cases, `cases.rs`.
 
 use super::cases::{Case, CASES};
+use super::sweep_world::{output, world};
 
 /// Entry points no client reaches: start-up's, before any client, and the
 /// log's own (its sweep runs them).
@@ -61,6 +62,19 @@ fn every_entry_point_that_changes_the_engine_has_a_sweep_case() {
         entry_points.iter().filter(|name| !cases.contains(&format!("w.e.{name}("))).collect();
     assert!(missing.is_empty(), "entry points no allocation-sweep case calls: {missing:?}");
     eprintln!("allocation sweep reaches {} entry points", entry_points.len());
+}
+
+/// Every inner branch the cases are named for (`branches.rs`) is reached
+/// by some case, with nothing failing.
+#[test]
+fn every_marked_branch_is_reached_by_a_case() {
+    for case in CASES {
+        let mut w = world();
+        (case.world)(&mut w);
+        (case.step)(&mut w, &mut output());
+    }
+    let missed = super::branches::missed();
+    assert!(missed.is_empty(), "branches no case reaches: {missed:?}");
 }
 
 /// The text of the cases: the list and the steps (`fn *_step`) they

@@ -13,10 +13,13 @@ pub(super) fn client(e: &mut Engine) -> ClientId {
 }
 
 /// A client's mailbox as the engine sees one (the server's is
-/// `mailbox.rs`): it takes a job's reply when it has room for it.
+/// `mailbox.rs`): it takes a job's reply when it has room for it, and
+/// gives it back, withdrawn, unless it was `sent`.
 #[derive(Debug, Default)]
 pub(super) struct Mailbox {
     pub(super) reply: std::sync::Mutex<Vec<u8>>,
+    /// The reply in it has been sent: it can no longer be withdrawn.
+    pub(super) sent: std::sync::atomic::AtomicBool,
 }
 
 impl Waker for Mailbox {
@@ -29,7 +32,17 @@ impl Waker for Mailbox {
     fn deliver(&self, _: JobId, write: &mut dyn FnMut(&mut Vec<u8>) -> bool) -> bool {
         let mut reply = self.reply.lock().unwrap();
         reply.clear();
+        self.sent.store(false, std::sync::atomic::Ordering::SeqCst);
         write(&mut reply)
+    }
+
+    fn withdraw(&self, _: JobId) -> client::Withdrawal {
+        let mut reply = self.reply.lock().unwrap();
+        if reply.is_empty() || self.sent.load(std::sync::atomic::Ordering::SeqCst) {
+            return client::Withdrawal::Told;
+        }
+        reply.clear();
+        client::Withdrawal::Withdrawn
     }
 }
 
