@@ -1,213 +1,360 @@
 //! Contention benchmark: where thread per connection meets the engine's one
-//! lock, side by side with the real `beanstalkd` when it is installed, on
-//! loopback. Rounds of ours and theirs alternate; each row is the median.
+//! lock, as a crowd of clients meets it in production, against the real
+//! `beanstalkd` and the no-engine responder (`../shared/tools/limit-server`,
+//! the ceiling of thread per connection on this machine) in alternating
+//! rounds, on loopback. Every workload runs for a fixed time with every
+//! client busy throughout, as `../shared/tools/loadgen` runs it: a fixed
+//! count a client would let the fast finish and leave, and the starved
+//! ones then run alone, which hides a steady crowd's tail.
 //!
 //!     cargo bench --bench contention
+//!     CONTENTION_ONLY=cycle CONTENTION_ROUNDS=5 cargo bench --bench contention
 //!
-//! - fan-out: 1000 workers blocked in reserve, one producer putting one job
-//!   at a time, each after the last one's INSERTED; put -> RESERVED latency
-//!   (p50, p99), jobs/s, and the server's CPU time (user + system, from
-//!   `/proc/<pid>/stat`) and its threads' switches (voluntary and not,
-//!   from `/proc/<pid>/task/*/status`) a job.
-//! - cycle at 1000 connections: 1000 clients each loop put, reserve,
-//!   delete on a tube of its own, all at once; commands/s, the p99, p999
-//!   and longest of one command's round trip (the far tail: a thread
-//!   passed over by others), and the server's CPU time a command.
+//! - cycle: 1000 connections, each on a tube of its own, loop put,
+//!   reserve, delete for 3 s after a 0.5 s warm-up (`loadgen cycle --conns
+//!   1000 --duration 3`, though loadgen's share one tube); the latency is one
+//!   command's round trip.
+//! - fan-out: 1000 workers blocked in `reserve`, one producer keeping 32
+//!   jobs put and not yet reserved (`loadgen fanout --workers 1000 --window
+//!   32`), then one at a time (`--window 1`); the latency is put ->
+//!   `RESERVED`, the unit a job. The responder sits this one out: its
+//!   `reserve` answers at once.
+//!
+//! Each reports, as medians of the rounds: commands (jobs) a second; the
+//! p50, p99, p999 and longest latency (the far tail: a thread passed over
+//! by the others); the server's CPU time a command (user + system, from
+//! `/proc/<pid>/stat`) and its threads' switches a command (from
+//! `/proc/<pid>/task/*/status`), both over the measured window; and each
+//! round's wall time, from the server up to every client done (a round
+//! that should take 4 s and takes 20 is a finding: each round's is listed).
+//! Ours against each other server is the ratio of the medians and the
+//! range of the rounds' own ratios, the shared machine's noise.
 //!
 //! The third contention figure, a probe's round trip behind another
 //! client's pipelined delete burst, is `scale`'s give-back scenario
 //! (`SCALE_ONLY=giveback cargo bench --bench scale`), which needs 3M jobs.
 //!
-//! Set BEANSTALKD to another beanstalkd binary or "" to skip it;
-//! CONTENTION_ONLY to `fanout` or `cycle` for one scenario; CONTENTION_ROUNDS
-//! (default 3); CONTENTION_OURS to measure another build of ours. Every
-//! server it starts is killed when its round ends.
+//! Environment: BEANSTALKD, another beanstalkd binary or "" to skip it;
+//! LIMIT_SERVER, the responder's binary or "" to skip it (without it, the
+//! responder is built from `../shared/tools/limit-server` into
+//! `target/tools`, or skipped with a note); CONTENTION_ONLY, `cycle` or
+//! `fanout`; CONTENTION_ROUNDS (default 3); CONTENTION_OURS, another build of
+//! ours; CONTENTION_SECONDS, the measured window (default 3);
+//! CONTENTION_CONNS, the connections of the cycle and the workers of the
+//! fan-out (default 1000). Every server it starts is killed when its round
+//! ends.
 
 mod common;
 
-use std::sync::{Arc, Barrier};
+use std::io::Write;
+use std::net::Shutdown;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Barrier, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{blocked_workers, cpu_seconds, median, row, Client, Server, Settings};
+use common::rounds::{alternate, limit_server, Table};
+use common::{context_switches, cpu_seconds, Client, Server, Settings};
+
+/// Every client runs this long before the measured window opens.
+const WARM_UP: Duration = Duration::from_millis(500);
+/// How long a reply may take before the bench gives up on the server: a
+/// hang guard, not a figure.
+const HANG_GUARD: Duration = Duration::from_secs(120);
+/// A job's body, loadgen's default size; a fan-out job's starts with the
+/// moment its put was sent, 20 digits of nanoseconds.
+const BODY: usize = 64;
+
+/// One round's figures, in the order of [`row_names`].
+type Figures = [f64; 8];
+/// Where the round's wall time is in [`Figures`].
+const WALL: usize = 7;
 
 fn main() {
-    let settings = Settings::from_env("CONTENTION");
-    let (ours, theirs, rounds) = (&settings.ours, settings.theirs.as_deref(), settings.rounds);
-    if settings.runs("fanout") {
-        let (a, b) = alternate(ours, theirs, rounds, |binary| fan_out(binary, 1000, 20_000));
-        let figures: [Figure<5>; 5] = [
-            ("fan-out 1000 workers: jobs/s", |f| f[0]),
-            ("fan-out 1000 workers: p50 put->RESERVED (us)", |f| f[1] * 1e3),
-            ("fan-out 1000 workers: p99 put->RESERVED (us)", |f| f[2] * 1e3),
-            ("fan-out 1000 workers: server CPU a job (us)", |f| f[3]),
-            ("fan-out 1000 workers: server thread switches a job", |f| f[4]),
-        ];
-        rows(&figures, &a, &b);
-    }
+    let settings = Settings::read("CONTENTION");
+    let number = |name: &str, default: f64| {
+        let value = std::env::var(format!("CONTENTION_{name}")).ok();
+        value.and_then(|v| v.parse().ok()).unwrap_or(default)
+    };
+    let seconds = number("SECONDS", 3.0);
+    let (duration, conns) = (Duration::from_secs_f64(seconds), number("CONNS", 1000.0) as usize);
+    let mut servers = vec![("beanstalk", settings.ours.clone())];
+    servers.extend(settings.theirs.clone().map(|theirs| ("beanstalkd", theirs)));
+    let rounds = settings.rounds;
     if settings.runs("cycle") {
-        let (a, b) = alternate(ours, theirs, rounds, |binary| cycle(binary, 1000, 100));
-        let figures: [Figure<5>; 5] = [
-            ("cycle, 1000 connections: commands/s", |f| f[0]),
-            ("cycle, 1000 connections: p99 round trip (ms)", |f| f[1]),
-            ("cycle, 1000 connections: p999 round trip (ms)", |f| f[2]),
-            ("cycle, 1000 connections: longest round trip (ms)", |f| f[3]),
-            ("cycle, 1000 connections: server CPU a command (us)", |f| f[4]),
-        ];
-        rows(&figures, &a, &b);
+        let mut servers = servers.clone();
+        servers.extend(limit_server().map(|responder| ("responder", responder)));
+        let title = format!("cycle, {conns} connections, {seconds} s");
+        let names = row_names("command", "round trip");
+        report(&title, &servers, rounds, &names, |binary| cycle(binary, conns, duration));
     }
-}
-
-/// A row's name, and how to read it from one run's `N` figures.
-type Figure<const N: usize> = (&'static str, fn(&[f64; N]) -> f64);
-
-/// `rounds` runs of `measure` on ours and theirs, interleaved so that a
-/// noisy minute hurts both.
-fn alternate<T>(
-    ours: &str,
-    theirs: Option<&str>,
-    rounds: usize,
-    measure: impl Fn(&str) -> T,
-) -> (Vec<T>, Vec<T>) {
-    let (mut a, mut b) = (Vec::new(), Vec::new());
-    for round in 0..rounds {
-        let theirs_first = round % 2 == 1;
-        if let (true, Some(theirs)) = (theirs_first, theirs) {
-            b.push(measure(theirs));
-        }
-        a.push(measure(ours));
-        if let (false, Some(theirs)) = (theirs_first, theirs) {
-            b.push(measure(theirs));
+    if settings.runs("fanout") {
+        println!("\n(the responder sits the fan-out out: its reserve answers at once)");
+        for window in [32, 1] {
+            let title = format!("fan-out, {conns} workers, {window} in flight, {seconds} s");
+            let names = row_names("job", "put -> RESERVED");
+            report(&title, &servers, rounds, &names, |binary| fan_out(binary, conns, window, duration));
         }
     }
-    (a, b)
 }
 
-/// Prints each figure's median over the rounds, ours against theirs.
-fn rows<const N: usize>(figures: &[Figure<N>], a: &[[f64; N]], b: &[[f64; N]]) {
-    for (name, figure) in figures {
-        let theirs = (!b.is_empty()).then(|| median(b.iter().map(figure).collect()));
-        row(name, median(a.iter().map(figure).collect()), theirs);
-    }
-}
-
-/// The `q`th percentile of sorted nanoseconds, in ms.
-fn percentile_ms(sorted: &[u64], q: usize) -> f64 {
-    per_mille_ms(sorted, q * 10)
-}
-
-/// The `q`-th per mille of `sorted` nanoseconds, in ms.
-fn per_mille_ms(sorted: &[u64], q: usize) -> f64 {
-    sorted[(sorted.len() * q / 1000).min(sorted.len() - 1)] as f64 / 1e6
-}
-
-/// How many times the threads of a process have been switched out so far,
-/// by their own sleep or by the scheduler: each is a wake-up to pay for.
-fn context_switches(pid: u32) -> f64 {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten();
-    let status = tasks.filter_map(|task| std::fs::read_to_string(task.path().join("status")).ok());
-    let counts = status.flat_map(|status| {
-        // voluntary_ctxt_switches and nonvoluntary_ctxt_switches
-        let switches = status.lines().filter(|l| l.contains("ctxt_switches:"));
-        switches.filter_map(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok()).collect::<Vec<_>>()
-    });
-    counts.sum()
-}
-
-/// `workers` clients block in reserve; one producer puts `jobs` jobs, each
-/// after the previous one's INSERTED, whose bodies carry the moment the put
-/// was sent; each worker notes when the job reached it, deletes it and
-/// reserves again. Returns jobs/s, p50 and p99 in ms, CPU a job in µs, and
-/// the server's thread switches a job.
-fn fan_out(binary: &str, workers: usize, jobs: usize) -> [f64; 5] {
-    let server = Server::start(binary);
-    let port = server.port;
-    let origin = Instant::now();
-    let ready = Arc::new(Barrier::new(workers + 1));
-    let handles = blocked_workers(port, workers, &ready, move |c| {
-        let arrived = origin.elapsed().as_nanos() as u64;
-        let sent: u64 = std::str::from_utf8(&c.body).unwrap().trim().parse().unwrap();
-        arrived.saturating_sub(sent)
-    });
-    ready.wait();
-    thread::sleep(Duration::from_millis(500)); // let every reserve block
-    let mut producer = Client::connect(port);
-    let cpu_before = cpu_seconds(server.pid());
-    let switches_before = context_switches(server.pid());
-    let began = Instant::now();
-    for _ in 0..jobs {
-        let sent = format!("{:020}", origin.elapsed().as_nanos() as u64);
-        producer.send(format!("put 0 0 60 20\r\n{sent}\r\n").as_bytes());
-        producer.reply();
-    }
-    let elapsed = began.elapsed();
-    // The last jobs' deletes: give them a moment before reading the CPU.
-    thread::sleep(Duration::from_millis(100));
-    let cpu = cpu_seconds(server.pid()) - cpu_before;
-    let switches = context_switches(server.pid()) - switches_before;
-    let mut latencies: Vec<u64> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
-    assert_eq!(latencies.len(), jobs);
-    latencies.sort_unstable();
+/// The rows of a table, in the order of [`Figures`].
+fn row_names(unit: &str, latency: &str) -> [String; 8] {
     [
-        jobs as f64 / elapsed.as_secs_f64(),
-        percentile_ms(&latencies, 50),
-        percentile_ms(&latencies, 99),
-        cpu / jobs as f64 * 1e6,
-        switches / jobs as f64,
+        format!("{unit}s/s"),
+        format!("p50 {latency} (ms)"),
+        format!("p99 {latency} (ms)"),
+        format!("p999 {latency} (ms)"),
+        format!("longest {latency} (ms)"),
+        format!("server CPU a {unit} (us)"),
+        format!("server thread switches a {unit}"),
+        "round wall time (s)".to_owned(),
     ]
 }
 
-/// `connections` clients each loop put, reserve, delete `cycles` times on a
-/// tube of its own, all at once. Returns commands/s, the p99, p999 and
-/// longest of one command's round trip in ms, and the server's CPU time a
-/// command in µs.
-fn cycle(binary: &str, connections: usize, cycles: usize) -> [f64; 5] {
+/// Runs `measure` against each server in alternating rounds and prints
+/// the table.
+fn report(
+    title: &str,
+    servers: &[(&str, String)],
+    rounds: usize,
+    names: &[String; 8],
+    measure: impl Fn(&str) -> Figures,
+) {
+    let binaries: Vec<&str> = servers.iter().map(|(_, binary)| binary.as_str()).collect();
+    let each = alternate(&binaries, rounds, measure);
+    let servers: Vec<&str> = servers.iter().map(|(name, _)| *name).collect();
+    let table = Table { servers: &servers };
+    table.header(&format!("{title}, rounds: {rounds}"));
+    for (k, name) in names.iter().enumerate() {
+        let column: Vec<Vec<f64>> = each.iter().map(|rounds| rounds.iter().map(|f| f[k]).collect()).collect();
+        table.row(name, &column);
+        if k == WALL {
+            table.each_round("each round's wall time (s)", &column);
+        }
+    }
+}
+
+/// What a timed round's clients read and count: whether the measured
+/// window is open, whether to stop, and the commands (or jobs) done.
+#[derive(Default)]
+struct Run {
+    measuring: AtomicBool,
+    stop: AtomicBool,
+    done: AtomicU64,
+}
+
+/// What the measured window counted, of the clients and of the server.
+struct Window {
+    done: f64,
+    secs: f64,
+    cpu: f64,
+    switches: f64,
+}
+
+impl Run {
+    /// Waits out the warm-up, holds the window open for `duration`, then
+    /// tells every client to stop.
+    fn window(&self, pid: u32, duration: Duration) -> Window {
+        thread::sleep(WARM_UP);
+        let (switches, cpu) = (context_switches(pid), cpu_seconds(pid));
+        let (done, began) = (self.done.load(Relaxed), Instant::now());
+        self.measuring.store(true, Relaxed);
+        thread::sleep(duration);
+        self.measuring.store(false, Relaxed);
+        let (done, secs) = ((self.done.load(Relaxed) - done) as f64, began.elapsed().as_secs_f64());
+        let cpu = cpu_seconds(pid) - cpu;
+        let window = Window { done, secs, cpu, switches: context_switches(pid) - switches };
+        self.stop.store(true, Relaxed);
+        window
+    }
+}
+
+/// A round's figures from the latencies its clients saw in the window, in ns.
+fn figures(mut latencies: Vec<u64>, w: &Window, wall: Duration) -> Figures {
+    latencies.sort_unstable();
+    let last = latencies.len().saturating_sub(1);
+    let ms = |per_mille: usize| {
+        let at = (latencies.len() * per_mille / 1000).min(last);
+        latencies.get(at).map_or(f64::NAN, |&ns| ns as f64 / 1e6)
+    };
+    let per = |total: f64| total / w.done;
+    [
+        w.done / w.secs,
+        ms(500),
+        ms(990),
+        ms(999),
+        ms(1000),
+        per(w.cpu) * 1e6,
+        per(w.switches),
+        wall.as_secs_f64(),
+    ]
+}
+
+/// A client whose replies time out only after [`HANG_GUARD`].
+fn connect(port: u16) -> Client {
+    let c = Client::connect(port);
+    c.writer.set_read_timeout(Some(HANG_GUARD)).unwrap();
+    c
+}
+
+/// A client's thread: a crowd of 1000 needs small stacks.
+fn client_thread<T: Send + 'static>(body: impl FnOnce() -> T + Send + 'static) -> thread::JoinHandle<T> {
+    thread::Builder::new().stack_size(64 * 1024).spawn(body).unwrap()
+}
+
+/// A put of a [`BODY`]-byte job, and where its body starts.
+fn put_command() -> (Vec<u8>, usize) {
+    let head = format!("put 0 0 60 {BODY}\r\n");
+    (format!("{head}{}\r\n", "x".repeat(BODY)).into_bytes(), head.len())
+}
+
+/// `connections` clients, each on a tube of its own, loop put, reserve,
+/// delete until told to stop, all busy for the whole window. Each
+/// command's round trip in the window is a latency.
+fn cycle(binary: &str, connections: usize, duration: Duration) -> Figures {
     let server = Server::start(binary);
-    let port = server.port;
+    let (port, began) = (server.port, Instant::now());
+    let run = Arc::new(Run::default());
     let start = Arc::new(Barrier::new(connections + 1));
-    let threads: Vec<_> = (0..connections)
+    let clients: Vec<_> = (0..connections)
         .map(|i| {
-            let start = Arc::clone(&start);
-            thread::Builder::new()
-                .stack_size(64 * 1024)
-                .spawn(move || {
-                    let mut c = Client::connect(port);
-                    c.send(format!("use t{i}\r\nwatch t{i}\r\nignore default\r\n").as_bytes());
-                    (0..3).for_each(|_| {
-                        c.reply();
-                    });
-                    start.wait();
-                    let mut times = Vec::with_capacity(cycles * 3);
+            let (run, start) = (Arc::clone(&run), Arc::clone(&start));
+            client_thread(move || {
+                let mut c = connect(port);
+                c.send(format!("use t{i}\r\nwatch t{i}\r\nignore default\r\n").as_bytes());
+                (0..3).for_each(|_| {
+                    c.reply();
+                });
+                start.wait();
+                let put = put_command().0;
+                let mut latencies = Vec::new();
+                while !run.stop.load(Relaxed) {
+                    let measuring = run.measuring.load(Relaxed);
                     let mut timed = |c: &mut Client, command: &[u8]| {
-                        let t = Instant::now();
+                        let sent = Instant::now();
                         c.send(command);
                         let id = c.reply();
-                        times.push(t.elapsed().as_nanos() as u64);
+                        if measuring {
+                            latencies.push(sent.elapsed().as_nanos() as u64);
+                        }
                         id
                     };
-                    for _ in 0..cycles {
-                        timed(&mut c, b"put 0 0 60 10\r\n0123456789\r\n");
-                        let id = timed(&mut c, b"reserve\r\n");
-                        timed(&mut c, format!("delete {id}\r\n").as_bytes());
-                    }
-                    times
-                })
-                .unwrap()
+                    timed(&mut c, &put);
+                    let id = timed(&mut c, b"reserve\r\n");
+                    timed(&mut c, format!("delete {id}\r\n").as_bytes());
+                    run.done.fetch_add(3, Relaxed);
+                }
+                latencies
+            })
         })
         .collect();
     start.wait();
-    let cpu_before = cpu_seconds(server.pid());
-    let began = Instant::now();
-    let mut times: Vec<u64> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
-    let elapsed = began.elapsed();
-    let cpu = cpu_seconds(server.pid()) - cpu_before;
-    times.sort_unstable();
-    let commands = times.len() as f64;
-    [
-        commands / elapsed.as_secs_f64(),
-        percentile_ms(&times, 99),
-        per_mille_ms(&times, 999),
-        per_mille_ms(&times, 1000),
-        cpu / commands * 1e6,
-    ]
+    let window = run.window(server.pid(), duration);
+    let latencies = clients.into_iter().flat_map(|c| c.join().unwrap()).collect();
+    figures(latencies, &window, began.elapsed())
+}
+
+/// The fan-out's jobs put and not yet reserved, which the producer keeps
+/// at its window: it waits on `freed` (or 2 ms, for a wake-up missed) when
+/// the window is full, and a worker that takes a job from a full window
+/// wakes it.
+struct InFlight {
+    jobs: AtomicUsize,
+    gate: Mutex<()>,
+    freed: Condvar,
+}
+
+/// `workers` clients block in reserve; one producer keeps `window` jobs
+/// put and not yet reserved, each body starting with the moment its put
+/// was sent. A worker notes when its job arrived, deletes it and reserves
+/// again; the latency is put -> `RESERVED`.
+fn fan_out(binary: &str, workers: usize, window: usize, duration: Duration) -> Figures {
+    let server = Server::start(binary);
+    let (port, began) = (server.port, Instant::now());
+    let run = Arc::new(Run::default());
+    let in_flight =
+        Arc::new(InFlight { jobs: AtomicUsize::new(0), gate: Mutex::new(()), freed: Condvar::new() });
+    let sockets = Arc::new(Mutex::new(Vec::new()));
+    let ready = Arc::new(Barrier::new(workers + 1));
+    let clients: Vec<_> = (0..workers)
+        .map(|_| {
+            let (run, in_flight) = (Arc::clone(&run), Arc::clone(&in_flight));
+            let (sockets, ready) = (Arc::clone(&sockets), Arc::clone(&ready));
+            client_thread(move || {
+                let mut c = connect(port);
+                sockets.lock().unwrap().push(c.writer.try_clone().unwrap());
+                c.send(b"reserve\r\n");
+                ready.wait();
+                let mut latencies = Vec::new();
+                loop {
+                    // The bench shuts the socket when the round is over: a
+                    // reply of nothing, or an error, but only then.
+                    let id =
+                        c.try_reply()
+                            .unwrap_or_else(|e| if run.stop.load(Relaxed) { 0 } else { panic!("{e}") });
+                    if id == 0 {
+                        return latencies;
+                    }
+                    let arrived = began.elapsed().as_nanos() as u64;
+                    if in_flight.jobs.fetch_sub(1, Relaxed) >= window {
+                        in_flight.freed.notify_one();
+                    }
+                    run.done.fetch_add(1, Relaxed);
+                    if run.measuring.load(Relaxed) {
+                        let sent = std::str::from_utf8(&c.body[..20]).unwrap().parse::<u64>().unwrap();
+                        latencies.push(arrived.saturating_sub(sent));
+                    }
+                    // A write fails once the socket is shut: the round is over.
+                    if c.writer.write_all(format!("delete {id}\r\n").as_bytes()).is_err() {
+                        return latencies;
+                    }
+                    let _ = c.try_reply(); // DELETED, or the round is over
+                    if run.stop.load(Relaxed) || c.writer.write_all(b"reserve\r\n").is_err() {
+                        return latencies;
+                    }
+                }
+            })
+        })
+        .collect();
+    ready.wait();
+    // Every reserve is sent: wait until the server has them all waiting.
+    let mut producer = connect(port);
+    let settled = Instant::now() + Duration::from_secs(30);
+    while producer.stat("current-waiting").is_some_and(|w| w < workers as u64) && Instant::now() < settled {
+        thread::sleep(Duration::from_millis(20));
+    }
+    let putting = {
+        let (run, in_flight) = (Arc::clone(&run), Arc::clone(&in_flight));
+        thread::spawn(move || {
+            let (mut put, body) = put_command();
+            while !run.stop.load(Relaxed) {
+                if in_flight.jobs.load(Relaxed) >= window {
+                    let gate = in_flight.gate.lock().unwrap();
+                    if in_flight.jobs.load(Relaxed) >= window {
+                        let _ = in_flight.freed.wait_timeout(gate, Duration::from_millis(2)).unwrap();
+                    }
+                    continue;
+                }
+                in_flight.jobs.fetch_add(1, Relaxed);
+                let now = format!("{:020}", began.elapsed().as_nanos());
+                put[body..body + 20].copy_from_slice(now.as_bytes());
+                producer.send(&put);
+                producer.reply();
+            }
+        })
+    };
+    let measured = run.window(server.pid(), duration);
+    putting.join().unwrap();
+    // The jobs still in flight reach their workers (or 3 s pass); then
+    // every worker's reserve ends with its socket.
+    let drained = Instant::now() + Duration::from_secs(3);
+    while in_flight.jobs.load(Relaxed) > 0 && Instant::now() < drained {
+        thread::sleep(Duration::from_millis(5));
+    }
+    sockets.lock().unwrap().iter().for_each(|s| {
+        let _ = s.shutdown(Shutdown::Both);
+    });
+    let latencies = clients.into_iter().flat_map(|c| c.join().unwrap()).collect();
+    figures(latencies, &measured, began.elapsed())
 }

@@ -23,6 +23,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::rounds::ratio_of_rounds;
 use common::{blocked_workers, cpu_seconds, median, status_kib, Client, Server};
 
 fn main() {
@@ -86,13 +87,8 @@ fn main() {
             }
         }
         let results: Vec<f64> = rounds_of.iter().map(|r| median(r.clone())).collect();
-        let ratio = match results.as_slice() {
-            [a, b] if *b > 0.0 && rounds > 1 => {
-                let each = rounds_of[0].iter().zip(&rounds_of[1]).map(|(a, b)| a / b);
-                let (low, high) = each.fold((f64::MAX, f64::MIN), |(l, h), r| (l.min(r), h.max(r)));
-                format!("{:.2} ({low:.2} to {high:.2})", a / b)
-            }
-            [a, b] if *b > 0.0 => format!("{:.2}", a / b),
+        let ratio = match rounds_of.as_slice() {
+            [ours, theirs] => ratio_of_rounds(ours, theirs),
             _ => "-".to_owned(),
         };
         let theirs = results.get(1).map_or("-".to_owned(), |&v| figure(v));

@@ -1,8 +1,11 @@
 //! What the load benchmarks share: starting a server binary on a free
 //! loopback port (killed when dropped), a blocking client, a pool of
-//! workers blocked in reserve, reading the server's memory from `/proc`,
-//! and printing a row of ours against theirs.
+//! workers blocked in reserve, reading the server's memory, CPU time and
+//! thread switches from `/proc`, and printing a row of ours against
+//! theirs; `rounds` runs a workload against several servers in turn.
 #![allow(dead_code)]
+
+pub mod rounds;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -86,6 +89,19 @@ pub fn cpu_seconds(pid: u32) -> f64 {
     ticks / 100.0 // USER_HZ, 100 on Linux
 }
 
+/// How many times the threads of a process have been switched out so far,
+/// by their own sleep or by the scheduler: each is a wake-up to pay for.
+pub fn context_switches(pid: u32) -> f64 {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten();
+    let status = tasks.filter_map(|task| std::fs::read_to_string(task.path().join("status")).ok());
+    let counts = status.flat_map(|status| {
+        // voluntary_ctxt_switches and nonvoluntary_ctxt_switches
+        let switches = status.lines().filter(|l| l.contains("ctxt_switches:"));
+        switches.filter_map(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok()).collect::<Vec<_>>()
+    });
+    counts.sum()
+}
+
 /// A `/proc/<pid>/status` figure in KiB (`VmRSS:`, `VmHWM:`).
 pub fn status_kib(pid: u32, key: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -117,18 +133,38 @@ impl Client {
     /// Reads one reply (and its body); returns its second word as a number
     /// (the id of INSERTED and RESERVED), or 0.
     pub fn reply(&mut self) -> u64 {
+        self.try_reply().unwrap()
+    }
+
+    /// [`Client::reply`], with the socket's error for a caller that expects
+    /// one (its socket shut at the end of a run).
+    pub fn try_reply(&mut self) -> std::io::Result<u64> {
         self.line.clear();
-        self.reader.read_line(&mut self.line).unwrap();
+        self.reader.read_line(&mut self.line)?;
         let mut words = self.line.split_whitespace();
         let first = words.next().unwrap_or("");
         let id = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
         if first == "RESERVED" || first == "FOUND" {
             let len: usize = words.next().and_then(|w| w.parse().ok()).unwrap();
             self.body.resize(len + 2, 0);
-            self.reader.read_exact(&mut self.body).unwrap();
+            self.reader.read_exact(&mut self.body)?;
             self.body.truncate(len);
         }
-        id
+        Ok(id)
+    }
+
+    /// One figure of `stats` (`current-waiting`, say); `None` if the
+    /// server does not answer `stats` or lacks it.
+    pub fn stat(&mut self, name: &str) -> Option<u64> {
+        self.send(b"stats\r\n");
+        self.line.clear();
+        self.reader.read_line(&mut self.line).ok()?;
+        let len: usize = self.line.strip_prefix("OK ")?.trim().parse().ok()?;
+        let mut body = vec![0; len + 2];
+        self.reader.read_exact(&mut body).ok()?;
+        let body = String::from_utf8_lossy(&body);
+        let value = body.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(": "));
+        value.and_then(|v| v.trim().parse().ok())
     }
 }
 
@@ -225,9 +261,14 @@ pub struct Settings {
 impl Settings {
     /// Reads the settings and prints the table's header.
     pub fn from_env(prefix: &str) -> Settings {
+        println!("{:<52} {:>12} {:>12} {:>7}", "scenario", "beanstalk", "beanstalkd", "ratio");
+        Settings::read(prefix)
+    }
+
+    /// Reads the settings.
+    pub fn read(prefix: &str) -> Settings {
         let var = |name: &str| std::env::var(format!("{prefix}_{name}")).ok();
         let theirs = std::env::var("BEANSTALKD").unwrap_or_else(|_| "/usr/bin/beanstalkd".to_owned());
-        println!("{:<52} {:>12} {:>12} {:>7}", "scenario", "beanstalk", "beanstalkd", "ratio");
         Settings {
             ours: var("OURS").unwrap_or_else(|| env!("CARGO_BIN_EXE_beanstalk").to_owned()),
             theirs: (!theirs.is_empty() && std::path::Path::new(&theirs).exists()).then_some(theirs),
