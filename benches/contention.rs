@@ -23,12 +23,15 @@
 //! Each reports, as medians of the rounds: commands (jobs) a second; the
 //! p50, p99, p999 and longest latency (the far tail: a thread passed over
 //! by the others); the server's CPU time a command (user + system, from
-//! `/proc/<pid>/stat`) and its threads' switches a command (from
-//! `/proc/<pid>/task/*/status`), both over the measured window; and each
+//! `/proc/<pid>/stat`) over the measured window; its threads' switches a
+//! command over the whole round (from `/proc/<pid>/task/*/schedstat`, read
+//! while they are idle: reading 1000 busy threads' counts held the bench's
+//! thread for seconds, a crowd's CPU slices apart); and each
 //! round's wall time, from the server up to every client done (a round
 //! that should take 4 s and takes 20 is a finding: each round's is listed),
-//! and how much of it came after the clients were told to stop (a starved
-//! client finishing its command; the fan-out's drain of up to 3 s).
+//! and how much of it came before the warm-up (every client connected, and
+//! for the fan-out, waiting) and after the clients were told to stop (a
+//! starved client finishing its command; the fan-out's drain of up to 3 s).
 //! Ours against each other server is the ratio of the medians and the
 //! range of the rounds' own ratios, the shared machine's noise.
 //!
@@ -51,7 +54,7 @@ mod common;
 use std::io::Write;
 use std::net::Shutdown;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::{Arc, Barrier, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -68,7 +71,7 @@ const HANG_GUARD: Duration = Duration::from_secs(120);
 const BODY: usize = 64;
 
 /// One round's figures, in the order of [`row_names`].
-type Figures = [f64; 9];
+type Figures = [f64; 10];
 /// Where the round's wall time is in [`Figures`].
 const WALL: usize = 7;
 
@@ -101,7 +104,7 @@ fn main() {
 }
 
 /// The rows of a table, in the order of [`Figures`].
-fn row_names(unit: &str, latency: &str) -> [String; 9] {
+fn row_names(unit: &str, latency: &str) -> [String; 10] {
     [
         format!("{unit}s/s"),
         format!("p50 {latency} (ms)"),
@@ -109,9 +112,10 @@ fn row_names(unit: &str, latency: &str) -> [String; 9] {
         format!("p999 {latency} (ms)"),
         format!("longest {latency} (ms)"),
         format!("server CPU a {unit} (us)"),
-        format!("server thread switches a {unit}"),
+        format!("server thread switches a {unit}, whole round"),
         "round wall time (s)".to_owned(),
-        "  of which after the stop (s)".to_owned(),
+        "  of which before the warm-up: all connected (s)".to_owned(),
+        "  of which after the stop: all done (s)".to_owned(),
     ]
 }
 
@@ -121,7 +125,7 @@ fn report(
     title: &str,
     servers: &[(&str, String)],
     rounds: usize,
-    names: &[String; 9],
+    names: &[String; 10],
     measure: impl Fn(&str) -> Figures,
 ) {
     let binaries: Vec<&str> = servers.iter().map(|(_, binary)| binary.as_str()).collect();
@@ -138,63 +142,76 @@ fn report(
     }
 }
 
-/// What a timed round's clients read and count: whether the measured
-/// window is open, whether to stop, and the commands (or jobs) done.
+/// What a timed round's clients read and count: how many are ready, the
+/// gate they wait at until all are, whether the measured window is open,
+/// whether to stop, and the commands (or jobs) done. The gate is not a
+/// `Barrier`: its release hands one mutex from each woken thread to the
+/// next, and once the first ones load the server each hand-off waits
+/// behind the crowd: the bench's own thread came out up to 19 s late.
 #[derive(Default)]
 struct Run {
+    ready: AtomicUsize,
+    gate: RwLock<()>,
     measuring: AtomicBool,
     stop: AtomicBool,
     done: AtomicU64,
 }
 
 /// What the measured window counted, of the clients and of the server,
-/// and when the clients were told to stop.
+/// and when every client was ready and when they were told to stop.
 struct Window {
+    ready: Instant,
     done: f64,
     secs: f64,
     cpu: f64,
-    switches: f64,
     stopped: Instant,
 }
 
 impl Run {
+    /// Waits until `clients` are ready.
+    fn all_ready(&self, clients: usize) {
+        while self.ready.load(Relaxed) < clients {
+            thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     /// Waits out the warm-up, holds the window open for `duration`, then
     /// tells every client to stop.
     fn window(&self, pid: u32, duration: Duration) -> Window {
+        let ready = Instant::now();
         thread::sleep(WARM_UP);
-        let (switches, cpu) = (context_switches(pid), cpu_seconds(pid));
-        let (done, began) = (self.done.load(Relaxed), Instant::now());
+        let (cpu, done, began) = (cpu_seconds(pid), self.done.load(Relaxed), Instant::now());
         self.measuring.store(true, Relaxed);
         thread::sleep(duration);
         self.measuring.store(false, Relaxed);
         let (done, secs) = ((self.done.load(Relaxed) - done) as f64, began.elapsed().as_secs_f64());
         let cpu = cpu_seconds(pid) - cpu;
-        let switches = context_switches(pid) - switches;
         self.stop.store(true, Relaxed);
-        Window { done, secs, cpu, switches, stopped: Instant::now() }
+        Window { ready, done, secs, cpu, stopped: Instant::now() }
     }
 }
 
 /// A round's figures from the latencies its clients saw in the window, in
-/// ns, once every client is done; the round `began` when its server was up.
-fn figures(mut latencies: Vec<u64>, w: &Window, began: Instant) -> Figures {
+/// ns; the round `began` when its server was up and `ended` when every
+/// client was done. `switches` is the server's a command over the round.
+fn figures(mut latencies: Vec<u64>, w: &Window, began: Instant, ended: Instant, switches: f64) -> Figures {
     latencies.sort_unstable();
     let last = latencies.len().saturating_sub(1);
     let ms = |per_mille: usize| {
         let at = (latencies.len() * per_mille / 1000).min(last);
         latencies.get(at).map_or(f64::NAN, |&ns| ns as f64 / 1e6)
     };
-    let per = |total: f64| total / w.done;
     [
         w.done / w.secs,
         ms(500),
         ms(990),
         ms(999),
         ms(1000),
-        per(w.cpu) * 1e6,
-        per(w.switches),
-        began.elapsed().as_secs_f64(),
-        w.stopped.elapsed().as_secs_f64(),
+        w.cpu / w.done * 1e6,
+        switches,
+        (ended - began).as_secs_f64(),
+        (w.ready - began).as_secs_f64(),
+        (ended - w.stopped).as_secs_f64(),
     ]
 }
 
@@ -221,19 +238,21 @@ fn put_command() -> (Vec<u8>, usize) {
 /// command's round trip in the window is a latency.
 fn cycle(binary: &str, connections: usize, duration: Duration) -> Figures {
     let server = Server::start(binary);
-    let (port, began) = (server.port, Instant::now());
+    let (port, pid, began) = (server.port, server.pid(), Instant::now());
+    let switched = context_switches(pid);
     let run = Arc::new(Run::default());
-    let start = Arc::new(Barrier::new(connections + 1));
+    let closed = run.gate.write().unwrap();
     let clients: Vec<_> = (0..connections)
         .map(|i| {
-            let (run, start) = (Arc::clone(&run), Arc::clone(&start));
+            let run = Arc::clone(&run);
             client_thread(move || {
                 let mut c = connect(port);
                 c.send(format!("use t{i}\r\nwatch t{i}\r\nignore default\r\n").as_bytes());
                 (0..3).for_each(|_| {
                     c.reply();
                 });
-                start.wait();
+                run.ready.fetch_add(1, Relaxed);
+                drop(run.gate.read().unwrap());
                 let put = put_command().0;
                 let mut latencies = Vec::new();
                 while !run.stop.load(Relaxed) {
@@ -252,14 +271,21 @@ fn cycle(binary: &str, connections: usize, duration: Duration) -> Figures {
                     timed(&mut c, format!("delete {id}\r\n").as_bytes());
                     run.done.fetch_add(3, Relaxed);
                 }
-                latencies
+                (latencies, c)
             })
         })
         .collect();
-    start.wait();
-    let window = run.window(server.pid(), duration);
-    let latencies = clients.into_iter().flat_map(|c| c.join().unwrap()).collect();
-    figures(latencies, &window, began)
+    run.all_ready(connections);
+    drop(closed);
+    let window = run.window(pid, duration);
+    // Each client's connection stays open until the server's switches are
+    // read: an idle thread's count reads fast, an exited one's is gone.
+    let (latencies, connections): (Vec<Vec<u64>>, Vec<Client>) =
+        clients.into_iter().map(|c| c.join().unwrap()).unzip();
+    let ended = Instant::now();
+    let switches = (context_switches(pid) - switched) / run.done.load(Relaxed) as f64;
+    drop(connections);
+    figures(latencies.concat(), &window, began, ended, switches)
 }
 
 /// The fan-out's jobs put and not yet reserved, which the producer keeps
@@ -278,21 +304,21 @@ struct InFlight {
 /// again; the latency is put -> `RESERVED`.
 fn fan_out(binary: &str, workers: usize, window: usize, duration: Duration) -> Figures {
     let server = Server::start(binary);
-    let (port, began) = (server.port, Instant::now());
+    let (port, pid, began) = (server.port, server.pid(), Instant::now());
+    let switched = context_switches(pid);
     let run = Arc::new(Run::default());
     let in_flight =
         Arc::new(InFlight { jobs: AtomicUsize::new(0), gate: Mutex::new(()), freed: Condvar::new() });
     let sockets = Arc::new(Mutex::new(Vec::new()));
-    let ready = Arc::new(Barrier::new(workers + 1));
     let clients: Vec<_> = (0..workers)
         .map(|_| {
             let (run, in_flight) = (Arc::clone(&run), Arc::clone(&in_flight));
-            let (sockets, ready) = (Arc::clone(&sockets), Arc::clone(&ready));
+            let sockets = Arc::clone(&sockets);
             client_thread(move || {
                 let mut c = connect(port);
                 sockets.lock().unwrap().push(c.writer.try_clone().unwrap());
                 c.send(b"reserve\r\n");
-                ready.wait();
+                run.ready.fetch_add(1, Relaxed);
                 let mut latencies = Vec::new();
                 loop {
                     // The bench shuts the socket when the round is over: a
@@ -324,7 +350,7 @@ fn fan_out(binary: &str, workers: usize, window: usize, duration: Duration) -> F
             })
         })
         .collect();
-    ready.wait();
+    run.all_ready(workers);
     // Every reserve is sent: wait until the server has them all waiting.
     let mut producer = connect(port);
     let settled = Instant::now() + Duration::from_secs(30);
@@ -351,7 +377,7 @@ fn fan_out(binary: &str, workers: usize, window: usize, duration: Duration) -> F
             }
         })
     };
-    let measured = run.window(server.pid(), duration);
+    let measured = run.window(pid, duration);
     putting.join().unwrap();
     // The jobs still in flight reach their workers (or 3 s pass); then
     // every worker's reserve ends with its socket.
@@ -359,9 +385,11 @@ fn fan_out(binary: &str, workers: usize, window: usize, duration: Duration) -> F
     while in_flight.jobs.load(Relaxed) > 0 && Instant::now() < drained {
         thread::sleep(Duration::from_millis(5));
     }
+    // Read while the workers wait, idle, and before their threads exit.
+    let switches = (context_switches(pid) - switched) / run.done.load(Relaxed) as f64;
     sockets.lock().unwrap().iter().for_each(|s| {
         let _ = s.shutdown(Shutdown::Both);
     });
     let latencies = clients.into_iter().flat_map(|c| c.join().unwrap()).collect();
-    figures(latencies, &measured, began)
+    figures(latencies, &measured, began, Instant::now(), switches)
 }
