@@ -72,6 +72,20 @@ struct Pending {
     /// Its group (`grp:`) and the group it waits for (`aft:`).
     group: Option<Box<[u8]>>,
     after: Option<Box<[u8]>>,
+    /// Its group's run, as its full record keeps it (reference §3.1d).
+    run: Option<JobId>,
+}
+
+impl Pending {
+    /// Before format version 6 a job held for a group was written as
+    /// ready: a ready job of an old file that waits for a group is read as
+    /// held (delayed with no due time), and held again at the restart if
+    /// its group has a member, as those builds did.
+    fn read_as_before_holds(&mut self) {
+        if self.after.is_some() && self.job.state == LoggedState::Ready {
+            (self.job.state, self.job.deadline) = (LoggedState::Delayed, 0);
+        }
+    }
 }
 
 /// Tube names seen so far, each stored once.
@@ -191,6 +205,8 @@ impl<'d> Replayer<'d> {
                 ttr: p.ttr,
                 state: match p.job.state {
                     LoggedState::Ready => RestoredState::Ready,
+                    // No due time: held for a group (`record.rs`).
+                    LoggedState::Delayed if p.job.deadline == 0 => RestoredState::Held,
                     LoggedState::Delayed => RestoredState::Delayed { until: clock.from_unix(p.job.deadline) },
                     LoggedState::Buried => RestoredState::Buried { at: Time(p.job.deadline) },
                     LoggedState::Cooling => RestoredState::Cooling { until: clock.from_unix(p.job.deadline) },
@@ -204,6 +220,7 @@ impl<'d> Replayer<'d> {
                 con: p.con,
                 group: p.group,
                 after: p.after,
+                run: p.run,
             });
         }
         out
@@ -289,11 +306,17 @@ fn replay_file(path: &Path, n: u32, state: ReplayState<'_>) -> io::Result<FileEn
         // checksum made it all or nothing.
         let applied = match record {
             Record::Batch(batch) => batch.records().try_for_each(|record| {
-                apply(record, n, (&mut *jobs, &mut *tubes, &mut *refers_to, &mut *next_id, &mut *imported))
+                apply(
+                    record,
+                    (n, version),
+                    (&mut *jobs, &mut *tubes, &mut *refers_to, &mut *next_id, &mut *imported),
+                )
             }),
-            record => {
-                apply(record, n, (&mut *jobs, &mut *tubes, &mut *refers_to, &mut *next_id, &mut *imported))
-            }
+            record => apply(
+                record,
+                (n, version),
+                (&mut *jobs, &mut *tubes, &mut *refers_to, &mut *next_id, &mut *imported),
+            ),
         };
         if let Err(id) = applied {
             return Err(io::Error::new(
@@ -305,8 +328,9 @@ fn replay_file(path: &Path, n: u32, state: ReplayState<'_>) -> io::Result<FileEn
     }
 }
 
-/// Applies one record; `Err(id)` if it makes a second live job of `id`.
-fn apply(record: Record<'_>, file: u32, state: ReplayState<'_>) -> Result<(), JobId> {
+/// Applies one record of file `file`, of format `version`; `Err(id)` if
+/// it makes a second live job of `id`.
+fn apply(record: Record<'_>, (file, version): (u32, u32), state: ReplayState<'_>) -> Result<(), JobId> {
     let (jobs, tubes, refers_to, next_id, imported) = state;
     let mut saw = |id: JobId| *next_id = (*next_id).max(id.saturating_add(1));
     // A record about a job whose latest full record is in another file
@@ -338,15 +362,20 @@ fn apply(record: Record<'_>, file: u32, state: ReplayState<'_>) -> Result<(), Jo
             let (limit, con) = (tags.limit, tags.con.map(|(name, limit)| (Box::from(name), limit)));
             let (group, after) = (tags.group.map(Box::from), tags.after.map(Box::from));
             let body = Box::from(body);
-            jobs.insert(
-                job.id,
-                Pending { job, ttr, created, tube, body, file, key, limit, con, group, after },
-            );
+            let run = Some(tags.run).filter(|&run| run != 0);
+            let mut p = Pending { job, ttr, created, tube, body, file, key, limit, con, group, after, run };
+            if version < record::HOLDS_VERSION {
+                p.read_as_before_holds();
+            }
+            jobs.insert(job.id, p);
         }
         Record::Update(state) => {
             saw(state.id);
             if let Some(p) = jobs.get_mut(&state.id) {
                 p.job = state;
+                if version < record::HOLDS_VERSION {
+                    p.read_as_before_holds();
+                }
             }
         }
         Record::Delete(id) => {
