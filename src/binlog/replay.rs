@@ -418,6 +418,55 @@ mod tests {
         result
     }
 
+    /// Before format version 6 a held job was written as ready: a ready
+    /// job of an old file that waits for a group is read as held, and
+    /// since version 6 only a delayed one with no due time is; a member's
+    /// run is read back as written.
+    #[test]
+    fn holds_are_read_as_each_version_wrote_them() {
+        let dir = std::env::temp_dir().join(format!("beanstalk-replay-holds-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let job = |id, state, deadline| JobState {
+            id,
+            pri: 0,
+            delay: 0,
+            state,
+            deadline,
+            counters: Default::default(),
+        };
+        let after = record::FullTags { after: Some(b"g"), ..Default::default() };
+        let member = record::FullTags { group: Some(b"g"), run: 3, ..Default::default() };
+        let full = |out: &mut Vec<u8>, job: &JobState, tags: &record::FullTags<'_>| {
+            record::encode_full_tagged(out, job, 60, 7, b"default", b"b", tags)
+        };
+        let mut old = record::header_of(5).to_vec();
+        full(&mut old, &job(1, LoggedState::Ready, 0), &after);
+        full(&mut old, &job(2, LoggedState::Ready, 0), &record::FullTags::default());
+        let mut new = record::header().to_vec();
+        full(&mut new, &job(3, LoggedState::Ready, 0), &member);
+        full(&mut new, &job(4, LoggedState::Ready, 0), &after);
+        full(&mut new, &job(5, LoggedState::Delayed, 0), &after);
+        std::fs::write(file_path(&dir, 1), old).unwrap();
+        std::fs::write(file_path(&dir, 2), new).unwrap();
+        let mut replayer = Replayer::new(&dir);
+        replayer.file(1, false).unwrap();
+        replayer.file(2, true).unwrap();
+        let mut jobs = replayer.finish(&Clock::default()).jobs;
+        std::fs::remove_dir_all(&dir).unwrap();
+        jobs.sort_by_key(|j| j.id);
+        let states: Vec<_> = jobs.iter().map(|j| (j.id, j.state, j.run)).collect();
+        assert_eq!(
+            states,
+            [
+                (1, RestoredState::Held, None),
+                (2, RestoredState::Ready, None),
+                (3, RestoredState::Ready, Some(3)),
+                (4, RestoredState::Ready, None),
+                (5, RestoredState::Held, None),
+            ]
+        );
+    }
+
     #[test]
     fn one_id_as_two_live_jobs_is_refused_and_a_rewrite_is_not() {
         assert!(replay_fulls("rewrite", &[(7, b"a"), (7, b"a")]).is_ok());

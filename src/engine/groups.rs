@@ -439,6 +439,46 @@ mod tests {
     }
 
     #[test]
+    fn a_job_waits_for_the_run_under_way_at_its_put_and_no_later_one() {
+        let mut e = engine();
+        let c = client(&mut e);
+        // Put while `g` has no member, delayed: a run begun after its
+        // put does not hold it when its delay ends.
+        let early = put_in(&mut e, c, 5, "", "g");
+        let m1 = put_in(&mut e, c, 0, "g", "");
+        let held = put_in(&mut e, c, 0, "", "g");
+        e.tick(Time::from_secs(5));
+        assert_eq!((state(&e, early), state(&e, held)), (Some(State::Ready), Some(State::Held)));
+        // A member put while the run goes on holds it on, after the first
+        // member goes.
+        let m2 = put_in(&mut e, c, 0, "g", "");
+        assert_eq!(e.delete(c, m1, Time::ZERO), Reply::Deleted);
+        assert_eq!(state(&e, held), Some(State::Held));
+        assert_eq!(e.delete(c, m2, Time::ZERO), Reply::Deleted);
+        assert_eq!(state(&e, held), Some(State::Ready));
+        // In the group it waits for, it begins the run: held at its put.
+        let own = put_in(&mut e, c, 0, "s", "s");
+        assert_eq!(state(&e, own), Some(State::Held));
+    }
+
+    #[test]
+    fn a_run_begun_while_held_jobs_are_let_go_holds_none_of_them() {
+        let mut e = engine();
+        let c = client(&mut e);
+        let member = put_in(&mut e, c, 0, "g", "");
+        let held: Vec<JobId> = (0..=LET_GO_PIECE).map(|_| put_in(&mut e, c, 0, "", "g")).collect();
+        assert_eq!(e.delete(c, member, Time::ZERO), Reply::Deleted);
+        let last = held[LET_GO_PIECE];
+        assert_eq!(state(&e, last), Some(State::Held), "left for the next piece");
+        // A new run, and a job held for it, before the next piece.
+        put_in(&mut e, c, 0, "g", "");
+        let new = put_in(&mut e, c, 0, "", "g");
+        e.tick(Time::ZERO);
+        assert_eq!((state(&e, last), state(&e, new)), (Some(State::Ready), Some(State::Held)));
+        assert!(!e.letting_go());
+    }
+
+    #[test]
     fn a_held_job_moves_deletes_and_flushes_as_a_delayed_job() {
         let mut e = engine();
         let c = client(&mut e);
