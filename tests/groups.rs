@@ -184,6 +184,79 @@ fn groups_and_held_jobs_survive_sigkill_and_compaction() {
     assert_eq!(c.cmd("reserve-with-timeout 0"), "RESERVED 2 5\r\nafter\r\n");
 }
 
+/// A server logging into `dir`, and `-b`'s arguments to start it again.
+fn logged(dir: &TempDir) -> (common::binary::Bin, [String; 2]) {
+    let args = ["-b".to_owned(), dir.path.to_str().unwrap().to_owned()];
+    (spawn(&[&args[0], &args[1]]), args)
+}
+
+/// The server started again, on its log, after a SIGKILL of `s`.
+fn killed_and_started_again(s: common::binary::Bin, args: &[String; 2]) -> common::binary::Bin {
+    s.kill();
+    spawn(&[&args[0], &args[1]])
+}
+
+/// A job put into the group it waits for is held at its put, as tuber
+/// holds it; kicked, it is ready, and a restart leaves it ready and the
+/// other held (reference §3.1d, *Restarts*).
+#[test]
+fn a_self_waiting_job_is_held_at_its_put_and_a_restart_keeps_each_as_it_was() {
+    let dir = TempDir::new("groups-self");
+    let (s, args) = logged(&dir);
+    let mut c = s.client();
+    assert_eq!(put(&mut c, 0, "grp:s aft:s", "kicked"), "INSERTED 1\r\n");
+    assert_eq!(put(&mut c, 0, "grp:s aft:s", "held"), "INSERTED 2\r\n");
+    assert_eq!(c.cmd("stats-group s"), group_yaml("s", [0, 0, 2, 0], 2));
+    assert_eq!(c.cmd("reserve-with-timeout 0"), "TIMED_OUT\r\n");
+    assert_eq!(c.cmd("kick-job 1"), "KICKED\r\n");
+    assert_eq!(c.cmd("stats-group s"), group_yaml("s", [1, 0, 1, 0], 1));
+    let s = killed_and_started_again(s, &args);
+    let mut c = s.client();
+    assert_eq!(c.cmd("stats-group s"), group_yaml("s", [1, 0, 1, 0], 1));
+    assert_eq!(c.cmd("reserve-with-timeout 0"), "RESERVED 1 6\r\nkicked\r\n");
+    assert_eq!(c.cmd("reserve-with-timeout 0"), "TIMED_OUT\r\n");
+}
+
+/// `a grp:x aft:y`, put while `y` has no member, is ready; `b grp:y
+/// aft:x` is held for `a`. After a restart the cycle still works.
+#[test]
+fn a_workable_cycle_of_two_groups_works_after_a_restart() {
+    let dir = TempDir::new("groups-cycle");
+    let (s, args) = logged(&dir);
+    let mut c = s.client();
+    assert_eq!(put(&mut c, 0, "grp:x aft:y", "a"), "INSERTED 1\r\n");
+    assert_eq!(put(&mut c, 0, "grp:y aft:x", "b"), "INSERTED 2\r\n");
+    assert_eq!(c.cmd("stats-group x"), group_yaml("x", [1, 0, 0, 0], 1));
+    let s = killed_and_started_again(s, &args);
+    let mut c = s.client();
+    assert_eq!(c.cmd("stats-group x"), group_yaml("x", [1, 0, 0, 0], 1));
+    assert_eq!(c.cmd("stats-group y"), group_yaml("y", [0, 0, 1, 0], 0));
+    assert_eq!(c.cmd("reserve-with-timeout 0"), "RESERVED 1 1\r\na\r\n");
+    assert_eq!(c.cmd("delete 1"), "DELETED\r\n");
+    assert_eq!(c.cmd("reserve-with-timeout 0"), "RESERVED 2 1\r\nb\r\n");
+}
+
+/// A job let go and reserved at a SIGKILL comes back ready, though its
+/// group has a member again: the member began a run after its put.
+#[test]
+fn a_let_go_job_reserved_at_the_kill_comes_back_ready() {
+    let dir = TempDir::new("groups-let-go");
+    let (s, args) = logged(&dir);
+    let mut c = s.client();
+    assert_eq!(put(&mut c, 0, "grp:g", "m1"), "INSERTED 1\r\n");
+    assert_eq!(put(&mut c, 0, "aft:g", "after"), "INSERTED 2\r\n");
+    assert_eq!(c.cmd("reserve-with-timeout 0"), "RESERVED 1 2\r\nm1\r\n");
+    assert_eq!(c.cmd("delete 1"), "DELETED\r\n");
+    assert_eq!(c.cmd("reserve-with-timeout 0"), "RESERVED 2 5\r\nafter\r\n");
+    assert_eq!(put(&mut c, 0, "grp:g", "m3"), "INSERTED 3\r\n");
+    assert_eq!(c.cmd("stats-group g"), group_yaml("g", [1, 0, 0, 0], 0));
+    let s = killed_and_started_again(s, &args);
+    let mut c = s.client();
+    assert_eq!(c.cmd("stats-group g"), group_yaml("g", [1, 0, 0, 0], 0));
+    assert_eq!(c.cmd("reserve-with-timeout 0"), "RESERVED 2 5\r\nafter\r\n");
+    assert_eq!(c.cmd("reserve-with-timeout 0"), "RESERVED 3 2\r\nm3\r\n");
+}
+
 #[test]
 fn the_binlog_tool_shows_groups_exports_them_and_says_what_a_downgrade_drops() {
     let dir = TempDir::new("groups-tool");

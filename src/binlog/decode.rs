@@ -160,7 +160,7 @@ mod tests {
             FullTags { key, limit: Some(0), con, ..FullTags::default() },
             FullTags { group: Some(b"batch"), ..FullTags::default() },
             FullTags { after: Some(b"batch"), ..FullTags::default() },
-            FullTags { key, limit: Some(2), con, group: Some(b"g"), after: Some(b"h") },
+            FullTags { key, limit: Some(2), con, group: Some(b"g"), after: Some(b"h"), run: 7 },
         ] {
             let mut out = Vec::new();
             encode_full_tagged(&mut out, &state(), 60, 42, b"tube", b"body", &tags);
@@ -171,7 +171,8 @@ mod tests {
             assert_eq!(out.len(), full_len(4, 4) + tags_len(&tags));
             every_flipped_bit_is_corrupt(&out);
         }
-        for tags in [0u8, 1, 8, 10] {
+        // 34: a run without a group; 66: a flag no version has.
+        for tags in [0u8, 1, 8, 10, 34, 66] {
             let mut out = Vec::new();
             let limited = FullTags { limit: Some(5), ..FullTags::default() };
             encode_full_tagged(&mut out, &state(), 60, 42, b"t", b"b", &limited);
@@ -234,7 +235,7 @@ mod tests {
         expected.extend_from_slice(&crc32c(&payload).to_le_bytes());
         expected.extend_from_slice(&payload);
         assert_eq!(out, expected);
-        assert_eq!(&header(), b"BSTKLOG\0\x05\0\0\0");
+        assert_eq!(&header(), b"BSTKLOG\0\x06\0\0\0");
     }
 
     /// A batch frame of a delete, an update and a full record.

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! file    := header record* zero-padding
-//! header  := "BSTKLOG\0" u32 version(=5)                       (12 bytes)
+//! header  := "BSTKLOG\0" u32 version(=6)                       (12 bytes)
 //! record  := u32 length u32 crc32c(payload) payload           (length = payload bytes, >= 1)
 //! payload := u8 kind, then by kind:
 //!   1 Full    id u64, pri u32, delay u32, ttr u32, state u8, created u64,
@@ -20,10 +20,12 @@
 //!             (a change of many jobs: its records, under one checksum)
 //!   8 TaggedFull  a Full record's fields, then tags u8 (bit 1: a unique
 //!             key, bit 2: a retry limit, bit 4: a concurrency key, bit 8:
-//!             a group, bit 16: an after-group), then for bit 1 cooldown
-//!             u32, key_len u8, key; for bit 2 reserves u32; for bit 4
-//!             limit u32, name_len u8, name; for bits 8 and 16 each
-//!             name_len u8, name (a job put with a retry limit, a
+//!             a group, bit 16: an after-group, bit 32: with bit 8, the
+//!             group's run), then for bit 1 cooldown u32, key_len u8,
+//!             key; for bit 2 reserves u32; for bit 4 limit u32,
+//!             name_len u8, name; for bits 8 and 16 each name_len u8,
+//!             name; for bit 32 run u64, the id of the member whose put
+//!             began the group's run (a job put with a retry limit, a
 //!             concurrency key or a group, reference §3.1b to §3.1d)
 //! ```
 //!
@@ -44,21 +46,29 @@
 //! All integers are little-endian. Times are nanoseconds since the Unix
 //! epoch, but for a buried job's `deadline`. `state` is 1 ready, 2
 //! delayed, 3 buried (a reserved job is written as ready: that is what it
-//! becomes after a restart). `deadline` is when a delayed job becomes
-//! ready (Unix time), 0 for a ready job, and for a buried job when it was
+//! becomes after a restart; a job held for a group, reference §3.1d, is
+//! written as delayed with `deadline` 0, no due time: a restart holds it
+//! again if its group's run is still under way, as at a delay's end).
+//! `deadline` is when a delayed job becomes ready (Unix time), 0 for a
+//! ready job, and for a buried job when it was
 //! buried, in the writing server's own clock (`time.rs`), unconverted:
 //! it is only compared, the engine keeps those times strictly increasing,
 //! even across restarts, and they give the order of the buried list after
 //! a restart. A `length` of
 //! zero marks the end of the data, which is how the preallocated zero tail of
-//! a file reads. The format version is 5 ([`VERSION`]); it is bumped for any record an older build
+//! a file reads. The format version is 6 ([`VERSION`]); it is bumped for any record an older build
 //! cannot read; a reader refuses versions it does not know rather than
 //! guess, in one line, before it changes anything. Version 1 had no
 //! `Imported` record; version 2 added kind 6 and state 4 (the build of
 //! unique keys wrote them as version 2: the builds before it took such a
 //! file for corrupt); version 3 added kind 7; version 4 kind 8, written
 //! only for a job with a retry limit or a concurrency key; version 5 its
-//! groups (bits 8 and 16). Each is read as it is.
+//! groups (bits 8 and 16); version 6 a group's run (bit 32) and held jobs
+//! as delayed. Each is read as it is, but for one thing: before version 6
+//! a held job was written as ready, so a ready record of a job with an
+//! after-group in an older file is read as a held one's (`replay.rs`),
+//! and a group of members without a run holds every job that waits for
+//! it, as those builds did.
 //! `beanstalk-binlog downgrade` writes a version 2 directory that every
 //! build since version 2 reads.
 
@@ -73,15 +83,17 @@ use crate::stats::Counters;
 /// First bytes of every binlog file.
 pub const MAGIC: &[u8; 8] = b"BSTKLOG\0";
 /// The format version written.
-pub const VERSION: u32 = 5;
+pub const VERSION: u32 = 6;
 /// The format versions read.
-pub const READABLE_VERSIONS: [u32; 5] = [1, 2, 3, 4, 5];
+pub const READABLE_VERSIONS: [u32; 6] = [1, 2, 3, 4, 5, 6];
+/// The first version that writes a held job as held (`replay.rs`).
+pub const HOLDS_VERSION: u32 = 6;
 /// The newest version that builds before batches read (kinds 1 to 5; the
 /// builds with unique keys kind 6 too): what `downgrade` writes.
 pub const PREVIOUS_VERSION: u32 = 2;
 
 /// [`READABLE_VERSIONS`] as messages name them.
-pub const READABLE_VERSIONS_TEXT: &str = "versions 1 to 5";
+pub const READABLE_VERSIONS_TEXT: &str = "versions 1 to 6";
 /// Bytes of the file header.
 pub const HEADER_LEN: usize = 12;
 /// Bytes of a record's length and checksum.

@@ -72,6 +72,20 @@ struct Pending {
     /// Its group (`grp:`) and the group it waits for (`aft:`).
     group: Option<Box<[u8]>>,
     after: Option<Box<[u8]>>,
+    /// Its group's run, as its full record keeps it (reference §3.1d).
+    run: Option<JobId>,
+}
+
+impl Pending {
+    /// Before format version 6 a job held for a group was written as
+    /// ready: a ready job of an old file that waits for a group is read as
+    /// held (delayed with no due time), and held again at the restart if
+    /// its group has a member, as those builds did.
+    fn read_as_before_holds(&mut self) {
+        if self.after.is_some() && self.job.state == LoggedState::Ready {
+            (self.job.state, self.job.deadline) = (LoggedState::Delayed, 0);
+        }
+    }
 }
 
 /// Tube names seen so far, each stored once.
@@ -191,6 +205,8 @@ impl<'d> Replayer<'d> {
                 ttr: p.ttr,
                 state: match p.job.state {
                     LoggedState::Ready => RestoredState::Ready,
+                    // No due time: held for a group (`record.rs`).
+                    LoggedState::Delayed if p.job.deadline == 0 => RestoredState::Held,
                     LoggedState::Delayed => RestoredState::Delayed { until: clock.from_unix(p.job.deadline) },
                     LoggedState::Buried => RestoredState::Buried { at: Time(p.job.deadline) },
                     LoggedState::Cooling => RestoredState::Cooling { until: clock.from_unix(p.job.deadline) },
@@ -204,6 +220,7 @@ impl<'d> Replayer<'d> {
                 con: p.con,
                 group: p.group,
                 after: p.after,
+                run: p.run,
             });
         }
         out
@@ -289,11 +306,17 @@ fn replay_file(path: &Path, n: u32, state: ReplayState<'_>) -> io::Result<FileEn
         // checksum made it all or nothing.
         let applied = match record {
             Record::Batch(batch) => batch.records().try_for_each(|record| {
-                apply(record, n, (&mut *jobs, &mut *tubes, &mut *refers_to, &mut *next_id, &mut *imported))
+                apply(
+                    record,
+                    (n, version),
+                    (&mut *jobs, &mut *tubes, &mut *refers_to, &mut *next_id, &mut *imported),
+                )
             }),
-            record => {
-                apply(record, n, (&mut *jobs, &mut *tubes, &mut *refers_to, &mut *next_id, &mut *imported))
-            }
+            record => apply(
+                record,
+                (n, version),
+                (&mut *jobs, &mut *tubes, &mut *refers_to, &mut *next_id, &mut *imported),
+            ),
         };
         if let Err(id) = applied {
             return Err(io::Error::new(
@@ -305,8 +328,9 @@ fn replay_file(path: &Path, n: u32, state: ReplayState<'_>) -> io::Result<FileEn
     }
 }
 
-/// Applies one record; `Err(id)` if it makes a second live job of `id`.
-fn apply(record: Record<'_>, file: u32, state: ReplayState<'_>) -> Result<(), JobId> {
+/// Applies one record of file `file`, of format `version`; `Err(id)` if
+/// it makes a second live job of `id`.
+fn apply(record: Record<'_>, (file, version): (u32, u32), state: ReplayState<'_>) -> Result<(), JobId> {
     let (jobs, tubes, refers_to, next_id, imported) = state;
     let mut saw = |id: JobId| *next_id = (*next_id).max(id.saturating_add(1));
     // A record about a job whose latest full record is in another file
@@ -338,15 +362,20 @@ fn apply(record: Record<'_>, file: u32, state: ReplayState<'_>) -> Result<(), Jo
             let (limit, con) = (tags.limit, tags.con.map(|(name, limit)| (Box::from(name), limit)));
             let (group, after) = (tags.group.map(Box::from), tags.after.map(Box::from));
             let body = Box::from(body);
-            jobs.insert(
-                job.id,
-                Pending { job, ttr, created, tube, body, file, key, limit, con, group, after },
-            );
+            let run = Some(tags.run).filter(|&run| run != 0);
+            let mut p = Pending { job, ttr, created, tube, body, file, key, limit, con, group, after, run };
+            if version < record::HOLDS_VERSION {
+                p.read_as_before_holds();
+            }
+            jobs.insert(job.id, p);
         }
         Record::Update(state) => {
             saw(state.id);
             if let Some(p) = jobs.get_mut(&state.id) {
                 p.job = state;
+                if version < record::HOLDS_VERSION {
+                    p.read_as_before_holds();
+                }
             }
         }
         Record::Delete(id) => {
@@ -387,6 +416,55 @@ mod tests {
         let result = Replayer::new(&dir).file(1, true);
         std::fs::remove_dir_all(&dir)?;
         result
+    }
+
+    /// Before format version 6 a held job was written as ready: a ready
+    /// job of an old file that waits for a group is read as held, and
+    /// since version 6 only a delayed one with no due time is; a member's
+    /// run is read back as written.
+    #[test]
+    fn holds_are_read_as_each_version_wrote_them() {
+        let dir = std::env::temp_dir().join(format!("beanstalk-replay-holds-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let job = |id, state, deadline| JobState {
+            id,
+            pri: 0,
+            delay: 0,
+            state,
+            deadline,
+            counters: Default::default(),
+        };
+        let after = record::FullTags { after: Some(b"g"), ..Default::default() };
+        let member = record::FullTags { group: Some(b"g"), run: 3, ..Default::default() };
+        let full = |out: &mut Vec<u8>, job: &JobState, tags: &record::FullTags<'_>| {
+            record::encode_full_tagged(out, job, 60, 7, b"default", b"b", tags)
+        };
+        let mut old = record::header_of(5).to_vec();
+        full(&mut old, &job(1, LoggedState::Ready, 0), &after);
+        full(&mut old, &job(2, LoggedState::Ready, 0), &record::FullTags::default());
+        let mut new = record::header().to_vec();
+        full(&mut new, &job(3, LoggedState::Ready, 0), &member);
+        full(&mut new, &job(4, LoggedState::Ready, 0), &after);
+        full(&mut new, &job(5, LoggedState::Delayed, 0), &after);
+        std::fs::write(file_path(&dir, 1), old).unwrap();
+        std::fs::write(file_path(&dir, 2), new).unwrap();
+        let mut replayer = Replayer::new(&dir);
+        replayer.file(1, false).unwrap();
+        replayer.file(2, true).unwrap();
+        let mut jobs = replayer.finish(&Clock::default()).jobs;
+        std::fs::remove_dir_all(&dir).unwrap();
+        jobs.sort_by_key(|j| j.id);
+        let states: Vec<_> = jobs.iter().map(|j| (j.id, j.state, j.run)).collect();
+        assert_eq!(
+            states,
+            [
+                (1, RestoredState::Held, None),
+                (2, RestoredState::Ready, None),
+                (3, RestoredState::Ready, Some(3)),
+                (4, RestoredState::Ready, None),
+                (5, RestoredState::Held, None),
+            ]
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The put's tags a job's full record keeps (reference §8.2): kind 6's
 //! unique key, and kind 8's byte of flags and what each flag names, a
 //! unique key, a retry limit, a concurrency key, a group, an after-group,
-//! in that order (the layout is in `record.rs`). Written by [`put`], read by [`read`]; a
+//! the group's run, in that order (the layout is in `record.rs`). Written by [`put`], read by [`read`]; a
 //! flag this build does not know is damage.
 
 use super::kind;
@@ -13,6 +13,8 @@ const TAG_LIMIT: u8 = 2;
 const TAG_CON: u8 = 4;
 const TAG_GROUP: u8 = 8;
 const TAG_AFTER: u8 = 16;
+/// Since version 6, with [`TAG_GROUP`]: the group's run.
+const TAG_RUN: u8 = 32;
 /// The flags that make a record kind 8.
 const KIND_8: u8 = TAG_LIMIT | TAG_CON | TAG_GROUP | TAG_AFTER;
 
@@ -35,6 +37,10 @@ pub struct FullTags<'a> {
     pub group: Option<&'a [u8]>,
     /// The group it waits for (`aft:`).
     pub after: Option<&'a [u8]>,
+    /// With `group`: the id of the member whose put began the group's
+    /// run this job is a member of (reference §3.1d); 0 for none (no id
+    /// is 0).
+    pub run: u64,
 }
 
 impl FullTags<'_> {
@@ -58,6 +64,12 @@ impl FullTags<'_> {
             | bit(self.con.is_some(), TAG_CON)
             | bit(self.group.is_some(), TAG_GROUP)
             | bit(self.after.is_some(), TAG_AFTER)
+            | bit(self.run().is_some(), TAG_RUN)
+    }
+
+    /// The run, written only with a group.
+    fn run(&self) -> Option<u64> {
+        Some(self.run).filter(|&run| run != 0 && self.group.is_some())
     }
 }
 
@@ -74,7 +86,8 @@ pub fn tags_len(tags: &FullTags<'_>) -> usize {
         return key;
     }
     let con = tags.con.map_or(0, |(name, _)| 4 + 1 + name.len());
-    1 + key + tags.limit.map_or(0, |_| 4) + con + name_len(tags.group) + name_len(tags.after)
+    let run = tags.run().map_or(0, |_| 8);
+    1 + key + tags.limit.map_or(0, |_| 4) + con + name_len(tags.group) + name_len(tags.after) + run
 }
 
 /// Appends `tags` to a full record of `full_kind` ([`FullTags::kind`]).
@@ -101,6 +114,9 @@ pub(super) fn put(out: &mut Vec<u8>, full_kind: u8, tags: &FullTags<'_>) {
         out.push(name.len() as u8);
         out.extend_from_slice(name);
     }
+    if let Some(run) = tags.run() {
+        out.extend_from_slice(&run.to_le_bytes());
+    }
 }
 
 /// The tags at the end of a full record of `full_kind`; `None` if they are
@@ -109,7 +125,10 @@ pub(super) fn read<'a>(r: &mut Reader<'a>, full_kind: u8) -> Option<FullTags<'a>
     let flags = match full_kind {
         kind::KEYED_FULL => TAG_KEY,
         kind::TAGGED_FULL => {
-            Some(r.u8()?).filter(|&flags| flags & KIND_8 != 0 && flags & !(TAG_KEY | KIND_8) == 0)?
+            let known = |flags: u8| flags & !(TAG_KEY | KIND_8 | TAG_RUN) == 0;
+            // A run is a group's.
+            let run_alone = |flags: u8| flags & TAG_RUN != 0 && flags & TAG_GROUP == 0;
+            Some(r.u8()?).filter(|&flags| flags & KIND_8 != 0 && known(flags) && !run_alone(flags))?
         }
         _ => 0,
     };
@@ -136,5 +155,6 @@ pub(super) fn read<'a>(r: &mut Reader<'a>, full_kind: u8) -> Option<FullTags<'a>
         Some(Some(r.take(len)?))
     };
     let (group, after) = (name(TAG_GROUP)?, name(TAG_AFTER)?);
-    Some(FullTags { key, limit, con, group, after })
+    let run = if flags & TAG_RUN != 0 { Some(r.u64()?).filter(|&run| run != 0)? } else { 0 };
+    Some(FullTags { key, limit, con, group, after, run })
 }

@@ -26,9 +26,12 @@ fn job_state(id: JobId, job: &LoggedJob<'_>, clock: &Clock) -> JobState {
         // engine keeps it increasing across restarts, so it is stored as
         // is: converting it would let a wall-clock step reorder it.
         State::Buried => (LoggedState::Buried, job.when.0),
-        // Reserved comes back ready after a restart; so does a job held
-        // for a group, held again if the group still has a member.
-        State::Ready | State::Reserved | State::Held => (LoggedState::Ready, 0),
+        // A job held for a group (reference §3.1d) is delayed with no due
+        // time: after a restart it is held again if the group's run it
+        // waits for is still under way, as at the end of a delay.
+        State::Held => (LoggedState::Delayed, 0),
+        // Reserved comes back ready after a restart, and is never held.
+        State::Ready | State::Reserved => (LoggedState::Ready, 0),
     };
     JobState { id, pri: job.pri, delay: job.delay, state, deadline, counters: job.counters }
 }
@@ -202,6 +205,7 @@ fn full_tags<'a>(job: &LoggedJob<'a>) -> record::FullTags<'a> {
         con: job.con,
         group,
         after,
+        run: job.run.filter(|_| group.is_some()).unwrap_or(0),
     }
 }
 
@@ -281,6 +285,7 @@ mod tests {
             limit: None,
             con: None,
             groups: (None, None),
+            run: None,
         }
     }
 

@@ -133,26 +133,7 @@ const DIFFERENCES: &[Difference] = &[
             }
         },
     },
-    // Pending (issue 51, "a restart changes a job's fate"): the fix is
-    // restore's, under way elsewhere; these go when it lands.
-    Difference {
-        what: "a job of a group it waits for (`grp:s aft:s`), ready, comes back held",
-        why: "pending: restore counts the job as its own group's member, the put did not",
-        cases: &["put into a group it waits for"],
-        allow: let_held_be_ready,
-    },
-    Difference {
-        what: "a let-go job reserved at the kill comes back held when its group has a member again",
-        why: "pending: reference §3.1d holds again only a job not yet reserved; restore cannot tell",
-        cases: &["put into a group whose let-go job is reserved"],
-        allow: let_held_be_ready,
-    },
 ];
-
-/// Held jobs read as ready.
-fn let_held_be_ready(v: &mut View) {
-    v.jobs.iter_mut().filter(|j| j.state == State::Held).for_each(|j| j.state = State::Ready);
-}
 
 /// [`DIFFERENCES`] that apply to `case`, applied to `view`.
 fn allowed(case: &Case, mut view: View) -> View {

@@ -261,6 +261,11 @@ pub(super) fn a_let_go_job_reserved(w: &mut World) {
     reserve_the_best(w);
 }
 
+/// Job 7, of group `x` and waiting for `y`, which has no member: ready.
+pub(super) fn a_job_waiting_for_an_empty_group(w: &mut World) {
+    put_grouped_step(w, &mut Vec::new(), 0, "x", "y");
+}
+
 /// [`a_group`] and a job waiting for `g` delayed 5 seconds.
 pub(super) fn a_delayed_job_for_a_group(w: &mut World) {
     a_group(w);

@@ -525,6 +525,11 @@ pub(super) const CASES: &[Case] = &[
         put_grouped_step(w, out, 0, "g", "")
     })
     .logged(),
+    // The second of a cycle that works: job 7 stays ready, job 8 is held.
+    case("put closing a cycle of two groups", a_job_waiting_for_an_empty_group, "INSERTED 8", |w, out| {
+        put_grouped_step(w, out, 0, "y", "x")
+    })
+    .logged(),
     case("the timer ends a cooldown", plain, "false", cooldown_end_step).logged(),
     case("delete-batch by the worker, its reserved job among them", many, "DELETED_BATCH 4 2", |w, out| {
         let ids = [w.ready, w.reserved, w.buried, 999, w.ready, w.delayed];

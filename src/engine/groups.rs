@@ -5,6 +5,17 @@
 //! no due time, and when the group's last member is deleted, every job
 //! held for it becomes ready. Groups are server-wide, across tubes.
 //!
+//! A job waits for the *run* of its after-group under way at its put:
+//! the group's members from the put of one that found it empty (its
+//! `run`, that member's id) until it is empty again. A job put while the
+//! group is under way, or that begins the run itself (`grp:s aft:s`, as
+//! in tuber), waits for that run; a job put while the group is empty
+//! waits for nothing, and a run begun after a job's put never holds it.
+//! So a job waits for its group if the group's run began at or before its
+//! id ([`Groups::waits`]): which a restart can work out again from the
+//! log, where each member's full record keeps its run, and a held job is
+//! written as delayed with no due time (reference §3.1d, §8).
+//!
 //! A job is held where it would otherwise become ready after its delay
 //! (its put, or its delay running out) and nowhere else, as in tuber: a
 //! job released or kicked is not held again. A held job sits in its
@@ -17,7 +28,8 @@
 //! members are counted by state as they move (`Engine::unlink` and the
 //! `make_*` moves call [`Groups::count`]); a member's going is seen where
 //! a job leaves the table (`Engine::forget_record`), and its held jobs
-//! are let go at the end of the command, with the jobs it frees, at
+//! (and those of an earlier run still to be let go when a new run
+//! begins) are let go at the end of the command, with the jobs it frees, at
 //! most [`LET_GO_PIECE`] a lock: a group of a million held jobs is let
 //! go by the timer (and the commands' catch-up) a piece at a time, as
 //! the promise `bounded` of reference §3.0 asks of every command.
@@ -44,14 +56,16 @@ struct Group {
     /// Its live jobs, members and jobs waiting for it or once held: it is
     /// known as long as one lives.
     jobs: u32,
+    /// Its live members, whatever their state (a member just put is one
+    /// before its first move counts it in `members`).
+    alive: u32,
+    /// While it has a member: the id of the member whose put began its
+    /// current run. A job waits for it only if this is at or below its
+    /// own id. 0 after a restart from a log older than runs: every job
+    /// waits while it has a member, as before.
+    run: JobId,
     /// Its last member went and its held jobs are to be let go.
     ended: bool,
-}
-
-impl Group {
-    fn member_count(&self) -> u32 {
-        self.members.iter().sum()
-    }
 }
 
 /// What `stats-group` shows of a group.
@@ -124,18 +138,27 @@ impl Groups {
         after: Option<&[u8]>,
         claim: GroupClaim,
     ) {
-        let mut slot_of = |name: Option<&[u8]>, claim: Option<NameClaim>| match (name, claim) {
+        let mut slot_of = |name: Option<&[u8]>, claim: Option<NameClaim>, member: bool| match (name, claim) {
             (Some(name), Some(claim)) => {
                 let slot = self.groups.insert(name, claim, Group::default);
                 if let Some(group) = self.groups.get_mut(slot) {
                     group.jobs += 1;
+                    if member {
+                        // The first member of an empty group begins a run.
+                        if group.alive == 0 {
+                            group.run = id;
+                        }
+                        group.alive += 1;
+                    }
                 }
                 slot
             }
             _ => NONE,
         };
-        let group = slot_of(group, claim.group);
-        let after = slot_of(after, claim.after);
+        // The group first: a job in the group it waits for begins the run
+        // it then waits for.
+        let group = slot_of(group, claim.group, true);
+        let after = slot_of(after, claim.after, false);
         self.of_job.insert(id, (group, after));
     }
 
@@ -145,12 +168,16 @@ impl Groups {
         let Some((group, after)) = self.of_job.remove(&id) else {
             return;
         };
-        for slot in [group, after] {
+        // Its group first, as a member (it may wait for it too).
+        for (slot, member) in [(group, true), (after, false)] {
             let Some(g) = self.groups.get_mut(slot) else {
                 continue;
             };
             g.jobs -= 1;
-            if slot == group && g.member_count() == 0 && !g.held.is_empty() && !g.ended {
+            if member {
+                g.alive -= 1;
+            }
+            if member && g.alive == 0 && !g.held.is_empty() && !g.ended {
                 g.ended = true;
                 // Room for one entry a group was claimed with it.
                 self.ended.push(slot);
@@ -176,10 +203,30 @@ impl Groups {
         }
     }
 
-    /// Whether job `id` waits for a group that still has a member.
+    /// Whether job `id` waits for its after-group: the group has a member,
+    /// and its run began at or before the job's put (job `id` may have
+    /// begun it). Once false, never true again for the job: a run that
+    /// begins later begins with a higher id.
     pub(super) fn waits(&self, id: JobId) -> bool {
         let slot = self.of_job.get(&id).map_or(NONE, |&(_, after)| after);
-        self.groups.get(slot).is_some_and(|g| g.member_count() > 0)
+        self.groups.get(slot).is_some_and(|g| g.alive > 0 && g.run <= id)
+    }
+
+    /// The run of job `id`'s group, if it is a member: what its full
+    /// record keeps, for a restart's [`Self::waits`].
+    pub(super) fn run_of(&self, id: JobId) -> Option<JobId> {
+        let slot = self.of_job.get(&id).map_or(NONE, |&(group, _)| group);
+        self.groups.get(slot).map(|g| g.run)
+    }
+
+    /// At a restart: member `id`'s full record says its group's run began
+    /// at `run` (0: a log older than runs, which every job waits for).
+    /// Every live member says the same; the lowest is kept.
+    pub(super) fn restore_run(&mut self, id: JobId, run: JobId) {
+        let slot = self.of_job.get(&id).map_or(NONE, |&(group, _)| group);
+        if let Some(g) = self.groups.get_mut(slot) {
+            g.run = g.run.min(run);
+        }
     }
 
     /// Job `id`'s group and after-group names, as the log and `stats-job`
@@ -255,14 +302,11 @@ impl Engine {
     pub(super) fn let_go_of_held(&mut self, now: Time) {
         let mut budget = LET_GO_PIECE;
         while let Some(&slot) = self.tubes.groups.ended.last() {
-            // A member put since the end holds the rest on.
-            let next = self
-                .tubes
-                .groups
-                .groups
-                .get(slot)
-                .filter(|g| g.member_count() == 0)
-                .and_then(|g| g.held.front());
+            // A member put since the end began a new run, which holds only
+            // the jobs held for it: they are behind every job held for the
+            // runs before.
+            let next = self.tubes.groups.groups.get(slot).and_then(|g| g.held.front());
+            let next = next.filter(|&id| !self.tubes.groups.waits(id));
             match next {
                 Some(_) if budget == 0 => {
                     self.schedule(now);
@@ -392,6 +436,46 @@ mod tests {
         assert_eq!(reserve(&mut e, worker), Some(member));
         assert_eq!(e.delete(worker, member, Time::ZERO), Reply::Deleted);
         assert_eq!(reserved_id(e.check_wait(waiter, Time::ZERO, &mut Vec::<u8>::new())), after);
+    }
+
+    #[test]
+    fn a_job_waits_for_the_run_under_way_at_its_put_and_no_later_one() {
+        let mut e = engine();
+        let c = client(&mut e);
+        // Put while `g` has no member, delayed: a run begun after its
+        // put does not hold it when its delay ends.
+        let early = put_in(&mut e, c, 5, "", "g");
+        let m1 = put_in(&mut e, c, 0, "g", "");
+        let held = put_in(&mut e, c, 0, "", "g");
+        e.tick(Time::from_secs(5));
+        assert_eq!((state(&e, early), state(&e, held)), (Some(State::Ready), Some(State::Held)));
+        // A member put while the run goes on holds it on, after the first
+        // member goes.
+        let m2 = put_in(&mut e, c, 0, "g", "");
+        assert_eq!(e.delete(c, m1, Time::ZERO), Reply::Deleted);
+        assert_eq!(state(&e, held), Some(State::Held));
+        assert_eq!(e.delete(c, m2, Time::ZERO), Reply::Deleted);
+        assert_eq!(state(&e, held), Some(State::Ready));
+        // In the group it waits for, it begins the run: held at its put.
+        let own = put_in(&mut e, c, 0, "s", "s");
+        assert_eq!(state(&e, own), Some(State::Held));
+    }
+
+    #[test]
+    fn a_run_begun_while_held_jobs_are_let_go_holds_none_of_them() {
+        let mut e = engine();
+        let c = client(&mut e);
+        let member = put_in(&mut e, c, 0, "g", "");
+        let held: Vec<JobId> = (0..=LET_GO_PIECE).map(|_| put_in(&mut e, c, 0, "", "g")).collect();
+        assert_eq!(e.delete(c, member, Time::ZERO), Reply::Deleted);
+        let last = held[LET_GO_PIECE];
+        assert_eq!(state(&e, last), Some(State::Held), "left for the next piece");
+        // A new run, and a job held for it, before the next piece.
+        put_in(&mut e, c, 0, "g", "");
+        let new = put_in(&mut e, c, 0, "", "g");
+        e.tick(Time::ZERO);
+        assert_eq!((state(&e, last), state(&e, new)), (Some(State::Ready), Some(State::Held)));
+        assert!(!e.letting_go());
     }
 
     #[test]

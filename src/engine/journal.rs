@@ -116,6 +116,9 @@ pub struct RestoredJob {
     pub group: Option<Box<[u8]>>,
     /// The group it waits for (`aft:`), if any.
     pub after: Option<Box<[u8]>>,
+    /// A member's group's run, as its full record keeps it; `None` in a
+    /// log older than runs (reference §3.1d).
+    pub run: Option<JobId>,
 }
 
 /// The state a job comes back in: a reserved job comes back ready.
@@ -126,6 +129,10 @@ pub enum RestoredState {
     Delayed {
         until: Time,
     },
+    /// Held for a group (reference §3.1d): delayed with no due time. Held
+    /// again if the group's run it waits for is still under way, else
+    /// ready.
+    Held,
     /// Buried at `at`: buried jobs come back in that order.
     Buried {
         at: Time,
@@ -175,6 +182,10 @@ pub struct LoggedJob<'a> {
     pub con: Option<(&'a [u8], u32)>,
     /// Its group (`grp:`) and the group it waits for (`aft:`), likewise.
     pub groups: (Option<&'a [u8]>, Option<&'a [u8]>),
+    /// A member's group's run: the id of the member that began it, which
+    /// its full record keeps too (a restart works out holds from it,
+    /// reference §3.1d).
+    pub run: Option<JobId>,
 }
 
 /// The fields of a job that its log records hold, but for its body: taken
@@ -230,6 +241,7 @@ impl Picture {
             limit: if self.tags.limited() { tubes.limits.get(id) } else { None },
             con: if self.tags.con() { tubes.con.of(id) } else { None },
             groups: if self.tags.group() || self.tags.after() { tubes.groups.of(id) } else { (None, None) },
+            run: if self.tags.group() { tubes.groups.run_of(id) } else { None },
         }
     }
 }

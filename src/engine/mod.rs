@@ -315,7 +315,9 @@ impl Engine {
         // Buried jobs join their lists last, by burial time (the rule on
         // `Engine::bury`); the heaps order the others themselves.
         let mut buried: Vec<(u64, JobId)> = Vec::new();
-        // Jobs waiting for a group are held, if it has a member, last.
+        // Jobs waiting for a group whose delay is over (a held job is
+        // logged as delayed with no due time) are held, if the group's run
+        // they wait for is under way, last (reference §3.1d).
         let mut waiting: Vec<JobId> = Vec::new();
         // Ready jobs join their queues last too, in the order they became
         // ready, so that a tube's oldest ready job (`--metrics`) is as old
@@ -385,8 +387,8 @@ impl Engine {
                 let claim = self.tubes.groups.claim(group, after);
                 let claim = claim.unwrap_or_else(|| panic!("no memory for job {}'s groups", r.id));
                 self.tubes.groups.insert(r.id, group, after, claim);
-                if after.is_some() {
-                    waiting.push(r.id);
+                if group.is_some() {
+                    self.tubes.groups.restore_run(r.id, r.run.unwrap_or(0));
                 }
             }
             match r.state {
@@ -401,7 +403,18 @@ impl Engine {
                     buried.push((at.0, r.id));
                 }
                 RestoredState::Delayed { until } if until > now => self.make_delayed(r.id, until),
-                RestoredState::Delayed { until } => ready.push((until, r.id)),
+                RestoredState::Delayed { until } => {
+                    if r.after.is_some() {
+                        waiting.push(r.id);
+                    }
+                    ready.push((until, r.id));
+                }
+                RestoredState::Held => {
+                    if r.after.is_some() {
+                        waiting.push(r.id);
+                    }
+                    ready.push((ready_since(r.created, r.delay, &r.counters, now), r.id));
+                }
                 _ => ready.push((ready_since(r.created, r.delay, &r.counters, now), r.id)),
             }
         }
@@ -416,8 +429,10 @@ impl Engine {
                 self.tubes.get_mut(tube).buried.push_back(&mut self.jobs, id);
             }
         }
-        // Every member is filed now: a ready job waiting for a group with
-        // one is held again, as its put held it (a hold is not logged).
+        // Every member is filed now: a job whose delay is over, held or not
+        // yet, is held if it waits for its group's run, as at the end of a
+        // delay; a job logged ready (or reserved) never is: it was not held
+        // when logged, and only a delay's end holds a job.
         for id in waiting {
             if self.jobs.get(&id).is_some_and(|job| job.state == State::Ready) && self.tubes.groups.waits(id)
             {

@@ -117,7 +117,9 @@ impl Engine {
         match state {
             State::Ready => self.make_ready(id, now),
             State::Delayed => self.make_delayed(id, due),
-            State::Held => self.make_held(id),
+            // Held for a run that has ended, it is let go here rather than
+            // behind the jobs held for the run now under way.
+            State::Held => self.make_ready_or_held(id, now),
             State::Buried | State::Reserved => self.make_buried(id, now),
         }
     }

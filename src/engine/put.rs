@@ -113,8 +113,15 @@ impl Engine {
             pri: new.pri,
             delay: new.delay,
             ttr: new.ttr.max(1),
-            // What it is about to become, so that its log record says so.
-            state: if new.delay > 0 { State::Delayed } else { State::Ready },
+            // What it is about to become, so that its log record says so:
+            // held, a restart holds it again (reference §3.1d).
+            state: if new.delay > 0 {
+                State::Delayed
+            } else if tags.after() && self.tubes.groups.waits(id) {
+                State::Held
+            } else {
+                State::Ready
+            },
             counters: Counters::default(),
             created: new.created,
             deadline: now.plus_secs(new.delay),

@@ -39,7 +39,8 @@ impl Server {
         };
         let (ready, delayed, buried) = (
             count(|s| matches!(s, RestoredState::Ready), "ready job"),
-            count(|s| matches!(s, RestoredState::Delayed { .. }), "delayed job"),
+            // A held job is a delayed job with no due time.
+            count(|s| matches!(s, RestoredState::Delayed { .. } | RestoredState::Held), "delayed job"),
             count(|s| matches!(s, RestoredState::Buried { .. }), "buried job"),
         );
         crate::log::event(format_args!(
