@@ -211,7 +211,8 @@ pub fn usage(argv0: &str) -> String {
          --max-connections N  serve at most N connections at once (default: what the\n                      \
          fd and thread limits allow); further ones are closed at once\n \
          --max-job-memory BYTES  refuse puts with OUT_OF_MEMORY once jobs take\n                      \
-         this much memory (bodies + 200 bytes a job; default: no limit)\n \
+         this much memory (bodies + 200 bytes a job, and what their tags\n                      \
+         keep; default: no limit)\n \
          --max-reserves N     bury a job reserved N times when it is next released\n                      \
          or times out, unless put with max:<n> (default 0: never)\n \
          --job-id-start S     the first job id (default 1; at most 2^64-2)\n \

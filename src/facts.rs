@@ -12,7 +12,7 @@ use crate::host;
 use crate::protocol::{MAX_BATCH_LINE, MAX_LINE, MAX_PUT_LINE};
 
 /// Every document that repeats a fact, by name, as written.
-const DOCUMENTS: [(&str, &str); 12] = [
+const DOCUMENTS: [(&str, &str); 13] = [
     ("README.md", include_str!("../README.md")),
     ("benches/README.md", include_str!("../benches/README.md")),
     ("src/reference.md", include_str!("reference.md")),
@@ -25,6 +25,7 @@ const DOCUMENTS: [(&str, &str); 12] = [
     ("src/framing.rs", include_str!("framing.rs")),
     ("src/protocol/mod.rs", include_str!("protocol/mod.rs")),
     ("src/host.rs", include_str!("host.rs")),
+    ("src/config.rs", include_str!("config.rs")),
 ];
 
 /// `text` as one line of words: comment markers, the man page's macros
@@ -184,6 +185,25 @@ fn a_connections_address_space_and_maps_are_the_hosts() {
     let default = (65_530 - host::RESERVED_MAPS) / host::MAPS_PER_THREAD;
     held("that is ", " connections", default, &["README.md"]);
     held("Linux's default allows ", " connections", default, &["README.md"]);
+}
+
+#[test]
+fn the_memory_limits_counts_are_the_engines() {
+    use crate::engine::{named::NAME_MEMORY_OVERHEAD, unique::KEY_MEMORY_OVERHEAD};
+    use crate::engine::{JOB_MEMORY_OVERHEAD, TAG_ENTRY_MEMORY};
+    let (job, entry) = (JOB_MEMORY_OVERHEAD, TAG_ENTRY_MEMORY);
+    let (key, name) = (KEY_MEMORY_OVERHEAD as u64, NAME_MEMORY_OVERHEAD as u64);
+    held("bodies + ", " B a job", job, &["README.md"]);
+    held("bodies + ", " bytes a job", job, &["src/config.rs"]);
+    held("bodies plus ", " bytes a job", job, &["beanstalk.1"]);
+    held("its body plus ", " bytes", job, &["src/reference.md"]);
+    held("tube and key + ", " B", key, &["README.md"]);
+    held("key plus ", " bytes", key, &["beanstalk.1", "src/reference.md"]);
+    held("", " B a job for each of", entry, &["README.md"]);
+    held("", " bytes a job for each of", entry, &["beanstalk.1"]);
+    held("in one entry) ", " bytes each", entry, &["src/reference.md"]);
+    held("twice its length + ", " B", name, &["README.md"]);
+    held("twice its length plus ", " bytes", name, &["beanstalk.1", "src/reference.md"]);
 }
 
 #[test]

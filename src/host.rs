@@ -118,6 +118,28 @@ impl HostLimits {
     }
 }
 
+impl HostLimits {
+    /// Why this process cannot serve, if its address space (`RLIMIT_AS`)
+    /// or data (`RLIMIT_DATA`) leaves less than [`RESERVED_ADDRESS_SPACE`]
+    /// and one connection's room ([`ADDRESS_SPACE_PER_CONNECTION`])
+    /// besides what is in use: a start there would fail at its first
+    /// thread or job, or abort at an allocation.
+    pub fn too_little_memory(&self) -> Option<String> {
+        let needed = RESERVED_ADDRESS_SPACE + ADDRESS_SPACE_PER_CONNECTION;
+        [(self.address_space, "RLIMIT_AS"), (self.data, "RLIMIT_DATA")].into_iter().find_map(
+            |(limit, name)| {
+                let (bytes, used) = limit?;
+                (bytes.saturating_sub(used) < needed).then(|| {
+                    format!(
+                        "too little memory to serve: {name} {bytes} less {used} in use leaves less than the \
+                     {RESERVED_ADDRESS_SPACE} reserved and {ADDRESS_SPACE_PER_CONNECTION} bytes a connection"
+                    )
+                })
+            },
+        )
+    }
+}
+
 /// How many connections to serve at once, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectionLimit {

@@ -22,6 +22,9 @@ const EXIT_LISTEN: u8 = 111;
 #[global_allocator]
 static ALLOCATOR: beanstalk::host::Allocator = beanstalk::host::Allocator;
 
+/// Exit status when the process has too little memory to start.
+const EXIT_MEMORY: u8 = 1;
+
 fn main() -> ExitCode {
     let mut args = std::env::args_os();
     let argv0 = args.next().map_or_else(|| "beanstalk".to_owned(), |a| a.to_string_lossy().into_owned());
@@ -65,6 +68,9 @@ fn main() -> ExitCode {
     log::enable(&program, line.verbosity);
     for warning in &line.warnings {
         log::warning(format_args!("{warning}"));
+    }
+    if let Some(why) = beanstalk::host::HostLimits::read().too_little_memory() {
+        return fail(&program, EXIT_MEMORY, format_args!("{why}"));
     }
     let (server, how) = match bind(&line) {
         Ok(bound) => bound,

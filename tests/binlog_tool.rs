@@ -650,6 +650,74 @@ fn a_directory_a_server_holds_is_read_but_not_copied_without_live() {
     assert!(stderr.contains("not empty"), "{stderr}");
 }
 
+/// A copy without groups (`downgrade`, `to-beanstalkd`) would write a
+/// job held for a group as it is logged, ready or delayed: it would run
+/// before its group's members are done. Refused, nothing written, with
+/// how many, unless told `--drop-holds`; then it says how many run early.
+#[test]
+fn a_copy_without_groups_refuses_to_drop_holds_unless_told_and_says_how_many_run_early() {
+    let dir = TempDir::new("tool-holds");
+    let server = spawn(&dir.path);
+    let mut c = server.client();
+    let mut put = |tags: &str, delay: u32, body: &str| {
+        c.send(format!("put 0 {delay} 60 {} {tags}\r\n{body}\r\n", body.len()));
+        c.reply()
+    };
+    assert_eq!(put("grp:g", 0, "member"), "INSERTED 1\r\n");
+    assert_eq!(put("aft:g", 0, "held"), "INSERTED 2\r\n");
+    // Held when its delay ends.
+    assert_eq!(put("aft:g", 100, "later"), "INSERTED 3\r\n");
+    // Nobody is in h: not held, and nothing to drop.
+    assert_eq!(put("aft:h", 0, "free"), "INSERTED 4\r\n");
+    assert_eq!(put("aft:g", 0, "buried"), "INSERTED 5\r\n");
+    // Kicked out of its hold and buried: a kick makes it ready, with its
+    // group or without.
+    assert_eq!(c.cmd("kick-job 5"), "KICKED\r\n");
+    assert!(c.cmd("reserve-job 5").starts_with("RESERVED 5 "));
+    assert_eq!(c.cmd("bury 5 0"), "BURIED\r\n");
+    assert_eq!(
+        c.cmd("stats-group g").lines().find(|l| l.starts_with("waiting-jobs")),
+        Some("waiting-jobs: 1")
+    );
+    server.terminate();
+
+    let path = binary::arg(&dir.path);
+    let out = TempDir::new("tool-holds-out");
+    for (command, why) in
+        [("downgrade", "format version 2 has none"), ("to-beanstalkd", "beanstalkd has none")]
+    {
+        let target = out.path.join(command);
+        let args = [command, path, binary::arg(&target)];
+        let (code, stdout, stderr) = tool(&args);
+        assert_eq!((code, stdout.len()), (1, 0), "{command}: {stderr}");
+        assert_eq!(
+            stderr,
+            format!(
+                "beanstalk-binlog: 2 jobs held for a group (aft:) would run early, their hold dropped ({why}): \
+                 nothing written; pass --drop-holds to write them without it\n"
+            ),
+            "{command}"
+        );
+        assert!(!target.exists(), "{command} wrote something");
+        let (code, _, stderr) = tool(&[command, path, binary::arg(&target), "--drop-holds"]);
+        assert_eq!(code, 0, "{command}: {stderr}");
+        let said =
+            "beanstalk-binlog: 2 jobs held for a group (aft:) written without their hold, as asked: they \
+                    will run early, before their group's members are done\n";
+        assert!(stderr.ends_with(said), "{command}: {stderr}");
+    }
+    // export carries the groups: nothing to refuse, and no flag to take.
+    let (code, _, stderr) = tool(&["export", path, "--drop-holds"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("export does not take --drop-holds"), "{stderr}");
+    assert!(tool_ok(&["export", path]).contains("put 0 0 60 4 aft:g\r\nheld\r\n"));
+    // The older build's copy: the held job is ready, before its member.
+    let older = spawn(&out.path.join("downgrade"));
+    let mut c = older.client();
+    assert!(c.cmd("stats-job 2").contains("\nstate: ready\n"));
+    assert_eq!(c.cmd("stats-group g"), "NOT_FOUND\r\n");
+}
+
 #[test]
 fn help_bad_commands_and_missing_jobs_get_clear_answers() {
     let (code, stdout, _) = tool(&["--help"]);

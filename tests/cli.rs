@@ -75,6 +75,31 @@ fn a_port_in_use_exits_111_with_one_line() {
     assert!(stderr.contains("Address already in use"), "{stderr}");
 }
 
+/// A start whose address space cannot hold the server's reserve and one
+/// connection says so in one line and exits 1, before it binds: no abort
+/// at an allocation, no thread that cannot start.
+#[test]
+fn a_start_short_of_memory_exits_1_with_one_line() {
+    use beanstalk::host::{ADDRESS_SPACE_PER_CONNECTION, RESERVED_ADDRESS_SPACE};
+    let out = Command::new("sh")
+        .args(["-c", "ulimit -v 10000 && exec \"$0\" -l 127.0.0.1 -p 0"])
+        .arg(binary::binary_path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("beanstalk: too little memory to serve: RLIMIT_AS 10240000 less "),
+        "{stderr}"
+    );
+    let end = format!(
+        " in use leaves less than the {RESERVED_ADDRESS_SPACE} reserved and {ADDRESS_SPACE_PER_CONNECTION} bytes \
+         a connection\n"
+    );
+    assert!(stderr.ends_with(&end), "{stderr}");
+}
+
 #[test]
 fn removed_flags_warn_and_the_server_still_runs() {
     let server = binary::spawn(&["-c", "-n"]);

@@ -201,6 +201,57 @@ fn a_tagged_put_past_224_bytes_is_a_put_and_never_runs_its_body() {
     c.expect("BAD_FORMAT\r\nNOT_FOUND\r\n");
 }
 
+/// `--max-job-memory` counts what a put's tags keep (reference §3.1a,
+/// Memory): a job is its body + 200; its groups, concurrency key and
+/// retry limit 40 each; a group's or key's name once, however many jobs
+/// name it, twice its length + 192, until its last job goes.
+#[test]
+fn the_memory_limit_counts_tags_and_each_name_once() {
+    let server = common::start_args(&["--max-job-memory", "2000"]);
+    let mut c = server.connect();
+    let (group, key) = ("g".repeat(50), "c".repeat(50));
+    fn put(c: &mut common::Client, tags: &str, size: usize) -> String {
+        let tags = if tags.is_empty() { String::new() } else { format!(" {tags}") };
+        c.send(format!("put 0 0 60 {size}{tags}\r\n{}\r\n", "b".repeat(size)));
+        c.reply()
+    }
+    // 1,200 of 2,000.
+    assert_eq!(put(&mut c, "", 1000), "INSERTED 1\r\n");
+    // 269 + 200, one entry, the name once though named twice: 292 + 40.
+    let both = format!("grp:{group} aft:{group}");
+    assert_eq!(put(&mut c, &both, 269), "OUT_OF_MEMORY\r\n", "1,200 + 469 + 332 = 2,001");
+    assert_eq!(put(&mut c, "", 269), "INSERTED 2\r\n", "the same put without its tags fits, the id unused");
+    assert_eq!(put(&mut c, &both, 268), "OUT_OF_MEMORY\r\n", "1,669 + 468 + 332");
+    c.send("delete 2\r\n");
+    c.expect("DELETED\r\n");
+    assert_eq!(put(&mut c, &both, 268), "INSERTED 3\r\n", "2,000: the limit itself");
+    // A second job of the group: its entry, the name counted already.
+    c.send("delete 1\r\n");
+    c.expect("DELETED\r\n");
+    let member = format!("grp:{group}");
+    assert_eq!(put(&mut c, &member, 961), "OUT_OF_MEMORY\r\n", "800 + 1,161 + 40");
+    assert_eq!(put(&mut c, &member, 960), "INSERTED 4\r\n");
+    // The group's last job gone, its name is given back.
+    for id in [3, 4] {
+        c.send(format!("delete {id}\r\n"));
+        c.expect("DELETED\r\n");
+    }
+    let con = format!("con:{key}:2");
+    assert_eq!(put(&mut c, &con, 1469), "OUT_OF_MEMORY\r\n", "1,669 + 292 + 40");
+    assert_eq!(put(&mut c, &con, 1468), "INSERTED 5\r\n");
+    c.send("delete 5\r\n");
+    c.expect("DELETED\r\n");
+    assert_eq!(put(&mut c, "max:3", 1761), "OUT_OF_MEMORY\r\n", "1,961 + 40");
+    assert_eq!(put(&mut c, "max:3", 1760), "INSERTED 6\r\n");
+    // Every tag at once: a unique key in `default` is 7 + 1 + 64 more.
+    c.send("delete 6\r\n");
+    c.expect("DELETED\r\n");
+    let all = format!("idp:k grp:{group} aft:a con:{key} max:1");
+    // 200 + 40 * 3 + (292 + 194 + 292) + 72 = 1,170.
+    assert_eq!(put(&mut c, &all, 831), "OUT_OF_MEMORY\r\n");
+    assert_eq!(put(&mut c, &all, 830), "INSERTED 7\r\n");
+}
+
 // -------------------------------------------------------------------
 // CR, LF, NUL, empty lines, case (1.2)
 // -------------------------------------------------------------------

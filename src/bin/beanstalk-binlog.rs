@@ -3,7 +3,8 @@
 //! shows its jobs, exports them as protocol commands or as beanstalkd's own
 //! log. A program of its own, so the server's binary does not grow.
 //!
-//! This file owns the command line, the messages and the exit statuses;
+//! This file owns the command line, the messages and the exit statuses
+//! (what a copy refuses without a flag is `beanstalk-binlog/refusals.rs`);
 //! the reading and every report are `beanstalk::binlog::inspect`'s. It must
 //! never write into the directory it reads, and never panic on bad input.
 
@@ -40,7 +41,7 @@ Commands:
                        a server that gives the puts ids from N (default 1: a
                        fresh server), K apart (its --job-id-step, default 1);
                        the old id -> new id mapping on stderr
-  to-beanstalkd DIR OUT [-z BYTES] [--live] [--drop-keys]
+  to-beanstalkd DIR OUT [-z BYTES] [--live] [--drop-keys] [--drop-holds]
                        write OUT/binlog.1, which beanstalkd 1.5 to 1.13 replays
                        to the same jobs; OUT must be empty or missing. -z is
                        the -z beanstalkd will run with (default 65535, its
@@ -48,7 +49,7 @@ Commands:
                        CRLF exceed it, and every job after it, so nothing is
                        written unless every job fits; start beanstalkd with
                        that -z
-  downgrade DIR OUT [--live] [--drop-keys]
+  downgrade DIR OUT [--live] [--drop-keys] [--drop-holds]
                        write OUT/beanstalk.1 in format version 2, which every
                        build of beanstalk before format version 3 reads: a
                        rollback that keeps every job and every id; OUT must
@@ -57,17 +58,22 @@ Commands:
 export, to-beanstalkd and downgrade refuse a directory a server holds, unless
 --live; and a directory with unique keys (idp:), which none of them can carry,
 unless --drop-keys, which writes those jobs without their keys.
+to-beanstalkd and downgrade carry no groups: they refuse a directory with jobs
+held for a group (aft:), which would run early, unless --drop-holds, which
+writes those jobs without their hold and says how many.
 -v, --version prints the version; -h, --help this text.
 Exit status: 0 done, 1 damaged (check), no such job (show), a job that
-beanstalkd's -z would drop (to-beanstalkd), or keys that would be dropped
-without --drop-keys (nothing written), 2 bad command line or unreadable
-directory.
+beanstalkd's -z would drop (to-beanstalkd), or keys or holds that would be
+dropped without --drop-keys or --drop-holds (nothing written), 2 bad command
+line or unreadable directory.
 ";
 
 /// Bad command line or unreadable input.
 const FAILED: u8 = 2;
-/// Says on stderr how many retry limits (`max:`) a copy leaves out: the
-/// jobs go, without them (`why`).
+/// Says on stderr how many retry limits (`max:`), concurrency keys and
+/// groups a copy leaves out, the jobs kept without them (`why`), and how
+/// many jobs held for a group it writes without their hold (as asked:
+/// [`refused_copy`]).
 fn say_limits_dropped(log: &Log, why: &str) {
     let limits = downgrade::limits(log);
     if limits > 0 {
@@ -81,6 +87,13 @@ fn say_limits_dropped(log: &Log, why: &str) {
     if groups > 0 {
         eprintln!(
             "beanstalk-binlog: dropped the groups (grp:, aft:) of {groups} jobs, the jobs kept ({why})"
+        );
+    }
+    let holds = downgrade::holds(log);
+    if holds > 0 {
+        eprintln!(
+            "beanstalk-binlog: {holds} jobs held for a group (aft:) written without their hold, as asked: \
+             they will run early, before their group's members are done"
         );
     }
 }
@@ -127,6 +140,11 @@ mod args;
 
 use args::parse;
 
+#[path = "beanstalk-binlog/refusals.rs"]
+mod refusals;
+
+use refusals::{keys_lost, refuse_held, refused_copy, too_big_for_beanstalkd};
+
 fn run(raw: &[OsString]) -> Result<u8, Failure> {
     if raw.iter().any(|a| a == "-h" || a == "--help") || raw.first().is_some_and(|a| a == "help") {
         io::stdout().write_all(USAGE.as_bytes())?;
@@ -144,6 +162,7 @@ fn run(raw: &[OsString]) -> Result<u8, Failure> {
         let given = [("--all", args.all), ("--live", args.live), ("--tube", args.tube.is_some())];
         let more = [
             ("--drop-keys", args.drop_keys),
+            ("--drop-holds", args.drop_holds),
             ("--state", args.state.is_some()),
             ("--first-id", args.first_id.is_some()),
             ("--id-step", args.id_step.is_some()),
@@ -230,11 +249,10 @@ fn run(raw: &[OsString]) -> Result<u8, Failure> {
             Ok(finish(out)?)
         }
         ["to-beanstalkd", dir, target] => {
-            allowed(&["--live", "-z", "--drop-keys"])?;
+            allowed(&["--live", "-z", "--drop-keys", "--drop-holds"])?;
             refuse_held(dir, args.live, "to-beanstalkd")?;
             let log = open(dir, Bodies::All)?;
-            if let Some(refusal) = keys_lost(&log, args.drop_keys, "beanstalkd has none") {
-                eprintln!("beanstalk-binlog: {refusal}");
+            if refused_copy(&log, &args, "beanstalkd has none") {
                 return Ok(REFUSED);
             }
             if let Some(refusal) = too_big_for_beanstalkd(&log, args.max_job_size) {
@@ -258,11 +276,10 @@ fn run(raw: &[OsString]) -> Result<u8, Failure> {
             Ok(0)
         }
         ["downgrade", dir, target] => {
-            allowed(&["--live", "--drop-keys"])?;
+            allowed(&["--live", "--drop-keys", "--drop-holds"])?;
             refuse_held(dir, args.live, "downgrade")?;
             let log = open(dir, Bodies::All)?;
-            if let Some(refusal) = keys_lost(&log, args.drop_keys, "format version 2 has none") {
-                eprintln!("beanstalk-binlog: {refusal}");
+            if refused_copy(&log, &args, "format version 2 has none") {
                 return Ok(REFUSED);
             }
             let jobs = downgrade::write_dir(&log, &PathBuf::from(target)).map_err(Failure::Input)?;
@@ -310,62 +327,6 @@ fn open(dir: &str, bodies: Bodies) -> Result<Log, Failure> {
         eprintln!("beanstalk-binlog: {note}");
     }
     Ok(log)
-}
-
-/// beanstalkd's replay drops a job bigger than its `-z` allows and every
-/// job after it, then deletes the file: a rollback that would lose the
-/// queue is refused, with the `-z` that would keep it.
-fn too_big_for_beanstalkd(log: &Log, max_job_size: Option<usize>) -> Option<String> {
-    let needs = v7::needs(log);
-    let z = max_job_size.unwrap_or(v7::DEFAULT_MAX_JOB_SIZE);
-    if needs.max_job_size <= z {
-        return None;
-    }
-    let given = match max_job_size {
-        Some(size) => format!("-z {size}"),
-        None => format!("beanstalkd's default -z ({z})"),
-    };
-    let job = match needs.job {
-        Some((id, len)) => format!("job {id} has a {len}-byte body"),
-        None => "the record that keeps ids from going back has a 0-byte body".to_owned(),
-    };
-    let fix = if needs.max_job_size <= v7::LARGEST_MAX_JOB_SIZE {
-        format!("run again with -z {} or more, and start beanstalkd with that -z", needs.max_job_size)
-    } else {
-        format!(
-            "no -z beanstalkd takes (at most {}) keeps it: delete that job first",
-            v7::LARGEST_MAX_JOB_SIZE
-        )
-    };
-    Some(format!(
-        "{job}, more than {given} allows: beanstalkd's replay would drop it and every job after it, \
-         then delete the file; nothing written: {fix}"
-    ))
-}
-
-/// A copy that cannot carry `log`'s unique keys loses data: refused,
-/// unless the operator said to drop them. `why` says why they cannot go.
-fn keys_lost(log: &Log, drop_keys: bool, why: &str) -> Option<String> {
-    let keys = downgrade::keys(log);
-    (keys > 0 && !drop_keys).then(|| {
-        format!(
-            "{keys} unique keys (idp:), of jobs and cooling down, would be dropped ({why}): nothing written; \
-             pass --drop-keys to write those jobs without their keys"
-        )
-    })
-}
-
-/// `export`, `to-beanstalkd` and `downgrade` copy jobs out: from a queue a server is
-/// changing, that copy would hand out jobs twice.
-fn refuse_held(dir: &str, live: bool, command: &str) -> Result<(), Failure> {
-    match inspect::holder(Path::new(dir)) {
-        Some(pid) if !live => Err(Failure::Input(format!(
-            "{dir} is held by a running server (pid {pid}): {command} would copy a queue that is changing \
-             (jobs reserved or deleted meanwhile would be copied as ready); stop the server first, or pass \
-             --live to copy it anyway"
-        ))),
-        _ => Ok(()),
-    }
 }
 
 fn finish(mut out: impl Write) -> io::Result<u8> {

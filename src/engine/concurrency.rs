@@ -134,6 +134,17 @@ impl ConcurrencyKeys {
         }
     }
 
+    /// What the keys and their jobs' entries count against
+    /// `--max-job-memory`: each key's name once, and an entry a job.
+    pub(super) fn memory(&self) -> u64 {
+        self.keys.memory() + self.of_job.len() as u64 * TAG_ENTRY_MEMORY
+    }
+
+    /// What a job of key `name` would add to [`Self::memory`].
+    pub(super) fn memory_of(&self, name: &[u8]) -> u64 {
+        self.keys.memory_of(name) + TAG_ENTRY_MEMORY
+    }
+
     /// Job `id`'s key and the limit its put gave, as the log and
     /// `stats-job` show them.
     pub(super) fn of(&self, id: JobId) -> Option<(&[u8], u32)> {

@@ -236,6 +236,20 @@ impl Groups {
         (self.groups.name(group), self.groups.name(after))
     }
 
+    /// What the groups and their jobs' entries count against
+    /// `--max-job-memory`: each group's name once, and an entry a job.
+    pub(super) fn memory(&self) -> u64 {
+        self.groups.memory() + self.of_job.len() as u64 * TAG_ENTRY_MEMORY
+    }
+
+    /// What a job in `group` and waiting for `after` would add to
+    /// [`Self::memory`] (one name, if both are one).
+    pub(super) fn memory_of(&self, group: Option<&[u8]>, after: Option<&[u8]>) -> u64 {
+        let name = |name: Option<&[u8]>| name.map_or(0, |name| self.groups.memory_of(name));
+        let after = if after == group { 0 } else { name(after) };
+        name(group) + after + TAG_ENTRY_MEMORY
+    }
+
     /// `stats-group`'s figures for the group called `name`, if it is known.
     pub(super) fn stats(&self, name: &[u8]) -> Option<GroupStats> {
         let group = self.groups.get(self.groups.find(name)?)?;

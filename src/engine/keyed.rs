@@ -18,13 +18,15 @@ impl Engine {
     /// names a job already (then the put's ticket is given back, with its
     /// id when no other put took one since, so that nothing is stored), or
     /// if the memory a new key needs cannot be had (or would pass
-    /// `--max-job-memory`); otherwise that memory.
+    /// `--max-job-memory`, with the `more` bytes of the put's other
+    /// tags); otherwise that memory.
     pub(super) fn check_key(
         &mut self,
         t: TubeId,
         key: &UniqueKey,
         ticket: &PutTicket,
         pri: u32,
+        more: u64,
         now: Time,
     ) -> Result<KeyClaim, Reply<'static>> {
         let tube = self.tubes.get(t).name.clone();
@@ -32,16 +34,13 @@ impl Engine {
         let key_bytes = key.name.as_str().len() + tube.as_str().len() + super::unique::KEY_MEMORY_OVERHEAD;
         let claim = match found {
             Some(_) => None,
-            None if self.over_memory_limit(key_bytes as u64) => None,
+            None if self.over_memory_limit(key_bytes as u64 + more) => None,
             None => self.tubes.keys.claim(&tube, key.name.as_str().as_bytes()),
         };
         if let Some(claim) = claim {
             return Ok(claim);
         }
-        self.release_job_memory(ticket.bytes as usize);
-        if ticket.id.checked_add(self.id_range.step) == Some(self.next_job_id) {
-            self.next_job_id = ticket.id;
-        }
+        self.give_back(ticket);
         Err(match found {
             Some((id, true)) => Reply::Duplicate(id, NamedState::Deleted, None),
             Some((id, false)) => self.ratchet(id, pri, now),

@@ -118,6 +118,16 @@ use tube::{Pause, TubeId, Tubes};
 /// 147 in all. Kept at 200 so that the limit errs on the safe side.)
 pub const JOB_MEMORY_OVERHEAD: u64 = 200;
 
+/// What a job's entry in one of the indexes of put tags costs, for
+/// `--max-job-memory`: its retry limit (`retry.rs`), its concurrency key
+/// (`concurrency.rs`) or its groups (`groups.rs`), each a hash map entry
+/// of 12 to 16 bytes and its control byte, at most seven eighths full:
+/// 39 bytes just after the table doubled; 29 measured (RSS, `max:3` or
+/// one shared group a job, 40k to 600k jobs). The names they point to
+/// count on their own ([`named::NAME_MEMORY_OVERHEAD`]); a unique key
+/// counts as `unique::KEY_MEMORY_OVERHEAD` says.
+pub const TAG_ENTRY_MEMORY: u64 = 40;
+
 /// The last second of a reservation, when the holder is warned with
 /// `DEADLINE_SOON` (reference §4.2).
 const SAFETY_MARGIN_SECS: u32 = 1;

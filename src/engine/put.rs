@@ -73,14 +73,32 @@ impl Engine {
         self.release_job_memory(ticket.bytes as usize);
     }
 
-    /// Gives back the memory a job of `body_len` bytes was counted for: its
-    /// put failed, or it was deleted.
-    /// Whether `more` bytes would take the jobs, keys included, past
-    /// `--max-job-memory`.
+    /// Whether `more` bytes would take what jobs bring past
+    /// `--max-job-memory`: bodies and records, and what their tags keep
+    /// in the indexes beside the job table (each unique key, concurrency
+    /// key and group name once, and each job's entries).
     pub(super) fn over_memory_limit(&self, more: u64) -> bool {
-        self.memory_limit.is_some_and(|limit| self.job_memory + self.tubes.keys.memory() + more > limit)
+        self.memory_limit.is_some_and(|limit| self.counted_memory() + more > limit)
     }
 
+    /// What `--max-job-memory` counts now (reference §3.1a, "Memory").
+    pub(super) fn counted_memory(&self) -> u64 {
+        let tags = &self.tubes;
+        let indexes = tags.keys.memory() + tags.limits.memory() + tags.con.memory() + tags.groups.memory();
+        self.job_memory + indexes
+    }
+
+    /// Gives back what [`Engine::start_put`] took for a put that stores
+    /// nothing: its memory, and its id, if no other put took one since.
+    pub(super) fn give_back(&mut self, ticket: &PutTicket) {
+        self.release_job_memory(ticket.bytes as usize);
+        if ticket.id.checked_add(self.id_range.step) == Some(self.next_job_id) {
+            self.next_job_id = ticket.id;
+        }
+    }
+
+    /// Gives back the memory a job of `body_len` bytes was counted for: its
+    /// put failed, or it was deleted.
     pub(super) fn release_job_memory(&mut self, body_len: usize) {
         let cost = body_len as u64 + JOB_MEMORY_OVERHEAD;
         self.job_memory = self.job_memory.saturating_sub(cost);
@@ -187,6 +205,22 @@ impl Engine {
             e.release_job_memory(new.ticket.bytes as usize);
             Reply::OutOfMemory
         };
+        let (group, after) = (new.tags.name(TagName::Group), new.tags.name(TagName::After));
+        // What the tags add to the memory the cap counts, a unique key's
+        // aside: `check_key` adds that, if the key is new (a key that
+        // names a job stores nothing, and is answered whatever the cap).
+        let limit_memory = if limit.is_some() { TAG_ENTRY_MEMORY } else { 0 };
+        let con_memory = new.tags.con_name().map_or(0, |(name, _)| self.tubes.con.memory_of(name));
+        let group_memory = match (group, after) {
+            (None, None) => 0,
+            _ => self.tubes.groups.memory_of(group, after),
+        };
+        let tags_memory = limit_memory + con_memory + group_memory;
+        if new.tags.name(TagName::Key).is_none() && self.over_memory_limit(tags_memory) {
+            // As a put refused before its body: no id used up.
+            self.give_back(&new.ticket);
+            return Err(Reply::OutOfMemory);
+        }
         if limit.is_some() && !self.tubes.limits.try_make_room() {
             return Err(out_of_memory(self));
         }
@@ -197,7 +231,6 @@ impl Engine {
             },
             None => None,
         };
-        let (group, after) = (new.tags.name(TagName::Group), new.tags.name(TagName::After));
         let groups = match (group, after) {
             (None, None) => None,
             _ => match self.tubes.groups.claim(group, after) {
@@ -207,7 +240,7 @@ impl Engine {
         };
         // A put with a unique key that names a job stores nothing
         // (`keyed.rs`); a new key's memory is claimed here.
-        let key = self.check_tagged_key(tube, new, now)?;
+        let key = self.check_tagged_key(tube, new, tags_memory, now)?;
         let id = new.ticket.id;
         let tags = Tags::of(key.is_some(), limit.is_some())
             .with_con(con.is_some())
@@ -227,8 +260,8 @@ impl Engine {
         Ok(tags)
     }
 
-    /// [`Engine::check_key`] for a put's unique key, if it names one, and
-    /// the key's cooldown. Its own frame, never inlined: the key it
+    /// [`Engine::check_key`] for a put's unique key, if it names one, its
+    /// other tags taking `tags_memory` more, and the key's cooldown. Its own frame, never inlined: the key it
     /// unpacks is 200 bytes of name, and every connection's thread runs
     /// `put`, most of them without a key, so they need not touch the
     /// stack it takes.
@@ -237,12 +270,13 @@ impl Engine {
         &mut self,
         tube: TubeId,
         new: &NewJob,
+        tags_memory: u64,
         now: Time,
     ) -> Result<Option<(super::unique::KeyClaim, u32)>, Reply<'static>> {
         let Some(key) = new.tags.key() else {
             return Ok(None);
         };
-        let claim = self.check_key(tube, &key, &new.ticket, new.pri, now)?;
+        let claim = self.check_key(tube, &key, &new.ticket, new.pri, tags_memory, now)?;
         Ok(Some((claim, key.cooldown)))
     }
 }

@@ -40,6 +40,11 @@ impl RetryLimits {
         self.by_job.remove(&id);
     }
 
+    /// What the limits count against `--max-job-memory`.
+    pub(super) fn memory(&self) -> u64 {
+        self.by_job.len() as u64 * TAG_ENTRY_MEMORY
+    }
+
     /// Every limit, by id, for a test's picture of the engine.
     #[cfg(test)]
     pub(super) fn sorted(&self) -> Vec<(JobId, u32)> {

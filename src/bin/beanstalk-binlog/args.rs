@@ -14,6 +14,7 @@ pub(super) struct Args {
     pub(super) all: bool,
     pub(super) live: bool,
     pub(super) drop_keys: bool,
+    pub(super) drop_holds: bool,
     pub(super) tube: Option<String>,
     pub(super) state: Option<String>,
     pub(super) first_id: Option<u64>,
@@ -27,6 +28,7 @@ pub(super) fn parse(args: &[OsString]) -> Result<Args, Failure> {
         all: false,
         live: false,
         drop_keys: false,
+        drop_holds: false,
         tube: None,
         state: None,
         first_id: None,
@@ -46,6 +48,7 @@ pub(super) fn parse(args: &[OsString]) -> Result<Args, Failure> {
             "--all" => parsed.all = true,
             "--live" => parsed.live = true,
             "--drop-keys" => parsed.drop_keys = true,
+            "--drop-holds" => parsed.drop_holds = true,
             "--tube" => parsed.tube = Some(value(arg)?),
             "--state" => {
                 let state = value(arg)?;

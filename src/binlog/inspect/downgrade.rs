@@ -9,9 +9,12 @@
 //! their records for damage): the caller refuses a log that has any
 //! unless told to drop them. Retry limits, concurrency keys (version 4)
 //! and groups (version 5) are dropped, the jobs kept, and the caller
-//! says how many. It writes nothing into the
+//! says how many; a job held for a group would run early without it, so
+//! the caller refuses those too unless told to drop the holds
+//! ([`holds`]). It writes nothing into the
 //! directory read.
 
+use std::collections::HashSet;
 use std::path::Path;
 
 use super::{Log, State};
@@ -50,6 +53,21 @@ pub fn con_keys(log: &Log) -> usize {
 /// `aft:` are likewise dropped.
 pub fn groups(log: &Log) -> usize {
     log.jobs.iter().filter(|job| job.groups != (None, None)).count()
+}
+
+/// The jobs of `log` that a server reading it holds, or holds once their
+/// delay ends: each waits (`aft:`) for a group that a live job of `log`
+/// is a member of (`grp:`), itself included, as a restart counts it. A
+/// buried one is not: a kick makes it ready, held or not. A copy without
+/// groups writes them as they are logged, ready or delayed, and they run
+/// early: what a downgrade, or a copy for beanstalkd, would drop.
+pub fn holds(log: &Log) -> usize {
+    let members: HashSet<&str> = log.jobs.iter().filter_map(|job| job.groups.0.as_deref()).collect();
+    let held = |job: &&super::Job| {
+        !matches!(job.state, State::Buried { .. })
+            && job.groups.1.as_deref().is_some_and(|after| members.contains(after))
+    };
+    log.jobs.iter().filter(held).count()
 }
 
 /// The unique keys `log` holds, of jobs and cooling down: what a
