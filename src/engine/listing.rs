@@ -13,8 +13,8 @@
 //!
 //! What pieces cost: a job moved inside its heap between two pieces (the
 //! heap reorders itself on every put, reserve or delete) may be seen twice
-//! (it is listed once, so the page comes back shorter than it might) or
-//! not at all. A page is exact when its heap fits one piece or does not
+//! (it is kept once, at its first sighting, and takes one place on the
+//! page) or not at all. A page is exact when its heap fits one piece or does not
 //! change while the page is gathered; otherwise it is a true list of jobs
 //! that were in that state, in order, that may leave some out. The cursor is a job, not a position: the next page
 //! starts after that job's place in the order, wherever the jobs before
@@ -44,6 +44,26 @@ pub struct Listing {
 }
 
 impl Listing {
+    /// Whether `entry` would be among the `count` smallest found so far.
+    fn among_best(&self, entry: (u64, JobId)) -> bool {
+        self.found.len() < self.count || self.found.peek().is_some_and(|&top| entry < top)
+    }
+
+    /// Keeps `entry` among the `count` smallest, unless its job was seen
+    /// already (it moved in its heap between two pieces): a job takes one
+    /// place on a page, so that a page comes back short only at the end.
+    /// The look is a walk of at most `count` entries, made only for an
+    /// entry among the best.
+    fn keep(&mut self, entry: (u64, JobId)) {
+        if self.found.iter().any(|&(_, id)| id == entry.1) {
+            return;
+        }
+        self.found.push(entry);
+        if self.found.len() > self.count {
+            self.found.pop();
+        }
+    }
+
     /// Heap slots looked at so far, for the test of the pieces' bound.
     #[cfg(test)]
     pub(super) fn looked_at(&self) -> usize {
@@ -138,14 +158,8 @@ impl Engine {
                 break;
             };
             let entry = (order(key), id);
-            let past_cursor = page.after.is_none_or(|after| entry > after);
-            let among_best =
-                page.found.len() < page.count || page.found.peek().is_some_and(|&top| entry < top);
-            if past_cursor && among_best && wanted(id) {
-                page.found.push(entry);
-                if page.found.len() > page.count {
-                    page.found.pop();
-                }
+            if page.after.is_none_or(|after| entry > after) && page.among_best(entry) && wanted(id) {
+                page.keep(entry);
             }
         }
         page.next_slot = end;
@@ -206,6 +220,20 @@ mod tests {
             after = got.last().copied();
         }
         assert_eq!(listed, want);
+    }
+
+    #[test]
+    fn a_job_seen_twice_takes_one_place_and_a_page_is_short_only_at_the_end() {
+        let mut e = engine();
+        let c = client(&mut e);
+        let mut listing = e.list_jobs(c, State::Ready, 3, None).unwrap();
+        // Seen in one piece, then again, moved, in the next: one place.
+        for entry in [(5, 1), (6, 2), (7, 1), (8, 3), (9, 4)] {
+            if listing.among_best(entry) {
+                listing.keep(entry);
+            }
+        }
+        assert_eq!(listing.ids(), vec![1, 2, 3]);
     }
 
     #[test]
