@@ -7,6 +7,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::binary::{self, Bin, TempDir};
+use common::HANG_GUARD;
 
 fn start(extra: &[&str]) -> Bin {
     binary::spawn(extra)
@@ -93,6 +94,65 @@ fn sigterm_removes_the_unix_socket_it_created() {
     server.signal("TERM");
     assert_eq!(server.wait_exit(Duration::from_secs(5)).0, Some(0));
     assert!(!path.exists(), "socket file left behind");
+}
+
+/// How many starts [`a_sigterm_the_moment_the_socket_file_appears_removes_it`]
+/// makes: the race it looks for was lost in about a third of plain starts,
+/// and in every start with a binlog to open.
+const RACED_STARTS: usize = 100;
+
+#[test]
+fn a_sigterm_the_moment_the_socket_file_appears_removes_it() {
+    // A SIGTERM that comes during start-up ends the process at once; the
+    // socket file bound a moment before must go with it. A watcher forked
+    // before the server starts spins on the path and signals the moment it
+    // appears: the shell's builtins only, so nothing slows it. Half the
+    // starts open a binlog, which widens the start-up the signal lands in.
+    let dir = TempDir::new("signals-unix-raced");
+    let watch_then_exec = r#"p=$1; shift
+( while [ ! -e "$p" ] && kill -0 $$ 2>/dev/null; do :; done; kill -TERM $$ 2>/dev/null ) &
+exec "$@""#;
+    let mut left_behind = Vec::new();
+    for start in 0..RACED_STARTS {
+        let path = dir.path.join(format!("sock{start}"));
+        let binlog = dir.path.join(format!("binlog{start}"));
+        std::fs::create_dir(&binlog).unwrap();
+        let mut command = std::process::Command::new("sh");
+        command.args(["-c", watch_then_exec, "sh", binary::arg(&path)]).arg(binary::binary_path());
+        command.args(["-l", &format!("unix:{}", path.display())]);
+        if start % 2 == 0 {
+            command.args(["-b", binary::arg(&binlog)]);
+        }
+        let mut server = command
+            .env_remove("JOURNAL_STREAM")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let code = wait_for_exit(&mut server);
+        assert_eq!(code, Some(0), "start {start}");
+        if path.exists() {
+            left_behind.push(start);
+        }
+    }
+    assert!(left_behind.is_empty(), "socket file left behind by starts {left_behind:?} of {RACED_STARTS}");
+}
+
+/// Waits for `child` to exit; its exit code. A hang guard of minutes.
+fn wait_for_exit(child: &mut std::process::Child) -> Option<i32> {
+    let deadline = Instant::now() + HANG_GUARD;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code();
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("still running after {HANG_GUARD:?}");
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
 }
 
 /// Starts the binary on a UNIX socket at `path` and checks it serves there.
