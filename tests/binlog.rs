@@ -50,7 +50,7 @@ fn binlog_files(dir: &Path) -> BTreeSet<u32> {
 /// The files of `dir` once `done` holds of them, or after 5 s: a file let
 /// go is removed after the next fsync (`-f`), a moment after the reply.
 fn files_once(dir: &Path, done: impl Fn(&BTreeSet<u32>) -> bool) -> BTreeSet<u32> {
-    common::settle(Duration::from_secs(5), || done(&binlog_files(dir)));
+    common::settle(common::HANG_GUARD, || done(&binlog_files(dir)));
     binlog_files(dir)
 }
 
@@ -1091,7 +1091,7 @@ fn corruption_inside_a_middle_file_is_reported_and_the_file_kept_aside() {
             assert_eq!(c.cmd(&format!("delete {id}")), "DELETED\r\n");
         }
     }
-    common::settle(Duration::from_secs(5), || file_names(dir).contains("beanstalk.2.corrupt"));
+    common::settle(common::HANG_GUARD, || file_names(dir).contains("beanstalk.2.corrupt"));
     let names = file_names(dir);
     assert!(!names.contains("beanstalk.1") && !names.contains("beanstalk.2"), "{names:?}");
     assert!(names.contains("beanstalk.2.corrupt"), "beanstalk.2.corrupt must be kept: {names:?}");

@@ -697,7 +697,7 @@ fn stats_job_age_counts_from_the_put_line_not_the_end_of_the_body() {
     // await a second of the body's absence by a reserve on another
     // connection that times out.
     let mut clock = server.connect();
-    assert!(common::settle(Duration::from_secs(60), || clock.stat("current-producers") == "1"));
+    assert!(common::settle(common::HANG_GUARD, || clock.stat("current-producers") == "1"));
     assert_eq!(clock.cmd("reserve-with-timeout 1"), "TIMED_OUT\r\n");
     assert_eq!(c.cmd("x"), "INSERTED 1\r\n");
     // 1 at once after the body; more only if this machine stalled the

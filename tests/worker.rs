@@ -647,7 +647,7 @@ fn wait_until_stopped(pid: u32) {
             state.starts_with('T') || state.starts_with('t')
         })
     };
-    assert!(common::settle(Duration::from_secs(10), all_stopped), "server never stopped");
+    assert!(common::settle(common::HANG_GUARD, all_stopped), "server never stopped");
 }
 
 /// One round on tube `tube`: W1 then W2 block in reserve; the server is
@@ -672,7 +672,7 @@ fn put_while_the_first_waiter_is_gone(
         }
         w.send("reserve\r\n");
         let waiting = || common::stat_u64(&mut observer, "current-waiting") == waiting_before + n;
-        assert!(common::settle(Duration::from_secs(10), waiting), "waiter {n} never blocked");
+        assert!(common::settle(common::HANG_GUARD, waiting), "waiter {n} never blocked");
         waiters.push(w);
     }
     let mut w2 = waiters.pop().unwrap();
@@ -686,7 +686,7 @@ fn put_while_the_first_waiter_is_gone(
     // runs again (the kernel handles it while the process is stopped, but
     // on a loaded machine maybe not within the sender's own system call).
     let queued = || server_side_is_closing(server.port(), w1_port);
-    assert!(common::settle(Duration::from_secs(10), queued), "the kernel never saw W1 go");
+    assert!(common::settle(common::HANG_GUARD, queued), "the kernel never saw W1 go");
     server.signal("CONT");
     let inserted = producer.reply();
     let id: u64 = inserted.trim_end().strip_prefix("INSERTED ").unwrap().parse().unwrap();

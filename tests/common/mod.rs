@@ -25,7 +25,7 @@ use beanstalk::{Config, Running, Server};
 pub const HANG_GUARD: Duration = Duration::from_secs(300);
 
 /// How long any single expected reply may take before a test fails.
-pub const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
+pub const REPLY_TIMEOUT: Duration = HANG_GUARD;
 
 /// A server running in this process on 127.0.0.1 and a free port. Stops
 /// when dropped.
