@@ -5,7 +5,6 @@ mod common;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::Command;
-use std::time::Duration;
 
 use common::binary::{self, TempDir};
 
@@ -22,7 +21,7 @@ fn run(args: &[&str]) -> (i32, String, String) {
 
 fn talk(port: u16, send: &[u8], expect_len: usize) -> String {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.set_read_timeout(Some(common::HANG_GUARD)).unwrap();
     s.write_all(send).unwrap();
     let mut buf = vec![0; expect_len];
     s.read_exact(&mut buf).unwrap();

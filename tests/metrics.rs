@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use common::binary::{self, Bin, TempDir};
 use common::Client;
 
-/// How long a test waits for anything it expects.
-const PATIENCE: Duration = Duration::from_secs(30);
+/// How long a test waits for anything it expects (a hang guard).
+const PATIENCE: Duration = common::HANG_GUARD;
 
 /// A server with `--metrics` on a free loopback port, and that port's address.
 fn start(args: &[&str]) -> (Bin, SocketAddr) {
@@ -549,7 +549,7 @@ impl Prometheus {
 
     /// Asks `query` until `accept` likes its value.
     fn wait_for(&self, query: &str, accept: impl Fn(f64) -> bool) -> f64 {
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = Instant::now() + PATIENCE;
         loop {
             let value = self.query(query);
             if let Some(v) = value.filter(|&v| accept(v)) {

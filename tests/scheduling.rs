@@ -191,10 +191,9 @@ fn reserve_with_timeout_that_ends_before_the_margin_times_out_first() {
 
     assert_eq!(c.cmd("reserve-with-timeout 1"), "TIMED_OUT\r\n");
     assert_waited(reserved_at, secs(1));
-    let second_at = Instant::now();
     assert_eq!(c.cmd("reserve-with-timeout 5"), "DEADLINE_SOON\r\n");
+    // Before the 5 s timeout: its reply would have been TIMED_OUT.
     assert_waited(reserved_at, secs(2));
-    assert!(second_at.elapsed() < secs(5), "DEADLINE_SOON must come before the 5 s timeout");
     assert_eq!(job_stat(&mut c, 1, "state"), "reserved");
     assert_eq!(job_stat(&mut c, 1, "timeouts"), "0");
 }
@@ -238,7 +237,6 @@ fn reserve_with_timeout_gives_timed_out_when_the_time_is_up() {
     c.send("reserve-with-timeout 1\r\n");
     c.expect("TIMED_OUT\r\n");
     assert_waited(started, secs(1));
-    assert!(started.elapsed() < secs(5), "took {:?}", started.elapsed());
     let stats = c.stats();
     assert_eq!(stats["cmd-reserve-with-timeout"], "2");
     assert_eq!(stats["current-waiting"], "0");
