@@ -71,7 +71,7 @@ fn a_key_is_one_for_every_tube_and_a_blocked_worker_gets_the_job_a_slot_frees() 
     let waiter = thread::spawn(move || {
         let mut w = Client::connect(addr);
         assert_eq!(w.cmd("watch b"), "WATCHING 2\r\n");
-        w.cmd("reserve-with-timeout 10")
+        w.cmd(&common::reserve_guarded())
     });
     // The waiter blocks on the held-back job until the holder hangs up.
     let waiting = || c.yaml_map("stats-tube b").get("current-waiting").is_some_and(|n| n == "1");

@@ -499,8 +499,7 @@ fn a_delivery_racing_a_hang_up_loses_no_job() {
         drop(leaving);
         assert_eq!(producer.reply(), format!("INSERTED {round}\r\n"));
         let job = format!("RESERVED {round} 5\r\njob{:02}\r\n", round % 100);
-        let reserve = format!("reserve-with-timeout {}", common::HANG_GUARD.as_secs());
-        assert_eq!(other.cmd(&reserve), job);
+        assert_eq!(other.cmd(&common::reserve_guarded()), job);
         assert_eq!(other.cmd(&format!("delete {round}")), "DELETED\r\n");
         until_waiting(&mut observer, 0);
     }

@@ -131,7 +131,7 @@ fn a_group_s_end_serves_a_worker_blocked_in_another_tube() {
     let waiter = thread::spawn(move || {
         let mut w = Client::connect(addr);
         assert_eq!(w.cmd("watch gamma"), "WATCHING 2\r\n");
-        w.cmd("reserve-with-timeout 10")
+        w.cmd(&common::reserve_guarded())
     });
     let waiting = || c.yaml_map("stats-tube gamma").get("current-waiting").is_some_and(|n| n == "1");
     assert!(settle(common::HANG_GUARD, waiting));

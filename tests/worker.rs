@@ -323,7 +323,7 @@ fn release_with_delay_one_becomes_ready_a_second_later() {
     c.put_ok("x");
     c.cmd("reserve");
     assert_eq!(c.cmd("release 1 0 1"), "RELEASED\r\n");
-    assert_eq!(c.cmd("reserve-with-timeout 5"), "RESERVED 1 1\r\nx\r\n");
+    assert_eq!(c.cmd(&common::reserve_guarded()), "RESERVED 1 1\r\nx\r\n");
 }
 
 #[test]
@@ -566,7 +566,7 @@ fn quit_releases_reserved_jobs_at_once() {
     assert_eq!(worker.cmd("reserve"), "RESERVED 1 1\r\nx\r\n");
     worker.send("quit\r\n");
     worker.expect_closed();
-    assert_eq!(producer.cmd("reserve-with-timeout 5"), "RESERVED 1 1\r\nx\r\n");
+    assert_eq!(producer.cmd(&common::reserve_guarded()), "RESERVED 1 1\r\nx\r\n");
 }
 
 #[test]

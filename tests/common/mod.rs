@@ -27,6 +27,12 @@ pub const HANG_GUARD: Duration = Duration::from_secs(300);
 /// How long any single expected reply may take before a test fails.
 pub const REPLY_TIMEOUT: Duration = HANG_GUARD;
 
+/// A `reserve-with-timeout` for a job that must come (a delay or a TTR
+/// running out, a job let go): the server's own timeout is the hang guard.
+pub fn reserve_guarded() -> String {
+    format!("reserve-with-timeout {}", HANG_GUARD.as_secs())
+}
+
 /// A server running in this process on 127.0.0.1 and a free port. Stops
 /// when dropped.
 pub struct TestServer {
