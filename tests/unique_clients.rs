@@ -24,6 +24,7 @@ fn greenstalk_and_pystalk_see_no_difference_beside_keyed_jobs() {
     let mut child = Command::new("python3")
         .arg(&script)
         .arg(server.port().to_string())
+        .arg(common::HANG_GUARD.as_secs().to_string())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
