@@ -32,7 +32,7 @@ pub(crate) enum Listener {
 /// A UNIX socket file this server created, as it was when bound: at
 /// shutdown it is removed only if it is still that file, so that a second
 /// instance that has since bound the same path keeps its socket.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct SocketFile {
     path: PathBuf,
     device: u64,
@@ -53,7 +53,7 @@ impl SocketFile {
     }
 
     /// Removes the file if it is still the one we bound.
-    fn remove_if_ours(&self) {
+    pub(crate) fn remove_if_ours(&self) {
         if self.is_still_ours() {
             let _ = std::fs::remove_file(&self.path);
         }
@@ -126,6 +126,14 @@ impl Listener {
                 std::os::unix::fs::lchown(&file.path, Some(uid), Some(gid))
             }
             _ => Ok(()),
+        }
+    }
+
+    /// The UNIX socket file we created, if any.
+    pub(crate) fn socket_file(&self) -> Option<&SocketFile> {
+        match self {
+            Listener::Unix(_, file) => file.as_ref(),
+            Listener::Tcp(_) => None,
         }
     }
 

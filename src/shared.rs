@@ -17,6 +17,7 @@ use crate::engine::ClientId;
 use crate::engine_lock::{EngineGuard, EngineLock};
 use crate::hangup::HangupWatcher;
 use crate::host::ConnectionLimit;
+use crate::listen::SocketFile;
 use crate::stats::{BinlogStats, ProcessStats};
 use crate::stream::SharedConn;
 use crate::sys;
@@ -44,6 +45,11 @@ pub(crate) struct Shared {
     /// Set once start-up is over and the accept loop runs: until then a
     /// SIGTERM ends the process at once (see [`crate::signals`]).
     pub serving: AtomicBool,
+    /// The UNIX socket files this server created (the listener's, the
+    /// admin socket's), known here from before the signal thread starts:
+    /// whoever ends the process, a clean shutdown or a SIGTERM during
+    /// start-up, removes them.
+    pub socket_files: Vec<SocketFile>,
     /// Written to by `Handle::shutdown`; the accept loop polls it.
     pub accept_wake: AcceptWake,
     /// Open connections by client id.

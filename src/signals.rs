@@ -4,7 +4,9 @@
 //!
 //! The thread starts before the binlog is opened, so that nothing at
 //! start-up can outlast a SIGTERM: until the server serves, SIGTERM and
-//! SIGINT end the process at once.
+//! SIGINT end the process at once, removing the UNIX socket file it bound.
+//! A signal that comes between the bind and this thread's start waits,
+//! blocked, and is taken as soon as the thread starts.
 //!
 //! No code runs in signal-handler context. The signals are blocked in every
 //! thread, and one ordinary thread takes them with `sigwait` and calls the
@@ -44,7 +46,11 @@ impl Signals {
                         // Start-up (a long replay, a read that waits) has
                         // served nothing and holds nothing a crash would
                         // lose: the binlog is made to survive one. Waiting
-                        // for it to end could be waiting forever.
+                        // for it to end could be waiting forever. Only the
+                        // socket file, bound before this thread started,
+                        // would outlive it: the server knew it from the
+                        // bind, and it goes first.
+                        server.remove_socket_files();
                         std::process::exit(0);
                     }
                     server.shutdown();

@@ -17,7 +17,7 @@ fn block(server: &TestServer, c: &mut Client, line: &str) {
     let before = common::stat_u64(&mut observer, "current-waiting");
     c.send(format!("{line}\r\n"));
     let blocked = || common::stat_u64(&mut observer, "current-waiting") == before + 1;
-    assert!(common::settle(Duration::from_secs(10), blocked), "{line} never blocked");
+    assert!(common::settle(common::HANG_GUARD, blocked), "{line} never blocked");
 }
 
 #[test]

@@ -10,7 +10,6 @@ use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::time::Duration;
 
 use common::binary::{spawn, TempDir};
 
@@ -38,7 +37,7 @@ fn unix_exchange(s: &mut UnixStream, bytes: &str, expected: &str) {
 
 fn unix_client(path: &Path) -> UnixStream {
     let s = UnixStream::connect(path).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    s.set_read_timeout(Some(common::HANG_GUARD)).unwrap();
     s
 }
 

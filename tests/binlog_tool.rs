@@ -15,7 +15,6 @@ use std::fs;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 use common::beanstalkd::Beanstalkd;
 use common::binary::{self, Bin, TempDir};
@@ -288,7 +287,7 @@ fn export_piped_into_a_fresh_server_rebuilds_the_same_queue() {
     let mut pipe = fresh.client();
     pipe.stream.write_all(&stream).unwrap();
     let mut replies = String::new();
-    pipe.stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    pipe.stream.set_read_timeout(Some(common::HANG_GUARD)).unwrap();
     pipe.stream.read_to_string(&mut replies).unwrap();
     for line in replies.lines() {
         let ok = ["INSERTED ", "USING ", "RESERVED ", "BURIED", "b5", "b7"];
@@ -415,7 +414,6 @@ fn check_on_a_busy_live_directory_reports_no_damage_that_is_not_there() {
         let dir_arg = binary::arg(&dir.path);
         let server = binary::spawn(&["-b", dir_arg, "-s", file_size, "-F"]);
         let busy = Busy::start(|| server.client());
-        let started = std::time::Instant::now();
         for run in 0..100 {
             let (code, stdout, stderr) = tool(&["check", dir_arg]);
             let stdout = String::from_utf8(stdout).unwrap();
@@ -426,7 +424,6 @@ fn check_on_a_busy_live_directory_reports_no_damage_that_is_not_there() {
             );
         }
         busy.stop();
-        assert!(started.elapsed() < Duration::from_secs(60), "{:?} for 100 runs", started.elapsed());
 
         // A byte changed in a record written before `check` started stays
         // changed: a second reading finds it too, and it is reported.

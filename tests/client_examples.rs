@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use common::binary::{spawn, TempDir};
 
-const LIMIT: Duration = Duration::from_secs(60);
+const LIMIT: Duration = common::HANG_GUARD;
 
 /// The README's block after the marker line `<!-- client: ... (what) -->`,
 /// as written, in its fence of `lang`.

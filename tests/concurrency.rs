@@ -6,7 +6,6 @@
 mod common;
 
 use std::thread;
-use std::time::Duration;
 
 use common::binary::{spawn, TempDir};
 use common::{settle, Client};
@@ -72,11 +71,11 @@ fn a_key_is_one_for_every_tube_and_a_blocked_worker_gets_the_job_a_slot_frees() 
     let waiter = thread::spawn(move || {
         let mut w = Client::connect(addr);
         assert_eq!(w.cmd("watch b"), "WATCHING 2\r\n");
-        w.cmd("reserve-with-timeout 10")
+        w.cmd(&common::reserve_guarded())
     });
     // The waiter blocks on the held-back job until the holder hangs up.
     let waiting = || c.yaml_map("stats-tube b").get("current-waiting").is_some_and(|n| n == "1");
-    assert!(settle(Duration::from_secs(5), waiting));
+    assert!(settle(common::HANG_GUARD, waiting));
     drop(holder);
     assert_eq!(waiter.join().unwrap(), "RESERVED 2 6\r\nsecond\r\n");
 }

@@ -25,8 +25,8 @@ const DEFAULT_SEED: u64 = 0x0b5e_55ed_c0ff_ee01;
 const ROUNDS: usize = 8;
 const PRODUCERS: usize = 3;
 const WORKERS: usize = 2;
-/// No socket read may take longer than this.
-const IO_TIMEOUT: Duration = Duration::from_secs(10);
+/// No socket read may take longer than this (a hang guard).
+const IO_TIMEOUT: Duration = common::HANG_GUARD;
 
 fn seed() -> u64 {
     match std::env::var("CRASH_SEED") {

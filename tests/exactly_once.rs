@@ -35,7 +35,7 @@ const RUN_FOR: Duration = Duration::from_secs(3);
 /// not timed, so a loaded machine takes longer rather than fails...
 const ENOUGH_HOLDS: usize = 1000;
 /// ...within a deadline that only a hang passes.
-const DEADLINE: Duration = Duration::from_secs(180);
+const DEADLINE: Duration = common::HANG_GUARD;
 const PRODUCERS: u64 = 3;
 const WORKERS: u64 = 4;
 /// Delayed jobs in another tube, kicked at once mid-run.
@@ -224,7 +224,7 @@ fn slow_peeks_then_reserve(conn: &mut Conn, big: u64, ledger: &Shared) -> String
     let found = header.len() + 60_000 + 2;
     conn.send(format!("peek {big}\r\n").repeat(5) + "reserve-with-timeout 1\r\n");
     let mut chunk = [0; 2048];
-    conn.stream.set_timeout(Some(Duration::from_secs(10)));
+    conn.stream.set_timeout(Some(common::REPLY_TIMEOUT));
     while conn.buf.len() < 5 * found {
         match std::io::Read::read(&mut conn.stream, &mut chunk) {
             Ok(0) | Err(_) => break,
@@ -336,26 +336,31 @@ fn kicker(target: &Target, ledger: Shared, stop: Arc<AtomicBool>) -> thread::Joi
 }
 
 /// Every job still in tube `default` once nobody holds any: waits out the
-/// delays, kicks the buried, and reserves and deletes until none is left.
+/// delays (and a quitter's reservation, until the server has seen it hang
+/// up), kicks the buried, and reserves and deletes until none is left.
 fn drain(target: &Target) -> Vec<(u64, String)> {
     let mut conn = target.connect();
-    thread::sleep(Duration::from_millis(1100));
-    assert!(conn.cmd("kick 1000000").starts_with("KICKED "));
     let mut left = Vec::new();
+    let deadline = Instant::now() + common::HANG_GUARD;
     loop {
-        let reply = conn.cmd("reserve-with-timeout 0");
-        if reply == "TIMED_OUT\r\n" {
-            break;
+        assert!(conn.cmd("kick 1000000").starts_with("KICKED "));
+        loop {
+            let reply = conn.cmd("reserve-with-timeout 0");
+            if reply == "TIMED_OUT\r\n" {
+                break;
+            }
+            let id = id_of(&reply);
+            left.push((id, body_of(&reply)));
+            assert_eq!(conn.cmd(&format!("delete {id}")), "DELETED\r\n");
         }
-        let id = id_of(&reply);
-        left.push((id, body_of(&reply)));
-        assert_eq!(conn.cmd(&format!("delete {id}")), "DELETED\r\n");
+        let stats = common::parse_yaml_map(&conn.cmd("stats-tube default"));
+        let states = ["ready", "reserved", "delayed", "buried"];
+        let Some(state) = states.iter().find(|state| stats[&format!("current-jobs-{state}")] != "0") else {
+            return left;
+        };
+        assert!(Instant::now() < deadline, "{state} jobs left after the drain");
+        thread::sleep(Duration::from_millis(50));
     }
-    let stats = common::parse_yaml_map(&conn.cmd("stats-tube default"));
-    for state in ["ready", "reserved", "delayed", "buried"] {
-        assert_eq!(stats[&format!("current-jobs-{state}")], "0", "{state} jobs left after the drain");
-    }
-    left
 }
 
 fn run(unix: bool) {
@@ -400,7 +405,7 @@ fn run(unix: bool) {
     // Workers blocked in `reserve` stop when given a `stop` job.
     stop_working.store(true, Ordering::SeqCst);
     assert_eq!(setup.cmd("use default"), "USING default\r\n");
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + common::HANG_GUARD;
     while workers.iter().any(|w| !w.is_finished()) {
         assert!(Instant::now() < deadline, "a worker did not stop");
         let id = setup.put(60, b"stop");

@@ -7,24 +7,34 @@
 //! counted in /proc/self/task and /proc/self/fd. The tests take a lock so
 //! that they run one at a time and each sees only its own server.
 //!
-//! Latency bounds are deliberately generous (2 s): these tests look for a
-//! server that stalls, not for one that is slow on a busy CI machine.
+//! No test bounds a latency or a rate: a loaded machine may be slow. A
+//! stall shows instead as a flood that cannot end: each flood goes on
+//! until the well-behaved client has made its rounds beside it, and a
+//! client held up behind the flood would keep it going until the hang
+//! guard.
 mod common;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{baseline, fd_count, settle, stat_u64, thread_count, Client};
 
-/// The most a well-behaved client's round trip may take during a flood.
-const LATENCY_BOUND: Duration = Duration::from_secs(2);
 /// Waiting for connections, threads and fds to come back to baseline.
-const SETTLE_DEADLINE: Duration = Duration::from_secs(10);
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const SETTLE_DEADLINE: Duration = common::HANG_GUARD;
+const CONNECT_TIMEOUT: Duration = common::HANG_GUARD;
+/// The round trips the sentinel makes while a flood goes on.
+const ROUNDS_DURING: usize = 10;
+
+/// Waits until `rounds` reaches `count`: within the hang guard, or the
+/// sentinel was held up behind the flood.
+fn until_rounds(rounds: &AtomicUsize, count: usize) {
+    let reached = settle(common::HANG_GUARD, || rounds.load(Ordering::SeqCst) >= count);
+    assert!(reached, "the sentinel made only {} of {count} rounds: held up", rounds.load(Ordering::SeqCst));
+}
 
 // -------------------------------------------------------------------
 // Helpers
@@ -109,13 +119,19 @@ fn round(c: &mut Client, n: usize) -> Duration {
     t.elapsed()
 }
 
-/// Runs rounds on `c` until `stop`, 5 ms apart; returns the durations.
-fn background_rounds(mut c: Client, stop: Arc<AtomicBool>) -> thread::JoinHandle<(Client, Vec<Duration>)> {
+/// Runs rounds on `c` until `stop`, 5 ms apart, counting them in `rounds`;
+/// returns the durations.
+fn background_rounds(
+    mut c: Client,
+    stop: Arc<AtomicBool>,
+    rounds: Arc<AtomicUsize>,
+) -> thread::JoinHandle<(Client, Vec<Duration>)> {
     thread::spawn(move || {
         let mut samples = Vec::new();
-        let cap = Instant::now() + Duration::from_secs(60);
+        let cap = Instant::now() + common::HANG_GUARD;
         while !stop.load(Ordering::SeqCst) && Instant::now() < cap {
             samples.push(round(&mut c, samples.len()));
+            rounds.fetch_add(1, Ordering::SeqCst);
             thread::sleep(Duration::from_millis(5));
         }
         (c, samples)
@@ -131,10 +147,6 @@ fn summary(samples: &[Duration]) -> String {
     }
     let at = |q: f64| s[((s.len() - 1) as f64 * q) as usize];
     format!("n={}, median {:?}, p99 {:?}, max {:?}", s.len(), at(0.5), at(0.99), s[s.len() - 1])
-}
-
-fn max(samples: &[Duration]) -> Duration {
-    samples.iter().copied().max().unwrap_or_default()
 }
 
 fn connect(addr: SocketAddr) -> std::io::Result<TcpStream> {
@@ -158,15 +170,25 @@ fn connection_churn_does_not_starve_other_clients_or_leak() {
     let (threads_before, fds_before) = baseline();
 
     let stop = Arc::new(AtomicBool::new(false));
-    let rounds = background_rounds(s, Arc::clone(&stop));
+    let sentinel_rounds = Arc::new(AtomicUsize::new(0));
+    let rounds = background_rounds(s, Arc::clone(&stop), Arc::clone(&sentinel_rounds));
     let started = Instant::now();
+    // The churn stops after `wanted` connections, or early after 12 s; but
+    // not before 1000 connections, nor before the sentinel has made its
+    // rounds beside it (a sentinel held up keeps it going to the hang guard).
     let time_cap = started + Duration::from_secs(12);
+    let opened_by_all = Arc::new(AtomicUsize::new(0));
     let churners: Vec<_> = (0..2)
         .map(|w| {
+            let (sentinel_rounds, opened_by_all) = (Arc::clone(&sentinel_rounds), Arc::clone(&opened_by_all));
             thread::spawn(move || {
                 let (mut opened, mut failed) = (0usize, 0usize);
-                for i in 0..wanted / 2 {
-                    if Instant::now() >= time_cap {
+                for i in 0.. {
+                    let enough = opened_by_all.load(Ordering::SeqCst) >= 1000
+                        && sentinel_rounds.load(Ordering::SeqCst) >= ROUNDS_DURING;
+                    if (enough && (i >= wanted / 2 || Instant::now() >= time_cap))
+                        || started.elapsed() >= common::HANG_GUARD
+                    {
                         break;
                     }
                     let Ok(mut c) = connect(addr) else {
@@ -174,6 +196,7 @@ fn connection_churn_does_not_starve_other_clients_or_leak() {
                         continue;
                     };
                     opened += 1;
+                    opened_by_all.fetch_add(1, Ordering::SeqCst);
                     // Some say nothing; some leave a partial command or body
                     // behind; some send a command and never read the reply.
                     let partial: &[u8] = match (i + w) % 8 {
@@ -212,9 +235,9 @@ fn connection_churn_does_not_starve_other_clients_or_leak() {
     println!("churn: sentinel round trip before: {}", summary(&before));
     println!("churn: sentinel round trip during: {}", summary(&during));
     assert_eq!(failed, 0, "connects failed");
-    assert!(opened >= 1000, "only {opened} connections in the time allowed");
-    assert!(during.len() >= 10, "the sentinel made only {} rounds during the churn", during.len());
-    assert!(max(&during) < LATENCY_BOUND, "sentinel round trip up to {:?} during churn", max(&during));
+    assert!(opened >= 1000, "only {opened} connections before the hang guard");
+    let made = during.len();
+    assert!(made >= ROUNDS_DURING, "the sentinel made only {made} rounds during the churn: held up");
 
     // Every churned connection is accepted (some may still sit in the
     // listen queue when the churn ends), and every one is gone.
@@ -254,10 +277,12 @@ fn slow_clients_get_correct_replies_and_do_not_delay_others() {
     let (threads_before, fds_before) = baseline();
 
     let stop = Arc::new(AtomicBool::new(false));
-    let rounds = background_rounds(s, Arc::clone(&stop));
+    let sentinel_rounds = Arc::new(AtomicUsize::new(0));
+    let rounds = background_rounds(s, Arc::clone(&stop), Arc::clone(&sentinel_rounds));
     let slow: Vec<_> = (0..SLOW)
         .map(|k| {
             let mut c = server.connect();
+            let sentinel_rounds = Arc::clone(&sentinel_rounds);
             thread::spawn(move || {
                 let t = Instant::now();
                 let tube = format!("slow{k}");
@@ -273,7 +298,13 @@ fn slow_clients_get_correct_replies_and_do_not_delay_others() {
                     .unwrap_or_else(|| panic!("slow put: {reply:?}"));
                 dribble(&mut c, format!("peek {id}\r\n").as_bytes());
                 c.expect(format!("FOUND {id} {}\r\n{body}\r\n", body.len()));
-                dribble(&mut c, format!("delete {id}\r\n").as_bytes());
+                // The sentinel makes its rounds while every slow client
+                // holds a command half sent.
+                let delete = format!("delete {id}\r\n");
+                let (most, last) = delete.as_bytes().split_at(delete.len() - 1);
+                dribble(&mut c, most);
+                until_rounds(&sentinel_rounds, 2 * ROUNDS_DURING);
+                dribble(&mut c, last);
                 c.expect("DELETED\r\n");
                 t.elapsed()
             })
@@ -285,10 +316,7 @@ fn slow_clients_get_correct_replies_and_do_not_delay_others() {
     println!("slow: {SLOW} dribbling clients took {}", summary(&slow_times));
     println!("slow: sentinel round trip before: {}", summary(&before));
     println!("slow: sentinel round trip during: {}", summary(&during));
-    assert!(during.len() >= 20, "the sentinel made only {} rounds", during.len());
-    assert!(max(&during) < LATENCY_BOUND, "sentinel round trip up to {:?} beside slow clients", max(&during));
-    // About 60 bytes at 50 ms each: 3 s plus scheduling, never 3 times that.
-    assert!(max(&slow_times) < Duration::from_secs(9), "slow clients took {}", summary(&slow_times));
+    assert!(during.len() >= 2 * ROUNDS_DURING, "the sentinel made only {} rounds", during.len());
     settle_stat(&mut s, "current-connections", 1, "slow");
     round(&mut s, 0);
     assert_back_to_baseline("slow", threads_before, fds_before);
@@ -333,7 +361,6 @@ fn a_thousand_blocked_reserves_that_vanish_leave_no_waiter_behind() {
         })
         .collect();
     println!("waiters: control round trip with {n} waiting: {}", summary(&latency));
-    assert!(max(&latency) < LATENCY_BOUND);
 
     // All vanish at once.
     drop(waiters);
@@ -374,7 +401,7 @@ enum Fate {
 fn probe(stream: &mut TcpStream) -> Fate {
     // A refused connection may already be closed: the write may fail.
     let _ = stream.write_all(b"list-tube-used\r\n");
-    stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    stream.set_read_timeout(Some(common::REPLY_TIMEOUT)).unwrap();
     let mut got = Vec::new();
     let mut buf = [0; 64];
     loop {
@@ -430,7 +457,7 @@ fn the_connection_cap_holds_under_a_flood_and_existing_clients_are_unaffected() 
         let stop = Arc::clone(&stop);
         thread::spawn(move || {
             let (mut peak, mut samples, mut rounds) = (0, 0, Vec::new());
-            let cap = Instant::now() + Duration::from_secs(60);
+            let cap = Instant::now() + common::HANG_GUARD;
             while !stop.load(Ordering::SeqCst) && Instant::now() < cap {
                 peak = peak.max(stat_u64(&mut s, "current-connections"));
                 samples += 1;
@@ -457,7 +484,6 @@ fn the_connection_cap_holds_under_a_flood_and_existing_clients_are_unaffected() 
     assert_eq!(closed, flood - served);
     assert!(peak <= CAP as u64 && now <= CAP as u64, "current-connections went over the cap: {peak}, {now}");
     assert_eq!(now, CAP as u64);
-    assert!(max(&during) < LATENCY_BOUND, "sentinel round trip up to {:?}", max(&during));
     round(&mut s, 0);
 
     // Once they go, the places are free again: exactly CAP - 1 more fit.

@@ -35,16 +35,18 @@ const DEFAULT_SEED: u64 = 0x5eed_b0a7_f00d_cafe;
 const DEFAULT_ITERATIONS: usize = 500;
 /// Connections fuzzing at the same time.
 const FUZZERS: usize = 4;
-/// The fuzz phase stops after this even if sessions are left (slow CI).
+/// The fuzz phase stops after this even if sessions are left (slow CI),
+/// once the sentinel has made [`SENTINEL_ROUNDS`] beside it.
 const FUZZ_TIME_CAP: Duration = Duration::from_secs(12);
+/// The rounds the sentinel makes while the fuzzers run: the fuzz goes on
+/// until it has (a sentinel held up keeps it going to the hang guard).
+const SENTINEL_ROUNDS: usize = 20;
 /// A session stops generating input after this.
 const SESSION_TIME_CAP: Duration = Duration::from_secs(3);
-/// The sentinel's bound on one command's round trip.
-const SENTINEL_LIMIT: Duration = Duration::from_secs(5);
-/// After a half-close the server must close the connection within this.
-const CLOSE_DEADLINE: Duration = Duration::from_secs(10);
+/// After a half-close the server must close the connection (a hang guard).
+const CLOSE_DEADLINE: Duration = common::HANG_GUARD;
 /// Waiting for connections, threads and fds to come back to baseline.
-const SETTLE_DEADLINE: Duration = Duration::from_secs(10);
+const SETTLE_DEADLINE: Duration = common::HANG_GUARD;
 /// Tubes the fuzzers use; the sentinel's tube is not among them.
 const TUBES: &[&str] = &["default", "fz.a", "fz.b", "fz-c", "fz_(d)", "fz$e"];
 const SENTINEL_TUBE: &str = "sentinel.only;Q";
@@ -445,7 +447,7 @@ enum End {
 /// dump of the bytes sent) if the server misbehaved.
 fn session(addr: SocketAddr, seed: u64, index: usize) -> Result<(), String> {
     let mut rng = Rng::new(seed ^ (index as u64 + 1).wrapping_mul(0x2545_f491_4f6c_dd1d));
-    let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+    let stream = TcpStream::connect_timeout(&addr, common::HANG_GUARD)
         .map_err(|e| format!("session {index}: connect: {e}"))?;
     stream.set_nodelay(rng.percent(50)).unwrap();
     stream.set_write_timeout(Some(Duration::from_secs(1))).unwrap();
@@ -575,19 +577,15 @@ struct SentinelReport {
 }
 
 /// put / reserve / delete on a tube of its own until `stop`, checking every
-/// reply byte for byte.
-fn sentinel(mut c: common::Client, stop: Arc<AtomicBool>) -> SentinelReport {
+/// reply byte for byte, and counting its rounds in `rounds`. How long a
+/// reply takes is noted, never bounded: a loaded machine may be slow.
+fn sentinel(mut c: common::Client, stop: Arc<AtomicBool>, rounds: Arc<AtomicUsize>) -> SentinelReport {
     let mut report = SentinelReport::default();
     let timed = |c: &mut common::Client, bytes: &[u8], report: &mut SentinelReport| -> Vec<u8> {
         let t = Instant::now();
         c.send(bytes);
         let reply = c.reply_bytes();
         let took = t.elapsed();
-        assert!(
-            took < SENTINEL_LIMIT,
-            "sentinel: {:?} took {took:?}",
-            String::from_utf8_lossy(&bytes[..bytes.len().min(40)])
-        );
         report.max_reply = report.max_reply.max(took);
         report.total += took;
         report.replies += 1;
@@ -603,7 +601,7 @@ fn sentinel(mut c: common::Client, stop: Arc<AtomicBool>) -> SentinelReport {
     );
     assert_eq!(timed(&mut c, b"ignore default\r\n", &mut report), b"WATCHING 1\r\n");
     let mut last_id = 0;
-    let round_cap = Instant::now() + FUZZ_TIME_CAP + Duration::from_secs(30);
+    let round_cap = Instant::now() + common::HANG_GUARD;
     while !stop.load(Ordering::SeqCst) && Instant::now() < round_cap {
         let round = report.rounds;
         let mut data = format!("sentinel round {round} ").into_bytes();
@@ -655,6 +653,7 @@ fn sentinel(mut c: common::Client, stop: Arc<AtomicBool>) -> SentinelReport {
             assert_eq!(String::from_utf8_lossy(&reply), format!("OK {}\r\n{yaml}\r\n", yaml.len()));
         }
         report.rounds += 1;
+        rounds.store(report.rounds, Ordering::SeqCst);
         thread::sleep(Duration::from_millis(2));
     }
     report
@@ -688,10 +687,11 @@ fn fuzzed_input_never_disturbs_a_well_behaved_client_and_leaks_nothing() {
     let (threads_before, fds_before) = baseline();
 
     let stop_sentinel = Arc::new(AtomicBool::new(false));
+    let sentinel_rounds = Arc::new(AtomicUsize::new(0));
     let sentinel_thread = {
         let c = server.connect();
-        let stop = Arc::clone(&stop_sentinel);
-        thread::spawn(move || sentinel(c, stop))
+        let (stop, rounds) = (Arc::clone(&stop_sentinel), Arc::clone(&sentinel_rounds));
+        thread::spawn(move || sentinel(c, stop, rounds))
     };
 
     let next = Arc::new(AtomicUsize::new(0));
@@ -701,11 +701,14 @@ fn fuzzed_input_never_disturbs_a_well_behaved_client_and_leaks_nothing() {
         .map(|_| {
             let next = Arc::clone(&next);
             let peak = Arc::clone(&peak_threads);
+            let sentinel_rounds = Arc::clone(&sentinel_rounds);
             thread::spawn(move || -> Result<usize, String> {
                 let mut done = 0;
                 loop {
                     let index = next.fetch_add(1, Ordering::SeqCst);
-                    if index >= iterations || Instant::now() >= fuzz_deadline {
+                    let beside = sentinel_rounds.load(Ordering::SeqCst) >= SENTINEL_ROUNDS;
+                    let over = index >= iterations || Instant::now() >= fuzz_deadline;
+                    if (beside && over) || began.elapsed() >= common::HANG_GUARD {
                         return Ok(done);
                     }
                     session(addr, seed, index).map_err(|e| format!("FUZZ_SEED={seed:#x}: {e}"))?;
@@ -741,7 +744,11 @@ fn fuzzed_input_never_disturbs_a_well_behaved_client_and_leaks_nothing() {
     println!("fuzz: replies seen: {:?}", REPLIES.lock().unwrap());
     assert!(failures.is_empty(), "{failures:#?}");
     assert_eq!(REPLIES.lock().unwrap().get("INTERNAL_ERROR"), None, "FUZZ_SEED={seed:#x}");
-    assert!(report.rounds >= 20, "FUZZ_SEED={seed:#x}: the sentinel made only {} rounds", report.rounds);
+    let rounds = report.rounds;
+    assert!(
+        rounds >= SENTINEL_ROUNDS,
+        "FUZZ_SEED={seed:#x}: the sentinel made only {rounds} rounds: held up"
+    );
 
     // A fresh connection is served, stats parse, nothing is left over.
     let mut fresh = server.connect();

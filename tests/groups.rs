@@ -7,7 +7,6 @@
 mod common;
 
 use std::thread;
-use std::time::Duration;
 
 use common::binary::{binlog_tool as tool, spawn, TempDir};
 use common::{settle, Client};
@@ -115,7 +114,7 @@ fn a_delay_that_ends_while_the_group_has_a_member_holds_the_job() {
     assert_eq!(put(&mut c, 1, "aft:g", "late"), "INSERTED 2\r\n");
     assert_eq!(c.cmd("peek-delayed"), "FOUND 2 4\r\nlate\r\n");
     let held = || c.cmd("stats-group g") == group_yaml("g", [1, 0, 0, 0], 1);
-    assert!(settle(Duration::from_secs(5), held));
+    assert!(settle(common::HANG_GUARD, held));
     assert_eq!(c.cmd("reserve-job 2"), "NOT_FOUND\r\n");
     assert_eq!(c.cmd("list-jobs-delayed"), "OK 8\r\n---\n- 2\n\r\n");
 }
@@ -132,10 +131,10 @@ fn a_group_s_end_serves_a_worker_blocked_in_another_tube() {
     let waiter = thread::spawn(move || {
         let mut w = Client::connect(addr);
         assert_eq!(w.cmd("watch gamma"), "WATCHING 2\r\n");
-        w.cmd("reserve-with-timeout 10")
+        w.cmd(&common::reserve_guarded())
     });
     let waiting = || c.yaml_map("stats-tube gamma").get("current-waiting").is_some_and(|n| n == "1");
-    assert!(settle(Duration::from_secs(5), waiting));
+    assert!(settle(common::HANG_GUARD, waiting));
     assert_eq!(c.cmd("flush-tube alpha"), "FLUSHED 1\r\n");
     assert_eq!(waiter.join().unwrap(), "RESERVED 2 1\r\nz\r\n");
 }
@@ -292,7 +291,7 @@ fn thousands_of_held_jobs_are_let_go_a_piece_at_a_time_and_all_of_them() {
     assert_eq!(c.cmd("reserve-job 1"), "RESERVED 1 1\r\nm\r\n");
     assert_eq!(c.cmd("delete 1"), "DELETED\r\n");
     let all_ready = || c.yaml_map("stats-tube default")["current-jobs-ready"] == held.to_string();
-    assert!(settle(Duration::from_secs(5), all_ready));
+    assert!(settle(common::HANG_GUARD, all_ready));
     assert_eq!(c.cmd("stats-group g"), group_yaml("g", [0, 0, 0, 0], 0));
     assert_eq!(c.cmd("reserve-with-timeout 0"), "RESERVED 2 1\r\nz\r\n");
 }

@@ -872,7 +872,7 @@ fn max_job_memory_refuses_puts_with_out_of_memory_until_jobs_are_deleted() {
     quitter.send(format!("put 0 0 60 300\r\n{}", &body[..100]));
     assert_eq!(c.cmd("list-tube-used"), "USING default\r\n");
     drop(quitter);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + common::HANG_GUARD;
     loop {
         // Id 4 or 5, depending on whether the abandoned put was seen first.
         match c.put(0, 0, 60, &body).as_str() {

@@ -13,7 +13,7 @@ use std::os::unix::net::UnixStream;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::thread;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use common::binary::beanstalk;
 use common::Client;
@@ -72,7 +72,7 @@ fn start(journal: Journal, args: &[&str]) -> (Child, SocketAddr, Vec<String>, mp
 }
 
 fn next(rx: &mpsc::Receiver<String>) -> String {
-    rx.recv_timeout(Duration::from_secs(10)).expect("a line on stderr")
+    rx.recv_timeout(common::HANG_GUARD).expect("a line on stderr")
 }
 
 /// Connects, runs a command, hangs up: the server logs `accept` and

@@ -87,7 +87,7 @@ fn ask(stream: &mut (impl Read + Write), send: &[u8], len: usize) -> String {
 fn socket_activation_serves_on_an_inherited_tcp_socket() {
     let (mut child, port, stderr) = activated("tcp", &[]);
     let mut s = TcpStream::connect(("127.0.0.1", port.parse::<u16>().unwrap())).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.set_read_timeout(Some(common::HANG_GUARD)).unwrap();
     assert_eq!(ask(&mut s, b"list-tube-used\r\n", 15), "USING default\r\n");
     let _ = child.kill();
     let _ = child.wait();
@@ -103,7 +103,7 @@ fn socket_activation_serves_on_an_inherited_unix_socket() {
     let path = dir.join("sock");
     let (mut child, _, _stderr) = activated("unix", &[path.to_str().unwrap()]);
     let mut s = std::os::unix::net::UnixStream::connect(&path).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.set_read_timeout(Some(common::HANG_GUARD)).unwrap();
     assert_eq!(ask(&mut s, b"put 0 0 1 1\r\nx\r\n", 12), "INSERTED 1\r\n");
     let _ = child.kill();
     let _ = child.wait();
@@ -122,7 +122,7 @@ fn connections_past_the_cap_are_closed_and_existing_ones_keep_working() {
     assert_eq!(a.cmd("list-tube-used"), "USING a\r\n");
     drop(b);
     // Once a slot frees, new connections are served again.
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + common::HANG_GUARD;
     loop {
         let mut c = TcpStream::connect(server.addr).unwrap();
         c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
@@ -158,7 +158,7 @@ fn running_out_of_file_descriptors_is_logged_and_survived() {
     let log = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>());
     let connect = || {
         let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.set_read_timeout(Some(common::HANG_GUARD)).unwrap();
         s
     };
     let mut first = connect();
@@ -254,7 +254,7 @@ fn past_the_hosts_limit_connections_are_closed_cleanly_never_failing_accept() {
     assert_eq!(line, "max-connections 48 (RLIMIT_NOFILE 64 less 16 reserved)");
     let connect = || {
         let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.set_read_timeout(Some(common::HANG_GUARD)).unwrap();
         s
     };
     let mut served: Vec<TcpStream> = (0..48).map(|_| connect()).collect();
@@ -299,7 +299,7 @@ fn v_reports_replay_drain_and_shutdown() {
     let replay = stderr.lines().find(|l| l.contains(" replayed ")).unwrap_or_else(|| panic!("{stderr}"));
     assert!(replay.ends_with(": 1 ready job, 1 delayed job and 1 buried job"), "{replay}");
     server.signal("USR1");
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + common::HANG_GUARD;
     while !server.stderr().contains(": drain mode: ") {
         assert!(Instant::now() < deadline, "{}", server.stderr());
         std::thread::sleep(Duration::from_millis(10));

@@ -24,7 +24,7 @@ const SERVERS: usize = 3;
 const PRODUCERS: usize = 2;
 const PUTS_EACH: usize = 240;
 const WORKERS: usize = 3;
-const LIMIT: Duration = Duration::from_secs(60);
+const LIMIT: Duration = common::HANG_GUARD;
 
 /// Server `s` (0-based) is started with `--job-id-start s+1`, so it holds
 /// exactly the ids that leave `(s + 1) mod 3`.
@@ -62,7 +62,7 @@ fn start(dir: &TempDir, s: usize) -> Bin {
 fn connect(addr: SocketAddr) -> Option<TcpStream> {
     let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
     stream.set_nodelay(true).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    stream.set_read_timeout(Some(common::HANG_GUARD)).ok()?;
     Some(stream)
 }
 

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use common::binary::TempDir;
 
-const LIMIT: Duration = Duration::from_secs(150);
+const LIMIT: Duration = common::HANG_GUARD;
 /// The line before the README's block that this test runs.
 const MARKER: &str = "<!-- recipe: tests/recipe_pystalk.rs runs this block -->";
 

@@ -10,7 +10,6 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 use common::binary::{self, TempDir};
 use common::helper::Helper;
@@ -41,7 +40,7 @@ fn have(program: &str) -> bool {
 /// A stunnel in the foreground, listening on a free port that `config`
 /// is given; killed when dropped.
 fn stunnel(dir: &Path, name: &str, config: impl Fn(u16) -> String) -> Helper {
-    Helper::start(&format!("stunnel {name}"), Duration::from_secs(20), |port| {
+    Helper::start(&format!("stunnel {name}"), common::HANG_GUARD, |port| {
         let path = dir.join(format!("{name}.conf"));
         std::fs::write(&path, format!("foreground = yes\npid =\n{}", config(port))).unwrap();
         let mut command = Command::new("stunnel");
@@ -102,7 +101,7 @@ fn the_readmes_tls_recipe_carries_greenstalk_and_refuses_a_client_without_a_cert
     let bare_tunnel = stunnel(&dir.path, "bare", keyless);
     let bare_port = bare_tunnel.port;
     let mut s = TcpStream::connect(("127.0.0.1", bare_port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.set_read_timeout(Some(common::HANG_GUARD)).unwrap();
     let _ = s.write_all(b"list-tube-used\r\n");
     let mut reply = Vec::new();
     let _ = s.read_to_end(&mut reply);

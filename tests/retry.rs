@@ -7,8 +7,6 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::binary::{binlog_tool as tool, spawn, TempDir};
 use common::{settle, Client};
 
@@ -60,7 +58,7 @@ fn a_ttr_running_out_after_the_last_try_buries_the_job() {
     for timeouts in 1..=2 {
         assert_eq!(c.cmd("reserve"), "RESERVED 1 4\r\nslow\r\n");
         let timed_out = || stat_job(&mut Client::connect(s.addr), 1, "timeouts") == timeouts.to_string();
-        assert!(settle(Duration::from_secs(5), timed_out), "timeout {timeouts}");
+        assert!(settle(common::HANG_GUARD, timed_out), "timeout {timeouts}");
     }
     let mut other = s.client();
     assert_eq!(stat_job(&mut other, 1, "state"), "buried");
@@ -76,7 +74,7 @@ fn a_holder_hanging_up_after_the_last_try_buries_the_job() {
     let mut worker = s.client();
     assert_eq!(worker.cmd("reserve"), "RESERVED 1 5\r\ncrash\r\n");
     drop(worker);
-    assert!(settle(Duration::from_secs(5), || stat_job(&mut c, 1, "state") == "buried"));
+    assert!(settle(common::HANG_GUARD, || stat_job(&mut c, 1, "state") == "buried"));
 }
 
 #[test]
@@ -119,12 +117,12 @@ fn each_burial_by_the_limit_is_one_log_line_naming_the_limit() {
     assert_eq!(c.cmd("reserve"), "RESERVED 1 5\r\nfails\r\n");
     assert_eq!(c.cmd("release 1 0 0"), "RELEASED\r\n");
     assert_eq!(c.cmd("reserve"), "RESERVED 2 4\r\nslow\r\n");
-    assert!(settle(Duration::from_secs(5), || stat_job(&mut Client::connect(s.addr), 2, "state") == "buried"));
+    assert!(settle(common::HANG_GUARD, || stat_job(&mut Client::connect(s.addr), 2, "state") == "buried"));
     let mut worker = s.client();
     assert_eq!(worker.cmd("watch emails"), "WATCHING 2\r\n");
     assert_eq!(worker.cmd("reserve"), "RESERVED 3 5\r\ncrash\r\n");
     drop(worker);
-    assert!(settle(Duration::from_secs(5), || stat_job(&mut c, 3, "state") == "buried"));
+    assert!(settle(common::HANG_GUARD, || stat_job(&mut c, 3, "state") == "buried"));
     assert_eq!(c.cmd("reserve"), "RESERVED 4 3\r\nown\r\n");
     assert_eq!(c.cmd("bury 4 0"), "BURIED\r\n");
     let lines: Vec<String> = s
@@ -175,7 +173,7 @@ fn limits_survive_sigkill_restart_and_compaction() {
         assert_eq!(c.cmd(&format!("delete {id}")), "DELETED\r\n");
     }
     let first_gone = || !dir.path.join("beanstalk.1").exists();
-    assert!(settle(Duration::from_secs(5), first_gone), "compaction removed the first file");
+    assert!(settle(common::HANG_GUARD, first_gone), "compaction removed the first file");
     s.kill();
     let s = spawn(&args);
     let mut c = s.client();

@@ -7,6 +7,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::binary::{self, Bin, TempDir};
+use common::HANG_GUARD;
 
 fn start(extra: &[&str]) -> Bin {
     binary::spawn(extra)
@@ -14,7 +15,7 @@ fn start(extra: &[&str]) -> Bin {
 
 fn connect(port: u16) -> TcpStream {
     let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.set_read_timeout(Some(HANG_GUARD)).unwrap();
     s
 }
 
@@ -26,17 +27,19 @@ fn exchange(s: &mut TcpStream, send: &[u8], len: usize) -> String {
 }
 
 #[test]
-fn sigterm_exits_0_within_a_second_even_with_clients_connected() {
+fn sigterm_exits_0_with_clients_connected_and_answers_a_blocked_reserve() {
     let mut server = start(&[]);
     let mut idle = connect(server.port());
     let mut waiting = connect(server.port());
     assert_eq!(exchange(&mut idle, b"use t\r\n", 9), "USING t\r\n");
     waiting.write_all(b"reserve\r\n").unwrap();
-    std::thread::sleep(Duration::from_millis(100));
+    // The reserve is waiting before the signal comes, however slow the machine.
+    let mut observer = server.client();
+    assert!(common::settle(HANG_GUARD, || observer.stat("current-waiting") == "1"), "never waiting");
+    drop(observer);
     server.signal("TERM");
-    let (code, took) = server.wait_exit(Duration::from_secs(5));
-    assert_eq!(code, Some(0));
-    assert!(took < Duration::from_secs(1), "took {took:?}");
+    // No bound on how long the exit takes: a loaded machine may be slow.
+    assert_eq!(server.wait_exit(HANG_GUARD).0, Some(0));
     // The blocked reserve was answered before the connection closed.
     let mut rest = String::new();
     let _ = waiting.read_to_string(&mut rest);
@@ -47,7 +50,7 @@ fn sigterm_exits_0_within_a_second_even_with_clients_connected() {
 fn sigint_exits_0() {
     let mut server = start(&[]);
     server.signal("INT");
-    assert_eq!(server.wait_exit(Duration::from_secs(5)).0, Some(0));
+    assert_eq!(server.wait_exit(HANG_GUARD).0, Some(0));
 }
 
 #[test]
@@ -57,7 +60,7 @@ fn sigusr1_drains_puts_but_nothing_else() {
     assert_eq!(exchange(&mut c, b"put 0 0 1 1\r\na\r\n", 12), "INSERTED 1\r\n");
     server.signal("USR1");
     // The signal is handled on another thread: wait until it has taken effect.
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + HANG_GUARD;
     loop {
         let reply = exchange(&mut c, b"put 0 0 1 1\r\nb\r\n", 10);
         if reply == "DRAINING\r\n" {
@@ -85,21 +88,80 @@ fn sigterm_removes_the_unix_socket_it_created() {
     let dir = TempDir::new("signals-unix");
     let path = dir.path.join("sock");
     let mut server = start(&["-l", &format!("unix:{}", path.display())]);
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + HANG_GUARD;
     while !path.exists() {
         assert!(Instant::now() < deadline, "socket never appeared");
         std::thread::sleep(Duration::from_millis(10));
     }
     server.signal("TERM");
-    assert_eq!(server.wait_exit(Duration::from_secs(5)).0, Some(0));
+    assert_eq!(server.wait_exit(HANG_GUARD).0, Some(0));
     assert!(!path.exists(), "socket file left behind");
+}
+
+/// How many starts [`a_sigterm_the_moment_the_socket_file_appears_removes_it`]
+/// makes: the race it looks for was lost in about a third of plain starts,
+/// and in every start with a binlog to open.
+const RACED_STARTS: usize = 100;
+
+#[test]
+fn a_sigterm_the_moment_the_socket_file_appears_removes_it() {
+    // A SIGTERM that comes during start-up ends the process at once; the
+    // socket file bound a moment before must go with it. A watcher forked
+    // before the server starts spins on the path and signals the moment it
+    // appears: the shell's builtins only, so nothing slows it. Half the
+    // starts open a binlog, which widens the start-up the signal lands in.
+    let dir = TempDir::new("signals-unix-raced");
+    let watch_then_exec = r#"p=$1; shift
+( while [ ! -e "$p" ] && kill -0 $$ 2>/dev/null; do :; done; kill -TERM $$ 2>/dev/null ) &
+exec "$@""#;
+    let mut left_behind = Vec::new();
+    for start in 0..RACED_STARTS {
+        let path = dir.path.join(format!("sock{start}"));
+        let binlog = dir.path.join(format!("binlog{start}"));
+        std::fs::create_dir(&binlog).unwrap();
+        let mut command = std::process::Command::new("sh");
+        command.args(["-c", watch_then_exec, "sh", binary::arg(&path)]).arg(binary::binary_path());
+        command.args(["-l", &format!("unix:{}", path.display())]);
+        if start % 2 == 0 {
+            command.args(["-b", binary::arg(&binlog)]);
+        }
+        let mut server = command
+            .env_remove("JOURNAL_STREAM")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let code = wait_for_exit(&mut server);
+        assert_eq!(code, Some(0), "start {start}");
+        if path.exists() {
+            left_behind.push(start);
+        }
+    }
+    assert!(left_behind.is_empty(), "socket file left behind by starts {left_behind:?} of {RACED_STARTS}");
+}
+
+/// Waits for `child` to exit; its exit code. A hang guard of minutes.
+fn wait_for_exit(child: &mut std::process::Child) -> Option<i32> {
+    let deadline = Instant::now() + HANG_GUARD;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code();
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("still running after {HANG_GUARD:?}");
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
 }
 
 /// Starts the binary on a UNIX socket at `path` and checks it serves there.
 fn start_unix(path: &std::path::Path) -> Bin {
     let server = start(&["-l", &format!("unix:{}", path.display())]);
     let mut c = std::os::unix::net::UnixStream::connect(path).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.set_read_timeout(Some(HANG_GUARD)).unwrap();
     c.write_all(b"list-tube-used\r\n").unwrap();
     let mut reply = [0; 15];
     c.read_exact(&mut reply).unwrap();
@@ -115,7 +177,7 @@ fn sigterm_exits_0_after_the_unix_socket_file_was_removed() {
     // A tmp cleaner passes by.
     std::fs::remove_file(&path).unwrap();
     server.signal("TERM");
-    assert_eq!(server.wait_exit(Duration::from_secs(5)).0, Some(0));
+    assert_eq!(server.wait_exit(HANG_GUARD).0, Some(0));
 }
 
 #[test]
@@ -131,7 +193,7 @@ fn sigterm_exits_0_and_leaves_alone_a_socket_file_that_replaced_its_own() {
     let second = UnixListener::bind(&path).unwrap();
     let second_inode = std::fs::metadata(&path).unwrap().ino();
     server.signal("TERM");
-    assert_eq!(server.wait_exit(Duration::from_secs(5)).0, Some(0));
+    assert_eq!(server.wait_exit(HANG_GUARD).0, Some(0));
     assert_eq!(std::fs::metadata(&path).map(|m| m.ino()).ok(), Some(second_inode), "replacement removed");
     UnixStream::connect(&path).expect("the second instance is still reachable");
     drop(second);

@@ -647,7 +647,7 @@ fn job_timeouts_counts_ttr_expiries() {
     assert_eq!(c.cmd("reserve"), "RESERVED 1 1\r\nx\r\n");
     // The other worker gets the job when its 1 s TTR runs out.
     let mut other = server.connect();
-    assert_eq!(other.cmd("reserve-with-timeout 5"), "RESERVED 1 1\r\nx\r\n");
+    assert_eq!(other.cmd(&common::reserve_guarded()), "RESERVED 1 1\r\nx\r\n");
     assert_eq!(c.stat("job-timeouts"), "1");
     let job = c.yaml_map("stats-job 1");
     assert_eq!((job["reserves"].as_str(), job["timeouts"].as_str()), ("2", "1"));
@@ -697,7 +697,7 @@ fn stats_job_age_counts_from_the_put_line_not_the_end_of_the_body() {
     // await a second of the body's absence by a reserve on another
     // connection that times out.
     let mut clock = server.connect();
-    assert!(common::settle(Duration::from_secs(60), || clock.stat("current-producers") == "1"));
+    assert!(common::settle(common::HANG_GUARD, || clock.stat("current-producers") == "1"));
     assert_eq!(clock.cmd("reserve-with-timeout 1"), "TIMED_OUT\r\n");
     assert_eq!(c.cmd("x"), "INSERTED 1\r\n");
     // 1 at once after the body; more only if this machine stalled the
@@ -875,13 +875,17 @@ fn stats_tube_pause_goes_back_to_0_when_the_pause_ends() {
     let mut c = server.connect();
     assert_eq!(c.cmd("use t"), "USING t\r\n");
     c.put_ok("x");
+    let pausing = Instant::now();
     assert_eq!(c.cmd("pause-tube t 1"), "PAUSED\r\n");
     let t = c.yaml_map("stats-tube t");
-    assert_eq!((t["pause"].as_str(), t["pause-time-left"].as_str()), ("1", "0"));
+    // Paused still, unless a loaded machine took the second to ask.
+    if pausing.elapsed() < Duration::from_secs(1) {
+        assert_eq!((t["pause"].as_str(), t["pause-time-left"].as_str()), ("1", "0"));
+    }
     let mut w = server.connect();
     assert_eq!(w.cmd("watch t"), "WATCHING 2\r\n");
     // Served when the pause ends.
-    assert_eq!(w.cmd("reserve-with-timeout 5"), "RESERVED 1 1\r\nx\r\n");
+    assert_eq!(w.cmd(&common::reserve_guarded()), "RESERVED 1 1\r\nx\r\n");
     let t = c.yaml_map("stats-tube t");
     assert_eq!((t["pause"].as_str(), t["pause-time-left"].as_str()), ("0", "0"));
 }

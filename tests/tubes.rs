@@ -394,14 +394,13 @@ fn blocked_waiters_on_one_tube_are_served_in_arrival_order() {
 /// Polls `list-tubes` until it shows `count` tubes (a closed connection's
 /// references are dropped just after its EOF), and returns the reply.
 fn await_tube_count(c: &mut Client, count: usize) -> String {
-    for _ in 0..500 {
-        let list = tubes(c);
-        if list.matches("\n- ").count() == count {
-            return list;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    panic!("never {count} tubes: {:?}", tubes(c));
+    let mut list = String::new();
+    let reached = common::settle(common::HANG_GUARD, || {
+        list = tubes(c);
+        list.matches("\n- ").count() == count
+    });
+    assert!(reached, "never {count} tubes: {list:?}");
+    list
 }
 
 #[test]

@@ -7,7 +7,6 @@
 mod common;
 
 use std::thread;
-use std::time::Duration;
 
 use common::binary::{binlog_tool as tool_status, spawn, Bin, TempDir};
 use common::{settle, Client};
@@ -124,7 +123,7 @@ fn a_cooldown_answers_deleted_until_it_ends() {
     // The cooldown ends by the timer; a put after it makes a new job. Each
     // earlier try stores nothing, so the first new job is job 2.
     let mut last = String::new();
-    let fresh = settle(Duration::from_secs(10), || {
+    let fresh = settle(common::HANG_GUARD, || {
         last = put(&mut c, 0, 0, "idp:k:1", "a");
         last != "INSERTED 1 DELETED\r\n"
     });
@@ -193,10 +192,7 @@ fn keys_and_cooldowns_survive_sigkill_restart_and_compaction() {
     }
     // A file let go leaves the disk after the next fsync (`-f`).
     let first_gone = || !dir.path.join("beanstalk.1").exists();
-    assert!(
-        common::settle(std::time::Duration::from_secs(5), first_gone),
-        "compaction removed the first file"
-    );
+    assert!(common::settle(common::HANG_GUARD, first_gone), "compaction removed the first file");
     s.kill();
     for _ in 0..2 {
         let s = server(&args);
@@ -221,7 +217,7 @@ fn a_cooldown_that_ended_while_stopped_ends_at_start() {
     let s = server(&args);
     let mut c = s.client();
     let mut last = String::new();
-    let fresh = settle(Duration::from_secs(10), || {
+    let fresh = settle(common::HANG_GUARD, || {
         last = put(&mut c, 0, 0, "idp:k:1", "a");
         last != "INSERTED 1 DELETED\r\n"
     });

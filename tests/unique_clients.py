@@ -1,6 +1,7 @@
 """Clients that never send a key (greenstalk, pystalk) beside keyed jobs.
 
-Run by tests/unique_clients.rs with the port of a fresh server. A raw
+Run by tests/unique_clients.rs with the port of a fresh server and the
+tests' hang guard in seconds (how long a reply may take). A raw
 socket puts jobs with tuber's `idp:` keys into tube `keyed`; greenstalk and
 pystalk then work the same server as they would any beanstalkd, and see
 the keyed job as the plain job it is. Any difference in a reply they parse
@@ -12,9 +13,9 @@ import sys
 import greenstalk
 from pystalk import BeanstalkClient
 
-port = int(sys.argv[1])
+port, hang_guard = int(sys.argv[1]), int(sys.argv[2])
 
-raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+raw = socket.create_connection(("127.0.0.1", port), timeout=hang_guard)
 replies = raw.makefile("rb")
 
 

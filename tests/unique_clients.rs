@@ -24,15 +24,16 @@ fn greenstalk_and_pystalk_see_no_difference_beside_keyed_jobs() {
     let mut child = Command::new("python3")
         .arg(&script)
         .arg(server.port().to_string())
+        .arg(common::HANG_GUARD.as_secs().to_string())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("python3 runs");
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + common::HANG_GUARD;
     while child.try_wait().expect("wait").is_none() {
         if Instant::now() > deadline {
             let _ = child.kill();
-            panic!("the script ran past 60 s");
+            panic!("the script ran past {:?}", common::HANG_GUARD);
         }
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -90,8 +90,10 @@ fn weighted_fair_draws_less_often_from_a_tube_whose_jobs_take_longer() {
     let server = common::start();
     let mut producer = server.connect();
     let mut worker = server.connect();
-    // Ten jobs of each tube worked: `slow`'s for 60 ms each, `fast`'s not at all.
-    for (tube, held) in [("slow", Duration::from_millis(60)), ("fast", Duration::ZERO)] {
+    // Ten jobs of each tube worked: `slow`'s for 200 ms each, `fast`'s not
+    // at all. A loaded machine stretches every round trip, the fast
+    // tube's too: 200 ms keeps the slow tube's far the longer.
+    for (tube, held) in [("slow", Duration::from_millis(200)), ("fast", Duration::ZERO)] {
         fill(&mut producer, tube, tube, 10);
         assert_eq!(
             worker.cmd(&format!("watch {tube}")),
@@ -108,6 +110,6 @@ fn weighted_fair_draws_less_often_from_a_tube_whose_jobs_take_longer() {
     fill(&mut producer, "fast", "f", 100);
     assert_eq!(worker.cmd("reserve-mode weighted-fair"), "USING weighted-fair\r\n");
     let [slow, fast] = reserve_counting(&mut worker, 60, ["s", "f"]);
-    // Equal weights: 1/0.06 s against 1/0.01 s (the floor), about 1 in 7.
+    // Equal weights: 1/0.2 s against 1/0.01 s (the floor), about 1 in 21.
     assert!(fast > 2 * slow, "slow {slow}, fast {fast}");
 }

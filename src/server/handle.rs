@@ -29,6 +29,14 @@ impl Handle {
         let _ = (&self.shared.accept_wake.writer).write_all(&[1]);
     }
 
+    /// Removes the UNIX socket files the server created, those still
+    /// there and still its own: at the end of a shutdown, or when a
+    /// SIGTERM ends start-up (which may be before the server has a thread
+    /// that could do it).
+    pub fn remove_socket_files(&self) {
+        self.shared.socket_files.iter().for_each(|file| file.remove_if_ours());
+    }
+
     /// Whether start-up is over and the server accepts connections.
     pub fn is_serving(&self) -> bool {
         self.shared.serving.load(Ordering::SeqCst)

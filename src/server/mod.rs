@@ -96,6 +96,8 @@ impl Server {
         engine.set_metering(config.metrics.is_some());
         let metrics = config.metrics.as_deref().map(crate::metrics::bind).transpose()?;
         let admin = config.admin_socket.as_deref().map(accepting::bind_admin).transpose()?.map(Arc::new);
+        let socket_files =
+            [Some(&listener), admin.as_deref()].into_iter().flatten().filter_map(Listener::socket_file);
         let shared = Arc::new(Shared {
             engine: EngineLock::new(engine),
             clock: Clock::start(),
@@ -106,6 +108,7 @@ impl Server {
             process: ProcessInfo::new(),
             stopping: AtomicBool::new(false),
             serving: AtomicBool::new(false),
+            socket_files: socket_files.cloned().collect(),
             accept_wake: AcceptWake { reader, writer },
             connections: Mutex::new(HashMap::new()),
             all_closed: Condvar::new(),
@@ -143,8 +146,7 @@ impl Server {
     /// Removes the UNIX socket file this server created, if it is still
     /// there: for a start-up that fails after binding.
     pub fn remove_socket_file(&self) {
-        self.listener.remove_socket_file();
-        self.admin.iter().for_each(|admin| admin.remove_socket_file());
+        self.handle().remove_socket_files();
     }
 
     /// Hands the UNIX socket file this server created to `uid` and `gid`,
@@ -165,7 +167,8 @@ impl Server {
     /// connection, waits (briefly) for their threads, and returns. A
     /// start-up error (the binlog, a helper thread) is returned at once.
     pub fn run(self) -> io::Result<()> {
-        let helpers = self.start()?;
+        // A failed start-up leaves no socket file behind.
+        let helpers = self.start().inspect_err(|_| self.remove_socket_file())?;
         self.serve(helpers);
         Ok(())
     }
@@ -185,6 +188,7 @@ impl Server {
                     self.serve(helpers);
                 }
                 Err(e) => {
+                    self.remove_socket_file();
                     let _ = started_tx.send(Err(e));
                 }
             })?;

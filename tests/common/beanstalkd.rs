@@ -4,7 +4,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
 
 use super::helper::Helper;
 use super::Client;
@@ -36,7 +35,7 @@ impl Beanstalkd {
     /// Starts `exe` with `args` after `-l 127.0.0.1 -p PORT`, and waits
     /// until it accepts connections.
     pub fn start(exe: &Path, args: &[&str]) -> Beanstalkd {
-        let helper = Helper::start("beanstalkd", Duration::from_secs(10), |port| {
+        let helper = Helper::start("beanstalkd", super::HANG_GUARD, |port| {
             let mut command = Command::new(exe);
             command.args(["-l", "127.0.0.1", "-p", &port.to_string()]).args(args);
             command

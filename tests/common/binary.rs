@@ -14,8 +14,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::Client;
 
-/// How long a server may take to start, or to exit when it should.
-pub const START_LIMIT: Duration = Duration::from_secs(10);
+/// How long a server may take to start, or to exit when it should: a
+/// hang guard only (see [`super::HANG_GUARD`]).
+pub const START_LIMIT: Duration = super::HANG_GUARD;
 
 /// A directory of its own under the temporary directory, removed on drop.
 pub struct TempDir {

@@ -115,7 +115,7 @@ impl Conn {
     }
 
     pub fn reply(&mut self) -> String {
-        self.reply_within(Duration::from_secs(10)).expect("a reply within 10 s")
+        self.reply_within(super::REPLY_TIMEOUT).expect("a reply before the hang guard")
     }
 
     pub fn cmd(&mut self, line: &str) -> String {
