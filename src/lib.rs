@@ -191,8 +191,9 @@
 //!    one-job commands, `tests/batch.rs` for those on many); the command
 //!    in `tests/model.rs`'s random histories, beside the naive model in
 //!    `tests/model/`; and in the engine, its cases in the one list of
-//!    cases, `engine/cases.rs` (a starting world it needs goes in
-//!    `engine/case_worlds.rs`): each case is the command's name, its
+//!    cases, `engine/cases.rs` (kept in two files: more states and
+//!    refusals in `engine/cases_more.rs`; a starting world it needs goes
+//!    in `engine/case_worlds.rs`): each case is the command's name, its
 //!    world, its step, the reply it reaches, `.logged()` for a logged
 //!    command and `.bounded(run)` for the promise `bounded`. Every engine
 //!    test reads that list: the allocation sweep (`engine/sweep.rs`)

@@ -56,21 +56,15 @@
 //! even across restarts, and they give the order of the buried list after
 //! a restart. A `length` of
 //! zero marks the end of the data, which is how the preallocated zero tail of
-//! a file reads. The format version is 6 ([`VERSION`]); it is bumped for any record an older build
-//! cannot read; a reader refuses versions it does not know rather than
-//! guess, in one line, before it changes anything. Version 1 had no
-//! `Imported` record; version 2 added kind 6 and state 4 (the build of
-//! unique keys wrote them as version 2: the builds before it took such a
-//! file for corrupt); version 3 added kind 7; version 4 kind 8, written
-//! only for a job with a retry limit or a concurrency key; version 5 its
-//! groups (bits 8 and 16); version 6 a group's run (bit 32) and held jobs
-//! as delayed. Each is read as it is, but for one thing: before version 6
-//! a held job was written as ready, so a ready record of a job with an
-//! after-group in an older file is read as a held one's (`replay.rs`),
-//! and a group of members without a run holds every job that waits for
-//! it, as those builds did.
-//! `beanstalk-binlog downgrade` writes a version 2 directory that every
-//! build since version 2 reads.
+//! a file reads. The format version is 6 ([`VERSION`]), bumped for any
+//! record an older build cannot read; a reader refuses a version it does
+//! not know, in one line, before it changes anything. Each version added:
+//! 2 kind 6 and state 4, 3 kind 7, 4 kind 8, 5 its groups (bits 8 and 16),
+//! 6 a group's run (bit 32) and held jobs written as delayed. Each is read
+//! as written, but before version 6 a held job was written as ready, so
+//! such a record (and a group with no run) reads as those builds meant it
+//! (`replay.rs`). `beanstalk-binlog downgrade` writes a version 2
+//! directory that every build since version 2 reads.
 
 pub use super::crc32c::crc32c;
 use super::kind;

@@ -23,6 +23,7 @@ use std::io::Write as _;
 
 use super::bounded::{self, Run};
 use super::case_worlds::*;
+use super::cases_more::MORE;
 use super::sweep_world::*;
 use super::*;
 use crate::protocol::ReserveMode;
@@ -54,34 +55,50 @@ pub(super) struct Case {
 }
 
 /// A case that does not write the log and proves no promise.
-const fn case(name: &'static str, world: Setup, reaches: &'static str, step: Step) -> Case {
+pub(super) const fn case(name: &'static str, world: Setup, reaches: &'static str, step: Step) -> Case {
     Case { name, world, step, reaches, logged: false, bounded: None }
 }
 
 impl Case {
     /// The case writes the log.
-    const fn logged(self) -> Case {
+    pub(super) const fn logged(self) -> Case {
         Case { logged: true, ..self }
     }
 
     /// The case's command promises `bounded`, proved by `run`.
-    const fn bounded(self, run: Run) -> Case {
+    pub(super) const fn bounded(self, run: Run) -> Case {
         Case { bounded: Some(run), ..self }
     }
 }
 
 /// A job id no world holds.
-const NO_JOB: JobId = 999;
+pub(super) const NO_JOB: JobId = 999;
 
 /// `reply`, if the command answered at once, into `out`.
-fn answer(reply: Option<Reply<'_>>, out: &mut Vec<u8>) {
+pub(super) fn answer(reply: Option<Reply<'_>>, out: &mut Vec<u8>) {
     if let Some(reply) = reply {
         reply.encode(out);
     }
 }
 
-/// Every case of the engine's tests.
-pub(super) const CASES: &[Case] = &[
+/// Every case of the engine's tests: each command's cases here, and
+/// those of more states and refusals in `cases_more.rs`.
+pub(super) const CASES: &[Case] = &join::<{ FIRST.len() + MORE.len() }>(FIRST, MORE);
+
+/// `a` then `b`, as one array: the list is kept in two files.
+const fn join<const N: usize>(a: &[Case], b: &[Case]) -> [Case; N] {
+    let mut all = [a[0]; N];
+    let mut i = 0;
+    while i < N {
+        all[i] = if i < a.len() { a[i] } else { b[i - a.len()] };
+        i += 1;
+    }
+    all
+}
+
+/// Each command's cases: its normal reply, and the states it was first
+/// written against.
+const FIRST: &[Case] = &[
     case("put", plain, "INSERTED 7", |w, out| put_step(w, out, 0)).logged(),
     case("put with a delay", plain, "INSERTED 7", |w, out| put_step(w, out, 10)).logged(),
     case("put to a blocked worker", producer_for_waiter, "INSERTED 7", |w, out| put_step(w, out, 0)),
@@ -333,207 +350,4 @@ pub(super) const CASES: &[Case] = &[
         let ids = [w.keyed, w.ready];
         w.e.delete_batch(w.producer, &mut ids.into_iter(), T0).encode(out)
     }),
-    case(
-        "move-job of a keyed job to a tube with its key: KEY_TAKEN",
-        key_taken_elsewhere,
-        "KEY_TAKEN",
-        |w, out| w.e.move_job(w.keyed, &name("other"), T0).encode(out),
-    ),
-    case(
-        "put with a key that names a delayed job: the ratchet",
-        keyed_jobs_not_ready,
-        "INSERTED 7 DELAYED 1",
-        |w, out| put_keyed_step(w, out, 1, 0, key("d", 0)),
-    ),
-    case("put with a key that names a buried job", keyed_jobs_not_ready, "INSERTED 8 BURIED", |w, out| {
-        put_keyed_step(w, out, 9, 0, key("b", 0))
-    }),
-    case(
-        "put with a key that names a reserved job",
-        keyed_jobs_not_ready,
-        "INSERTED 9 RESERVED",
-        |w, out| put_keyed_step(w, out, 9, 0, key("r", 0)),
-    ),
-    case(
-        "reserve-batch",
-        many,
-        "RESERVED_BATCH 2\r\nRESERVED 3 5\r\nready\r\nRESERVED 5 5\r\n",
-        reserve_batch_step,
-    )
-    .bounded(bounded::reserve_batch),
-    case("kick-job of a buried job", plain, "KICKED", |w, out| w.e.kick_job(w.buried, T0).encode(out))
-        .logged(),
-    case("move-job of a delayed job", plain, "MOVED", |w, out| {
-        w.e.move_job(w.delayed, &name("fresh"), T0).encode(out)
-    }),
-    case("reserve answered DEADLINE_SOON at once", nothing_ready, "DEADLINE_SOON", |w, out| {
-        if let Some(reply) = w.e.reserve(w.worker, None, Time::from_secs(59), out) {
-            reply.encode(out);
-        }
-    }),
-    case("reserve-with-abort answered ABORTED at once", plain, "ABORTED", |w, out| {
-        if let Some(reply) = w.e.reserve_with_abort(w.waiter, None, true, T0, out) {
-            reply.encode(out);
-        }
-    }),
-    case("bytes end a blocked reserve-with-abort", typist_blocked, "", |w, _| {
-        w.e.client_stirred(w.waiter, false)
-    }),
-    case("a hang-up ends a blocked reserve", waiter_blocked, "", |w, _| w.e.client_stirred(w.waiter, true)),
-    case("a put meets a reserve-with-abort whose bytes arrived", typist_blocked, "INSERTED 7", |w, out| {
-        put_step(w, out, 0)
-    }),
-    case("a hand-off lapses before its reply is sent", handoff_uncollected, "", |w, _| {
-        w.now = Time::from_secs(61);
-        w.e.catch_up(w.now)
-    }),
-    case("a hand-off lapses before its thread collects it", job_handed_over, "", |w, _| {
-        w.now = Time::from_secs(61);
-        w.e.catch_up(w.now)
-    }),
-    case("a hand-off lapses after its reply was sent", handoff_sent, "", |w, _| {
-        w.now = Time::from_secs(61);
-        w.e.catch_up(w.now)
-    }),
-    case(
-        "flush-tube of a hand-off whose reply is not sent",
-        handoff_uncollected,
-        "FLUSHED 1",
-        flush_quiet_step,
-    )
-    .logged(),
-    case("the timer ends a pause", jobs_paused, "Some(", |w, out| tick_step(w, out, 11)),
-    case("bodies move to new blocks", plain, "", |w, _| {
-        w.e.move_bodies(0, usize::MAX, &|_| true);
-    }),
-    case("put in drain mode", plain, "DRAINING", |w, out| {
-        w.e.start_draining();
-        put_step(w, out, 0)
-    }),
-    case("the wakers of ended reserves are taken", handoff_uncollected, "1", |w, out| {
-        let mut into: [Option<Arc<dyn Waker>>; 1] = [None];
-        let _ = std::io::Write::write_fmt(out, format_args!("{}", w.e.take_woken(&mut into)));
-    }),
-    case("reserve-with-timeout 5, a job ready", plain, "RESERVED 3 5", |w, out| {
-        answer(w.e.reserve(w.worker, Some(5), T0, out), out)
-    }),
-    case("reserve-with-timeout 5, DEADLINE_SOON", nothing_ready, "DEADLINE_SOON", |w, out| {
-        answer(w.e.reserve(w.worker, Some(5), Time::from_secs(59), out), out)
-    }),
-    case("reserve-with-abort, a job ready", plain, "RESERVED 3 5", |w, out| {
-        answer(w.e.reserve_with_abort(w.worker, None, false, T0, out), out)
-    }),
-    case("reserve-with-abort, DEADLINE_SOON", nothing_ready, "DEADLINE_SOON", |w, out| {
-        answer(w.e.reserve_with_abort(w.worker, None, false, Time::from_secs(59), out), out)
-    }),
-    case("reserve-with-abort with a timeout of 0, none ready", plain, "TIMED_OUT", |w, out| {
-        answer(w.e.reserve_with_abort(w.waiter, Some(0), false, T0, out), out)
-    }),
-    case("reserve-job of no job", plain, "NOT_FOUND", |w, out| {
-        w.e.reserve_job(w.waiter, NO_JOB, T0, out).encode(out)
-    }),
-    case("delete of no job", plain, "NOT_FOUND", |w, out| w.e.delete(w.producer, NO_JOB, T0).encode(out)),
-    case("release of a job another holds", plain, "NOT_FOUND", |w, out| {
-        w.e.release(w.waiter, w.reserved, 1, 0, T0).encode(out)
-    }),
-    case("bury of a job not reserved", plain, "NOT_FOUND", |w, out| {
-        w.e.bury(w.worker, w.ready, 1, T0).encode(out)
-    }),
-    case("touch of a job not reserved", plain, "NOT_FOUND", |w, out| {
-        w.e.touch(w.worker, w.ready, T0).encode(out)
-    }),
-    case("ignore of the last tube watched", plain, "NOT_IGNORED", |w, out| {
-        w.e.ignore(w.waiter, &name("quiet")).encode(out)
-    }),
-    case("peek of no job", plain, "NOT_FOUND", |w, out| w.e.peek(NO_JOB).encode(out)),
-    case("peek-ready of an empty tube", plain, "NOT_FOUND", |w, out| w.e.peek_ready(w.waiter).encode(out)),
-    case("peek-reserved of a tube with none reserved", plain, "NOT_FOUND", |w, out| {
-        w.e.peek_reserved(w.waiter).encode(out)
-    }),
-    case("peek-delayed of an empty tube", plain, "NOT_FOUND", |w, out| {
-        w.e.peek_delayed(w.waiter).encode(out)
-    }),
-    case("reserve-job of a job held back by its key", a_key_at_its_limit, "NOT_FOUND", |w, out| {
-        let held = w.reserved + 1;
-        w.e.reserve_job(w.waiter, held, T0, out).encode(out)
-    }),
-    case("list-jobs-ready after a job not ready", plain, "NOT_FOUND", |w, out| {
-        list_step(w, out, State::Ready, Some(w.buried))
-    }),
-    case("list-jobs-delayed after no job", plain, "NOT_FOUND", |w, out| {
-        list_step(w, out, State::Delayed, Some(NO_JOB))
-    }),
-    case("list-jobs-reserved after a ready job", plain, "NOT_FOUND", |w, out| {
-        list_step(w, out, State::Reserved, Some(w.ready))
-    }),
-    case("list-jobs-buried after a delayed job", plain, "NOT_FOUND", |w, out| {
-        list_step(w, out, State::Buried, Some(w.delayed))
-    }),
-    case("peek-buried of an empty tube", plain, "NOT_FOUND", |w, out| w.e.peek_buried(w.waiter).encode(out)),
-    case("kick-job of a ready job", plain, "NOT_FOUND", |w, out| w.e.kick_job(w.ready, T0).encode(out)),
-    case("stats-job of no job", plain, "NOT_FOUND", |w, out| w.e.stats_job(NO_JOB, T0).encode(out)),
-    case("stats-tube of no tube", plain, "NOT_FOUND", |w, out| {
-        w.e.stats_tube(&name("nowhere"), T0).encode(out)
-    }),
-    case("stats-group of no group", plain, "NOT_FOUND", |w, out| {
-        w.e.stats_group(&name("nowhere")).encode(out)
-    }),
-    case("reserve-job of a job held for a group", a_group, "NOT_FOUND", |w, out| {
-        w.e.reserve_job(w.worker, 8, T0, &mut Vec::<u8>::new()).encode(out)
-    }),
-    case("pause-tube of no tube", plain, "NOT_FOUND", |w, out| {
-        w.e.pause_tube(Some(&name("nowhere")), 5, T0).encode(out)
-    }),
-    case("move-job of a reserved job", plain, "NOT_FOUND", |w, out| {
-        w.e.move_job(w.reserved, &name("quiet"), T0).encode(out)
-    }),
-    case("drain", plain, "DRAINING", |w, out| w.e.drain().encode(out)),
-    case("undrain of a draining server", draining, "NOT_DRAINING", |w, out| w.e.undrain().encode(out)),
-    case("clear-tube of no tube", plain, "NOT_FOUND", |w, out| {
-        match w.e.clear_tube(&name("nowhere"), 10, T0) {
-            Ok(n) => Reply::Cleared(n as u64).encode(out),
-            Err(refusal) => refusal.encode(out),
-        }
-    }),
-    case("flush-tube of no tube", plain, "NOT_FOUND", |w, out| match w.e.flushable(&name("nowhere")) {
-        Some(_) => Reply::InternalError.encode(out),
-        None => Reply::NotFound.encode(out),
-    }),
-    // Logged changes the lists above lack: tags a full record keeps, a
-    // held job let go, a cooldown's end, a batch with a reserved job.
-    case("put with a retry limit and a key", plain, "INSERTED 7", |w, out| {
-        put_tagged_step(w, out, 0, 0, key("new", 30), Some(2), None)
-    })
-    .logged(),
-    case("put with a concurrency key and a retry limit", plain, "INSERTED 7", |w, out| {
-        put_tagged_step(w, out, 0, 0, None, Some(2), con("c", 3))
-    })
-    .logged(),
-    case("put with a group and an after-group", plain, "INSERTED 7", |w, out| {
-        put_grouped_step(w, out, 0, "g", "h")
-    })
-    .logged(),
-    case("delete of a group's last member: its held job let go", a_group, "DELETED", |w, out| {
-        w.e.delete(w.worker, w.reserved, T0).encode(out)
-    })
-    .logged(),
-    case("put into a group it waits for", plain, "INSERTED 7", |w, out| {
-        put_grouped_step(w, out, 0, "s", "s")
-    })
-    .logged(),
-    case("put into a group whose let-go job is reserved", a_let_go_job_reserved, "INSERTED 9", |w, out| {
-        put_grouped_step(w, out, 0, "g", "")
-    })
-    .logged(),
-    // The second of a cycle that works: job 7 stays ready, job 8 is held.
-    case("put closing a cycle of two groups", a_job_waiting_for_an_empty_group, "INSERTED 8", |w, out| {
-        put_grouped_step(w, out, 0, "y", "x")
-    })
-    .logged(),
-    case("the timer ends a cooldown", plain, "false", cooldown_end_step).logged(),
-    case("delete-batch by the worker, its reserved job among them", many, "DELETED_BATCH 4 2", |w, out| {
-        let ids = [w.ready, w.reserved, w.buried, 999, w.ready, w.delayed];
-        w.e.delete_batch(w.worker, &mut ids.into_iter(), T0).encode(out)
-    })
-    .logged(),
 ];

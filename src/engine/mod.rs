@@ -83,6 +83,8 @@ mod sweep;
 #[cfg(test)]
 mod cases;
 #[cfg(test)]
+mod cases_more;
+#[cfg(test)]
 mod case_worlds;
 #[cfg(test)]
 mod sweep_state;
