@@ -29,12 +29,10 @@
 //!             concurrency key or a group, reference §3.1b to §3.1d)
 //! ```
 //!
-//! A batch is how a change of many jobs (`kick`, `delete-batch`, a chunk
-//! of `clear-tube`) is all or nothing on disk: one length, one checksum,
-//! so a write torn anywhere inside it fails the whole frame and replay
-//! applies none of it. Its items carry no checksum of their own, so no
-//! item of a torn frame can pass for a record when replay or `check`
-//! looks past damage for the next one.
+//! A batch (`kick`, `delete-batch`, a chunk of `clear-tube`) is all or
+//! nothing on disk: one length, one checksum, so a write torn anywhere in
+//! it fails the whole frame; its items carry no checksum of their own, so
+//! none can pass for a record when replay or `check` looks past damage.
 //!
 //! Kind 6 is written only for jobs with a unique key, so a directory
 //! written without keys reads as it always did. A keyed job's delete that
