@@ -170,7 +170,8 @@
 //!    as the change leaves it, as the log sees it, from its position in
 //!    the batch and the job before (`kicked`,
 //!    `deleted(now)` in [`engine::journaling`]; a new kind of change is a
-//!    new such function, and nothing in [`engine::journal`] or [`binlog`]).
+//!    new such function, written beside its command in the command's own
+//!    file, and nothing in [`engine::journal`] or [`binlog`]).
 //!    It logs them all in one frame under one checksum (all or nothing on
 //!    disk, whatever byte a crash cuts the write at) and only then changes
 //!    each job. When "one write" and "a bounded hold of the lock" pull
