@@ -148,7 +148,6 @@ impl Write for &Stream {
 /// reply delivered to the mailbox is sent on the way (see `mailbox.rs`).
 /// Shared by the connection's thread, the engine and the server's list of
 /// connections: one allocation a connection.
-#[derive(Debug)]
 pub(crate) struct SharedConn {
     pub mailbox: Mailbox,
     pub stream: Stream,
@@ -180,6 +179,15 @@ impl SharedConn {
     fn finish(&self) -> bool {
         let client = ClientId(self.client.load(Ordering::Relaxed));
         client.0 != 0 && self.finisher.finish(self.stream.as_raw_fd(), client).is_ok()
+    }
+}
+
+/// Shown by its client's id: the engine's `Waker` must be `Debug`, and a
+/// derived one would format a mailbox and a socket no one reads (2 KB of
+/// the static binary).
+impl std::fmt::Debug for SharedConn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SharedConn(client {})", self.client.load(Ordering::Relaxed))
     }
 }
 
