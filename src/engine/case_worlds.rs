@@ -32,7 +32,12 @@ pub(super) fn producer_for_waiter(w: &mut World) {
 /// without a mailbox, so that its thread collects the job under the
 /// lock, as when a mailbox has no room for it.
 pub(super) fn job_handed_over(w: &mut World) {
-    w.waiter = w.e.connect(Arc::new(Condvar::new())).unwrap();
+    job_handed_to(w, Arc::new(Condvar::new()));
+}
+
+/// A job handed to a waiter on `quiet` that `waker` stands for.
+fn job_handed_to(w: &mut World, waker: Arc<dyn Waker>) {
+    w.waiter = w.e.connect(waker).unwrap();
     w.e.watch(w.waiter, &name("quiet"));
     w.e.ignore(w.waiter, &name("default"));
     assert_eq!(w.e.reserve(w.waiter, None, T0, &mut Vec::<u8>::new()), None);
@@ -50,25 +55,13 @@ pub(super) fn handoff_uncollected(w: &mut World) {
 /// A job handed to a blocked waiter whose mailbox has sent its reply.
 pub(super) fn handoff_sent(w: &mut World) {
     let mailbox = Arc::new(super::tests::Mailbox::default());
-    w.waiter = w.e.connect(mailbox.clone()).unwrap();
-    w.e.watch(w.waiter, &name("quiet"));
-    w.e.ignore(w.waiter, &name("default"));
-    assert_eq!(w.e.reserve(w.waiter, None, T0, &mut Vec::<u8>::new()), None);
-    w.e.use_tube(w.producer, &name("quiet"));
-    put(&mut w.e, w.producer, 0, 0, b"handed");
+    job_handed_to(w, mailbox.clone());
     mailbox.sent.store(true, std::sync::atomic::Ordering::SeqCst);
 }
 
 /// The job the waiter was handed, not yet sent, flushed with its tube.
 pub(super) fn flush_quiet_step(w: &mut World, out: &mut Vec<u8>) {
-    let Some(most) = w.e.flushable(&name("quiet")) else {
-        return Reply::NotFound.encode(out);
-    };
-    match w.e.flush_tube(&name("quiet"), most, Some(0), T0) {
-        Ok((n, None)) => Reply::Flushed(n as u64).encode(out),
-        Ok((_, Some(_))) => panic!("more than one chunk"),
-        Err(refusal) => refusal.encode(out),
-    }
+    flush_tube_step(w, out, "quiet");
 }
 
 /// The worker holding a job of the waiter's tube, and the waiter blocked.
@@ -318,10 +311,15 @@ pub(super) fn clear_step(w: &mut World, out: &mut Vec<u8>) {
 /// `flush-tube jobs` as the connection runs it: chunks to the end, then
 /// the cooling keys.
 pub(super) fn flush_step(w: &mut World, out: &mut Vec<u8>) {
-    let Some(most) = w.e.flushable(&name("jobs")) else {
+    flush_tube_step(w, out, "jobs");
+}
+
+/// `flush-tube <tube>` as the connection runs it, for a world's few jobs.
+fn flush_tube_step(w: &mut World, out: &mut Vec<u8>, tube: &str) {
+    let Some(most) = w.e.flushable(&name(tube)) else {
         return Reply::NotFound.encode(out);
     };
-    match w.e.flush_tube(&name("jobs"), most, Some(0), T0) {
+    match w.e.flush_tube(&name(tube), most, Some(0), T0) {
         // One chunk: the world's few jobs and keys.
         Ok((n, None)) => Reply::Flushed(n as u64).encode(out),
         Ok((_, Some(_))) => panic!("more than one chunk"),
