@@ -11,10 +11,29 @@ use crate::binlog::{kind, record};
 use crate::host;
 use crate::protocol::{MAX_BATCH_LINE, MAX_LINE, MAX_PUT_LINE};
 
-/// Every document that repeats a fact, by name, as written.
-const DOCUMENTS: [(&str, &str); 13] = [
+/// Every document that repeats a fact, by name, as written: the recipes
+/// the README links (`tests/recipes/`) are documents too.
+const DOCUMENTS: [(&str, &str); 22] = [
     ("README.md", include_str!("../README.md")),
     ("benches/README.md", include_str!("../benches/README.md")),
+    ("tests/recipes/shards.py", include_str!("../tests/recipes/shards.py")),
+    ("tests/recipes/clients/call.py", include_str!("../tests/recipes/clients/call.py")),
+    (
+        "tests/recipes/clients/greenstalk_example.py",
+        include_str!("../tests/recipes/clients/greenstalk_example.py"),
+    ),
+    ("tests/recipes/clients/pystalk_example.py", include_str!("../tests/recipes/clients/pystalk_example.py")),
+    (
+        "tests/recipes/clients/pheanstalk_example.php",
+        include_str!("../tests/recipes/clients/pheanstalk_example.php"),
+    ),
+    ("tests/recipes/prometheus/alerts.yml", include_str!("../tests/recipes/prometheus/alerts.yml")),
+    (
+        "tests/recipes/prometheus/exporter-names.yml",
+        include_str!("../tests/recipes/prometheus/exporter-names.yml"),
+    ),
+    ("tests/recipes/systemd/beanstalk.service", include_str!("../tests/recipes/systemd/beanstalk.service")),
+    ("tests/recipes/systemd/beanstalk.socket", include_str!("../tests/recipes/systemd/beanstalk.socket")),
     ("src/reference.md", include_str!("reference.md")),
     ("beanstalk.1", include_str!("../beanstalk.1")),
     ("src/lib.rs", include_str!("lib.rs")),
@@ -184,7 +203,7 @@ fn a_connections_address_space_and_maps_are_the_hosts() {
     // What Linux's default vm.max_map_count allows.
     let default = (65_530 - host::RESERVED_MAPS) / host::MAPS_PER_THREAD;
     held("that is ", " connections", default, &["README.md"]);
-    held("Linux's default allows ", " connections", default, &["README.md"]);
+    held("Linux's default allows ", " connections", default, &["tests/recipes/systemd/beanstalk.service"]);
 }
 
 #[test]

@@ -1,9 +1,10 @@
-//! The README's "From your client": its Python blocks, run as written
-//! against the real binary (the helper, then greenstalk's block, then
-//! pystalk's, each on a fresh server), each printing exactly the output
-//! the README shows; and its PHP block (pheanstalk), whose syntax `php -l`
-//! checks. pheanstalk itself is a Composer package the tests cannot
-//! fetch, so that block is shown, not run, and the README says so.
+//! The README's "From your client": the examples it links, in
+//! `tests/recipes/clients/`, run as written against the real binary
+//! (greenstalk's, then pystalk's, each with the helper `call.py` beside it
+//! and on a fresh server), each printing exactly `expected_output.txt`;
+//! and the PHP one (pheanstalk), whose syntax `php -l` checks. pheanstalk
+//! itself is a Composer package the tests cannot fetch, so that example
+//! is shown, not run, and the README and the file say so.
 //!
 //! Needs python3 with greenstalk and pystalk, and php (`.ci/run` installs
 //! them). Without them a test says so and passes, except under `CI=true`,
@@ -20,15 +21,10 @@ use common::binary::{spawn, TempDir};
 
 const LIMIT: Duration = common::HANG_GUARD;
 
-/// The README's block after the marker line `<!-- client: ... (what) -->`,
-/// as written, in its fence of `lang`.
-fn readme_block(what: &str, lang: &str) -> String {
-    let readme = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let marker = format!("{what} -->\n");
-    let (_, after) = readme.split_once(&marker).unwrap_or_else(|| panic!("README: no block marked {what}"));
-    let after = after.strip_prefix(&format!("```{lang}\n")).expect("a fenced block follows the marker");
-    let (block, _) = after.split_once("\n```\n").expect("the block ends");
-    format!("{block}\n")
+/// The file `name` of the README's client examples, as written.
+fn example(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/recipes/clients").join(name);
+    fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// Runs `program` on `script` (a file in `dir`) with `env`, within
@@ -58,14 +54,15 @@ fn run(dir: &Path, program: &str, args: &[&str], env: &[(&str, String)]) -> (Exi
     (status, fs::read_to_string(&out).unwrap(), fs::read_to_string(&err).unwrap())
 }
 
-/// The helper block and `library`'s block, run as one script against a
-/// fresh server: what it printed.
+/// `library`'s example, with the helper beside it, run against a fresh
+/// server: what it printed.
 fn run_python(library: &str) -> String {
     let server = spawn(&[]);
     let dir = TempDir::new(&format!("client-{library}"));
-    let script = dir.path.join("example.py");
-    let text = readme_block("(the helper)", "python") + &readme_block(&format!("({library})"), "python");
-    fs::write(&script, text).unwrap();
+    let name = format!("{library}_example.py");
+    let script = dir.path.join(&name);
+    fs::write(dir.path.join("call.py"), example("call.py")).unwrap();
+    fs::write(&script, example(&name)).unwrap();
     let env = [("BEANSTALK_PORT", server.port().to_string())];
     let (status, out, err) = run(&dir.path, "python3", &[script.to_str().unwrap()], &env);
     assert!(status.success(), "{library}'s example: {status}\n{out}{err}");
@@ -77,7 +74,7 @@ fn the_readmes_greenstalk_example_runs_as_written() {
     if !common::python_has("greenstalk") {
         return;
     }
-    assert_eq!(run_python("greenstalk"), readme_block("expects this output", "text"));
+    assert_eq!(run_python("greenstalk"), example("expected_output.txt"));
 }
 
 #[test]
@@ -85,7 +82,7 @@ fn the_readmes_pystalk_example_runs_as_written() {
     if !common::python_has("pystalk") {
         return;
     }
-    assert_eq!(run_python("pystalk"), readme_block("expects this output", "text"));
+    assert_eq!(run_python("pystalk"), example("expected_output.txt"));
 }
 
 #[test]
@@ -99,7 +96,7 @@ fn the_readmes_pheanstalk_example_is_valid_php() {
     }
     let dir = TempDir::new("client-pheanstalk");
     let script = dir.path.join("example.php");
-    fs::write(&script, readme_block("(pheanstalk)", "php")).unwrap();
+    fs::write(&script, example("pheanstalk_example.php")).unwrap();
     let (status, out, err) = run(&dir.path, "php", &["-l", script.to_str().unwrap()], &[]);
     assert!(status.success(), "php -l: {status}\n{out}{err}");
 }

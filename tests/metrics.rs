@@ -457,20 +457,23 @@ fn readme_block(after: &str) -> String {
     rest[start..start + rest[start..].find("```").unwrap()].to_owned()
 }
 
+/// The README's alert rules and recording rules, in files of their own.
+const ALERT_RULES: &str = include_str!("recipes/prometheus/alerts.yml");
+const EXPORTER_NAMES: &str = include_str!("recipes/prometheus/exporter-names.yml");
+
 #[test]
-fn the_readmes_scrape_configuration_and_alert_rules_pass_promtool() {
+fn the_readmes_scrape_configuration_and_rules_pass_promtool() {
     let Some(promtool) = tool("promtool") else { return };
     let dir = TempDir::new("promtool-readme");
-    for (after, file, check) in [
-        ("A Prometheus scrape configuration", "prometheus.yml", "config"),
-        ("Three alert rules", "rules.yml", "rules"),
-        ("Dashboards built for the exporters", "names.yml", "rules"),
-        ("A dead-letter alert", "dead.yml", "rules"),
+    for (text, file, check) in [
+        (readme_block("A Prometheus scrape configuration"), "prometheus.yml", "config"),
+        (ALERT_RULES.to_owned(), "alerts.yml", "rules"),
+        (EXPORTER_NAMES.to_owned(), "exporter-names.yml", "rules"),
     ] {
         let path = dir.path.join(file);
-        std::fs::write(&path, readme_block(after)).unwrap();
+        std::fs::write(&path, text).unwrap();
         let (code, out) = run_with_input(Command::new(&promtool).args(["check", check]).arg(&path), b"");
-        assert_eq!(code, Some(0), "promtool check {check} on the README's:\n{out}");
+        assert_eq!(code, Some(0), "promtool check {check} on the README's {file}:\n{out}");
     }
 }
 
@@ -596,8 +599,9 @@ const DASHBOARD_QUERIES: [&str; 19] = [
     "rate(tube_total_jobs{tube=\"$TubeName\"}[5m])",
 ];
 
-/// With the README's recording rules, every query of the dashboard built
-/// for messagebird's exporter has a series.
+/// With the README's recording rules (`recipes/prometheus/exporter-names.yml`),
+/// every query of the dashboard built for messagebird's exporter has a
+/// series.
 #[test]
 fn the_exporters_dashboard_finds_every_series_through_the_readmes_rules() {
     let Some(path) = tool("prometheus") else { return };
@@ -605,8 +609,7 @@ fn the_exporters_dashboard_finds_every_series_through_the_readmes_rules() {
     let mut c: Client = bin.client();
     assert_eq!(c.cmd("use emails"), "USING emails\r\n");
     c.put_ok("hello");
-    let prometheus =
-        Prometheus::start_with_rules(&path, addr, Some(&readme_block("Dashboards built for the exporters")));
+    let prometheus = Prometheus::start_with_rules(&path, addr, Some(EXPORTER_NAMES));
     for query in DASHBOARD_QUERIES {
         let query = query.replace("$Instance", &addr.to_string()).replace("$TubeName", "emails");
         prometheus.wait_for(&query, |_| true);
@@ -639,8 +642,9 @@ fn prometheus_sees_the_queue_age_grow_and_counts_every_reserve() {
     assert_eq!(prometheus.wait_for(deleted, |_| true), f64::from(reserves));
 }
 
-/// The README's dead-letter alert fires once a job of the tube is buried
-/// by its retry limit, as Prometheus sees it scrape after scrape.
+/// The README's dead-letter alert (in `recipes/prometheus/alerts.yml`)
+/// fires once a job of the tube is buried by its retry limit, as
+/// Prometheus sees it scrape after scrape.
 #[test]
 fn the_readmes_dead_letter_alert_fires_for_the_tube() {
     let Some(path) = tool("prometheus") else { return };
@@ -649,7 +653,7 @@ fn the_readmes_dead_letter_alert_fires_for_the_tube() {
     assert_eq!(c.cmd("use emails"), "USING emails\r\n");
     assert_eq!(c.cmd("watch emails"), "WATCHING 2\r\n");
     c.put_ok("fails");
-    let prometheus = Prometheus::start_with_rules(&path, addr, Some(&readme_block("A dead-letter alert")));
+    let prometheus = Prometheus::start_with_rules(&path, addr, Some(ALERT_RULES));
     prometheus.wait_for("beanstalkd_tube_buried_by_retry_limit_total{tube=\"emails\"}", |v| v == 0.0);
     assert!(c.cmd("reserve").starts_with("RESERVED 1 5\r\n"));
     assert_eq!(c.cmd("release 1 0 0"), "RELEASED\r\n");

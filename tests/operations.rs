@@ -355,9 +355,9 @@ fn u_hands_its_unix_socket_to_the_user() {
     }
 }
 
-/// The README's systemd units pass `systemd-analyze verify` with no
-/// warning (an unknown or misspelt option is one), with `ExecStart`
-/// pointing at this build.
+/// The README's systemd units (`tests/recipes/systemd/`) pass
+/// `systemd-analyze verify` with no warning (an unknown or misspelt option
+/// is one), with `ExecStart` pointing at this build.
 #[test]
 fn the_readmes_systemd_units_verify() {
     let Ok(version) = Command::new("systemd-analyze").arg("--version").output() else {
@@ -365,13 +365,13 @@ fn the_readmes_systemd_units_verify() {
         return;
     };
     assert!(version.status.success());
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let units = [
+        ("beanstalk.service", include_str!("recipes/systemd/beanstalk.service")),
+        ("beanstalk.socket", include_str!("recipes/systemd/beanstalk.socket")),
+    ];
     let dir = common::binary::TempDir::new("units");
     let binary = binary_path();
-    for name in ["beanstalk.service", "beanstalk.socket"] {
-        let marker = format!("<!-- unit: {name} -->\n```ini\n");
-        let start = readme.find(&marker).unwrap_or_else(|| panic!("{name} not in the README")) + marker.len();
-        let unit = &readme[start..start + readme[start..].find("```").unwrap()];
+    for (name, unit) in units {
         let unit = unit.replace("/usr/local/bin/beanstalk", binary.to_str().unwrap());
         std::fs::write(dir.path.join(name), unit).unwrap();
     }

@@ -1,8 +1,8 @@
 # The README's "Past one machine" with pystalk, end to end. Not a program
-# by itself: tests/recipe_pystalk.rs puts the README's recipe block (the
-# producers' pool, the worker's Shard and work) in front of it. Three servers
-# with -b and --job-id-step 3, producers on ProductionPool, workers running
-# the README's loop; one server SIGKILLed and restarted on its port, one
+# by itself: tests/recipe_pystalk.rs puts the recipe the README links,
+# tests/recipes/shards.py (the producers' pool, the worker's Shard and
+# work), in front of it. Three servers with -b and --job-id-step 3,
+# producers on ProductionPool, workers running the recipe's loop; one server SIGKILLed and restarted on its port, one
 # retired (taken out of the producers' lists, then drained) while puts and
 # workers run. Every acknowledged put must be deleted exactly once, on the
 # server its id names, and none may reach the retired server after its
@@ -133,7 +133,7 @@ _Base = Shard
 
 
 class Recorded(_Base):
-    """The README's Shard, watched: what was sent, what came back."""
+    """The recipe's Shard, watched: what was sent, what came back."""
 
     sent = b""
 

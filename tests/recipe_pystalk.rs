@@ -1,6 +1,7 @@
 //! The README's "Past one machine" with the pool it names, pystalk's
-//! `ProductionPool`: the README's own Python block (the producers' pool and
-//! the worker's loop), run by `recipe_pystalk.py`, which starts three
+//! `ProductionPool`: the recipe it links, `tests/recipes/shards.py` (the
+//! producers' pool and the worker's loop), run as written by
+//! `recipe_pystalk.py`, which starts three
 //! servers, SIGKILLs and restarts one, retires another while puts and
 //! workers run, and checks that every acknowledged put is deleted exactly
 //! once, on the server its id names, and that none reaches the retired
@@ -23,17 +24,8 @@ use std::time::{Duration, Instant};
 use common::binary::TempDir;
 
 const LIMIT: Duration = common::HANG_GUARD;
-/// The line before the README's block that this test runs.
-const MARKER: &str = "<!-- recipe: tests/recipe_pystalk.rs runs this block -->";
-
-/// The README's recipe block, as written.
-fn readme_block() -> String {
-    let readme = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let (_, after) = readme.split_once(MARKER).expect("the README marks its recipe block");
-    let after = after.trim_start().strip_prefix("```python\n").expect("a python block follows the marker");
-    let (block, _) = after.split_once("\n```\n").expect("the block ends");
-    format!("{block}\n")
-}
+/// The recipe the README links, as written.
+const RECIPE: &str = include_str!("recipes/shards.py");
 
 /// Kills the servers the script started, should it not have: each pid it
 /// wrote down, if that process is still our binary.
@@ -55,7 +47,7 @@ fn the_readme_recipe_works_with_pystalks_pool_through_a_crash_and_a_retirement()
     let dir = TempDir::new("recipe-pystalk");
     let script = dir.path.join("recipe.py");
     let harness = include_str!("recipe_pystalk.py");
-    fs::write(&script, readme_block() + harness).unwrap();
+    fs::write(&script, format!("{RECIPE}{harness}")).unwrap();
     let binary = common::binary::binary_path();
     // Files, not pipes: a pipe nobody reads while this waits could fill.
     let (out, err) = (dir.path.join("out"), dir.path.join("err"));

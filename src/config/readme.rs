@@ -1,8 +1,10 @@
 //! The README's flags and command lines, held to this parser: the table
 //! under "Flags" names every flag `-h` lists, and every command line in a
-//! README code block that starts `beanstalk` (or `beanstalk-binlog`)
-//! is one this build takes. A flag renamed, removed or added without the
-//! README fails here.
+//! README code block, or in a recipe file it links, that starts
+//! `beanstalk` (or `beanstalk-binlog`) is one this build takes. A flag
+//! renamed, removed or added without the README fails here. So does a
+//! link of the README to a file or a heading that is not there, and an
+//! excerpt of a recipe that the recipe no longer says.
 
 use std::collections::BTreeSet;
 
@@ -10,6 +12,8 @@ use super::long::LONG_OPTIONS;
 use super::{parse_args, usage};
 
 const README: &str = include_str!("../../README.md");
+/// The recipe files the README links that run the server.
+const RECIPES: [&str; 1] = [include_str!("../../tests/recipes/systemd/beanstalk.service")];
 const BINLOG_TOOL: &str = include_str!("../bin/beanstalk-binlog.rs");
 
 /// The flags in `text`'s words: `-l`, `--max-connections` (a short flag
@@ -50,12 +54,18 @@ fn the_readmes_flag_table_names_every_flag_and_only_those() {
     }
 }
 
-/// The arguments of each command line in the README's code blocks that
-/// runs the server, as the shell (or the unit, or the image) passes them.
+/// The README's code blocks, each without its fence's language.
+fn code_blocks() -> impl Iterator<Item = &'static str> {
+    README.split("```").skip(1).step_by(2).map(|block| block.split_once('\n').map_or("", |(_, code)| code))
+}
+
+/// The arguments of each command line in the README's code blocks and
+/// recipes that runs the server, as the shell (or the unit, or the image)
+/// passes them.
 fn server_command_lines() -> Vec<Vec<String>> {
     let mut lines = Vec::new();
-    for block in README.split("```").skip(1).step_by(2) {
-        for line in block.lines().skip(1) {
+    for block in code_blocks().chain(RECIPES) {
+        for line in block.lines() {
             // Quotes and a Containerfile's brackets are not arguments.
             let line = line.replace(['\'', '"', '[', ']', ','], " ");
             let words: Vec<&str> = line.split_whitespace().collect();
@@ -101,7 +111,7 @@ fn every_server_command_line_in_the_readme_parses() {
 #[test]
 fn every_binlog_tool_command_in_the_readme_is_one_it_has() {
     let mut found = 0;
-    for block in README.split("```").skip(1).step_by(2) {
+    for block in code_blocks().chain(RECIPES) {
         for line in block.lines() {
             let Some((_, rest)) = line.split_once("beanstalk-binlog ") else { continue };
             let Some(command) = rest.split_whitespace().next() else { continue };
@@ -113,4 +123,79 @@ fn every_binlog_tool_command_in_the_readme_is_one_it_has() {
         }
     }
     assert!(found >= 2, "found {found} beanstalk-binlog commands in the README's code blocks");
+}
+
+/// The README's text outside its code blocks.
+fn prose() -> impl Iterator<Item = &'static str> {
+    README.split("```").step_by(2)
+}
+
+/// A heading's anchor as GitHub makes it: lower case, spaces made `-`,
+/// every other character but letters, digits, `-` and `_` dropped.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn every_link_of_the_readme_leads_somewhere() {
+    let anchors: BTreeSet<String> = prose()
+        .flat_map(str::lines)
+        .filter_map(|line| line.trim_start_matches('#').strip_prefix(' ').filter(|_| line.starts_with('#')))
+        .map(anchor)
+        .collect();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut checked = 0;
+    for text in prose() {
+        for (_, rest) in text.match_indices("](").map(|(at, _)| text.split_at(at + 2)) {
+            let Some((target, _)) = rest.split_once(')') else { continue };
+            if target.starts_with("http://") || target.starts_with("https://") {
+                continue;
+            }
+            match target.split_once('#') {
+                Some(("", fragment)) => {
+                    assert!(anchors.contains(fragment), "README links to no heading #{fragment}")
+                }
+                _ => {
+                    let path = target.split('#').next().unwrap_or_default();
+                    assert!(root.join(path).exists(), "README links to {path}, which is not there");
+                }
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 10, "found only {checked} links in the README");
+}
+
+#[test]
+fn every_excerpt_in_the_readme_is_in_its_recipe() {
+    let marker = "<!-- excerpt: ";
+    let mut found = 0;
+    for (at, _) in README.match_indices(marker) {
+        let rest = &README[at + marker.len()..];
+        let (path, rest) =
+            rest.split_once(" -->\n```").expect("an excerpt marker names a file, then a block");
+        let excerpt =
+            rest.split_once('\n').and_then(|(_, code)| code.split_once("```")).map(|(code, _)| code);
+        let excerpt: Vec<&str> = excerpt.expect("the excerpt's block ends").lines().collect();
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
+        let file = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let lines: Vec<&str> = file.lines().collect();
+        assert!(
+            lines.windows(excerpt.len()).any(|window| window == excerpt.as_slice()),
+            "the README's excerpt of {} is not in it:\n{}",
+            path.display(),
+            excerpt.join("\n")
+        );
+        found += 1;
+    }
+    assert!(found >= 1, "found no excerpt in the README");
 }
