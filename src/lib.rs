@@ -222,9 +222,9 @@
 //!    row is reached by a case named for it, and a logged command has a
 //!    logged case. Each promise in the row's *promises* gets its test by
 //!    the table: `engine/bounded.rs` (`bounded`), over the run a case
-//!    names, `tests/full.rs` (`frees`) and `tests/torn.rs` (`one write`:
-//!    the lines that make its jobs, in torn.rs's `case`) fail until they
-//!    have a case for it; `src/reference.rs` (`admin`) holds
+//!    names, `tests/full.rs` (`frees`) and `tests/torn.rs` (`one write`)
+//!    fail until they have a case for it (in torn.rs's `case`, the lines
+//!    that make its jobs); `src/reference.rs` (`admin`) holds
 //!    `Command::is_admin` to the commands the column names, and
 //!    `tests/admin.rs` refuses each over TCP, read from the table (no word
 //!    there). The model (`tests/model.rs`, random histories against the

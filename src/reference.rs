@@ -140,7 +140,7 @@ mod tests {
             .collect();
         // README, "Who may do what": `(`drain`, ..., `move-job`: the rows
         // marked `admin` in reference §3.0)`.
-        let end = ": the rows marked `admin` in reference §3.0)";
+        let end = ": the rows marked `admin`";
         let before =
             README.split(end).next().filter(|b| b.len() < README.len()).expect("the README's admin list");
         let list = &before[before.rfind('(').unwrap_or_default()..];
