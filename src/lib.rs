@@ -47,7 +47,7 @@
 //!    between queues, and serving waiters), [`engine::reserve`],
 //!    [`engine::handoff`] (a job given to a blocked reserve, and taken back),
 //!    [`engine::worker`] (`delete`, `release`, `bury`, `touch`, `kick`),
-//!    [`engine::batch`] (`clear-tube`, `reserve-batch`, `delete-batch`),
+//!    [`engine::batch`] (the commands on many jobs, and on a whole tube),
 //!    [`engine::inspect`] (`peek`, `stats-*`, `list-*`),
 //!    [`engine::listing`] (`list-jobs-*`: a tube's jobs a page at a time),
 //!    [`engine::schedule`] (TTRs, delays and pauses falling due),
@@ -143,8 +143,12 @@
 //!    to the table.
 //! 2. **Parsing** ([`protocol`]): a [`protocol::Command`] variant and its
 //!    prefix in `parse`, in §1.3's order, with a unit test of its
-//!    arguments. A new reply word is a [`protocol::Reply`] variant, in
-//!    `encode` and `word` (`protocol/reply.rs`).
+//!    arguments; if its row promises `admin`, it is named in
+//!    `Command::is_admin`, and if it works on a whole tube in chunks (step
+//!    4), in `Command::works_in_chunks`. A new reply word, or a new form
+//!    of a word there is (`BURIED <count>` beside `BURIED`), is a
+//!    [`protocol::Reply`] variant, in `encode` and `word`
+//!    (`protocol/reply.rs`).
 //! 3. **The engine** ([`engine`]): one `pub fn` named after the command,
 //!    in the file of its concept ([`engine::worker`] for what is done to
 //!    a job, [`engine::session`] for a client's tubes, [`engine::inspect`]
@@ -179,24 +183,33 @@
 //!    whole (`kick`, as beanstalkd does), and a command on a whole tube
 //!    works in chunks of a thousand, each one write, one engine call a
 //!    chunk, its reply saying exactly what was done (`clear-tube`,
-//!    `conn/batch.rs`). A frame costs 9 bytes, less 4 a record.
+//!    `flush-tube`): its chunk is a method beside theirs in
+//!    [`engine::batch`], and its arms go there too, one in each of
+//!    `Engine::start_on_tube` (how many jobs it may change, or
+//!    `NOT_FOUND`), `Engine::tube_chunk` (which chunk method) and
+//!    `TubeRun::reply` (the count's reply); the connection runs every such
+//!    command alike. A frame costs 9 bytes, less 4 a record.
 //! 5. **The connection** ([`conn`]): one arm in `conn::answer`, calling
 //!    the engine's method; `Conn::ask_engine` runs it under the lock and
 //!    holds the reply until the log is as durable as `-f` says. A command
-//!    whose reply the engine cannot make in one `Reply`, or that works in
-//!    chunks, gets an arm in `Conn::execute` and a method in
-//!    `conn/batch.rs`.
+//!    on a whole tube needs nothing here (`Command::works_in_chunks` routes
+//!    it). A command whose reply the engine cannot make in one `Reply`
+//!    gets an arm in `Conn::execute` and a method in `conn/batch.rs`.
 //! 6. **Tests**: the exact bytes over TCP in the file of its area in
 //!    `tests/` (`worker.rs`, `tubes.rs`, `batch.rs`, ...); for a logged
 //!    command, a restart in that same file (`tests/binlog.rs` for the
-//!    one-job commands, `tests/batch.rs` for those on many); the command
-//!    in `tests/model.rs`'s random histories, beside the naive model in
-//!    `tests/model/`; and in the engine, its cases in the one list of
-//!    cases, `engine/cases.rs` (kept in two files: more states and
-//!    refusals in `engine/cases_more.rs`; a starting world it needs goes
-//!    in `engine/case_worlds.rs`): each case is the command's name, its
-//!    world, its step, the reply it reaches, `.logged()` for a logged
-//!    command and `.bounded(run)` for the promise `bounded`. Every engine
+//!    one-job commands, `tests/batch.rs` for those on many); and in the
+//!    engine, its cases in the one list of cases, `engine/cases.rs` (kept
+//!    in two files: more states and refusals in `engine/cases_more.rs`; a
+//!    starting world it needs goes in `engine/case_worlds.rs`): each case
+//!    is the command's name, its world, its step, the reply it reaches,
+//!    `.logged()` for a logged command and `.bounded(run)` for the promise
+//!    `bounded`. A step is a closure in the case, or, shared by several
+//!    cases, a `fn <name>_step` beside them (the reach test reads steps by
+//!    that name); a command on a whole tube's is
+//!    `on_a_tube_step(w, out, "<its line>")`. A run is written beside its
+//!    case too, a closure on `bounded::filled` (and `bounded::tube_chunks`
+//!    for a command on a whole tube). Every engine
 //!    test reads that list: the allocation sweep (`engine/sweep.rs`)
 //!    fails each allocation in turn and proves a refusal changes nothing;
 //!    the log sweep (`engine/log_sweep.rs`) fails each write, fsync and
@@ -210,17 +223,29 @@
 //!    logged case. Each promise in the row's *promises* gets its test by
 //!    the table: `engine/bounded.rs` (`bounded`), over the run a case
 //!    names, `tests/full.rs` (`frees`) and `tests/torn.rs` (`one write`)
-//!    fail until they have a case for it; `src/reference.rs` (`admin`)
-//!    holds `Command::is_admin` to the commands the column names, which
-//!    `tests/admin.rs` refuses over TCP.
+//!    fail until they have a case for it (in torn.rs's `case`, the lines
+//!    that make its jobs); `src/reference.rs` (`admin`) holds
+//!    `Command::is_admin` to the commands the column names, and
+//!    `tests/admin.rs` refuses each over TCP, read from the table (no word
+//!    there). The model (`tests/model.rs`, random histories against the
+//!    naive model in `tests/model/`) is not a step: it covers the commands
+//!    it has, and a new command's engine cases and exact bytes cover it;
+//!    add it there only when what it does to other jobs' order needs
+//!    random histories to trust.
 //!
 //! The places that list commands beside the table, each held to it by a
 //! test (`src/reference.rs`, `engine/sweep_reach.rs`): §1.3's prefixes,
-//! the README's cheat-sheet, the parser's `Command`, the engine's cases.
-//! The places a new command's words go by hand: its section in the
-//! reference (and §8.2 and §10 if it is logged or ours), the README's
-//! feature list under "How it maps to beanstalkd", and the man page's
-//! list of commands beyond beanstalkd's.
+//! the README's cheat-sheet, the parser's `Command` and
+//! `Command::is_admin`, the engine's cases, the admin commands in the
+//! README ("Who may do what") and the man page (`--admin-socket`), and,
+//! for a command beanstalkd lacks, §10's extras, the README's "How it
+//! maps to beanstalkd" and the man page's list of commands beyond
+//! beanstalkd's (the test names a missing one; the words are yours).
+//! The places a new command's words go by hand, which no test holds: its
+//! own section in §3 of the reference, and for a command that changes
+//! many jobs in one write, §8.2's examples of such commands. Whose a
+//! command is (ours, tuber's) is said in its section and §10, nowhere
+//! else.
 //!
 //! **Thread per connection.** Each client gets a thread that blocks in
 //! `read` and writes its own replies, and one `Mutex` guards the engine.

@@ -129,6 +129,35 @@ mod tests {
         assert!(admin >= 5, "{admin} admin commands");
     }
 
+    /// The README's and the man page's lists of the admin commands name
+    /// exactly the rows that promise `admin`.
+    #[test]
+    fn the_admin_commands_listed_for_readers_are_those_of_the_table() {
+        let admin: BTreeSet<String> = table()
+            .iter()
+            .filter(|row| row.promises.iter().any(|p| p == "admin"))
+            .map(|row| row.name().to_owned())
+            .collect();
+        // README, "Who may do what": `(`drain`, ..., `move-job`: the rows
+        // marked `admin` in reference §3.0)`.
+        let end = ": the rows marked `admin`";
+        let before =
+            README.split(end).next().filter(|b| b.len() < README.len()).expect("the README's admin list");
+        let list = &before[before.rfind('(').unwrap_or_default()..];
+        let readme: BTreeSet<String> = list.split('`').skip(1).step_by(2).map(str::to_owned).collect();
+        assert_eq!(readme, admin, "the README's admin commands against §3.0");
+        // The man page's `--admin-socket`: `.RB ( drain ,` ... `.BR move\-job )`.
+        const MAN: &str = include_str!("../beanstalk.1");
+        let option = MAN.split(".BI \\-\\-admin\\-socket").nth(1).expect("the man page's --admin-socket");
+        let option = option.split("on its connections only").next().unwrap_or_default();
+        let man: BTreeSet<String> = option
+            .lines()
+            .filter_map(|line| line.strip_prefix(".RB ( ").or(line.strip_prefix(".BR ")))
+            .map(|line| line.split(' ').next().unwrap_or_default().replace("\\-", "-"))
+            .collect();
+        assert_eq!(man, admin, "the man page's admin commands (--admin-socket) against §3.0");
+    }
+
     #[test]
     fn every_command_has_its_prefix_in_section_1_3() {
         let section =

@@ -13,18 +13,18 @@ use std::path::Path;
 
 use common::binary::{spawn, TempDir};
 
-/// Every admin command, as a line the parser takes.
-const ADMIN: [&str; 9] = [
-    "drain",
-    "undrain",
-    "flush-tube default",
-    "clear-tube default",
-    "pause-tube default 0",
-    "kick 10",
-    "kick-job 1",
-    "delete-batch 1",
-    "move-job 1 other",
-];
+/// Every admin command, as a line the parser takes: the rows of the
+/// table of commands (reference §3.0) that promise `admin`, so that a new
+/// admin command is refused here with no word in this file.
+fn admin_lines() -> Vec<String> {
+    let lines: Vec<String> = common::table::rows()
+        .iter()
+        .filter(|row| row.promises.iter().any(|p| p == "admin"))
+        .map(|row| row.example())
+        .collect();
+    assert!(lines.len() >= 9, "the admin commands of §3.0: {lines:?}");
+    lines
+}
 
 /// Sends `bytes` over a UNIX socket connection and reads `expected.len()`
 /// bytes of replies.
@@ -50,7 +50,8 @@ fn admin_commands_are_refused_over_tcp_and_run_on_the_admin_socket() {
     assert_eq!(mode & 0o777, 0o600, "the admin socket's mode");
     let mut c = s.client();
     assert_eq!(c.put(0, 0, 60, "job"), "INSERTED 1\r\n");
-    for line in ADMIN {
+    let admin_lines = admin_lines();
+    for line in &admin_lines {
         assert_eq!(c.cmd(line), "NOT_PERMITTED\r\n", "{line} over TCP");
     }
     // Pipelined: the refusal and the next command, each answered.
@@ -69,7 +70,7 @@ fn admin_commands_are_refused_over_tcp_and_run_on_the_admin_socket() {
     unix_exchange(&mut a, "put 0 0 60 1\r\ny\r\n", "INSERTED 3\r\n");
     unix_exchange(&mut a, "reserve\r\nbury 3 0\r\nkick 1\r\n", "RESERVED 3 1\r\ny\r\nBURIED\r\nKICKED 1\r\n");
     let refusals = s.stderr().lines().filter(|line| line.contains(": admin socket only")).count();
-    assert_eq!(refusals, ADMIN.len() + 2, "one -V line a refusal:\n{}", s.stderr());
+    assert_eq!(refusals, admin_lines.len() + 2, "one -V line a refusal:\n{}", s.stderr());
     assert!(s.stderr().contains(" info beanstalk: refuse flush-tube from 127.0.0.1:"), "{}", s.stderr());
     let stderr = s.terminate();
     assert!(!admin.exists(), "the admin socket's file is removed at exit:\n{stderr}");

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use beanstalk::engine::{ClientId, Engine, NewJob, Waker};
-use beanstalk::protocol::{PutTags, Reply, TubeName, UniqueKey};
+use beanstalk::protocol::{Command, PutTags, Reply, TubeName, UniqueKey};
 use beanstalk::stats::{BinlogStats, ProcessStats};
 use beanstalk::time::Time;
 
@@ -792,19 +792,15 @@ impl Harness {
                 self.cmp("delete-batch", &e, &m);
             }
             Op::ClearTube(t) => {
-                // As the connection runs it: chunks until one comes back short.
-                let most = self.engine.clearable(&name(t));
-                let mut cleared = 0;
-                let e = loop {
-                    match self.engine.clear_tube(&name(t), most - cleared, self.t()) {
-                        Ok(n) => {
-                            cleared += n as u64;
-                            if n < beanstalk::engine::CLEAR_CHUNK || cleared >= most {
-                                break enc(&Reply::Cleared(cleared));
-                            }
+                // As the connection runs it: started, then chunks until
+                // one gives the reply.
+                let e = match self.engine.start_on_tube(Command::ClearTube(name(t))) {
+                    Err(answer) => enc(&answer),
+                    Ok(mut run) => loop {
+                        if let Some(reply) = self.engine.tube_chunk(&mut run, self.t()) {
+                            break enc(&reply);
                         }
-                        Err(refusal) => break enc(&refusal),
-                    }
+                    },
                 };
                 let m = self.model.clear_tube(t, now);
                 self.cmp(if m == line("CLEARED 0") { "clear-tube-0" } else { "clear-tube" }, &e, &m);

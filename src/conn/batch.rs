@@ -1,13 +1,14 @@
 //! The connection's side of the commands on many jobs (`engine/batch.rs`):
 //! `delete-batch`'s ids, read from its line; `reserve-batch`'s replies,
-//! written after the head the engine answers; and `clear-tube`, one chunk
-//! a lock, so that the other clients are served between chunks.
+//! written after the head the engine answers; and the commands on a whole
+//! tube (`clear-tube`, `flush-tube`), one chunk a lock, so that the other
+//! clients are served between chunks.
 
 use std::io;
 
 use super::{Conn, Next};
 use crate::engine::{JobId, BATCH_PIECE};
-use crate::protocol::{self, Reply, TubeName};
+use crate::protocol::{self, Command, Reply};
 
 /// Output room made ready before each piece: a piece's bodies and a
 /// job more, up to a megabyte's.
@@ -131,56 +132,23 @@ impl Conn<'_> {
         ids.truncate(kept);
     }
 
-    /// `clear-tube <tube>`, or tuber's `flush-tube <tube>` (`flush`): the
-    /// engine's chunks, the lock let go between them, until one comes back
-    /// short; a flush then frees the tube's cooling keys, a piece at a time
-    /// too. `CLEARED <n>` (`FLUSHED <n>`) says how many jobs went: if a
-    /// chunk is refused after others went, those are the answer (they are
-    /// gone, and logged); if the first is, its refusal is.
-    pub(super) fn clear_tube(&mut self, name: &TubeName, flush: bool) {
+    /// A command on a whole tube (`Command::works_in_chunks`: `clear-tube`,
+    /// tuber's `flush-tube`): the engine's chunks, the lock let go between
+    /// them, until a chunk gives the reply (`Engine::tube_chunk`), which
+    /// waits for the log as any reply does.
+    pub(super) fn on_a_tube(&mut self, command: Command) {
         let shared = self.shared;
         let logged_before = shared.journal_seq();
         let reply_start = self.output.len();
-        let mut cleared: u64 = 0;
-        let most = {
-            let (engine, _) = shared.engine_now();
-            if flush {
-                match engine.flushable(name) {
-                    Some(most) => most,
-                    None => return Reply::NotFound.encode(&mut self.output),
-                }
-            } else {
-                engine.clearable(name)
-            }
-        };
-        let answer = |cleared| if flush { Reply::Flushed(cleared) } else { Reply::Cleared(cleared) };
-        // A flush's cooling keys: the key slot to look from, once its jobs
-        // are gone (`None`: every slot seen).
-        let mut cooling = flush.then_some(0);
-        let reply = loop {
-            let chunk = {
+        let started = shared.engine_now().0.start_on_tube(command);
+        let reply = match started {
+            Err(answer) => answer,
+            Ok(mut run) => loop {
                 let (mut engine, now) = shared.engine_now();
-                let most = most.saturating_sub(cleared);
-                if flush {
-                    engine.flush_tube(name, most, cooling, now).map(|(n, next)| {
-                        cooling = next;
-                        n
-                    })
-                } else {
-                    engine.clear_tube(name, most, now)
+                if let Some(reply) = engine.tube_chunk(&mut run, now) {
+                    break reply;
                 }
-            };
-            match chunk {
-                Ok(n) => {
-                    cleared += n as u64;
-                    let jobs_done = n < crate::engine::CLEAR_CHUNK || cleared >= most;
-                    if jobs_done && cooling.is_none() {
-                        break answer(cleared);
-                    }
-                }
-                Err(_) if cleared > 0 => break answer(cleared),
-                Err(refusal) => break refusal,
-            }
+            },
         };
         reply.encode(&mut self.output);
         self.hold_until_durable(logged_before, shared.journal_seq(), reply_start);

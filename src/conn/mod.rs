@@ -227,6 +227,7 @@ impl<'a> Conn<'a> {
     fn execute(&mut self, command: Command) -> io::Result<Next> {
         let c = self.client;
         match command {
+            command if command.works_in_chunks() => self.on_a_tube(command),
             Command::Put { pri, delay, ttr, bytes, after_size, tags } => {
                 return self.put(PutLine { pri, delay, ttr, bytes, after_size, tags })
             }
@@ -236,8 +237,6 @@ impl<'a> Conn<'a> {
             Command::Quit => return Ok(Next::Close),
             Command::Stats => self.stats(),
             Command::ReserveBatch(count) => return self.reserve_batch(count),
-            Command::ClearTube(name) => self.clear_tube(&name, false),
-            Command::FlushTube(name) => self.clear_tube(&name, true),
             Command::ListJobsReady(page) => self.list_jobs(State::Ready, page),
             Command::ListJobsDelayed(page) => self.list_jobs(State::Delayed, page),
             Command::ListJobsReserved(page) => self.list_jobs(State::Reserved, page),
@@ -366,21 +365,9 @@ fn answer<'e>(
         Command::MoveJob { id, tube } => e.move_job(id, &tube, now),
         Command::Drain => e.drain(),
         Command::Undrain => e.undrain(),
-        // The connection's own (`Conn::execute`): they read or wait.
-        Command::Put { .. }
-        | Command::Reserve
-        | Command::ReserveWithTimeout(_)
-        | Command::ReserveWithAbort(_)
-        | Command::Quit
-        | Command::Stats
-        | Command::ReserveBatch(_)
-        | Command::DeleteBatch
-        | Command::ClearTube(_)
-        | Command::FlushTube(_)
-        | Command::ListJobsReady(_)
-        | Command::ListJobsDelayed(_)
-        | Command::ListJobsReserved(_)
-        | Command::ListJobsBuried(_) => Reply::InternalError,
+        // The connection's own (`Conn::execute`): they read or wait, or
+        // work in chunks (`Command::works_in_chunks`).
+        _ => Reply::InternalError,
     }
 }
 

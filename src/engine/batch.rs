@@ -4,16 +4,20 @@
 //! treat it, and counted as that command in `stats`; what is logged is
 //! logged in one write, all or nothing ([`Engine::journaled_batch`]).
 //!
-//! A clear works in chunks of [`CLEAR_CHUNK`] jobs, one chunk a call, so
-//! that the connection lets the lock go between chunks and no other client
-//! waits for a whole tube to go.
+//! A command on a whole tube (`clear-tube`, `flush-tube`:
+//! [`Command::works_in_chunks`]) works in chunks of [`CLEAR_CHUNK`] jobs,
+//! one chunk a call of [`Engine::tube_chunk`], so that the connection lets
+//! the lock go between chunks and no other client waits for a whole tube.
+//! The connection runs them all alike; which command does what is decided
+//! here, in [`Engine::start_on_tube`], [`Engine::tube_chunk`] and
+//! [`TubeRun::reply`], an arm each.
 
 use super::journaling::{deleted, gone};
 use super::*;
-use crate::protocol::SHORT_REPLY_LEN;
+use crate::protocol::{Command, SHORT_REPLY_LEN};
 
-/// Jobs one call of [`Engine::clear_tube`] deletes at most, and jobs and
-/// cooldowns one call of [`Engine::flush_tube`] ends.
+/// Jobs one chunk of a command on a whole tube ([`Engine::tube_chunk`])
+/// changes at most; for a flush, jobs and cooldowns ended.
 pub const CLEAR_CHUNK: usize = 1000;
 
 /// Bytes of bodies one piece of a `reserve-batch` copies under the lock
@@ -22,6 +26,38 @@ pub const BATCH_PIECE: usize = 256 * 1024;
 
 /// Key slots one call of [`Engine::flush_tube`] looks at, at most.
 pub const COOLING_SCAN: usize = 64 * 1024;
+
+/// A command on a whole tube under way: started by
+/// [`Engine::start_on_tube`], then a chunk a lock by [`Engine::tube_chunk`]
+/// until a chunk gives the reply.
+#[derive(Debug)]
+pub struct TubeRun {
+    command: Command,
+    /// Jobs it may change at most: as many as the tube had for it when it
+    /// started; it changes no more, however many come meanwhile.
+    most: u64,
+    /// Jobs changed so far.
+    done: u64,
+    /// A flush's cooling keys: the key slot to look from (`None`: none
+    /// left to look at, or not a flush).
+    cooling: Option<usize>,
+}
+
+impl TubeRun {
+    /// Jobs changed so far.
+    pub fn done(&self) -> u64 {
+        self.done
+    }
+
+    /// The answer, once the jobs are done: how many were changed.
+    fn reply(&self) -> Reply<'static> {
+        match self.command {
+            Command::ClearTube(_) => Reply::Cleared(self.done),
+            Command::FlushTube(_) => Reply::Flushed(self.done),
+            _ => Reply::InternalError,
+        }
+    }
+}
 
 /// A list's room kept from one command on many jobs to the next, claimed
 /// at start-up for [`CLEAR_CHUNK`] entries: so that a command that frees
@@ -63,10 +99,47 @@ impl<T> Kept<T> {
 }
 
 impl Engine {
+    /// Starts `command`, one that [`Command::works_in_chunks`]: how many
+    /// jobs it may change, or its answer at once (`NOT_FOUND`).
+    pub fn start_on_tube(&self, command: Command) -> Result<TubeRun, Reply<'static>> {
+        let (most, cooling) = match &command {
+            Command::ClearTube(name) => (self.clearable(name), None),
+            Command::FlushTube(name) => (self.flushable(name).ok_or(Reply::NotFound)?, Some(0)),
+            _ => return Err(Reply::InternalError),
+        };
+        Ok(TubeRun { command, most, done: 0, cooling })
+    }
+
+    /// One chunk of `run`, under one hold of the lock, in one write:
+    /// `Some` reply once the run is over. A chunk refused after others
+    /// were made ends it with the count of those (they are made, and
+    /// logged); if the first is refused, its refusal is the answer.
+    pub fn tube_chunk(&mut self, run: &mut TubeRun, now: Time) -> Option<Reply<'static>> {
+        let TubeRun { command, most, done, cooling } = run;
+        let left = most.saturating_sub(*done);
+        let chunk = match command {
+            Command::ClearTube(name) => self.clear_tube(name, left, now),
+            Command::FlushTube(name) => self.flush_tube(name, left, *cooling, now).map(|(n, next)| {
+                *cooling = next;
+                n
+            }),
+            _ => Err(Reply::InternalError),
+        };
+        match chunk {
+            Ok(n) => {
+                run.done += n as u64;
+                let jobs_done = n < CLEAR_CHUNK || run.done >= run.most;
+                (jobs_done && run.cooling.is_none()).then(|| run.reply())
+            }
+            Err(_) if run.done > 0 => Some(run.reply()),
+            Err(refusal) => Some(refusal),
+        }
+    }
+
     /// How many jobs `clear-tube <tube>` may delete: the tube's ready,
     /// delayed and buried jobs as it starts (0 if there is no such tube).
     /// A clear deletes no more, however many come meanwhile.
-    pub fn clearable(&self, name: &TubeName) -> u64 {
+    fn clearable(&self, name: &TubeName) -> u64 {
         self.tubes.find(name).map_or(0, |t| {
             let tube = self.tubes.get(t);
             (tube.job_count() - tube.reserved) as u64
@@ -78,8 +151,8 @@ impl Engine {
     /// ones first, then delayed, then ready; reserved jobs, and jobs handed
     /// to a blocked worker, stay with their workers. Returns how many it
     /// deleted; `NOT_FOUND` if the tube does not exist (it is never made).
-    /// The connection calls it until a chunk comes back short.
-    pub fn clear_tube(&mut self, name: &TubeName, most: u64, now: Time) -> Result<usize, Reply<'static>> {
+    /// [`Engine::tube_chunk`] calls it until a chunk comes back short.
+    fn clear_tube(&mut self, name: &TubeName, most: u64, now: Time) -> Result<usize, Reply<'static>> {
         let Some(t) = self.tubes.find(name) else {
             return Err(Reply::NotFound);
         };
@@ -100,7 +173,7 @@ impl Engine {
 
     /// How many jobs `flush-tube <tube>` may delete: every job of the tube
     /// as it starts; `None` if there is no such tube (`NOT_FOUND`).
-    pub fn flushable(&self, name: &TubeName) -> Option<u64> {
+    fn flushable(&self, name: &TubeName) -> Option<u64> {
         self.tubes.find(name).map(|t| self.tubes.get(t).job_count() as u64)
     }
 
@@ -113,14 +186,15 @@ impl Engine {
     /// freed as if their cooldowns had run out, found among
     /// [`COOLING_SCAN`] key slots from slot `cooling_from` (`None`: that
     /// is done). Returns the jobs deleted and the key slot to go on from.
-    /// The connection asks [`Engine::flushable`] first, then calls this
+    /// [`Engine::start_on_tube`] asks [`Engine::flushable`] first, then
+    /// [`Engine::tube_chunk`] calls this
     /// until no job is left to delete and no slot to look at; the tube may
     /// vanish on the way (its last job gone), and its cooling keys, named
     /// by the tube's name, are still found.
     ///
     /// Nothing indexes reserved jobs by tube, so a chunk that reaches them
     /// passes once over every reserved job of the server.
-    pub fn flush_tube(
+    pub(super) fn flush_tube(
         &mut self,
         name: &TubeName,
         most: u64,

@@ -4,8 +4,9 @@
 //! and no piece may do more than the bound the reference names: a
 //! thousand jobs changed (and a thousand held jobs let go), 256 KiB of
 //! bodies copied (a job more), or 16 Ki slots of a queue looked at. The
-//! runs are here; which command each proves the promise for is its case's
-//! `bounded` in `cases.rs`. A command given the promise without such a
+//! run is a case's `bounded` (`cases.rs`, `cases_more.rs`), written beside
+//! the case (on [`filled`], and [`tube_chunks`] for a command on a whole
+//! tube) or, if long, here. A command given the promise without such a
 //! case fails, so the promise cannot outrun its check.
 //!
 //! Work is counted, not timed: the stall a piece causes is measured by
@@ -21,20 +22,20 @@ use crate::protocol::{TubeName, MAX_BATCH};
 
 /// What each piece of one run did, and the most a piece may do.
 pub(super) struct Pieces {
-    work: Vec<usize>,
-    most: usize,
+    pub(super) work: Vec<usize>,
+    pub(super) most: usize,
     /// Whether the run must take more than one piece (it was given more
     /// work than a piece may do), or is bounded by its own line.
-    split: bool,
+    pub(super) split: bool,
 }
 
-fn name(s: &str) -> TubeName {
+pub(super) fn name(s: &str) -> TubeName {
     TubeName::new(s.as_bytes()).unwrap()
 }
 
 /// An engine whose client uses and watches tube `jobs`, holding `n` ready
 /// jobs of `body` bytes each.
-fn filled(n: usize, body: usize) -> (Engine, ClientId) {
+pub(super) fn filled(n: usize, body: usize) -> (Engine, ClientId) {
     let mut e = engine();
     let c = client(&mut e);
     e.use_tube(c, &name("jobs"));
@@ -59,7 +60,7 @@ fn filled(n: usize, body: usize) -> (Engine, ClientId) {
 }
 
 /// Reserves every ready job for `c`; buries them if `bury`.
-fn reserve_all(e: &mut Engine, c: ClientId, bury: bool) {
+pub(super) fn reserve_all(e: &mut Engine, c: ClientId, bury: bool) {
     while let Some(Reply::Reserved(id, _)) = e.reserve(c, Some(0), Time::ZERO, &mut Vec::<u8>::new()) {
         if bury {
             assert_eq!(e.bury(c, id, 0, Time::ZERO), Reply::Buried);
@@ -112,30 +113,22 @@ pub(super) fn delete() -> Pieces {
     Pieces { work, most: LET_GO_PIECE, split: true }
 }
 
-pub(super) fn clear_tube() -> Pieces {
-    let (mut e, _) = filled(5 * CLEAR_CHUNK + 1, 1);
+/// A command on a whole tube, its `line` as a client sends it, run on
+/// `e` as the connection runs it, a chunk a lock: the jobs each chunk
+/// changed, `jobs` in all.
+pub(super) fn tube_chunks(e: &mut Engine, line: &str, jobs: usize) -> Pieces {
+    let command = crate::protocol::parse(line.as_bytes()).expect("a command's line");
+    let mut run = e.start_on_tube(command).expect("the tube");
     let mut work = Vec::new();
-    while let Ok(n @ 1..) = e.clear_tube(&name("jobs"), u64::MAX, Time::ZERO) {
-        work.push(n);
-    }
-    assert_eq!(work.iter().sum::<usize>(), 5 * CLEAR_CHUNK + 1);
-    Pieces { work, most: CLEAR_CHUNK, split: true }
-}
-
-pub(super) fn flush_tube() -> Pieces {
-    let (mut e, c) = filled(5 * CLEAR_CHUNK + 1, 1);
-    reserve_all(&mut e, c, false);
-    let most = e.flushable(&name("jobs")).unwrap();
-    let (mut work, mut cooling) = (Vec::new(), Some(0));
     loop {
-        let (n, next) = e.flush_tube(&name("jobs"), most, cooling, Time::ZERO).unwrap();
-        cooling = next;
-        work.push(n);
-        if n < CLEAR_CHUNK && cooling.is_none() {
+        let before = run.done();
+        let reply = e.tube_chunk(&mut run, Time::ZERO);
+        work.push((run.done() - before) as usize);
+        if reply.is_some() {
             break;
         }
     }
-    assert_eq!(work.iter().sum::<usize>(), 5 * CLEAR_CHUNK + 1);
+    assert_eq!(work.iter().sum::<usize>(), jobs, "{line}");
     Pieces { work, most: CLEAR_CHUNK, split: true }
 }
 

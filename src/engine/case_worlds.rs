@@ -61,7 +61,7 @@ pub(super) fn handoff_sent(w: &mut World) {
 
 /// The job the waiter was handed, not yet sent, flushed with its tube.
 pub(super) fn flush_quiet_step(w: &mut World, out: &mut Vec<u8>) {
-    flush_tube_step(w, out, "quiet");
+    on_a_tube_step(w, out, "flush-tube quiet");
 }
 
 /// The worker holding a job of the waiter's tube, and the waiter blocked.
@@ -301,30 +301,30 @@ pub(super) fn reserve_batch_step(w: &mut World, out: &mut Vec<u8>) {
 
 /// `clear-tube jobs` as the connection runs it: chunks to the end.
 pub(super) fn clear_step(w: &mut World, out: &mut Vec<u8>) {
-    let most = w.e.clearable(&name("jobs"));
-    match w.e.clear_tube(&name("jobs"), most, T0) {
-        Ok(n) => Reply::Cleared(n as u64).encode(out),
-        Err(refusal) => refusal.encode(out),
-    }
+    on_a_tube_step(w, out, "clear-tube jobs");
 }
 
 /// `flush-tube jobs` as the connection runs it: chunks to the end, then
 /// the cooling keys.
 pub(super) fn flush_step(w: &mut World, out: &mut Vec<u8>) {
-    flush_tube_step(w, out, "jobs");
+    on_a_tube_step(w, out, "flush-tube jobs");
 }
 
-/// `flush-tube <tube>` as the connection runs it, for a world's few jobs.
-fn flush_tube_step(w: &mut World, out: &mut Vec<u8>, tube: &str) {
-    let Some(most) = w.e.flushable(&name(tube)) else {
-        return Reply::NotFound.encode(out);
+/// A command on a whole tube (`Command::works_in_chunks`), its `line` as
+/// a client sends it, run as the connection runs it: started, then chunks
+/// until one gives the reply. Every such command's cases use it.
+pub(super) fn on_a_tube_step(w: &mut World, out: &mut Vec<u8>, line: &str) {
+    let command = crate::protocol::parse(line.as_bytes()).expect("a command's line");
+    assert!(command.works_in_chunks(), "{line}");
+    let reply = match w.e.start_on_tube(command) {
+        Err(answer) => answer,
+        Ok(mut run) => loop {
+            if let Some(reply) = w.e.tube_chunk(&mut run, T0) {
+                break reply;
+            }
+        },
     };
-    match w.e.flush_tube(&name(tube), most, Some(0), T0) {
-        // One chunk: the world's few jobs and keys.
-        Ok((n, None)) => Reply::Flushed(n as u64).encode(out),
-        Ok((_, Some(_))) => panic!("more than one chunk"),
-        Err(refusal) => refusal.encode(out),
-    }
+    reply.encode(out);
 }
 
 /// The timer at 200 s ends the cooldown of key `c`. No client waits on

@@ -334,12 +334,19 @@ const FIRST: &[Case] = &[
     case("kick of many delayed jobs", many_later_used, "KICKED 2", |w, out| {
         w.e.kick(w.producer, 2, T0).encode(out)
     }),
-    case("clear-tube of a tube with a job in every state", many, "CLEARED 8", clear_step)
-        .logged()
-        .bounded(bounded::clear_tube),
-    case("flush-tube of a tube with a job in every state", many, "FLUSHED 9", flush_step)
-        .logged()
-        .bounded(bounded::flush_tube),
+    case("clear-tube of a tube with a job in every state", many, "CLEARED 8", clear_step).logged().bounded(
+        || {
+            let (mut e, _) = bounded::filled(5 * CLEAR_CHUNK + 1, 1);
+            bounded::tube_chunks(&mut e, "clear-tube jobs", 5 * CLEAR_CHUNK + 1)
+        },
+    ),
+    case("flush-tube of a tube with a job in every state", many, "FLUSHED 9", flush_step).logged().bounded(
+        || {
+            let (mut e, c) = bounded::filled(5 * CLEAR_CHUNK + 1, 1);
+            bounded::reserve_all(&mut e, c, false);
+            bounded::tube_chunks(&mut e, "flush-tube jobs", 5 * CLEAR_CHUNK + 1)
+        },
+    ),
     case("flush-tube of a tube with keys, one cooling", plain, "FLUSHED 5", flush_step).logged(),
     case("delete-batch", many, "DELETED_BATCH 3 3", |w, out| {
         let ids = [w.ready, w.reserved, w.buried, 999, w.ready, w.delayed];

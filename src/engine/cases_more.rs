@@ -168,16 +168,8 @@ pub(super) const MORE: &[Case] = &[
     }),
     case("drain", plain, "DRAINING", |w, out| w.e.drain().encode(out)),
     case("undrain of a draining server", draining, "NOT_DRAINING", |w, out| w.e.undrain().encode(out)),
-    case("clear-tube of no tube", plain, "NOT_FOUND", |w, out| {
-        match w.e.clear_tube(&name("nowhere"), 10, T0) {
-            Ok(n) => Reply::Cleared(n as u64).encode(out),
-            Err(refusal) => refusal.encode(out),
-        }
-    }),
-    case("flush-tube of no tube", plain, "NOT_FOUND", |w, out| match w.e.flushable(&name("nowhere")) {
-        Some(_) => Reply::InternalError.encode(out),
-        None => Reply::NotFound.encode(out),
-    }),
+    case("clear-tube of no tube", plain, "NOT_FOUND", |w, out| on_a_tube_step(w, out, "clear-tube nowhere")),
+    case("flush-tube of no tube", plain, "NOT_FOUND", |w, out| on_a_tube_step(w, out, "flush-tube nowhere")),
     // Logged changes the lists above lack: tags a full record keeps, a
     // held job let go, a cooldown's end, a batch with a reserved job.
     case("put with a retry limit and a key", plain, "INSERTED 7", |w, out| {

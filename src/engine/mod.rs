@@ -102,7 +102,7 @@ use crate::ids::{IdRange, NO_ID_LEFT};
 use crate::protocol::{data_reply_len, PutTags, Reply, ReplyRoom, TubeName, UniqueKey};
 use crate::stats::{CommandCounts, JobCounts, JobStats, ServerStats, TubeStats};
 use crate::time::Time;
-pub use batch::{BATCH_PIECE, CLEAR_CHUNK};
+pub use batch::{TubeRun, BATCH_PIECE, CLEAR_CHUNK};
 use client::{Blocked, Client, Outcome, Soonest, Wait};
 pub use client::{Waker, Withdrawal};
 use heap::Heap;

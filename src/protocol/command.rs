@@ -173,6 +173,15 @@ impl Command {
                 | Command::MoveJob { .. }
         )
     }
+
+    /// Whether it is a command on a whole tube, which the connection runs
+    /// in chunks, the lock let go between them (reference §3.0, the
+    /// promise `bounded`): the engine says what each does
+    /// (`Engine::start_on_tube` and `Engine::tube_chunk`, in
+    /// `engine/batch.rs`), and nothing in the connection names it.
+    pub fn works_in_chunks(&self) -> bool {
+        matches!(self, Command::ClearTube(_) | Command::FlushTube(_))
+    }
 }
 
 /// Which page a `list-jobs-*` line asks for (reference §3.29): at most

@@ -7,7 +7,23 @@ const REFERENCE: &str = include_str!("../../src/reference.md");
 /// One row: the command's name and the words of its *promises* cell.
 pub struct Row {
     pub name: String,
+    /// As written: `release <id> <pri> <delay>`.
+    pub syntax: String,
     pub promises: Vec<String>,
+}
+
+impl Row {
+    /// A line the parser takes for this command, each argument made up
+    /// (as `src/reference.rs` makes its rows' lines): a tube is `tube`, a
+    /// mode `fifo`, anything else `1`.
+    pub fn example(&self) -> String {
+        let arguments = self.syntax.split(' ').skip(1).map(|field| match field {
+            "<tube>" => "tube",
+            "<mode>" => "fifo",
+            _ => "1",
+        });
+        std::iter::once(self.name.as_str()).chain(arguments).collect::<Vec<_>>().join(" ")
+    }
 }
 
 /// Every row of §3.0.
@@ -26,9 +42,10 @@ pub fn rows() -> Vec<Row> {
         if !cells[1].starts_with('`') {
             continue;
         }
-        let name = cells[1].trim_matches('`').split(' ').next().unwrap_or_default().to_owned();
+        let syntax = cells[1].trim_matches('`').to_owned();
+        let name = syntax.split(' ').next().unwrap_or_default().to_owned();
         let words = cells[header.unwrap()].split(',').map(str::trim).filter(|w| !w.is_empty());
-        rows.push(Row { name, promises: words.map(str::to_owned).collect() });
+        rows.push(Row { name, syntax, promises: words.map(str::to_owned).collect() });
     }
     assert!(rows.len() > 20, "§3.0 has {} rows", rows.len());
     rows
