@@ -72,7 +72,7 @@
 //!    `list-*`.
 //! 9. [`shared`] (what every thread of a server shares; the engine's lock,
 //!    which wakes blocked reserves once let go, lets no client's
-//!    pipeline starve another, and has a crowd yield before it sleeps, is
+//!    pipeline starve another, and has a crowd wait its turn at a door, is
 //!    [`engine_lock`]), [`listen`] (the
 //!    listening socket), [`server`] (accepting, a thread a connection,
 //!    shutdown; `server/accepting.rs` is the accept loop, and
