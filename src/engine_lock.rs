@@ -24,14 +24,18 @@
 //! trying again, for up to [`SPIN`], since the lock is held for a
 //! microsecond or two and a holder on a CPU lets go well within it; then
 //! it sleeps on the lock. A thread that finds the lock free takes it,
-//! door or no door, so a taking that would not wait pays for none of it. (With one CPU there is no holder
-//! running beside the spinner, so it does not spin.) Measured on the
-//! 1000-connection cycle (`loadgen cycle --conns 1000 --duration 3`,
-//! against the last rule, a crowd that yields 4 times before it sleeps):
-//! the p99 round trip from 270 to 540 ms down to 61 to 90, beanstalkd's
-//! 24 to 40 and the no-engine responder's 40 to 50; commands/s 1.1 to 1.3
-//! times beanstalkd's, as before; and no round that takes 20 s to start.
-//! The 8-connection cycle never reaches the door and reads the same.
+//! door or no door, so a taking that would not wait pays for none of it.
+//! (With one CPU there is no holder running beside the spinner, so it
+//! does not spin.) Measured on the
+//! 1000-connection cycle (`loadgen cycle --conns 1000 --duration 3`, 5
+//! rounds in turn with the last rule, beanstalkd and the no-engine
+//! responder; medians): the p99 round trip 62 ms, against 205 under the
+//! last rule (a crowd yields 4 times, then sleeps on the lock), 24.5 for
+//! beanstalkd and 38 for the responder; the longest 448 ms against 1,478
+//! (the responder's 574); commands/s 1.03 times beanstalkd's (the last
+//! rule's 1.28: a ticket costs a sleep); and every round over in about
+//! 4 s, where the last rule's took up to 15. The 8-connection cycle
+//! seldom reaches the door and reads the same.
 //!
 //! One kind of waiter is not seen here: a thread woken from a `Condvar`
 //! wait (a blocked reserve, the timer) takes the lock back inside the
@@ -59,10 +63,10 @@ pub const FAIR_AFTER: Duration = Duration::from_micros(500);
 /// up, or was never really there), it takes the lock anyway. Never a hang.
 const LONGEST_STEP_ASIDE: Duration = Duration::from_millis(5);
 
-/// The longest a taker that finds the lock taken spins for it before it
-/// waits its turn at the door. Spinning 20 µs left the crowd's p99 at 150
-/// to 540 ms: a holder that had been preempted outlasted it, and the
-/// sleepers it made were the tail.
+/// The longest a taker let in by the door spins for the lock before it
+/// sleeps on it. A spin of 20 µs left the crowd's p99 at 65 to 150 ms: a
+/// holder that had been preempted outlasted it, and the sleepers it made
+/// were the tail.
 const SPIN: Duration = Duration::from_micros(100);
 
 /// The engine behind its `Mutex`, and the bookkeeping of who waits for it.
