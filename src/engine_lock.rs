@@ -52,7 +52,7 @@ use std::time::{Duration, Instant};
 use crate::engine::{Engine, Waker};
 
 mod door;
-use door::{Door, Ticket};
+use door::Door;
 
 /// A wait for the lock longer than this makes the next taker step aside.
 /// It bounds how long one client waits behind another's pipeline (the
@@ -117,7 +117,7 @@ impl EngineLock {
                 epoch: Instant::now(),
             },
             door: Door::new(),
-            spins: std::thread::available_parallelism().is_ok_and(|cpus| cpus.get() > 1),
+            spins: crate::host::has_a_second_cpu(),
         }
     }
 
@@ -154,7 +154,9 @@ impl EngineLock {
     }
 
     /// The slow path: waits its turn at the door, then spins for the lock,
-    /// then sleeps on it, counted among its waiters throughout.
+    /// then sleeps on it, counted among its waiters throughout. Once it
+    /// has the lock it waits no more, so it leaves the door at once: the
+    /// holder of a guard never holds a ticket.
     fn wait_for_lock(&self) -> EngineGuard<'_> {
         self.turns.begin_wait();
         let ticket = self.door.enter();
@@ -162,24 +164,21 @@ impl EngineLock {
             .try_lock()
             .or_else(|| self.spins.then(|| self.spin()).flatten())
             .unwrap_or_else(|| self.engine.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+        self.door.leave(ticket);
         self.turns.end_wait();
-        EngineGuard { guard: Some(guard), ticket: Some((&self.door, ticket)) }
+        EngineGuard::new(guard)
     }
 
     /// Tries the lock again and again for up to [`SPIN`].
     fn spin(&self) -> Option<MutexGuard<'_, Engine>> {
         let started = Instant::now();
-        loop {
-            for _ in 0..32 {
-                std::hint::spin_loop();
-                if let Some(guard) = self.try_lock() {
-                    return Some(guard);
-                }
-            }
-            if started.elapsed() >= SPIN {
-                return None;
+        while started.elapsed() < SPIN {
+            std::hint::spin_loop();
+            if let Some(guard) = self.try_lock() {
+                return Some(guard);
             }
         }
+        None
     }
 }
 
@@ -255,9 +254,6 @@ impl Turns {
 /// and no wake's system call holds everyone up.
 pub struct EngineGuard<'a> {
     guard: Option<MutexGuard<'a, Engine>>,
-    /// The door ticket it waited with, if it waited at the door: given
-    /// back once the lock is let go.
-    ticket: Option<(&'a Door, Ticket)>,
 }
 
 /// Wake-ups carried out of the lock at a time; more are made under it.
@@ -265,18 +261,13 @@ const WAKES_AFTER_UNLOCK: usize = 16;
 
 impl<'a> EngineGuard<'a> {
     pub fn new(guard: MutexGuard<'a, Engine>) -> EngineGuard<'a> {
-        EngineGuard { guard: Some(guard), ticket: None }
+        EngineGuard { guard: Some(guard) }
     }
 
     /// The lock itself, for a `Condvar` wait, which lets it go and takes it
     /// back at once: what is pending is woken first, under it.
     pub fn into_inner(mut self) -> MutexGuard<'a, Engine> {
         let guard = self.guard.take().unwrap_or_else(|| unreachable!("held until dropped"));
-        // The lock is about to be let go in the `Condvar` wait, and taken
-        // back there without the door.
-        if let Some((door, ticket)) = self.ticket.take() {
-            door.leave(ticket);
-        }
         wake_ended(guard, true).unwrap_or_else(|| unreachable!("kept"))
     }
 }
@@ -321,9 +312,6 @@ impl Drop for EngineGuard<'_> {
     fn drop(&mut self) {
         if let Some(guard) = self.guard.take() {
             wake_ended(guard, false);
-        }
-        if let Some((door, ticket)) = self.ticket.take() {
-            door.leave(ticket);
         }
     }
 }
@@ -408,7 +396,7 @@ mod tests {
         let held = lock.lock();
         let taker = {
             let lock = Arc::clone(&lock);
-            thread::spawn(move || lock.lock().ticket.is_some())
+            thread::spawn(move || drop(lock.lock()))
         };
         // It spun, took a ticket, and sleeps on the lock, counted waiting.
         while lock.door_tickets_out() == 0 {
@@ -416,8 +404,8 @@ mod tests {
         }
         assert_eq!(lock.turns.waiting.load(SeqCst), 1);
         drop(held);
-        assert!(taker.join().unwrap(), "it took the lock with its ticket");
-        assert_eq!(lock.door_tickets_out(), 0, "and gave the ticket back");
+        taker.join().unwrap();
+        assert_eq!(lock.door_tickets_out(), 0, "it gave its ticket back");
         assert_eq!(lock.waits(), 1);
     }
 

@@ -256,14 +256,19 @@ fn the_guide_names_a_test_for_every_promise() {
 fn the_readmes_performance_figures_are_the_records() {
     let readme = include_str!("../README.md");
     let record = include_str!("../benches/README.md");
-    let table = readme.split("\n## Performance\n").nth(1).expect("the README's Performance").split("\n## ").next();
+    let table =
+        readme.split("\n## Performance\n").nth(1).expect("the README's Performance").split("\n## ").next();
     let rows = table.unwrap_or_default().lines().filter(|line| line.starts_with("| ")).skip(1);
     let mut figures = 0;
     for row in rows {
         let cells: Vec<&str> = row.split('|').map(str::trim).collect();
         // | figure | bench | beanstalk | beanstalkd | ratio |: ours and beanstalkd's.
         for figure in cells[3..5].iter().flat_map(|cell| cell.split(" / ")).filter(|f| !f.is_empty()) {
-            assert!(record.contains(figure), "the README's {figure:?} ({}) is not in benches/README.md", cells[1]);
+            assert!(
+                record.contains(figure),
+                "the README's {figure:?} ({}) is not in benches/README.md",
+                cells[1]
+            );
             figures += 1;
         }
     }

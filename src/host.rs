@@ -21,6 +21,15 @@
 
 use crate::sys;
 
+/// Whether this host has more than one CPU online, as Linux lists them
+/// ("0" for one, "0-1" or "0,2" for more): with one, a thread spinning
+/// for the engine's lock only keeps its holder off the CPU. Unreadable,
+/// it says more than one.
+pub fn has_a_second_cpu() -> bool {
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    !online.trim().bytes().all(|byte| byte.is_ascii_digit())
+}
+
 /// The binary's global allocator: small blocks in pages of their own size,
 /// given back as each page empties; big blocks (a busy connection's
 /// buffers among them) as mappings of their own, so that an idle

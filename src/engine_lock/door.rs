@@ -17,9 +17,7 @@
 //! crowd's commands/s by a third; only the takers that would wait pay it.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
-use std::sync::{Mutex, MutexGuard};
-use std::thread::{self, Thread};
-use std::time::Duration;
+use std::sync::{Condvar, Mutex};
 
 /// How many threads may wait on the lock at once; the rest wait at the
 /// door. Fewer made the door cost more sleeps than it saved (16: the
@@ -27,10 +25,10 @@ use std::time::Duration;
 /// own unfairness back in (64: up to 96 ms).
 pub const ADMITTED: u64 = 32;
 
-/// Where parked threads are found by ticket: a ticket's slot is its
-/// number modulo this. A slot holds every parked ticket that maps to it,
-/// so more parked threads than slots only share.
-const SLOTS: usize = 256;
+/// Where parked threads wait, by ticket: a ticket's slot is its number
+/// modulo this. More parked threads than slots only share a slot, and
+/// each wake-up in it wakes them all, to look at their tickets again.
+const SLOTS: usize = 1024;
 
 pub struct Door {
     /// The next ticket to give out.
@@ -39,12 +37,9 @@ pub struct Door {
     let_in: AtomicU64,
     /// Threads parked here now (so a thread leaving knows whether to look).
     parked: AtomicUsize,
-    /// Parked threads by ticket.
-    slots: Box<[Mutex<Slot>]>,
+    /// Where parked threads sleep, by ticket.
+    slots: Box<[(Mutex<()>, Condvar)]>,
 }
-
-/// The threads parked in one slot, with their tickets.
-type Slot = Vec<(u64, Thread)>;
 
 /// A ticket let in: its holder may wait on the lock, and must [`Door::leave`]
 /// once it has let the lock go.
@@ -57,48 +52,38 @@ impl Door {
             next: AtomicU64::new(0),
             let_in: AtomicU64::new(ADMITTED),
             parked: AtomicUsize::new(0),
-            slots: (0..SLOTS).map(|_| Mutex::new(Vec::new())).collect(),
+            slots: (0..SLOTS).map(|_| (Mutex::new(()), Condvar::new())).collect(),
         }
     }
 
-    /// Takes a ticket, and parks until it is let in.
+    /// Takes a ticket, and sleeps until it is let in.
     pub fn enter(&self) -> Ticket {
         let ticket = self.next.fetch_add(1, SeqCst);
         if ticket < self.let_in.load(SeqCst) {
             return Ticket(());
         }
-        // Counted before it can be found, and the count read by a thread
+        // Counted before it looks again, and the count read by a thread
         // leaving after it lets the next in: either the leaver sees this
-        // thread, or this thread sees the door move.
+        // thread and wakes its slot, or this thread sees the door move.
         self.parked.fetch_add(1, SeqCst);
-        let findable = {
-            let mut slot = self.slot(ticket);
-            let room = slot.try_reserve(1).is_ok();
-            if room {
-                slot.push((ticket, thread::current()));
-            }
-            room
-        };
+        let (lock, woken) = &self.slots[ticket as usize % SLOTS];
+        let mut slot = lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         while ticket >= self.let_in.load(SeqCst) {
-            if findable {
-                thread::park();
-            } else {
-                // Short of memory for its place: it looks again, often.
-                thread::park_timeout(Duration::from_millis(1));
-            }
+            slot = woken.wait(slot).unwrap_or_else(|poisoned| poisoned.into_inner());
         }
-        self.slot(ticket).retain(|(parked, _)| *parked != ticket);
+        drop(slot);
         self.parked.fetch_sub(1, SeqCst);
         Ticket(())
     }
 
-    /// Lets the next ticket in, and wakes it if it is parked.
+    /// Lets the next ticket in, and wakes its slot if anyone is parked.
     pub fn leave(&self, _done: Ticket) {
         let next = self.let_in.fetch_add(1, SeqCst);
         if self.parked.load(SeqCst) > 0 {
-            if let Some((_, thread)) = self.slot(next).iter().find(|(parked, _)| *parked == next) {
-                thread.unpark();
-            }
+            let (lock, woken) = &self.slots[next as usize % SLOTS];
+            // Taken, so a thread between its look and its sleep is asleep.
+            drop(lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+            woken.notify_all();
         }
     }
 
@@ -107,10 +92,6 @@ impl Door {
     pub fn tickets_out(&self) -> u64 {
         self.next.load(SeqCst) + ADMITTED - self.let_in.load(SeqCst)
     }
-
-    fn slot(&self, ticket: u64) -> MutexGuard<'_, Slot> {
-        self.slots[ticket as usize % SLOTS].lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
 }
 
 #[cfg(test)]
@@ -118,6 +99,8 @@ mod tests {
     use super::*;
     use std::sync::mpsc;
     use std::sync::Arc;
+    use std::thread;
+    use std::time::Duration;
 
     /// Long enough for any machine; a door that never opens hangs past it.
     const HANG_GUARD: Duration = Duration::from_secs(300);
