@@ -431,14 +431,20 @@ fn check_on_a_busy_live_directory_reports_no_damage_that_is_not_there() {
         put_bytes(&mut c, 0, 0, 60, b"the-marker-body");
         // A record after it, so that the change is not a torn tail.
         put_bytes(&mut c, 0, 0, 60, b"after");
-        let newest = fs::read_dir(&dir.path)
+        // In the file that holds it: with 64 KiB files, the put after it
+        // may have begun a new one.
+        let (path, at) = fs::read_dir(&dir.path)
             .unwrap()
-            .filter_map(|e| e.unwrap().file_name().into_string().ok())
-            .filter_map(|name| name.strip_prefix("beanstalk.").and_then(|n| n.parse::<u32>().ok()))
-            .max()
-            .unwrap();
-        let path = dir.path.join(format!("beanstalk.{newest}"));
-        let at = find(&fs::read(&path).unwrap(), b"the-marker-body");
+            .map(|e| e.unwrap().path())
+            .filter(|path| {
+                path.file_name().is_some_and(|name| name.to_string_lossy().starts_with("beanstalk."))
+            })
+            .find_map(|path| {
+                let bytes = fs::read(&path).ok()?;
+                let at = bytes.windows(b"the-marker-body".len()).position(|w| w == b"the-marker-body")?;
+                Some((path, at))
+            })
+            .expect("the marker's record in a file");
         let file = fs::OpenOptions::new().write(true).open(&path).unwrap();
         std::os::unix::fs::FileExt::write_all_at(&file, b"T", at as u64).unwrap();
         let (code, stdout, _) = tool(&["check", dir_arg]);
