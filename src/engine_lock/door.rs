@@ -9,20 +9,22 @@
 //! neighbours were served in 3. So only [`ADMITTED`] threads at a time may
 //! wait on the lock itself; a thread that comes to wait when that many
 //! already do parks here, and the door lets the parked in strictly in
-//! ticket order, one for each admitted thread that has had its turn.
+//! ticket order, one for each admitted thread that has got the lock.
 //!
 //! The door is only for waiting: a thread that finds the lock free takes
-//! it without a ticket (see [`super::EngineLock::lock`]). A ticket costs a
-//! thread's sleep and wake, so a door every taker passed through cut the
-//! crowd's commands/s by a third; only the takers that would wait pay it.
+//! it without a ticket (see [`super::EngineLock::lock`]). In a crowd the
+//! admitted are always taken, so a ticket there costs a thread's sleep
+//! and wake: a door every taker passed through cut the crowd's
+//! commands/s by a third. Only the takers that would wait pay it.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Condvar, Mutex};
 
 /// How many threads may wait on the lock at once; the rest wait at the
-/// door. Fewer made the door cost more sleeps than it saved (16: the
-/// crowd's p99 83 to 188 ms, against 61 to 90 at 32); more let the lock's
-/// own unfairness back in (64: up to 96 ms).
+/// door. Fewer cost more sleeps at the door than they saved (8 and 16: the
+/// crowd's p99 72 to 135 ms); 64 read a p99 of 43 to 94 ms (median 59)
+/// against 32's 59 to 177 (median 76) in 6 rounds in turn, at 0.85 of
+/// the commands/s: no better within this machine's noise, so 32 stays.
 pub const ADMITTED: u64 = 32;
 
 /// Where parked threads wait, by ticket: a ticket's slot is its number
