@@ -3,9 +3,10 @@
 //! [`EngineGuard`]. It owns two promises about that lock, and one rule,
 //! and nothing else: the blocked reserves its holder ended are woken after
 //! it lets go, and no thread waits for it long behind another thread's
-//! stream of commands; and a crowd waits for it in the order it came.
-//! It knows the engine and nothing else: the connection, the
-//! timer and the hang-up watcher all take the lock through it.
+//! stream of commands; and a crowd is let in to wait for it a few at a
+//! time, in the order it came. It knows the engine and nothing else: the
+//! connection, the timer and the hang-up watcher all take the lock
+//! through it.
 //!
 //! Why the second promise needs code: std's `Mutex` is not fair. A thread
 //! that answers a pipeline lets go and takes the lock back within
@@ -14,9 +15,10 @@
 //! pipeline lasts. So a thread about to take the lock first asks whether
 //! someone has been waiting for it longer than [`FAIR_AFTER`]; if so it
 //! steps aside until a waiter has had a turn, or for 5 ms at most
-//! ([`LONGEST_STEP_ASIDE`]: a waiter that gave up never hangs it). Under ordinary contention no wait is that long and nobody steps
-//! aside, so the price is paid only when it buys something: about one
-//! hand-over a millisecond to a starved thread.
+//! ([`LONGEST_STEP_ASIDE`]: a waiter that gave up never hangs it). Under
+//! ordinary contention no wait is that long and nobody steps aside, so
+//! the price is paid only when it buys something: about one hand-over a
+//! millisecond to a starved thread.
 //!
 //! The rule for a thread that finds the lock taken: it waits its turn at
 //! the [`door`], which lets at most [`door::ADMITTED`] threads wait for
@@ -26,23 +28,19 @@
 //! it sleeps on the lock. A thread that finds the lock free takes it,
 //! door or no door, so a taking that would not wait pays for none of it.
 //! (With one CPU there is no holder running beside the spinner, so it
-//! does not spin.) Measured on the
-//! 1000-connection cycle (`loadgen cycle --conns 1000 --duration 3`, 5
-//! rounds in turn with the last rule, beanstalkd and the no-engine
-//! responder; medians): the p99 round trip 62 ms, against 205 under the
-//! last rule (a crowd yields 4 times, then sleeps on the lock), 24.5 for
-//! beanstalkd and 38 for the responder; the longest 448 ms against 1,478
-//! (the responder's 574); commands/s 1.03 times beanstalkd's (the last
-//! rule's 1.28: a ticket costs a sleep); and every round over in about
-//! 4 s, where the last rule's took up to 15. The 8-connection cycle
-//! seldom reaches the door and reads the same.
+//! does not spin.) Against the rule before it (a crowd yielded its CPU
+//! a few times, then slept on the lock), the 1000-connection cycle's p99
+//! fell to a third and its rounds no longer take four times as long, at
+//! about beanstalkd's commands/s; the figures, and every design tried, are
+//! in `benches/README.md` (issue 53). The door's one wake-up is made under
+//! the lock, in a crowd only: the taker that got the lock lets the next
+//! ticket in before it works.
 //!
-//! One kind of waiter is not seen here: a thread woken from a `Condvar`
-//! wait (a blocked reserve, the timer) takes the lock back inside the
-//! wait, not through [`EngineLock::lock`]. Behind another client's stream
-//! of 2,000-command batches, a woken worker's put → `RESERVED` stayed
-//! under 3 ms at worst (beanstalkd: 5.7), so it has not earned the
-//! bookkeeping it would take to count it.
+//! One thread is not seen here: the timer, woken from its `Condvar`
+//! wait, takes the lock back inside the wait, not through
+//! [`EngineLock::lock`], so it passes neither the door nor the count of
+//! waiters. It comes at most once a tick, and a late tick only delays
+//! what falls due.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
@@ -54,7 +52,8 @@ use crate::engine::{Engine, Waker};
 mod door;
 use door::Door;
 
-/// A wait for the lock longer than this makes the next taker step aside.
+/// No waiter served for this long while some wait makes the next taker
+/// that has already had a turn step aside.
 /// It bounds how long one client waits behind another's pipeline (the
 /// issue's promise is 5 ms for a round trip of two commands).
 pub const FAIR_AFTER: Duration = Duration::from_micros(500);
@@ -64,9 +63,9 @@ pub const FAIR_AFTER: Duration = Duration::from_micros(500);
 const LONGEST_STEP_ASIDE: Duration = Duration::from_millis(5);
 
 /// The longest a taker let in by the door spins for the lock before it
-/// sleeps on it. A spin of 20 µs left the crowd's p99 at 65 to 150 ms: a
-/// holder that had been preempted outlasted it, and the sleepers it made
-/// were the tail.
+/// sleeps on it: a holder on a CPU lets go well within it. Shorter spins
+/// left a longer tail (`benches/README.md`): a holder that had been
+/// preempted outlasted them, and the sleepers they made were the tail.
 const SPIN: Duration = Duration::from_micros(100);
 
 /// The engine behind its `Mutex`, and the bookkeeping of who waits for it.
@@ -82,12 +81,12 @@ pub struct EngineLock {
 /// Who waits for the lock and since when. Touched only on the slow path: a
 /// taker that finds the lock free reads one counter and nothing else.
 struct Turns {
-    /// Threads waiting to take the lock now, yielding or asleep.
+    /// Threads waiting to take the lock now: parked at the door, spinning,
+    /// or asleep on the lock.
     waiting: AtomicUsize,
-    /// When the oldest of those began to wait, in ns since `epoch`: the
-    /// moment the first began, or the last moment one was served, so never
-    /// older than a waiter's wait (each was served in its turn, so none
-    /// waited much longer).
+    /// Since when no waiter has been served, in ns since `epoch`: the
+    /// moment the first of those waiting began, or the last moment one was
+    /// served. (Not the oldest wait: behind the door, waits are longer.)
     since_ns: AtomicU64,
     /// Waiters served so far: a taker stepping aside waits for it to move.
     served: AtomicU64,
@@ -162,7 +161,7 @@ impl EngineLock {
         let ticket = self.door.enter();
         let guard = self
             .try_lock()
-            .or_else(|| self.spins.then(|| self.spin()).flatten())
+            .or_else(|| self.spin())
             .unwrap_or_else(|| self.engine.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
         self.door.leave(ticket);
         self.turns.end_wait();
@@ -171,6 +170,9 @@ impl EngineLock {
 
     /// Tries the lock again and again for up to [`SPIN`].
     fn spin(&self) -> Option<MutexGuard<'_, Engine>> {
+        if !self.spins {
+            return None;
+        }
         let started = Instant::now();
         while started.elapsed() < SPIN {
             std::hint::spin_loop();
@@ -187,7 +189,7 @@ impl Turns {
         self.epoch.elapsed().as_nanos() as u64
     }
 
-    /// Whether some waiter has waited longer than [`FAIR_AFTER`].
+    /// Whether no waiter has been served for longer than [`FAIR_AFTER`].
     fn starving(&self) -> bool {
         let since = self.since_ns.load(SeqCst);
         self.now_ns().saturating_sub(since) > FAIR_AFTER.as_nanos() as u64
@@ -321,6 +323,9 @@ mod tests {
     use super::*;
     use std::thread;
 
+    /// Long enough for any machine; a lock that never comes hangs past it.
+    const HANG_GUARD: Duration = Duration::from_secs(300);
+
     fn lock() -> Arc<EngineLock> {
         Arc::new(EngineLock::new(Engine::new(65535)))
     }
@@ -391,22 +396,33 @@ mod tests {
     }
 
     #[test]
-    fn a_taker_that_finds_the_lock_held_past_its_spin_waits_at_the_door_until_it_is_let_go() {
+    fn a_taker_that_finds_the_lock_held_holds_a_ticket_until_it_has_the_lock() {
         let lock = lock();
         let held = lock.lock();
+        let (tell, tickets_when_held) = std::sync::mpsc::channel();
         let taker = {
             let lock = Arc::clone(&lock);
-            thread::spawn(move || drop(lock.lock()))
+            thread::spawn(move || {
+                let _engine = lock.lock();
+                tell.send(lock.door_tickets_out()).unwrap();
+            })
         };
-        // It spun, took a ticket, and sleeps on the lock, counted waiting.
+        // It took a ticket, and spins or sleeps on the lock, counted waiting.
         while lock.door_tickets_out() == 0 {
             thread::yield_now();
         }
         assert_eq!(lock.turns.waiting.load(SeqCst), 1);
         drop(held);
+        assert_eq!(tickets_when_held.recv_timeout(HANG_GUARD), Ok(0), "a guard holds no ticket");
         taker.join().unwrap();
-        assert_eq!(lock.door_tickets_out(), 0, "it gave its ticket back");
         assert_eq!(lock.waits(), 1);
+    }
+
+    #[test]
+    fn a_taker_that_finds_the_lock_free_takes_no_ticket() {
+        let lock = lock();
+        drop(lock.lock());
+        assert_eq!(lock.door.tickets_given(), 0);
     }
 
     /// A smoke test: whether these takers make a crowd depends on how the
@@ -427,9 +443,9 @@ mod tests {
                 })
             })
             .collect();
-        for taker in takers {
-            taker.join().unwrap();
-        }
+        let (done, finished) = std::sync::mpsc::channel();
+        thread::spawn(move || done.send(takers.into_iter().all(|taker| taker.join().is_ok())));
+        assert_eq!(finished.recv_timeout(HANG_GUARD), Ok(true), "every taker had its turns");
         assert_eq!(turns.load(SeqCst), 4 * door::ADMITTED as usize * 200);
         assert_eq!(lock.door_tickets_out(), 0);
         assert_eq!(lock.turns.waiting.load(SeqCst), 0);

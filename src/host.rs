@@ -15,19 +15,25 @@
 //! caps, less what the server itself uses.
 //!
 //! This module reads limits and computes; it changes no limit and logs
-//! nothing. The numbers come through `sys` (rlimits) and `/proc`. The one
+//! nothing. The numbers come through `sys` (rlimits) and `/proc`; and
+//! whether the host has a second CPU, for the engine's lock, from `/sys`. The one
 //! setting it makes is the allocator's, for the memory a connection costs:
 //! [`tune_malloc`]; and the binary's [`Allocator`] is here.
 
 use crate::sys;
 
 /// Whether this host has more than one CPU online, as Linux lists them
-/// ("0" for one, "0-1" or "0,2" for more): with one, a thread spinning
-/// for the engine's lock only keeps its holder off the CPU. Unreadable,
-/// it says more than one.
+/// in `/sys`: with one, a thread spinning for the engine's lock only
+/// keeps its holder off the CPU. Unreadable, it says more than one. (It
+/// counts the host's CPUs, not those this process may run on.)
 pub fn has_a_second_cpu() -> bool {
-    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
-    !online.trim().bytes().all(|byte| byte.is_ascii_digit())
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .map_or(true, |online| lists_a_second_cpu(&online))
+}
+
+/// "0" or "3" is one CPU; "0-1" or "0,2" more.
+fn lists_a_second_cpu(online: &str) -> bool {
+    online.contains([',', '-'])
 }
 
 /// The binary's global allocator: small blocks in pages of their own size,
@@ -256,6 +262,14 @@ fn cgroup_pids_max(cgroups: &str, read: impl Fn(&str) -> Option<String>) -> Opti
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_second_cpu_is_read_from_the_online_list() {
+        for (online, more) in [("0\n", false), ("3", false), ("0-1\n", true), ("0,2-3", true), ("0,2", true)]
+        {
+            assert_eq!(lists_a_second_cpu(online), more, "{online:?}");
+        }
+    }
 
     #[test]
     fn the_smallest_cap_less_its_reserve_wins_and_says_so() {
