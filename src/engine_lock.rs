@@ -32,7 +32,9 @@
 //! a few times, then slept on the lock), the 1000-connection cycle's p99
 //! fell to a third and its rounds no longer take four times as long, at
 //! about beanstalkd's commands/s; the figures, and every design tried, are
-//! in `benches/README.md` (issue 53). The door's one wake-up is made under
+//! in `benches/README.md` (issue 53), with where the tail left waits: a
+//! parked taker's wait for a CPU once it is let in, behind the crowd a
+//! preempted holder piled up. The door's one wake-up is made under
 //! the lock, in a crowd only: the taker that got the lock lets the next
 //! ticket in before it works.
 //!
