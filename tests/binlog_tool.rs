@@ -93,7 +93,11 @@ fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> usize {
-    haystack.windows(needle.len()).position(|w| w == needle).expect("needle in file")
+    position(haystack, needle).expect("needle in file")
+}
+
+fn position(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 // -------------------------------------------------------------------
@@ -440,8 +444,7 @@ fn check_on_a_busy_live_directory_reports_no_damage_that_is_not_there() {
                 path.file_name().is_some_and(|name| name.to_string_lossy().starts_with("beanstalk."))
             })
             .find_map(|path| {
-                let bytes = fs::read(&path).ok()?;
-                let at = bytes.windows(b"the-marker-body".len()).position(|w| w == b"the-marker-body")?;
+                let at = position(&fs::read(&path).ok()?, b"the-marker-body")?;
                 Some((path, at))
             })
             .expect("the marker's record in a file");

@@ -23,10 +23,9 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Condvar, Mutex};
 
 /// How many threads may wait on the lock at once; the rest wait at the
-/// door. Fewer cost more sleeps at the door than they saved (8 and 16: the
-/// crowd's p99 72 to 135 ms); 64 read a p99 of 43 to 94 ms (median 59)
-/// against 32's 59 to 177 (median 76) in 6 rounds in turn, at 0.85 of
-/// the commands/s: no better within this machine's noise, so 32 stays.
+/// door. Fewer cost more sleeps at the door than they saved; more read no
+/// better within the machine's noise at the p99, and let the sleepers on
+/// the lock starve at the p999 (the figures: `benches/README.md`).
 pub const ADMITTED: u64 = 32;
 
 /// Where parked threads wait, by ticket: a ticket's slot is its number
