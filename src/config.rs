@@ -62,6 +62,9 @@ pub struct Config {
     pub max_connections: Option<usize>,
     /// Most memory jobs may take, in bytes (`--max-job-memory`).
     pub max_job_memory: Option<u64>,
+    /// Event loops serving the connections (`--threads`); `None`: one a
+    /// CPU online (see [`crate::host::cpus_online`]).
+    pub threads: Option<usize>,
     /// The retry limit of a job put without `max:` (`--max-reserves`,
     /// reference §3.1b); 0: none.
     pub max_reserves: u32,
@@ -106,6 +109,7 @@ impl Default for Config {
             binlog_file_size: 10_485_760,
             max_connections: None,
             max_job_memory: None,
+            threads: None,
             max_reserves: 0,
             job_ids: IdRange::default(),
             metrics: None,
@@ -209,7 +213,9 @@ pub fn usage(argv0: &str) -> String {
          \n\
          Options of this implementation (not in beanstalkd):\n \
          --max-connections N  serve at most N connections at once (default: what the\n                      \
-         fd and thread limits allow); further ones are closed at once\n \
+         fd and memory limits allow); further ones are closed at once\n \
+         --threads N          serve connections on N event loops (default: one a\n                      \
+         CPU online)\n \
          --max-job-memory BYTES  refuse puts with OUT_OF_MEMORY once jobs take\n                      \
          this much memory (bodies + 200 bytes a job, and what their tags\n                      \
          keep; default: no limit)\n \

@@ -15,8 +15,8 @@
 //! reservation, and no further.
 //!
 //! The buffer is allocated by the first read and kept while the client is
-//! busy; `conn` lets go of it once the client has been quiet for a moment
-//! ([`Input::fill`] says when), so an idle connection holds no heap.
+//! busy; the event loop lets go of it once the client has been quiet for a
+//! moment, so an idle connection holds no heap.
 
 use std::io;
 
@@ -71,6 +71,8 @@ pub(crate) struct Input {
     /// The dropped line was a put that carried a tag: its body's size, if
     /// its start told it.
     long_put: Option<Option<u32>>,
+    /// The last read took less than it had room for.
+    short: bool,
 }
 
 impl Input {
@@ -125,11 +127,10 @@ impl Input {
     }
 
     /// Reads more from `stream` into the buffer, allocating it if it was
-    /// let go. Returns the bytes read, 0 at end of file, or `None` if
-    /// nothing is buffered and nothing came within the socket's idle
-    /// timeout: the connection is idle. With part of a line buffered, a
-    /// quiet client is waited for, however long.
-    pub fn fill(&mut self, stream: &Stream) -> io::Result<Option<usize>> {
+    /// let go: one read, which never waits (the socket is non-blocking).
+    /// Returns the bytes read, 0 at end of file; `WouldBlock` if none are
+    /// there yet.
+    pub fn fill(&mut self, stream: &Stream) -> io::Result<usize> {
         if self.is_drained() {
             (self.start, self.end) = (0, 0);
         }
@@ -150,13 +151,17 @@ impl Input {
             }
         }
         let free = &mut self.buf[self.end..];
-        let read = if self.start == self.end {
-            stream.read_or_idle(free)?
-        } else {
-            Some(stream.read_waiting(free)?)
-        };
-        self.end += read.unwrap_or(0);
+        let asked = free.len();
+        let read = stream.read_now(free)?;
+        self.end += read;
+        self.short = read < asked;
         Ok(read)
+    }
+
+    /// The last read took less than it had room for: the socket had no
+    /// more then, and (edge-triggered) the loop hears when more comes.
+    pub fn last_read_was_short(&self) -> bool {
+        self.short
     }
 
     /// How many bytes are buffered and not yet consumed.

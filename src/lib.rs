@@ -24,15 +24,18 @@
 //!    reply, the job states, scheduling, and where this server differs from
 //!    beanstalkd. The code cites it as "reference §N". [`ids`]: the job and
 //!    client ids every module names.
-//! 2. [`stream`]: a client's socket, TCP or UNIX, and [`mailbox`], where
-//!    its blocked reserve ends. [`framing`]: its bytes cut into command
-//!    lines, and a `put`'s body read by length.
+//! 2. [`event_loop`]: one I/O thread, its epoll set and the connections
+//!    it owns, served a bounded share at a time; [`stream`]: a client's
+//!    socket, TCP or UNIX, and [`mailbox`], where its blocked reserve
+//!    ends. [`framing`]: its bytes cut into command lines.
 //! 3. [`protocol`]: a line becomes a [`protocol::Command`]; a
 //!    [`protocol::Reply`] becomes bytes (`protocol/reply.rs`); a
 //!    [`protocol::TubeName`] is a name proved legal (`protocol/tube_name.rs`).
-//! 4. [`conn`]: one connection's thread: the command loop, `put`, `reserve`,
-//!    and the one rule for who writes a socket; [`conn::wait`] is a blocked
-//!    reserve's sleep.
+//! 4. [`conn`]: one connection as a state machine its loop drives
+//!    (reading commands, reading a put's body, skipping a refused one,
+//!    blocked in reserve, closing): the command loop, `put`, `reserve`, and
+//!    the one rule for who writes a socket; [`conn::wait`] is a blocked
+//!    reserve, a registration in the engine rather than a sleeping thread.
 //! 5. [`engine`]: every job, tube and client, and the only code that changes
 //!    them, one method per command, never touching a socket or a clock. Its
 //!    data first: [`engine::job`] (a job, and the picture of its states),
@@ -55,10 +58,7 @@
 //!    [`engine::journaling`] (the engine's calls to it).
 //! 6. [`time`]: the engine's `now`, and the clock the server reads it from.
 //!    [`timer`]: the thread that runs what falls due when no command
-//!    comes. [`hangup`]: the thread that notices a worker vanishing while
-//!    blocked in reserve, or sending the byte that calls off a
-//!    `reserve-with-abort`, and sends the rest of a job's reply that a full
-//!    socket could not take while the worker's thread waits in a read.
+//!    comes.
 //! 7. [`binlog`]: the write-ahead log (`-b`): what is logged, when a file
 //!    may go, and what durability means. Then [`binlog::record`] (the
 //!    bytes; `binlog/tags.rs`, the put's tags a full record keeps), [`binlog::writing`] (each change as a record),
@@ -71,10 +71,8 @@
 //! 8. [`stats`]: the YAML bodies of `stats`, `stats-job`, `stats-tube` and
 //!    `list-*`.
 //! 9. [`shared`] (what every thread of a server shares; the engine's lock,
-//!    which wakes blocked reserves once let go, lets no client's
-//!    pipeline starve another, and has a crowd wait its turn at a door, is
-//!    [`engine_lock`]), [`listen`] (the
-//!    listening socket), [`server`] (accepting, a thread a connection,
+//!    which wakes blocked reserves once let go, is [`engine_lock`]),
+//!    [`listen`] (the listening socket), [`server`] (accepting, the loops,
 //!    shutdown; `server/accepting.rs` is the accept loop, and
 //!    `--admin-socket`'s; `server/recovery.rs` replays `-b` at start-up,
 //!    `server/handle.rs` is what its owner holds) and [`signals`]
@@ -247,27 +245,24 @@
 //! command is (ours, tuber's) is said in its section and §10, nowhere
 //! else.
 //!
-//! **Thread per connection.** Each client gets a thread that blocks in
-//! `read` and writes its own replies, and one `Mutex` guards the engine.
-//! That is what keeps this code short: a command is a straight line of
-//! code, with no state machine of partial reads and no event loop. What it
-//! costs, against beanstalkd's single-threaded `epoll` loop: a thread
-//! stack and its kernel state a connection (about 10 KiB of RSS idle,
-//! against beanstalkd's 1 KiB); a wake-up of the worker's thread for every
-//! job handed to a blocked reserve (with the worker's next command: the
-//! putting thread sends the reply), where beanstalkd's one thread wakes
-//! for nobody: one put at a time to 1,000 blocked workers runs at 0.9 of
-//! beanstalkd's rate for about the same CPU, a job reaching its worker in
-//! two thirds of beanstalkd's time; and a separate thread to notice a
-//! hang-up while a worker's thread sleeps in reserve ([`hangup`]), which
-//! an event loop gets from `epoll` for free. What it buys: the server uses both cores when there
-//! are two (a connection parses, reads a put's body and writes replies
-//! outside the lock; a `RESERVED` body is copied into the reply under the
-//! lock, which is what keeps evacuation from moving it mid-copy, a piece
-//! at a time for a batch), and the put/reserve/delete cycle and pipelined
-//! puts run faster than beanstalkd's, the cycle near the rate of a
-//! thread-per-connection responder with no engine at all (today's figures
-//! are the README's "Performance"; the record, `benches/README.md`).
+//! **A few event loops, one a CPU.** Connections are served by a fixed
+//! set of I/O threads ([`event_loop`], `--threads`), each waiting on its
+//! own epoll set of non-blocking sockets, edge-triggered; the accept loop
+//! deals each new connection to the next loop, which owns it for life.
+//! A turn of a loop serves each connection that has something to do a
+//! bounded share (four reads of its socket, what they bring answered, what
+//! the socket takes written), so a client that floods or stops reading
+//! holds up only itself. A blocked reserve is a state of its connection
+//! and a registration in the engine: the put that serves it leaves the
+//! `RESERVED` reply in the worker's mailbox, sends it on the way once the
+//! lock is let go, and wakes the worker's loop through its `eventfd`;
+//! a hang-up or the byte that calls off a `reserve-with-abort` comes to
+//! the loop as an epoll event, and a timeout as the loop's own timer.
+//! This is beanstalkd's own design, one loop a core instead of one in
+//! all. Until issue 59 each connection had a thread of its own; the
+//! figures that ended that shape (a crowd of a thousand threads waiting
+//! for two CPUs; an idle connection's stack) and this one's are in
+//! `benches/README.md`.
 //!
 //! ### Second reading: the production machinery, each behind a narrow door
 //!
@@ -290,8 +285,7 @@
 //!   where pages come from, 1 MiB regions unmapped whole when empty
 //!   (one kept as a spare, its memory given back), and free pages among
 //!   live ones unmapped as holes while the maps allow ([`sys::holes`]).
-//!   [`sys::thread`]: a connection's thread, whose start can fail but
-//!   never abort the server. [`engine::table`]'s slab and index,
+//!   [`engine::table`]'s slab and index,
 //!   [`engine::id_map`]'s hash and the heap's `PackedId`: a job in 235 bytes.
 //! - **The log over time.** [`binlog::compaction`]: rewriting old files'
 //!   live jobs at a pace bounded by what clients write. [`binlog::dir`]:
@@ -356,12 +350,12 @@ mod conn;
 pub mod engine;
 pub mod time;
 mod timer;
-mod hangup;
 pub mod binlog;
 pub mod stats;
 mod metrics;
 mod engine_lock;
 mod shared;
+mod event_loop;
 mod listen;
 pub mod server;
 pub mod signals;

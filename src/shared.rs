@@ -1,25 +1,23 @@
 //! What every thread of one server shares: the engine behind its `Mutex`,
-//! the clock, the timer's `Condvar`, the hang-up watcher, the table of open
-//! connections, the binlog's durability handle, and the process's fixed
-//! facts for `stats`. It sits below the server and the connection threads
-//! that use it, and starts no thread and accepts no socket itself.
+//! the clock, the timer's `Condvar`, the event loops' homes (how a thread
+//! reaches a loop), the count of open connections, the binlog's
+//! durability handle, and the process's fixed facts for `stats`. It sits
+//! below the server and the loops that use it, and starts no thread and
+//! accepts no socket itself.
 
-use std::collections::HashMap;
 use std::io::Read;
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::binlog::sync::Durability;
 use crate::config::Config;
-use crate::engine::ClientId;
 use crate::engine_lock::{EngineGuard, EngineLock};
-use crate::hangup::HangupWatcher;
+use crate::event_loop::Home;
 use crate::host::ConnectionLimit;
 use crate::listen::SocketFile;
 use crate::stats::{BinlogStats, ProcessStats};
-use crate::stream::SharedConn;
 use crate::sys;
 use crate::time::{Clock, Time};
 
@@ -35,7 +33,11 @@ pub(crate) struct Shared {
     pub clock: Clock,
     /// The timer thread sleeps on this; the engine notifies it.
     pub timer: Arc<Condvar>,
-    pub hangups: HangupWatcher,
+    /// How other threads reach each event loop: one a loop, dealt new
+    /// connections in turn.
+    pub homes: Vec<Arc<Home>>,
+    /// The loop the next connection goes to.
+    pub next_home: AtomicUsize,
     pub config: Config,
     /// Most connections served at once: `--max-connections`, or what the
     /// host allows.
@@ -52,10 +54,8 @@ pub(crate) struct Shared {
     pub socket_files: Vec<SocketFile>,
     /// Written to by `Handle::shutdown`; the accept loop polls it.
     pub accept_wake: AcceptWake,
-    /// Open connections by client id.
-    pub connections: Mutex<HashMap<ClientId, Arc<SharedConn>>>,
-    /// Signalled when the last connection closes (for shutdown).
-    pub all_closed: Condvar,
+    /// Connections open now: accepted, and not yet closed by their loop.
+    pub open: AtomicUsize,
     /// The binlog's fsync policy and group commit, once it is open.
     pub durability: OnceLock<Arc<Durability>>,
     /// Connections closed at once for the connection limit.
@@ -142,13 +142,6 @@ impl Shared {
         (engine, now)
     }
 
-    /// The table of open connections. Its lock may be held while taking
-    /// the engine's (the accept loop holds it across `Engine::connect`),
-    /// never the other way round.
-    pub fn connections(&self) -> MutexGuard<'_, HashMap<ClientId, Arc<SharedConn>>> {
-        self.connections.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     /// How many binlog records have been written (0 without a binlog).
     pub fn journal_seq(&self) -> u64 {
         self.durability.get().map_or(0, |d| d.written())
@@ -183,13 +176,9 @@ impl Shared {
         }
     }
 
-    /// Called by a connection thread as it ends.
-    pub fn connection_closed(&self, client: ClientId) {
-        let mut connections = self.connections();
-        connections.remove(&client);
-        if connections.is_empty() {
-            self.all_closed.notify_all();
-        }
+    /// Called by a loop as it closes a connection.
+    pub fn connection_closed(&self) {
+        self.open.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

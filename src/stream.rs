@@ -1,18 +1,17 @@
 //! A client's socket, TCP or UNIX, as the rest of the server sees it: read,
-//! write, shut down the receiving side. And [`SharedConn`], the socket with
-//! the `Condvar` its thread sleeps on: what the engine, the connection's
-//! thread and the server's list of connections share. It knows nothing of
-//! the protocol.
+//! write, shut down. And [`SharedConn`], the socket with its mailbox and
+//! the loop that serves it: what the engine and the event loop share. It
+//! knows nothing of the protocol.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::Arc;
 
 use crate::engine::{ClientId, Waker, Withdrawal};
-use crate::hangup::Finisher;
+use crate::event_loop::Home;
 use crate::ids::JobId;
 use crate::mailbox::Mailbox;
 use crate::sys;
@@ -34,9 +33,9 @@ impl std::fmt::Display for Peer {
     }
 }
 
-/// A client's socket, TCP or UNIX. Reads and writes go through `&Stream`, so
-/// one shared socket serves the connection thread and the shutdown path
-/// without a second file descriptor.
+/// A client's socket, TCP or UNIX, non-blocking once its loop has it.
+/// Reads and writes go through `&Stream`, so one shared socket serves the
+/// loop and the engine's questions without a second file descriptor.
 #[derive(Debug)]
 pub enum Stream {
     Tcp(TcpStream),
@@ -52,45 +51,25 @@ impl Stream {
         }
     }
 
-    /// Sets how long a read waits for bytes before it gives up and reports
-    /// the connection idle (the socket's receive timeout, `SO_RCVTIMEO`).
-    pub fn set_idle_timeout(&self, after: Duration) -> io::Result<()> {
+    /// Makes reads and writes return `WouldBlock` rather than wait: the
+    /// event loop never waits on one socket.
+    pub fn set_nonblocking(&self) -> io::Result<()> {
         match self {
-            Stream::Tcp(s) => s.set_read_timeout(Some(after)),
-            Stream::Unix(s) => s.set_read_timeout(Some(after)),
+            Stream::Tcp(s) => s.set_nonblocking(true),
+            Stream::Unix(s) => s.set_nonblocking(true),
         }
     }
 
-    /// One read, retried if a signal interrupts it: the bytes read, 0 at
-    /// end of file, or `None` if nothing came within the idle timeout.
-    pub fn read_or_idle(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+    /// One read that never waits, retried if a signal interrupts it: the
+    /// bytes read, 0 at end of file, `WouldBlock` if there are none yet.
+    pub fn read_now(&self, buf: &mut [u8]) -> io::Result<usize> {
         let mut stream = self;
         loop {
             match stream.read(buf) {
-                Ok(n) => return Ok(Some(n)),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                // The receive timeout reports EAGAIN.
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
-                Err(e) => return Err(e),
+                read => return read,
             }
         }
-    }
-
-    /// One read, however long it waits: the bytes read, 0 at end of file.
-    pub fn read_waiting(&self, buf: &mut [u8]) -> io::Result<usize> {
-        loop {
-            if let Some(n) = self.read_or_idle(buf)? {
-                return Ok(n);
-            }
-            self.wait_readable()?;
-        }
-    }
-
-    /// Sleeps until a read would not wait (bytes, end of file or an error
-    /// have arrived), however long that takes: unlike a read, this wait has
-    /// no timeout.
-    pub fn wait_readable(&self) -> io::Result<()> {
-        sys::wait_until_readable(self)
     }
 
     /// Closes both sides: a send under way fails, and a thread blocked
@@ -142,43 +121,46 @@ impl Write for &Stream {
     }
 }
 
-/// A connection's [`Waker`]: the mailbox its thread sleeps on while
-/// blocked in reserve, and its socket, which the engine may ask (through
-/// this, never directly) whether the client is still there, and to which a
-/// reply delivered to the mailbox is sent on the way (see `mailbox.rs`).
-/// Shared by the connection's thread, the engine and the server's list of
-/// connections: one allocation a connection.
+/// A connection's [`Waker`]: its mailbox, its socket, which the engine may
+/// ask (through this, never directly) whether the client is still there,
+/// and the event loop that owns it, which a wake reaches. Shared by the
+/// loop and the engine: one allocation a connection.
 pub(crate) struct SharedConn {
     pub mailbox: Mailbox,
     pub stream: Stream,
-    /// Who sends what is left of a reply while the thread waits in a read.
-    finisher: Finisher,
+    /// The loop that serves it.
+    home: Arc<Home>,
+    /// Its place in its loop, once the loop has taken it (see
+    /// `event_loop.rs`).
+    token: AtomicU64,
     /// The engine's id for this client, once it has one (ids start at 1).
     client: AtomicU64,
 }
 
 impl SharedConn {
-    pub fn new(stream: Stream, finisher: Finisher) -> SharedConn {
-        SharedConn { mailbox: Mailbox::default(), stream, finisher, client: AtomicU64::new(0) }
+    pub fn new(stream: Stream, home: Arc<Home>) -> SharedConn {
+        SharedConn {
+            mailbox: Mailbox::default(),
+            stream,
+            home,
+            token: AtomicU64::new(0),
+            client: AtomicU64::new(0),
+        }
     }
 
-    /// Notes the engine's id for this client, which the watcher's reports
-    /// about its socket carry.
+    /// Notes the engine's id for this client, for the log.
     pub fn set_client(&self, client: ClientId) {
         self.client.store(client.0, Ordering::Relaxed);
     }
 
-    /// Sends more of a delivered reply now that its socket has room (the
-    /// hang-up watcher's, see `hangup.rs`); `gone`: the client hung up, so
-    /// room for the rest is not watched for.
-    pub fn send_rest(&self, gone: bool) {
-        self.mailbox.send_rest(|bytes| sys::send_now(&self.stream, bytes), || !gone && self.finish());
+    /// Notes where its loop keeps it.
+    pub fn set_token(&self, token: u64) {
+        self.token.store(token, Ordering::Release);
     }
 
-    /// Asks the watcher to send the rest of a reply once the socket has room.
-    fn finish(&self) -> bool {
-        let client = ClientId(self.client.load(Ordering::Relaxed));
-        client.0 != 0 && self.finisher.finish(self.stream.as_raw_fd(), client).is_ok()
+    /// The loop that serves it.
+    pub fn home(&self) -> &Arc<Home> {
+        &self.home
     }
 }
 
@@ -193,7 +175,8 @@ impl std::fmt::Debug for SharedConn {
 
 impl Waker for SharedConn {
     fn wake(&self) {
-        self.mailbox.wake_reaching(|bytes| sys::send_now(&self.stream, bytes), || self.finish());
+        self.mailbox.wake();
+        self.home.wake(self.token.load(Ordering::Acquire));
     }
 
     fn has_hung_up(&self) -> bool {
@@ -208,18 +191,19 @@ impl Waker for SharedConn {
         self.mailbox.deliver(id, write)
     }
 
+    fn send_and_wake(&self) {
+        self.mailbox.send_early(|bytes| sys::send_now(&self.stream, bytes));
+        self.wake();
+    }
+
     fn withdraw(&self, id: JobId) -> Withdrawal {
         let withdrawal = self.mailbox.withdraw(id);
         if withdrawal == Withdrawal::Cut {
-            // Whoever is sending the rest (this connection's thread, the
-            // watcher) fails, and the thread, in a read or asleep, ends
-            // the connection.
+            // The loop, woken, finds the mailbox cut and ends the
+            // connection; until then nothing more can be sent.
             self.stream.shutdown();
+            self.home.wake(self.token.load(Ordering::Acquire));
         }
         withdrawal
-    }
-
-    fn send_and_wake(&self) {
-        self.mailbox.send_and_wake(|bytes| sys::send_now(&self.stream, bytes), || self.finish());
     }
 }

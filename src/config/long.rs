@@ -8,6 +8,7 @@ use super::{ArgError, Config};
 /// The long options this implementation adds (beanstalkd has none).
 pub const LONG_OPTIONS: &[&str] = &[
     "max-connections",
+    "threads",
     "max-job-memory",
     "max-reserves",
     "job-id-start",
@@ -37,6 +38,12 @@ pub(super) fn parse_long(
         "max-connections" => {
             let v = value()?;
             config.max_connections = Some(v.parse().ok().filter(|&n| n > 0).ok_or_else(|| invalid(&v))?);
+            Ok(())
+        }
+        "threads" => {
+            let v = value()?;
+            config.threads =
+                Some(v.parse().ok().filter(|&n| (1..=1024).contains(&n)).ok_or_else(|| invalid(&v))?);
             Ok(())
         }
         "max-job-memory" => {

@@ -4,9 +4,7 @@
 //! tube (`clear-tube`, `flush-tube`), one chunk a lock, so that the other
 //! clients are served between chunks.
 
-use std::io;
-
-use super::{Conn, Next};
+use super::Conn;
 use crate::engine::{JobId, BATCH_PIECE};
 use crate::protocol::{self, Command, Reply};
 
@@ -18,7 +16,7 @@ const PIECE_ROOM: usize = BATCH_PIECE + (1 << 20);
 /// what a client that does not read may hold (reference §3.22).
 const BATCH_MOST: usize = 16 << 20;
 
-impl Conn<'_> {
+impl Conn {
     /// `delete-batch`: the ids of the line `[start..end]`, which the parser
     /// took, deleted under one lock.
     pub(super) fn delete_batch(&mut self, start: usize, end: usize) {
@@ -43,7 +41,7 @@ impl Conn<'_> {
     /// The head, whose count is known only at the end, goes in front of
     /// the replies in room claimed with each piece. A job whose TTR ran
     /// out meanwhile is left out: its reply is never sent.
-    pub(super) fn reserve_batch(&mut self, count: u32) -> io::Result<Next> {
+    pub(super) fn reserve_batch(&mut self, count: u32) {
         let (mut ids, mut starts, mut keep) = (Vec::new(), Vec::new(), Vec::new());
         let n = count as usize;
         if ids.try_reserve_exact(n).is_err()
@@ -51,7 +49,7 @@ impl Conn<'_> {
             || keep.try_reserve_exact(n).is_err()
         {
             Reply::OutOfMemory.encode(&mut self.output);
-            return Ok(Next::Continue);
+            return;
         }
         let reply_start = self.output.len();
         let mut timeouts_before = None;
@@ -64,7 +62,7 @@ impl Conn<'_> {
             if ids.is_empty() {
                 // Nothing ready (`RESERVED_BATCH 0`), or no room for one.
                 head.encode(&mut self.output);
-                return Ok(Next::Continue);
+                return;
             }
             for &id in &ids[before..] {
                 // Room for each, and for the head, was claimed before its
@@ -87,7 +85,6 @@ impl Conn<'_> {
         Reply::ReservedBatch(ids.len()).encode(&mut self.output);
         let head = self.output.len() - end;
         self.output[reply_start..].rotate_right(head);
-        Ok(Next::Continue)
     }
 
     /// Room for `bytes` more of output, claimed and its pages touched
@@ -137,7 +134,7 @@ impl Conn<'_> {
     /// them, until a chunk gives the reply (`Engine::tube_chunk`), which
     /// waits for the log as any reply does.
     pub(super) fn on_a_tube(&mut self, command: Command) {
-        let shared = self.shared;
+        let shared = &*self.shared;
         let logged_before = shared.journal_seq();
         let reply_start = self.output.len();
         let started = shared.engine_now().0.start_on_tube(command);

@@ -7,11 +7,11 @@ use super::Conn;
 use crate::engine::State;
 use crate::protocol::{Page, Reply};
 
-impl Conn<'_> {
+impl Conn {
     /// `list-jobs-ready`, `-delayed`, `-reserved` or `-buried`: the
     /// cursor is placed, and the first piece gathered, under one lock.
     pub(super) fn list_jobs(&mut self, state: State, page: Page) {
-        let shared = self.shared;
+        let shared = &*self.shared;
         let mut done;
         let mut listing = {
             let (engine, _) = shared.engine_now();

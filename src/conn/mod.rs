@@ -1,5 +1,27 @@
-//! One client connection: read a line (and a body), ask the engine, write
-//! the reply. Runs on the connection's own thread.
+//! One client connection, as a state machine its event loop drives: read
+//! a line (and a body), ask the engine, queue the reply, write what the
+//! socket takes. [`Conn::serve`] does as much as it can without waiting,
+//! and says what it waits for; the loop (`event_loop.rs`) calls it again
+//! when that comes.
+//!
+//! A connection is in one of these states ([`State`]):
+//!
+//! ```text
+//!             ┌───────────────── a put's line ───────────────┐
+//!             │                                              ▼
+//!      ┌──────────┐ ◄──── body and CRLF in, job filed ─ ┌─────────┐
+//!      │ Commands │                                     │  Body   │
+//!      └──────────┘ ◄──── the refused body swallowed ─┐ └─────────┘
+//!       │   ▲    │                                    │
+//!       │   │    └── a refused put's line ──► Skipping┘
+//!       │   │
+//!       │   │                                            reserve,
+//!       │   └─ an outcome; a job's reply all sent ── Waiting ◄── nothing
+//!       │                                                         ready
+//!       │
+//!       └── quit, end of input, a fatal refusal ──► Closing (the replies
+//!                                                   go out, then it ends)
+//! ```
 //!
 //! `framing` turns the bytes into lines; here each line becomes a command,
 //! a put's body is read by exact length (bounded by `-z`, reference §1.5),
@@ -8,21 +30,17 @@
 //! pipelining client gets many replies per write. The engine lock is held
 //! only around engine calls, never across socket I/O.
 //!
-//! **Who writes the socket.** Only this thread ever writes its client's
-//! socket, and only in the order of the commands: each command's reply is
-//! appended to the output buffer after the one before. Nothing else (no
-//! other connection, not the engine, not the timer) writes it, so a reply
-//! can never be overtaken. A `reserve` first sends every earlier reply.
-//! The one exception is a job handed to a blocked reserve: its `RESERVED`
-//! is left in the connection's mailbox, and the thread that handed it over
-//! may send it on the way; this thread, woken, writes what is left of it,
-//! or, if it waits in a read, the hang-up watcher does ([`wait`]; the rule
-//! that keeps that in order is in `mailbox.rs`).
+//! **Who writes the socket.** Only this connection's loop, and only in the
+//! order of the commands: each command's reply is appended to the output
+//! buffer after the one before, and a job handed to a blocked reserve
+//! (left in the mailbox, `mailbox.rs`) is sent only once every earlier
+//! reply has gone. Nothing else writes it, so a reply can never be
+//! overtaken.
 //!
-//! Read in this order: this file (the command loop, `put`, `reserve`),
-//! [`wait`] (a blocked reserve), `batch.rs` (commands on many jobs), then
-//! [`buffers`] (reading, writing, and letting the buffers go while idle),
-//! which a first reading can skip.
+//! Read in this order: this file (the states, the command loop, `reserve`),
+//! `put.rs` (a put's body), [`wait`] (a blocked reserve), `batch.rs`
+//! (commands on many jobs), then [`buffers`] (reading, writing, and letting
+//! the buffers go while idle), which a first reading can skip.
 
 pub(crate) mod wait;
 pub(crate) mod buffers;
@@ -36,33 +54,59 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
-use crate::engine::{ClientId, Engine, State};
+use crate::engine::{ClientId, Engine, State as JobState};
 use crate::framing::{Input, Line};
-use crate::mailbox::Mailbox;
 use crate::protocol::{self, Command, Reply, ReplyRoom, SHORT_REPLY_LEN};
 use crate::shared::Shared;
-use crate::stream::{SharedConn, Stream};
+use crate::stream::SharedConn;
 use crate::time::Time;
 use buffers::OUTPUT_HIGH_WATER;
-use put::PutLine;
+use put::{Body, PutLine};
 
-/// Serves one client until it quits or disconnects, then tells the engine.
-/// It may run the admin commands if `admin` (reference §3.0).
-pub(crate) fn serve(shared: Arc<Shared>, conn: Arc<SharedConn>, client: ClientId, admin: bool) {
-    // Without it the connection works the same, but never goes idle, and
-    // no blocked reserve waits in a read, which only the timeout ends.
-    let reads_time_out = conn.stream.set_idle_timeout(IDLE_AFTER).is_ok();
-    // Asked now: once the client has gone its address may not be had.
-    let peer = crate::log::enabled(crate::log::Kind::Event).then(|| conn.stream.peer());
-    let mut served = Conn::new(&shared, &conn.stream, client, &conn.mailbox);
-    served.reads_time_out = reads_time_out;
-    served.admin = admin;
-    let _ = served.run();
-    shared.engine().disconnect(client, shared.clock.now());
-    if let Some(peer) = peer {
-        crate::log::event(format_args!("close {peer} (fd {})", conn.stream.as_raw_fd()));
-    }
-    shared.connection_closed(client);
+/// Reads of its socket a connection makes in one turn of its loop, at
+/// most: then the others are served, and it comes back. A read takes up
+/// to 4 KiB (dozens of pipelined commands), so a client that floods holds
+/// its loop for a few hundred microseconds a turn.
+const READS_A_TURN: usize = 4;
+
+/// What a turn of [`Conn::serve`] left the connection waiting for.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Served {
+    /// Nothing: it has more to do, and goes to the back of the line.
+    More,
+    /// Its socket, or a wake, or (`Some`) the time given: a blocked
+    /// reserve's timeout or safety margin.
+    Waits(Option<Time>),
+    /// It has ended: the loop closes it.
+    Closed,
+}
+
+/// Where a connection is (the picture in the module's docs).
+enum State {
+    /// Reading command lines and answering them.
+    Commands,
+    /// Reading a put's body by length.
+    Body(Box<Body>),
+    /// Swallowing a refused put's body, `left` bytes more, then answering
+    /// `then`.
+    Skipping { left: u64, then: Reply<'static> },
+    /// Blocked in reserve (`abortable` for `reserve-with-abort`), until
+    /// an outcome, or a job's reply left in the mailbox has all been sent.
+    Waiting { abortable: bool },
+    /// Sending what is left of the replies, then ending.
+    Closing,
+}
+
+/// What one step of a state did.
+enum Step {
+    /// It moved on: step again.
+    Again,
+    /// It waits for its socket, a wake or a timer.
+    Blocked,
+    /// It used up its reads for this turn.
+    Yield,
+    /// The connection ends now, unsent replies and all.
+    End,
 }
 
 /// What to do after a command.
@@ -72,92 +116,242 @@ enum Next {
     Close,
 }
 
-struct Conn<'a> {
-    shared: &'a Shared,
-    stream: &'a Stream,
+/// One client's connection, owned by its loop.
+pub(crate) struct Conn {
+    shared: Arc<Shared>,
+    /// Its socket and mailbox, which the engine shares as its waker.
+    link: Arc<SharedConn>,
     client: ClientId,
-    /// Where this thread sleeps in a blocked reserve, and finds how it
-    /// ended; the engine's [`crate::engine::Waker`] for this client.
-    mailbox: &'a Mailbox,
+    state: State,
     /// Bytes received and not yet answered.
     input: Input,
+    /// Replies not yet written, from `unsent` on. Freed, like `input`,
+    /// when the connection goes idle.
+    output: Vec<u8>,
+    unsent: usize,
+    /// What this connection counts in `Shared::replies_unsent`.
+    counted: usize,
     /// The client has shut down its sending side.
     eof: bool,
-    /// Replies not yet written. Freed, like `input`, when the connection
-    /// goes idle.
-    output: Vec<u8>,
-    /// How much of the front of `output`, a reply delivered to a blocked
-    /// reserve, the thread that delivered it has sent already.
-    sent_early: usize,
-    /// A read gives up after [`IDLE_AFTER`] (the socket's timeout is set),
-    /// so a blocked reserve may wait in one (see [`wait`]).
-    reads_time_out: bool,
+    /// The socket may have bytes to read, or room to write: edge-triggered,
+    /// it is reported once and stays so until a read or write says not.
+    readable: bool,
+    writable: bool,
+    /// Since the last turn, bytes came (`stirred`), or the peer hung up
+    /// (`gone`): what a blocked reserve listens for.
+    stirred: bool,
+    gone: bool,
+    /// The peer has hung up, as an event said: a short read no longer
+    /// means the socket is empty, since the end of file that follows the
+    /// last bytes raises no event of its own.
+    hung_up: bool,
+    /// Another thread woke it: its mailbox may have word.
+    woken: bool,
+    /// Its blocked reserve's timer: when it is set for, and whether it
+    /// has fired.
+    timer_at: Option<Time>,
+    timer_fired: bool,
+    /// When a blocked reserve is next to be looked at by the clock.
+    wake_at: Option<Time>,
+    /// In the loop's line of connections to serve.
+    queued: bool,
+    /// Served since the loop's last sweep: keeps its buffers.
+    busy: bool,
     /// It may run the admin commands: no `--admin-socket`, or accepted
     /// from it.
     admin: bool,
 }
 
-impl<'a> Conn<'a> {
-    fn new(shared: &'a Shared, stream: &'a Stream, client: ClientId, mailbox: &'a Mailbox) -> Conn<'a> {
+impl Conn {
+    pub(crate) fn new(shared: Arc<Shared>, link: Arc<SharedConn>, client: ClientId, admin: bool) -> Conn {
         Conn {
             shared,
-            stream,
+            link,
             client,
-            mailbox,
+            state: State::Commands,
             input: Input::default(),
-            eof: false,
             output: Vec::new(),
-            sent_early: 0,
-            reads_time_out: false,
-            admin: true,
+            unsent: 0,
+            counted: 0,
+            eof: false,
+            readable: true,
+            writable: true,
+            stirred: false,
+            gone: false,
+            hung_up: false,
+            woken: false,
+            timer_at: None,
+            timer_fired: false,
+            wake_at: None,
+            queued: false,
+            busy: true,
+            admin,
         }
     }
 
-    fn run(&mut self) -> io::Result<()> {
+    /// Notes what an event said of the socket.
+    pub(crate) fn note(&mut self, readable: bool, writable: bool, gone: bool) {
+        // A hang-up is read as the end of the input (or an error).
+        self.readable |= readable || gone;
+        self.writable |= writable || gone;
+        self.stirred |= readable;
+        self.gone |= gone;
+        self.hung_up |= gone;
+    }
+
+    /// Notes a wake from another thread.
+    pub(crate) fn woken(&mut self) {
+        self.woken = true;
+    }
+
+    /// Notes that the timer set for `at` has fired.
+    pub(crate) fn timer_due(&mut self, at: Time) {
+        if self.timer_at == Some(at) {
+            self.timer_at = None;
+            self.timer_fired = true;
+        }
+    }
+
+    /// Marks it as in the loop's line; false if it already was.
+    pub(crate) fn enqueue(&mut self) -> bool {
+        !std::mem::replace(&mut self.queued, true)
+    }
+
+    /// The server stops: the command in flight is answered, then the
+    /// connection sees the end of its input; a blocked reserve ends.
+    pub(crate) fn end_of_input(&mut self) {
+        self.shared.engine().hang_up(self.client);
+        self.link.stream.shutdown_read();
+        self.readable = true;
+        self.gone = true;
+        self.hung_up = true;
+    }
+
+    /// Ends the connection: a put's body half read gives back what it
+    /// claimed, and the engine forgets the client (its jobs go back). The
+    /// socket closes as the last reference to it goes.
+    pub(crate) fn close(mut self) {
+        let now = self.shared.clock.now();
+        let mut engine = self.shared.engine();
+        if let State::Body(body) = std::mem::replace(&mut self.state, State::Closing) {
+            engine.cancel_put(body.ticket);
+        }
+        engine.disconnect(self.client, now);
+        drop(engine);
+        self.count_unsent(0);
+        if crate::log::enabled(crate::log::Kind::Event) {
+            let (peer, fd) = (self.link.stream.peer(), self.link.stream.as_raw_fd());
+            crate::log::event(format_args!("close {peer} (fd {fd})"));
+        }
+    }
+
+    /// Serves the connection as far as it goes without waiting.
+    pub(crate) fn serve(&mut self) -> Served {
+        self.queued = false;
+        self.busy = true;
+        let mut reads = READS_A_TURN;
         loop {
-            if self.answer_buffered()? == Next::Close {
-                return self.flush();
+            let step = match self.state {
+                State::Commands => self.step_commands(&mut reads),
+                State::Body(_) => self.step_body(&mut reads),
+                State::Skipping { .. } => self.step_skipping(&mut reads),
+                State::Waiting { abortable } => self.step_waiting(abortable),
+                State::Closing => self.step_closing(),
+            };
+            let served = match step {
+                Ok(Step::Again) => continue,
+                Ok(Step::Blocked) => Served::Waits(self.new_timer()),
+                Ok(Step::Yield) => Served::More,
+                Ok(Step::End) | Err(_) => return Served::Closed,
+            };
+            // What is answered goes out before the connection waits.
+            return match self.write_out() {
+                Ok(_) => served,
+                Err(_) => Served::Closed,
+            };
+        }
+    }
+
+    /// A timer to set for the blocked reserve, if it needs one it has not.
+    fn new_timer(&mut self) -> Option<Time> {
+        let at = self.wake_at.filter(|_| matches!(self.state, State::Waiting { .. }))?;
+        if self.timer_at.is_some_and(|set| set <= at) {
+            return None;
+        }
+        self.timer_at = Some(at);
+        Some(at)
+    }
+
+    /// Answers every complete command in the input buffer, reading more as
+    /// it needs, until the state changes or the socket has no more.
+    fn step_commands(&mut self, reads: &mut usize) -> io::Result<Step> {
+        // A client that does not read holds up only itself: past the
+        // high-water mark, nothing more is answered until the socket takes
+        // what is pending.
+        if self.output.len() - self.unsent >= OUTPUT_HIGH_WATER && !self.write_out()? {
+            return Ok(Step::Blocked);
+        }
+        if let Some(line) = self.input.next_line() {
+            self.answer_line(line);
+            return Ok(Step::Again);
+        }
+        if self.eof {
+            self.state = State::Closing;
+            return Ok(Step::Again);
+        }
+        self.read_more(reads)
+    }
+
+    /// Sends what is left, then ends.
+    fn step_closing(&mut self) -> io::Result<Step> {
+        Ok(if self.write_out()? { Step::End } else { Step::Blocked })
+    }
+
+    /// Answers one line the framing found.
+    fn answer_line(&mut self, line: Line) {
+        match line {
+            Line::Complete(start, end) => {
+                if self.execute_line(start, end) == Next::Close {
+                    self.state = State::Closing;
+                }
             }
-            self.flush()?;
-            if self.eof || !self.fill()? {
-                return Ok(());
+            Line::TooLong(long_put) => {
+                if !self.output.claim(SHORT_REPLY_LEN) {
+                    self.state = State::Closing;
+                    return;
+                }
+                // A tagging client's body is never run: swallowed, or,
+                // when its size is unknown, the connection ends.
+                match long_put {
+                    None => Reply::BadFormat.encode(&mut self.output),
+                    Some(Some(bytes)) => self.skip_then(u64::from(bytes) + 2, Reply::BadFormat),
+                    Some(None) => {
+                        Reply::BadFormat.encode(&mut self.output);
+                        self.state = State::Closing;
+                    }
+                }
             }
         }
     }
 
-    /// Answers every complete command in the input buffer, leaving the
-    /// replies in the output buffer (flushed early only past the high-water
-    /// mark).
-    fn answer_buffered(&mut self) -> io::Result<Next> {
-        while let Some(line) = self.input.next_line() {
-            match line {
-                Line::Complete(start, end) => {
-                    if self.execute_line(start, end)? == Next::Close {
-                        return Ok(Next::Close);
-                    }
-                }
-                Line::TooLong(long_put) => {
-                    if !self.output.claim(SHORT_REPLY_LEN) {
-                        return Ok(Next::Close);
-                    }
-                    // A tagging client's body is never run: swallowed, or,
-                    // when its size is unknown, the connection ends.
-                    let swallowed = match long_put {
-                        None => true,
-                        Some(Some(bytes)) => self.discard(u64::from(bytes) + 2)?,
-                        Some(None) => false,
-                    };
-                    Reply::BadFormat.encode(&mut self.output);
-                    if !swallowed {
-                        return Ok(Next::Close);
-                    }
-                }
-            }
-            if self.output.len() >= OUTPUT_HIGH_WATER {
-                self.flush()?;
-            }
+    /// Swallows the next `count` bytes unseen, then answers `then`.
+    fn skip_then(&mut self, count: u64, then: Reply<'static>) {
+        self.state = State::Skipping { left: count, then };
+    }
+
+    fn step_skipping(&mut self, reads: &mut usize) -> io::Result<Step> {
+        let State::Skipping { left, then } = &mut self.state else { return Ok(Step::Again) };
+        *left -= self.input.skip(*left);
+        if *left == 0 {
+            let then = std::mem::replace(then, Reply::BadFormat);
+            then.encode(&mut self.output);
+            self.state = State::Commands;
+            return Ok(Step::Again);
         }
-        Ok(Next::Continue)
+        if self.eof {
+            return Ok(Step::End);
+        }
+        self.read_more(reads)
     }
 
     /// Answers the admin command on the line from `start` to `end`
@@ -167,22 +361,19 @@ impl<'a> Conn<'a> {
         if crate::log::enabled(crate::log::Kind::Event) {
             let line = self.input.line(start, end);
             let name = Lossy(line.split(|&b| b == b' ').next().unwrap_or_default());
-            let (peer, fd) = (self.stream.peer(), self.stream.as_raw_fd());
+            let (peer, fd) = (self.link.stream.peer(), self.link.stream.as_raw_fd());
             crate::log::event(format_args!("refuse {name} from {peer} (fd {fd}): admin socket only"));
         }
         Reply::NotPermitted.encode(&mut self.output);
     }
 
-    fn execute_line(&mut self, start: usize, end: usize) -> io::Result<Next> {
+    fn execute_line(&mut self, start: usize, end: usize) -> Next {
         // Room for any reply but one that carries data, claimed before the
         // command runs: so no reply allocates after its command changed
-        // something. A full buffer is written out rather than grown. A
-        // connection that cannot have even this much ends, and only it.
-        if self.output.capacity() - self.output.len() < SHORT_REPLY_LEN {
-            self.flush()?;
-        }
+        // something. A connection that cannot have even this much ends,
+        // and only it.
         if !self.output.claim(SHORT_REPLY_LEN) {
-            return Ok(Next::Close);
+            return Next::Close;
         }
         let command = protocol::parse(self.input.line(start, end));
         let verbose = crate::log::enabled(crate::log::Kind::Trace);
@@ -190,7 +381,7 @@ impl<'a> Conn<'a> {
             // `Utf8Chunks` shows the bytes as text without a copy: logging
             // allocates nothing, so `-VV` too runs out of memory cleanly.
             let line = Lossy(self.input.line(start, end));
-            let (peer, fd) = (self.stream.peer(), self.stream.as_raw_fd());
+            let (peer, fd) = (self.link.stream.peer(), self.link.stream.as_raw_fd());
             crate::log::trace(format_args!("<{peer} (fd {fd}) command {line}"));
         }
         let reply_from = self.output.len();
@@ -211,39 +402,39 @@ impl<'a> Conn<'a> {
                 self.delete_batch(start, end);
                 Next::Continue
             }
-            Ok(command) => self.execute(command)?,
+            Ok(command) => self.execute(command),
         };
         if verbose && self.output.len() > reply_from {
             let reply = &self.output[reply_from..];
             let first = reply.split(|&b| b == b'\r').next().unwrap_or_default();
-            let (peer, fd) = (self.stream.peer(), self.stream.as_raw_fd());
+            let (peer, fd) = (self.link.stream.peer(), self.link.stream.as_raw_fd());
             crate::log::trace(format_args!(">{peer} (fd {fd}) reply {}", Lossy(first)));
         }
-        Ok(next)
+        next
     }
 
     /// One command, one arm: those the connection answers itself here,
     /// and every other one through [`answer`], under the lock.
-    fn execute(&mut self, command: Command) -> io::Result<Next> {
+    fn execute(&mut self, command: Command) -> Next {
         let c = self.client;
         match command {
             command if command.works_in_chunks() => self.on_a_tube(command),
             Command::Put { pri, delay, ttr, bytes, after_size, tags } => {
                 return self.put(PutLine { pri, delay, ttr, bytes, after_size, tags })
             }
-            Command::Reserve => return self.reserve(None, false),
-            Command::ReserveWithTimeout(secs) => return self.reserve(Some(secs), false),
-            Command::ReserveWithAbort(timeout) => return self.reserve(timeout, true),
-            Command::Quit => return Ok(Next::Close),
+            Command::Reserve => self.reserve(None, false),
+            Command::ReserveWithTimeout(secs) => self.reserve(Some(secs), false),
+            Command::ReserveWithAbort(timeout) => self.reserve(timeout, true),
+            Command::Quit => return Next::Close,
             Command::Stats => self.stats(),
-            Command::ReserveBatch(count) => return self.reserve_batch(count),
-            Command::ListJobsReady(page) => self.list_jobs(State::Ready, page),
-            Command::ListJobsDelayed(page) => self.list_jobs(State::Delayed, page),
-            Command::ListJobsReserved(page) => self.list_jobs(State::Reserved, page),
-            Command::ListJobsBuried(page) => self.list_jobs(State::Buried, page),
+            Command::ReserveBatch(count) => self.reserve_batch(count),
+            Command::ListJobsReady(page) => self.list_jobs(JobState::Ready, page),
+            Command::ListJobsDelayed(page) => self.list_jobs(JobState::Delayed, page),
+            Command::ListJobsReserved(page) => self.list_jobs(JobState::Reserved, page),
+            Command::ListJobsBuried(page) => self.list_jobs(JobState::Buried, page),
             command => self.ask_engine(|e, now, room| answer(e, c, command, now, room)),
         }
-        Ok(Next::Continue)
+        Next::Continue
     }
 
     /// Runs one engine call under the lock and encodes its reply; then, with
@@ -259,7 +450,7 @@ impl<'a> Conn<'a> {
     where
         F: for<'e> FnOnce(&'e mut Engine, Time, &mut dyn ReplyRoom) -> Reply<'e>,
     {
-        let shared = self.shared;
+        let shared = &*self.shared;
         let (mut engine, now) = shared.engine_now();
         let logged_before = shared.journal_seq();
         let reply_start = self.output.len();
@@ -283,7 +474,7 @@ impl<'a> Conn<'a> {
     /// `stats`: the engine's figures, brought up to the present as for
     /// every command, then the process's, formatted outside the lock.
     fn stats(&mut self) {
-        let shared = self.shared;
+        let shared = &*self.shared;
         let (stats, binlog) = {
             let (mut engine, _) = shared.engine_now();
             (engine.server_stats(), engine.journal_stats())
@@ -295,34 +486,37 @@ impl<'a> Conn<'a> {
     /// `reserve` / `reserve-with-timeout`, and with `abortable` their
     /// `reserve-with-abort` forms: answer now, or block until a job is
     /// handed over, the timeout or safety margin arrives, the client hangs
-    /// up, or (`abortable`) it sends a byte.
+    /// up, or (`abortable`) it sends a byte ([`wait`]).
     ///
-    /// Every earlier reply leaves first. A client is put in line only once
-    /// its socket has taken all it was owed, so a job handed to it waits on
-    /// no unread socket (beanstalkd, likewise, reads no command while a
-    /// reply is unsent).
-    fn reserve(&mut self, timeout: Option<u32>, abortable: bool) -> io::Result<Next> {
-        self.flush()?;
-        let shared = self.shared;
-        let wake_at = {
-            let (mut engine, now) = shared.engine_now();
-            let c = self.client;
-            let answer = if abortable {
-                // Bytes pipelined behind the command were sent after it:
-                // they call its wait off as surely as bytes sent later.
-                let input_waiting = !self.input.is_drained();
-                engine.reserve_with_abort(c, timeout, input_waiting, now, &mut self.output)
-            } else {
-                engine.reserve(c, timeout, now, &mut self.output)
-            };
-            if let Some(reply) = answer {
-                reply.encode(&mut self.output);
-                return Ok(Next::Continue);
-            }
-            engine.wake_time(c)
+    /// Every earlier reply is offered to the socket first, so that a job
+    /// handed over seldom waits behind them (beanstalkd, likewise, reads
+    /// no command while a reply is unsent); whatever the socket did not
+    /// take still leaves before the job's reply.
+    fn reserve(&mut self, timeout: Option<u32>, abortable: bool) {
+        // An error here is met again by the next write, which ends the
+        // connection.
+        let _ = self.write_out();
+        let shared = &*self.shared;
+        let (mut engine, now) = shared.engine_now();
+        let c = self.client;
+        let answer = if abortable {
+            // Bytes pipelined behind the command were sent after it:
+            // they call its wait off as surely as bytes sent later.
+            let input_waiting = !self.input.is_drained();
+            engine.reserve_with_abort(c, timeout, input_waiting, now, &mut self.output)
+        } else {
+            engine.reserve(c, timeout, now, &mut self.output)
         };
-        // Blocked: sleep until the engine has an outcome for this client.
-        Ok(self.wait_for_outcome(abortable, wake_at))
+        if let Some(reply) = answer {
+            reply.encode(&mut self.output);
+            return;
+        }
+        self.wake_at = engine.wake_time(c);
+        drop(engine);
+        self.state = State::Waiting { abortable };
+        // Bytes may wait in the socket already, unread: they call off an
+        // abortable wait as soon as the wait begins.
+        self.stirred = abortable && self.readable;
     }
 }
 

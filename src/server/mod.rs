@@ -1,11 +1,12 @@
-//! The server: binds the listening socket, starts the timer and hang-up
-//! threads, and accepts connections, each served by a thread of its own.
+//! The server: binds the listening socket, starts the timer thread and
+//! the event loops (one a CPU, `--threads`), and accepts connections,
+//! dealing each to the next loop in turn, which serves it until it closes
+//! (`event_loop.rs`).
 //!
 //! Everything the threads share lives in one `Shared`: the engine behind
-//! its `Mutex`, the clock, the timer's `Condvar`, and the table of open
-//! connections (used to enforce the connection cap and to close every socket
-//! on shutdown). This module owns threads and sockets; it makes no queue
-//! decisions.
+//! its `Mutex`, the clock, the timer's `Condvar`, the loops' homes, and
+//! the count of open connections (the connection cap). This module owns
+//! threads and sockets; it makes no queue decisions.
 //!
 //! The accept loop (`accepting.rs`, one for the listening socket and one
 //! for `--admin-socket`'s) waits in `poll` on its socket and on a wake-up
@@ -20,20 +21,18 @@ mod recovery;
 
 pub use handle::{Handle, Running};
 
-use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread;
-use std::time::{Duration, Instant};
 
 use crate::config::Config;
-use crate::engine::{ClientId, Engine};
+use crate::engine::Engine;
 use crate::engine_lock::EngineLock;
-use crate::hangup::HangupWatcher;
+use crate::event_loop::{Arrival, Home};
 use crate::host::{ConnectionLimit, HostLimits};
 use crate::listen::Listener;
 use crate::log::Count;
@@ -42,11 +41,7 @@ use crate::shared::{AcceptWake, ProcessInfo, Shared};
 use crate::stream::SharedConn;
 pub use crate::stream::Stream;
 use crate::time::Clock;
-use crate::{conn, hangup, sys, timer};
-
-/// Stack size of a connection thread. A connection's deepest path (formatting
-/// `stats`) needs well under this; an idle connection touches two pages.
-const CONNECTION_STACK: usize = 128 * 1024;
+use crate::{event_loop, timer};
 
 /// A bound server, ready to [`run`](Server::run).
 ///
@@ -98,11 +93,14 @@ impl Server {
         let admin = config.admin_socket.as_deref().map(accepting::bind_admin).transpose()?.map(Arc::new);
         let socket_files =
             [Some(&listener), admin.as_deref()].into_iter().flatten().filter_map(Listener::socket_file);
+        let loops = config.threads.unwrap_or_else(crate::host::cpus_online);
+        let homes = (0..loops).map(|id| Home::new(id).map(Arc::new)).collect::<io::Result<_>>()?;
         let shared = Arc::new(Shared {
             engine: EngineLock::new(engine),
             clock: Clock::start(),
             timer,
-            hangups: HangupWatcher::new()?,
+            homes,
+            next_home: AtomicUsize::new(0),
             config,
             connection_limit,
             process: ProcessInfo::new(),
@@ -110,8 +108,7 @@ impl Server {
             serving: AtomicBool::new(false),
             socket_files: socket_files.cloned().collect(),
             accept_wake: AcceptWake { reader, writer },
-            connections: Mutex::new(HashMap::new()),
-            all_closed: Condvar::new(),
+            open: AtomicUsize::new(0),
             durability: OnceLock::new(),
             refused: AtomicU64::new(0),
             replies_unsent: AtomicU64::new(0),
@@ -202,8 +199,8 @@ impl Server {
         }
     }
 
-    /// Opens the binlog if that was not done yet, and starts the timer and
-    /// hang-up threads.
+    /// Opens the binlog if that was not done yet, and starts the timer
+    /// thread and the event loops.
     fn start(&self) -> io::Result<Helpers> {
         self.open_binlog().map_err(|e| io::Error::other(e.to_string()))?;
         let shared = &self.shared;
@@ -212,31 +209,19 @@ impl Server {
             let run = move || timer::run(&s.engine, &s.clock, &s.timer, &s.stopping);
             thread::Builder::new().name("beanstalk-timer".into()).spawn(run)?
         };
-        let hangup = {
-            let s = Arc::clone(shared);
-            let run = move || {
-                let send_rest = |client, gone| {
-                    let conn = s.connections().get(&client).cloned();
-                    if let Some(conn) = conn {
-                        conn.send_rest(gone);
-                    }
-                };
-                hangup::run(&s.hangups, &s.engine, &s.stopping, &send_rest);
-            };
-            thread::Builder::new().name("beanstalk-hangup".into()).spawn(run)
-        };
-        match hangup {
-            Ok(hangup) => Ok(Helpers { timer, hangup, metrics: crate::metrics::start(shared) }),
-            Err(e) => {
-                shared.stopping.store(true, Ordering::SeqCst);
-                // Under the engine's lock, so that the timer is either
-                // before its check of `stopping` or already waiting.
-                drop(shared.engine());
-                shared.timer.notify_all();
-                let _ = timer.join();
-                Err(e)
+        let mut helpers = Helpers { timer, loops: Vec::new(), metrics: None };
+        for home in &shared.homes {
+            let (s, h) = (Arc::clone(shared), Arc::clone(home));
+            match thread::Builder::new().name("beanstalk-loop".into()).spawn(move || event_loop::run(s, h)) {
+                Ok(thread) => helpers.loops.push(thread),
+                Err(e) => {
+                    helpers.stop(shared);
+                    return Err(e);
+                }
             }
         }
+        helpers.metrics = crate::metrics::start(shared);
+        Ok(helpers)
     }
 
     /// The accept loops, until shutdown; then the shutdown itself.
@@ -251,112 +236,52 @@ impl Server {
 }
 
 /// Serves a connection accepted from a listener whose connections may run
-/// the admin commands (`admin`) or not, on a thread of its own.
+/// the admin commands (`admin`) or not: the engine takes it as a client,
+/// and the next loop in turn serves it.
 fn start_connection(shared: &Arc<Shared>, stream: Stream, admin: bool) {
     if shared.stopping.load(Ordering::SeqCst) {
         return;
     }
     let fd = stream.as_raw_fd();
     let peer = stream.peer();
-    let mut connections = shared.connections();
-    if connections.len() >= shared.connection_limit.value {
-        drop(connections);
+    if shared.open.load(Ordering::SeqCst) >= shared.connection_limit.value {
         shared.refused.fetch_add(1, Ordering::Relaxed);
         crate::log::event(format_args!("refuse {peer} (fd {fd}): at the connection limit"));
         return; // dropping the stream closes it
     }
+    if let Err(e) = stream.set_nonblocking() {
+        crate::log::problem(format_args!("refuse {peer} (fd {fd}): {e}"));
+        return;
+    }
+    let next = shared.next_home.fetch_add(1, Ordering::Relaxed);
+    let home = Arc::clone(&shared.homes[next % shared.homes.len()]);
     // A connection's `Arc` allocates with no way to fail soft (std has
     // no stable `Arc::try_new`); it is small, and the connection limit
-    // (`host.rs`) leaves room for it. The engine's record, the map's
-    // room and the thread are claimed, and their failure closes this
-    // connection alone.
-    let shared_conn = Arc::new(SharedConn::new(stream, shared.hangups.finisher()));
-    let connect = |connections: &mut HashMap<ClientId, Arc<SharedConn>>| match connections.try_reserve(1) {
-        Ok(()) => shared.engine().connect(shared_conn.clone()),
-        Err(_) => None,
-    };
-    let mut client = connect(&mut connections);
-    if client.is_none() {
-        // Out of memory: empty the pages a few live jobs pin, and try
-        // once more (without the table's lock, which no thread holding
-        // the engine's may wait for).
-        drop(connections);
-        let room = shared.make_room();
-        connections = shared.connections();
-        client = if room { connect(&mut connections) } else { None };
+    // (`host.rs`) leaves room for it. The engine's record is claimed, and
+    // its failure closes this connection alone.
+    let conn = Arc::new(SharedConn::new(stream, home));
+    let mut client = shared.engine().connect(conn.clone());
+    if client.is_none() && shared.make_room() {
+        // Out of memory: the pages a few live jobs pinned were emptied.
+        client = shared.engine().connect(conn.clone());
     }
     let Some(client) = client else {
-        drop(connections);
         crate::log::event(format_args!("refuse {peer} (fd {fd}): out of memory"));
         return; // dropping the stream closes it
     };
-    shared_conn.set_client(client);
-    connections.insert(client, Arc::clone(&shared_conn));
-    drop(connections);
+    conn.set_client(client);
+    shared.open.fetch_add(1, Ordering::SeqCst);
     crate::log::event(format_args!("accept {peer} (fd {fd})"));
-    let thread_shared = Arc::clone(shared);
-    // Not std's spawn: its new thread maps a signal stack and aborts the
-    // process if it cannot (see `sys/thread.rs`). Unnamed: a name is one
-    // more allocation a connection, and the thread shows under the
-    // process's own name.
-    let spawned =
-        sys::spawn_thread(CONNECTION_STACK, move || conn::serve(thread_shared, shared_conn, client, admin))
-            // Its stack needs whole pages: empty those a few live jobs pin,
-            // and try once more.
-            .or_else(|unrun| {
-                if shared.make_room() {
-                    sys::spawn_thread(CONNECTION_STACK, unrun)
-                } else {
-                    Err(unrun)
-                }
-            });
-    if let Err(unrun) = spawned {
-        crate::log::problem(format_args!(
-            "cannot start a thread for connection {peer} (fd {fd}): out of memory"
-        ));
-        // The closure holds the stream: dropping it closes the socket.
-        drop(unrun);
-        shared.engine().disconnect(client, shared.clock.now());
-        shared.connection_closed(client);
-    }
+    let home = Arc::clone(conn.home());
+    home.arrive(Arrival { conn, client, admin });
 }
 
 impl Server {
     fn finish(self, helpers: Helpers) {
         let shared = &self.shared;
-        // Wake every connection: a blocked read sees EOF, a blocked reserve
-        // times out.
-        let open: Vec<(ClientId, Arc<SharedConn>)> =
-            shared.connections().iter().map(|(&c, s)| (c, Arc::clone(s))).collect();
-        {
-            let mut engine = shared.engine();
-            for (client, _) in &open {
-                engine.hang_up(*client);
-            }
-        }
-        for (_, connection) in &open {
-            connection.stream.shutdown_read();
-        }
-        // A client that never reads its replies could hold its thread in a
-        // write forever; give up on it after a moment.
-        let deadline = Instant::now() + Duration::from_millis(900);
-        let mut connections = shared.connections();
-        while !connections.is_empty() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            connections =
-                shared.all_closed.wait_timeout(connections, left).map_or_else(|e| e.into_inner().0, |r| r.0);
-        }
-        drop(connections);
-        shared.timer.notify_all();
-        shared.hangups.stop();
-        let _ = helpers.timer.join();
-        let _ = helpers.hangup.join();
-        let _ = helpers.metrics.map(thread::JoinHandle::join);
+        let open = Count(shared.open.load(Ordering::SeqCst) as u64, "connection");
+        helpers.stop(shared);
         let jobs = Count(shared.engine().job_count() as u64, "job");
-        let open = Count(open.len() as u64, "connection");
         if let Some(durability) = shared.durability.get() {
             durability.sync_all();
             crate::log::event(format_args!("stopped: {open} closed, {jobs} kept in the binlog"));
@@ -370,15 +295,33 @@ impl Server {
 /// The helper threads a running server has started.
 struct Helpers {
     timer: thread::JoinHandle<()>,
-    hangup: thread::JoinHandle<()>,
+    /// The event loops, one a home.
+    loops: Vec<thread::JoinHandle<()>>,
     /// The `--metrics` endpoint's thread, if it serves.
     metrics: Option<thread::JoinHandle<()>>,
 }
 
+impl Helpers {
+    /// Stops them and waits for them: the loops first, which close every
+    /// connection (the command in flight answered, a client that does not
+    /// read cut after a moment), then the timer and the metrics.
+    fn stop(self, shared: &Shared) {
+        shared.stopping.store(true, Ordering::SeqCst);
+        shared.homes.iter().for_each(|home| home.ring_always());
+        self.loops.into_iter().for_each(|thread| drop(thread.join()));
+        // Under the engine's lock, so that the timer is either before its
+        // check of `stopping` or already waiting.
+        drop(shared.engine());
+        shared.timer.notify_all();
+        let _ = self.timer.join();
+        let _ = self.metrics.map(thread::JoinHandle::join);
+    }
+}
+
 #[cfg(test)]
 impl Server {
-    /// The state a connection thread is given, for the connection code's
-    /// unit tests.
+    /// The state the loops are given, for the connection code's unit
+    /// tests.
     pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.shared
     }

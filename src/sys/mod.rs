@@ -11,8 +11,8 @@
 //! One file a subject: this one (clocks, and what `stats` reads of the
 //! process), `socket.rs` (polls, epoll, socket options, inherited
 //! listeners), `process.rs` (signals, resource limits, changing user),
-//! `file.rs` (preallocation, `fcntl` locks), `thread.rs` (a connection's
-//! thread, whose start can fail but never abort) and `memory.rs` (the
+//! `file.rs` (preallocation, `fcntl` locks), `poller.rs` (an event
+//! loop's epoll set and wake-up `eventfd`) and `memory.rs` (the
 //! allocator, with `pages.rs`, `regions.rs`, `holes.rs`, and
 //! `evacuation.rs`, which empties the pages a few live blocks pin).
 //! Beside them, and not Rust: `no-unwind-tables.ld`, the static build's
@@ -30,15 +30,16 @@ pub(crate) mod file;
 pub(crate) mod holes;
 pub(crate) mod memory;
 pub(crate) mod pages;
+pub(crate) mod poller;
 pub(crate) mod process;
 pub(crate) mod regions;
 pub(crate) mod socket;
-pub(crate) mod thread;
 
 pub use evacuation::evacuate;
 pub use file::{lock_posix, posix_lock_holder, preallocate, O_NOFOLLOW, O_NONBLOCK};
 pub use holes::HOLE_MAPS;
 pub use memory::{try_box, tune_malloc, Allocator, OWN_MAPPING_AT};
+pub use poller::{Event, EventFd, Poller};
 pub use process::{
     become_user, ignore_sigpipe, lower_thread_priority, soft_limit, Resource, SignalSet, SIGINT, SIGTERM,
     SIGUSR1,
@@ -47,9 +48,8 @@ pub use process::{
 pub use socket::keepalive;
 pub use socket::{
     has_unread_bytes, inherited_listener, peer_hung_up, send_now, set_backlog, set_keepalive,
-    wait_any_readable, wait_readable, wait_until_readable, HangupPoller, Inherited,
+    wait_any_readable, wait_readable, Inherited,
 };
-pub use thread::spawn as spawn_thread;
 
 #[repr(C)]
 struct Timeval {

@@ -1,29 +1,17 @@
-//! Sockets: polling one, two or a list for readability or a hang-up, the epoll
-//! instance behind the hang-up watcher, socket options, and listening
-//! sockets inherited from systemd.
+//! Sockets: polling one, two or a list for readability or a hang-up,
+//! sending without waiting, socket options, and listening sockets
+//! inherited from systemd. The event loops' epoll set is `poller.rs`.
 
 use std::ffi::{c_int, c_ulong};
 use std::io;
 use std::net::TcpListener;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::os::unix::net::UnixListener;
 
 use super::check;
 
-/// Linux `struct epoll_event`; packed on x86-64 only, as in the kernel ABI.
-#[cfg_attr(target_arch = "x86_64", repr(C, packed))]
-#[cfg_attr(not(target_arch = "x86_64"), repr(C))]
-#[derive(Clone, Copy)]
-struct EpollEvent {
-    events: u32,
-    data: u64,
-}
-
 extern "C" {
     fn listen(fd: c_int, backlog: c_int) -> c_int;
-    fn epoll_create1(flags: c_int) -> c_int;
-    fn epoll_ctl(epfd: c_int, op: c_int, fd: c_int, event: *mut EpollEvent) -> c_int;
-    fn epoll_wait(epfd: c_int, events: *mut EpollEvent, max: c_int, timeout_ms: c_int) -> c_int;
     fn getsockopt(fd: c_int, level: c_int, name: c_int, value: *mut c_int, len: *mut u32) -> c_int;
     fn poll(fds: *mut PollFd, count: c_ulong, timeout_ms: c_int) -> c_int;
     fn recv(fd: c_int, buf: *mut u8, len: usize, flags: c_int) -> isize;
@@ -31,16 +19,6 @@ extern "C" {
     fn setsockopt(fd: c_int, level: c_int, name: c_int, value: *const c_int, len: u32) -> c_int;
 }
 
-const EPOLL_CLOEXEC: c_int = 0o2000000;
-const EPOLL_CTL_ADD: c_int = 1;
-const EPOLL_CTL_MOD: c_int = 3;
-const ENOENT: i32 = 2;
-const EPOLLIN: u32 = 0x001;
-const EPOLLOUT: u32 = 0x004;
-const EPOLLERR: u32 = 0x008;
-const EPOLLHUP: u32 = 0x010;
-const EPOLLRDHUP: u32 = 0x2000;
-const EPOLLONESHOT: u32 = 1 << 30;
 const MSG_PEEK: c_int = 0x2;
 const MSG_DONTWAIT: c_int = 0x40;
 const MSG_NOSIGNAL: c_int = 0x4000;
@@ -128,8 +106,8 @@ pub fn has_unread_bytes(socket: &impl AsRawFd) -> bool {
 
 /// Sends what of `bytes` connected socket `socket` takes now, without
 /// waiting for room: returns how many it took, 0 if it had no room or
-/// could not take them (the caller's blocking write will then meet the
-/// error). Never raises `SIGPIPE`.
+/// could not take them (its loop's next write meets the error). Never
+/// raises `SIGPIPE`.
 pub fn send_now(socket: &impl AsRawFd, bytes: &[u8]) -> usize {
     // SAFETY: `bytes` is readable for its length, which is what is passed;
     // the kernel only reads it. The fd is borrowed from a live socket.
@@ -145,109 +123,12 @@ pub fn wait_readable(first: &impl AsRawFd, second: &impl AsRawFd) -> io::Result<
     Ok((a != 0, b != 0))
 }
 
-/// Blocks until `socket` is readable, or has an error or hang-up pending
-/// (which a read would report). May return early if a signal interrupts
-/// the wait.
-pub fn wait_until_readable(socket: &impl AsRawFd) -> io::Result<()> {
-    poll_fds([socket.as_raw_fd()], POLLIN, -1).map(|_| ())
-}
-
 /// Calls `listen` again on an already listening socket to raise its backlog
 /// (std listens with 128; beanstalkd with 1024).
 pub fn set_backlog(socket: &impl AsRawFd, backlog: i32) -> io::Result<()> {
     // SAFETY: `listen` takes a plain fd and an int; the fd is borrowed from a
     // live socket, so it is open for the duration of the call.
     check(unsafe { listen(socket.as_raw_fd(), backlog) }).map(drop)
-}
-
-/// An epoll instance that reports when a registered socket's peer hangs up
-/// (closes, or shuts down its sending side), when a wake-up fd becomes
-/// readable, and, when a watch asks for them, data arriving on a socket
-/// (`readable`) or room in it to send (`watch_writable`). Every watch on a
-/// client's socket is one-shot: it fires once, then stays registered,
-/// disarmed, until armed again.
-#[derive(Debug)]
-pub struct HangupPoller {
-    epoll: OwnedFd,
-}
-
-/// What one event of a [`HangupPoller`] reports of its socket.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stirred {
-    /// The token the socket's watch was armed with.
-    pub token: u64,
-    /// Bytes wait to be read.
-    pub readable: bool,
-    /// The socket has room to send.
-    pub writable: bool,
-    /// The peer hung up, or the socket has an error.
-    pub gone: bool,
-}
-
-impl HangupPoller {
-    /// A new epoll instance.
-    pub fn new() -> io::Result<HangupPoller> {
-        // SAFETY: no pointers; on success the kernel hands us a new fd that
-        // nothing else owns, so OwnedFd may take it.
-        let fd = check(unsafe { epoll_create1(EPOLL_CLOEXEC) })?;
-        // SAFETY: `fd` was just returned by epoll_create1 and is owned by no one.
-        Ok(HangupPoller { epoll: unsafe { OwnedFd::from_raw_fd(fd) } })
-    }
-
-    /// Arms a one-shot watch on `fd` for a hang-up, and for data too if
-    /// `readable`, whatever it watched before, reporting under `token`.
-    pub fn watch_hangup(&self, fd: RawFd, token: u64, readable: bool) -> io::Result<()> {
-        self.arm(fd, EPOLLRDHUP | EPOLLONESHOT | (if readable { EPOLLIN } else { 0 }), token)
-    }
-
-    /// Arms a one-shot watch on `fd` for room to send (and a hang-up),
-    /// whatever it watched before, reporting under `token`.
-    pub fn watch_writable(&self, fd: RawFd, token: u64) -> io::Result<()> {
-        self.arm(fd, EPOLLOUT | EPOLLRDHUP | EPOLLONESHOT, token)
-    }
-
-    /// Watches `fd` for readability (used for the poller's own wake-up pipe).
-    pub fn watch_readable(&self, fd: RawFd, token: u64) -> io::Result<()> {
-        self.control(EPOLL_CTL_ADD, fd, EPOLLIN, token)
-    }
-
-    /// Changes `fd`'s watch, registering it first if it has none: one
-    /// system call but for a socket's first watch.
-    fn arm(&self, fd: RawFd, events: u32, token: u64) -> io::Result<()> {
-        match self.control(EPOLL_CTL_MOD, fd, events, token) {
-            Err(e) if e.raw_os_error() == Some(ENOENT) => self.control(EPOLL_CTL_ADD, fd, events, token),
-            done => done,
-        }
-    }
-
-    fn control(&self, op: c_int, fd: RawFd, events: u32, token: u64) -> io::Result<()> {
-        let mut event = EpollEvent { events, data: token };
-        // SAFETY: `event` is a valid, initialised epoll_event that lives for the
-        // call; the kernel copies it. Bad fds are reported through errno.
-        check(unsafe { epoll_ctl(self.epoll.as_raw_fd(), op, fd, &mut event) }).map(drop)
-    }
-
-    /// Blocks until at least one event, then returns up to 64 of them.
-    pub fn wait(&self, stirred: &mut Vec<Stirred>) -> io::Result<()> {
-        const MAX: usize = 64;
-        let mut events = [EpollEvent { events: 0, data: 0 }; MAX];
-        // SAFETY: `events` is a writable array of MAX epoll_events, and we pass
-        // MAX as its length, so the kernel writes only inside it.
-        let n = unsafe { epoll_wait(self.epoll.as_raw_fd(), events.as_mut_ptr(), MAX as c_int, -1) };
-        let n = match check(n) {
-            Ok(n) => n as usize,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => 0,
-            Err(e) => return Err(e),
-        };
-        stirred.clear();
-        stirred.extend(events[..n].iter().map(|e| Stirred {
-            token: e.data,
-            readable: e.events & EPOLLIN != 0,
-            writable: e.events & EPOLLOUT != 0,
-            gone: e.events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR) != 0,
-        }));
-        Ok(())
-    }
 }
 
 /// Turns on TCP keepalive (`SO_KEEPALIVE`) for `socket`, as beanstalkd

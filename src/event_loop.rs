@@ -1,0 +1,373 @@
+//! An event loop: one I/O thread, its epoll set, and the connections it
+//! owns. The server starts one a CPU (`--threads`); the accept loop deals
+//! each new connection to the next loop in turn ([`Home::arrive`]), and
+//! the connection lives on that loop until it closes. This is beanstalkd's
+//! own design, one loop a core instead of one in all.
+//!
+//! A turn of the loop: wait in `epoll_wait` for sockets that became
+//! readable or writable (edge-triggered: each readiness is reported once,
+//! and the connection reads or writes until the socket would wait), for
+//! the loop's bell (another thread handed over a connection, or ended a
+//! blocked reserve of one of ours), or for the soonest timer (a
+//! `reserve-with-timeout` ending, a safety margin beginning). Then serve
+//! each connection that has something to do, a bounded share at a time
+//! ([`Conn::serve`]): one that has more is served again after the others,
+//! so a client that floods holds up only itself. Once a second, the
+//! connections quiet since the last look let go of their buffers.
+//!
+//! What a connection does is `conn`'s; this file only decides when. It
+//! never touches the engine but to tell it a connection closed, and never
+//! reads or writes a socket itself.
+
+use std::cell::Cell;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use crate::conn::{Conn, Served, IDLE_AFTER};
+use crate::engine::ClientId;
+use crate::shared::Shared;
+use crate::stream::SharedConn;
+use crate::sys::{Event, EventFd, Poller};
+use crate::time::Time;
+
+/// The bell's token; a connection's is its slot and generation (see
+/// [`Slots`]), never this.
+const BELL: u64 = u64::MAX;
+
+/// How long a shutdown waits for the connections to finish the command
+/// in flight and send its reply; a client that does not read is then cut.
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(900);
+
+thread_local! {
+    /// The id of the loop this thread runs, if it runs one: a wake from a
+    /// loop to itself needs no bell, as the loop looks at its wakes
+    /// before it waits again.
+    static SERVING: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+/// What other threads share of a loop: how they reach it.
+#[derive(Debug)]
+pub(crate) struct Home {
+    id: usize,
+    bell: EventFd,
+    /// The bell has rung since the loop last looked.
+    rung: AtomicBool,
+    mail: Mutex<Deliveries>,
+}
+
+/// What other threads left for the loop.
+#[derive(Debug, Default)]
+struct Deliveries {
+    /// Tokens of connections whose blocked reserve may have ended.
+    woken: Vec<u64>,
+    /// Connections accepted for this loop.
+    arrivals: Vec<Arrival>,
+}
+
+/// A connection accepted for a loop: its socket, the engine's id for it,
+/// and whether it may run the admin commands.
+#[derive(Debug)]
+pub(crate) struct Arrival {
+    pub conn: Arc<SharedConn>,
+    pub client: ClientId,
+    pub admin: bool,
+}
+
+impl Deliveries {
+    fn is_empty(&self) -> bool {
+        self.woken.is_empty() && self.arrivals.is_empty()
+    }
+}
+
+impl Home {
+    pub fn new(id: usize) -> std::io::Result<Home> {
+        Ok(Home { id, bell: EventFd::new()?, rung: AtomicBool::new(false), mail: Mutex::default() })
+    }
+
+    fn mail(&self) -> MutexGuard<'_, Deliveries> {
+        self.mail.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Tells the loop that the connection at `token` may have word in its
+    /// mailbox.
+    pub fn wake(&self, token: u64) {
+        self.mail().woken.push(token);
+        self.ring();
+    }
+
+    /// Hands the loop a connection to serve.
+    pub fn arrive(&self, arrival: Arrival) {
+        self.mail().arrivals.push(arrival);
+        self.ring();
+    }
+
+    /// Rings the bell, unless it has rung since the loop last looked, or
+    /// this thread is the loop.
+    pub fn ring(&self) {
+        if SERVING.get() != self.id && !self.rung.swap(true, Ordering::SeqCst) {
+            self.bell.ring();
+        }
+    }
+
+    /// Rings the bell whoever asks (shutdown).
+    pub fn ring_always(&self) {
+        self.rung.store(true, Ordering::SeqCst);
+        self.bell.ring();
+    }
+}
+
+/// The loop's connections, by token: the low 32 bits are a slot, the high
+/// ones the slot's generation, so that a wake for a connection that has
+/// closed never reaches the one that took its slot.
+#[derive(Default)]
+struct Slots {
+    slots: Vec<(u32, Option<Conn>)>,
+    free: Vec<u32>,
+}
+
+impl Slots {
+    fn insert(&mut self, make: impl FnOnce(u64) -> Conn) -> u64 {
+        let index = self.free.pop().unwrap_or_else(|| {
+            self.slots.push((0, None));
+            (self.slots.len() - 1) as u32
+        });
+        let slot = &mut self.slots[index as usize];
+        let token = (u64::from(slot.0) << 32) | u64::from(index);
+        slot.1 = Some(make(token));
+        token
+    }
+
+    fn get(&mut self, token: u64) -> Option<&mut Conn> {
+        let (generation, conn) = self.slots.get_mut((token & 0xffff_ffff) as usize)?;
+        if u64::from(*generation) != token >> 32 {
+            return None;
+        }
+        conn.as_mut()
+    }
+
+    fn remove(&mut self, token: u64) -> Option<Conn> {
+        let index = (token & 0xffff_ffff) as u32;
+        let (generation, conn) = self.slots.get_mut(index as usize)?;
+        let conn = conn.take()?;
+        *generation = generation.wrapping_add(1);
+        self.free.push(index);
+        Some(conn)
+    }
+
+    fn tokens(&self) -> Vec<u64> {
+        let live = self.slots.iter().enumerate().filter(|(_, (_, conn))| conn.is_some());
+        live.map(|(index, (generation, _))| (u64::from(*generation) << 32) | index as u64).collect()
+    }
+}
+
+/// One loop's own state, on its own thread.
+struct Loop {
+    shared: Arc<Shared>,
+    home: Arc<Home>,
+    poller: Poller,
+    conns: Slots,
+    /// Connections with something to do, in the order they are served.
+    ready: VecDeque<u64>,
+    /// When a blocked reserve must be looked at again, soonest first.
+    timers: BinaryHeap<Reverse<(Time, u64)>>,
+    /// When connections quiet since the last look next let go of their
+    /// buffers.
+    next_sweep: Time,
+    /// When a shutdown cuts the connections still open.
+    cut_at: Option<Time>,
+}
+
+/// Runs the loop of `home` until the server stops and its connections
+/// have closed.
+pub(crate) fn run(shared: Arc<Shared>, home: Arc<Home>) {
+    SERVING.set(home.id);
+    let poller = match Poller::new().and_then(|p| p.add_readable(home.bell.as_raw_fd(), BELL).map(|()| p)) {
+        Ok(poller) => poller,
+        Err(e) => {
+            crate::log::problem(format_args!("event loop {}: cannot make its epoll set: {e}", home.id));
+            return;
+        }
+    };
+    let next_sweep = shared.clock.now().plus(IDLE_AFTER);
+    let mut lp = Loop {
+        shared,
+        home,
+        poller,
+        conns: Slots::default(),
+        ready: VecDeque::new(),
+        timers: BinaryHeap::new(),
+        next_sweep,
+        cut_at: None,
+    };
+    lp.run();
+}
+
+impl Loop {
+    fn run(&mut self) {
+        let mut events = Vec::with_capacity(crate::sys::poller::EVENTS_A_WAIT);
+        loop {
+            let timeout = self.timeout();
+            if let Err(e) = self.poller.wait(&mut events, timeout) {
+                crate::log::problem(format_args!("epoll_wait: {e}"));
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            for event in &events {
+                self.note(*event);
+            }
+            self.take_deliveries();
+            let now = self.shared.clock.now();
+            self.expire_timers(now);
+            self.serve_ready();
+            if now >= self.next_sweep {
+                self.sweep();
+            }
+            if self.shared.stopping.load(Ordering::SeqCst) && self.stop(now) {
+                return;
+            }
+        }
+    }
+
+    /// How long to wait for events: not at all with connections ready,
+    /// else until the next timer or sweep.
+    fn timeout(&self) -> i32 {
+        // A loop that woke one of its own connections rang no bell.
+        if !self.ready.is_empty() || !self.home.mail().is_empty() {
+            return 0;
+        }
+        let now = self.shared.clock.now();
+        let mut until = self.next_sweep;
+        if let Some(Reverse((at, _))) = self.timers.peek() {
+            until = until.min(*at);
+        }
+        if let Some(cut) = self.cut_at {
+            until = until.min(cut);
+        }
+        // Rounded up: a wake a millisecond early would find nothing due.
+        let ms = until.duration_since(now).as_micros().div_ceil(1000);
+        i32::try_from(ms).unwrap_or(i32::MAX)
+    }
+
+    /// Notes what an event says of its connection, and puts it in line.
+    fn note(&mut self, event: Event) {
+        if event.token == BELL {
+            self.home.rung.store(false, Ordering::SeqCst);
+            self.home.bell.clear();
+            return;
+        }
+        if let Some(conn) = self.conns.get(event.token) {
+            conn.note(event.readable, event.writable, event.gone);
+            if conn.enqueue() {
+                self.ready.push_back(event.token);
+            }
+        }
+    }
+
+    /// Takes the connections other threads woke or handed over.
+    fn take_deliveries(&mut self) {
+        let Deliveries { woken, arrivals } = std::mem::take(&mut *self.home.mail());
+        for token in woken {
+            if let Some(conn) = self.conns.get(token) {
+                conn.woken();
+                if conn.enqueue() {
+                    self.ready.push_back(token);
+                }
+            }
+        }
+        for Arrival { conn, client, admin } in arrivals {
+            let fd = conn.stream.as_raw_fd();
+            let shared = Arc::clone(&self.shared);
+            let token = self.conns.insert(|token| {
+                conn.set_token(token);
+                Conn::new(shared, conn, client, admin)
+            });
+            if let Err(e) = self.poller.add(fd, token) {
+                crate::log::problem(format_args!("epoll_ctl (fd {fd}): {e}"));
+                self.close(token);
+                continue;
+            }
+            // Bytes may have come before it was watched: look now.
+            self.ready.push_back(token);
+            if let Some(conn) = self.conns.get(token) {
+                conn.enqueue();
+            }
+        }
+    }
+
+    /// Puts in line the connections whose timer is due.
+    fn expire_timers(&mut self, now: Time) {
+        while let Some(&Reverse((at, token))) = self.timers.peek() {
+            if at > now {
+                break;
+            }
+            self.timers.pop();
+            if let Some(conn) = self.conns.get(token) {
+                conn.timer_due(at);
+                if conn.enqueue() {
+                    self.ready.push_back(token);
+                }
+            }
+        }
+    }
+
+    /// Serves each connection in line once; those with more to do go to
+    /// the back of the line.
+    fn serve_ready(&mut self) {
+        for _ in 0..self.ready.len() {
+            let Some(token) = self.ready.pop_front() else { break };
+            let Some(conn) = self.conns.get(token) else { continue };
+            match conn.serve() {
+                Served::More => self.ready.push_back(token),
+                Served::Waits(Some(at)) => self.timers.push(Reverse((at, token))),
+                Served::Waits(None) => {}
+                Served::Closed => self.close(token),
+            }
+        }
+    }
+
+    /// Lets go of the buffers of the connections quiet since the last
+    /// sweep.
+    fn sweep(&mut self) {
+        for (_, conn) in self.conns.slots.iter_mut() {
+            if let Some(conn) = conn {
+                conn.sweep();
+            }
+        }
+        self.next_sweep = self.shared.clock.now().plus(IDLE_AFTER);
+    }
+
+    /// Ends the connection at `token`: the engine forgets its client (its
+    /// jobs go back), and its socket closes with the last reference.
+    fn close(&mut self, token: u64) {
+        if let Some(conn) = self.conns.remove(token) {
+            conn.close();
+            self.shared.connection_closed();
+        }
+    }
+
+    /// A shutdown: the first time, every blocked reserve ends and every
+    /// connection sees the end of its input after the command in flight;
+    /// after [`SHUTDOWN_GRACE`], the rest are cut. True once none is left.
+    fn stop(&mut self, now: Time) -> bool {
+        let cut_at = *self.cut_at.get_or_insert_with(|| {
+            for token in self.conns.tokens() {
+                if let Some(conn) = self.conns.get(token) {
+                    conn.end_of_input();
+                    if conn.enqueue() {
+                        self.ready.push_back(token);
+                    }
+                }
+            }
+            now.plus(SHUTDOWN_GRACE)
+        });
+        if now >= cut_at {
+            for token in self.conns.tokens() {
+                self.close(token);
+            }
+        }
+        self.conns.tokens().is_empty()
+    }
+}
