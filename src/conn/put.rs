@@ -3,7 +3,9 @@
 //! id and memory, the body read by length outside the lock, then the
 //! engine's filing of the job. A put's body is the one thing a client
 //! sizes, so its memory is claimed fallibly, and a refusal swallows the
-//! body rather than read it as commands.
+//! body rather than read it as commands. A body not followed by CRLF was
+//! miscounted, so where the next command starts cannot be known:
+//! `EXPECTED_CRLF`, then the connection ends.
 //!
 //! Most clients send a put's line and body in one write: then the body is
 //! here already, and the claim and the filing are made under one hold of
@@ -35,10 +37,10 @@ impl Conn<'_> {
             && line.bytes <= self.shared.config.max_job_size
             && self.input.buffered() >= line.bytes as usize + 2;
         if whole {
-            if let Some(line) = self.put_buffered(line) {
-                return self.put_read(line);
-            }
-            return Ok(Next::Continue);
+            return match self.put_buffered(line) {
+                Ok(next) => Ok(next),
+                Err(line) => self.put_read(line),
+            };
         }
         self.put_read(line)
     }
@@ -47,10 +49,10 @@ impl Conn<'_> {
     /// and its filing under one hold of the lock. The line back, nothing
     /// consumed, if the body's memory cannot be had: [`Conn::put_read`]
     /// then refuses it as it refuses any put short of memory.
-    fn put_buffered(&mut self, line: PutLine) -> Option<PutLine> {
+    fn put_buffered(&mut self, line: PutLine) -> Result<Next, PutLine> {
         let mut body = Vec::new();
         if body.try_reserve_exact(line.bytes as usize).is_err() {
-            return Some(line);
+            return Err(line);
         }
         let PutLine { pri, delay, ttr, bytes, tags, .. } = line;
         let created = self.shared.clock.now();
@@ -58,6 +60,7 @@ impl Conn<'_> {
         body.extend_from_slice(self.input.take_up_to(bytes as usize));
         let crlf = self.input.take_up_to(2) == b"\r\n";
         let c = self.client;
+        let mut next = Next::Continue;
         self.ask_engine(|e, now, _| {
             e.count_put();
             let Some(ticket) = e.start_put(c, bytes) else {
@@ -65,11 +68,14 @@ impl Conn<'_> {
             };
             if !crlf {
                 e.cancel_put(ticket);
+                // What follows a miscounted body has no knowable start:
+                // never run as commands (reference §1.5).
+                next = Next::Close;
                 return Reply::ExpectedCrlf;
             }
             e.put(c, NewJob { ticket, pri, delay, ttr, created, body: body.into_boxed_slice(), tags }, now)
         });
-        None
+        Ok(next)
     }
 
     /// A put whose body is read once the engine has claimed its id and
@@ -127,8 +133,8 @@ impl Conn<'_> {
         if !matches!(arrived, Ok(true)) || &crlf != b"\r\n" {
             shared.engine().cancel_put(ticket);
             if arrived? {
+                // The reply, then the end, as in `put_buffered`.
                 Reply::ExpectedCrlf.encode(&mut self.output);
-                return Ok(Next::Continue);
             }
             return Ok(Next::Close);
         }
