@@ -7,7 +7,10 @@
 //! ([`MAX_LINE`]) is dropped as it arrives, keeping at most a trailing CR
 //! (the possible first half of its CRLF), and reported once as
 //! [`Line::TooLong`] when its CRLF comes; so a client cannot make the
-//! server buffer more than a few kilobytes of command text. Two kinds of
+//! server buffer more than a few kilobytes of command text. What such a
+//! line says of a tagged put's body is read from every byte as it is
+//! dropped ([`LongPut`]), so that it is what one write of the line says,
+//! however the line was split. Two kinds of
 //! line may be longer: a `put` whose tags take more, up to 906 bytes
 //! ([`MAX_PUT_LINE`]; the parser refuses a longer put line that carries
 //! no tag), and a `delete-batch`, whose thousand ids may take up to
@@ -20,7 +23,7 @@
 
 use std::io;
 
-use crate::protocol::{self, DELETE_BATCH, MAX_BATCH_LINE, MAX_LINE, MAX_PUT_LINE, PUT};
+use crate::protocol::{LongPut, DELETE_BATCH, MAX_BATCH_LINE, MAX_LINE, MAX_PUT_LINE, PUT};
 use crate::stream::Stream;
 use crate::sys;
 
@@ -54,8 +57,8 @@ pub(crate) enum Line {
     /// [`Input::line`]).
     Complete(usize, usize),
     /// A line longer than the protocol allows has ended. If it was a put
-    /// that carried a tag, what its start said of its body (see
-    /// [`protocol::long_tagged_put`]): the body must not be run.
+    /// that carried a tag, what it said of its body (see [`LongPut::end`]):
+    /// the body must not be run.
     TooLong(Option<Option<u32>>),
 }
 
@@ -68,9 +71,10 @@ pub(crate) struct Input {
     end: usize,
     /// Inside a line that is already too long: drop bytes until its CRLF.
     discarding: bool,
-    /// The dropped line was a put that carried a tag: its body's size, if
-    /// its start told it.
-    long_put: Option<Option<u32>>,
+    /// What the line being dropped says of a put's body, read from every
+    /// byte as it is dropped: so that it says what the line would say had
+    /// it come whole, however it was split.
+    long_put: LongPut,
     /// The last read took less than it had room for.
     short: bool,
 }
@@ -106,22 +110,28 @@ impl Input {
         let Some(at) = find_crlf(pending) else {
             if self.discarding || pending.len() >= longest_line(pending) {
                 // Too long already. Keep only a trailing CR, which may be the
-                // first half of the CRLF that ends this line.
-                if !self.discarding {
-                    self.long_put = protocol::long_tagged_put(pending);
-                }
-                self.discarding = true;
+                // first half of the CRLF that ends this line; what goes is
+                // read first for what the line says of a put's body.
                 let keep = usize::from(pending.last() == Some(&b'\r'));
+                let dropped = &pending[..pending.len() - keep];
+                if !self.discarding {
+                    self.long_put = LongPut::new(dropped);
+                }
+                self.long_put.scan(dropped);
+                self.discarding = true;
                 self.start = self.end - keep;
             }
             return None;
         };
         let (line_start, line_end) = (self.start, self.start + at);
         self.start = line_end + 2;
-        if std::mem::take(&mut self.discarding) || at > longest_line(&self.buf[line_start..line_end]) - 2 {
-            let long_put =
-                self.long_put.take().or_else(|| protocol::long_tagged_put(&self.buf[line_start..line_end]));
-            return Some(Line::TooLong(long_put));
+        let line = &self.buf[line_start..line_end];
+        if std::mem::take(&mut self.discarding) {
+            self.long_put.scan(line);
+            return Some(Line::TooLong(std::mem::take(&mut self.long_put).end()));
+        }
+        if at > longest_line(line) - 2 {
+            return Some(Line::TooLong(crate::protocol::long_tagged_put(line)));
         }
         Some(Line::Complete(line_start, line_end))
     }

@@ -15,6 +15,7 @@ mod tests {
     const REFERENCE: &str = include_str!("reference.md");
     const README: &str = include_str!("../README.md");
     const PROTOCOL: &str = include_str!("protocol/command.rs");
+    const REPLIES: &str = include_str!("protocol/reply.rs");
 
     /// One row of the table of commands.
     struct Row {
@@ -96,6 +97,20 @@ mod tests {
                 line.split(|c: char| !c.is_ascii_alphanumeric()).next().unwrap_or_default().to_owned()
             })
             .collect()
+    }
+
+    /// §1.6 lists every reply there is: each word `Reply::word` gives,
+    /// read from its source.
+    #[test]
+    fn the_list_of_replies_names_every_reply_word() {
+        let word = REPLIES.split("pub fn word(&self)").nth(1).expect("Reply::word");
+        let word = word.split("\n    }\n").next().unwrap_or_default();
+        let words: BTreeSet<String> = word.split('"').skip(1).step_by(2).map(str::to_owned).collect();
+        assert!(words.len() > 30, "Reply::word was not read: {words:?}");
+        let section = REFERENCE.split("### 1.6 ").nth(1).expect("§1.6 in reference.md");
+        let listed = reply_words(section.split("```").nth(1).unwrap_or_default());
+        let missing: Vec<&String> = words.difference(&listed).collect();
+        assert!(missing.is_empty(), "replies §1.6 does not list: {missing:?}");
     }
 
     #[test]

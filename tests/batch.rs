@@ -237,11 +237,33 @@ fn flush_tube_deletes_every_job_and_the_holders_find_theirs_gone() {
         assert_eq!(worker.cmd(&format!("{command} {held}")), "NOT_FOUND\r\n");
     }
     assert_eq!(admin.cmd("flush-tube jobs"), "FLUSHED 0\r\n");
-    assert_eq!(admin.cmd("flush-tube nothing-here"), "NOT_FOUND\r\n");
+    // tuber 0.9.1's bytes for a tube there is not (reference §3.28), and
+    // none is made.
+    assert_eq!(admin.cmd("flush-tube nothing-here"), "FLUSHED 0\r\n");
+    assert_eq!(admin.cmd("stats-tube nothing-here"), "NOT_FOUND\r\n");
     for line in ["flush-tube ", "flush-tube -x", "flush-tube a b"] {
         assert_eq!(admin.cmd(line), "BAD_FORMAT\r\n", "{line:?}");
     }
     assert_eq!(admin.cmd("flush-tube"), "UNKNOWN_COMMAND\r\n");
+}
+
+/// A tube gone with its last job may have keys cooling down: a flush of
+/// it answers `FLUSHED 0`, as of any tube there is not, and frees them
+/// (reference §3.28).
+#[test]
+fn flush_tube_of_a_tube_gone_frees_its_cooling_keys() {
+    let server = common::start();
+    let mut c = server.connect();
+    assert_eq!(c.cmd("use gone"), "USING gone\r\n");
+    assert_eq!(c.cmd("put 0 0 60 4 idp:cool:3600\r\ncool"), "INSERTED 1\r\n");
+    assert_eq!(c.cmd("delete 1"), "DELETED\r\n");
+    assert_eq!(c.cmd("use default"), "USING default\r\n");
+    assert_eq!(c.cmd("stats-tube gone"), "NOT_FOUND\r\n");
+    assert_eq!(c.cmd("flush-tube gone"), "FLUSHED 0\r\n");
+    assert_eq!(c.cmd("stats-tube gone"), "NOT_FOUND\r\n");
+    assert_eq!(c.cmd("use gone"), "USING gone\r\n");
+    // The key's cooldown is over: a new job, not `INSERTED 1 DELETED`.
+    assert_eq!(c.cmd("put 0 0 60 4 idp:cool:3600\r\nanew"), "INSERTED 2\r\n");
 }
 
 /// A flush frees the tube's unique keys, live or cooling down, as tuber's

@@ -284,7 +284,7 @@ fn mutated_command(rng: &mut Rng, own: &[u64]) -> Vec<u8> {
         }
         _ => {
             // A put whose body is longer than announced: EXPECTED_CRLF, then
-            // the rest is parsed as commands.
+            // the server closes the connection (reference §1.5).
             let data = body(rng);
             let announced = data.len().saturating_sub(rng.range(1, 40));
             cmd = format!("put 0 0 10 {announced}\r\n").into_bytes();

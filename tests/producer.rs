@@ -113,14 +113,15 @@ fn put_with_trailing_junk_is_bad_format_and_body_is_parsed_as_commands() {
 }
 
 #[test]
-fn put_without_crlf_after_body_is_expected_crlf() {
+fn put_without_crlf_after_body_is_expected_crlf_and_the_end() {
     let server = common::start();
     let mut c = server.connect();
     c.send("put 0 0 1 3\r\nabcde\r\n");
-    // The two bytes after the body were "de"; the leftover CRLF is an empty
-    // command line.
-    c.expect("EXPECTED_CRLF\r\nUNKNOWN_COMMAND\r\n");
-    assert_eq!(c.cmd("peek 1"), "NOT_FOUND\r\n");
+    // The two bytes after the body were "de": the reply, then the close
+    // (reference §1.5); the CRLF left over is never read.
+    c.expect("EXPECTED_CRLF\r\n");
+    c.expect_closed();
+    assert_eq!(server.connect().cmd("peek 1"), "NOT_FOUND\r\n");
 }
 
 #[test]
@@ -129,10 +130,43 @@ fn put_with_expected_crlf_uses_up_an_id() {
     let mut c = server.connect();
     c.send("put 0 0 1 1\r\nxyz\r\n");
     c.expect("EXPECTED_CRLF\r\n");
-    // "z\r\n" is left over and parsed as a command.
-    c.expect("UNKNOWN_COMMAND\r\n");
+    c.expect_closed();
+    let mut c = server.connect();
     assert_eq!(c.put(0, 0, 1, "y"), "INSERTED 2\r\n");
     assert_eq!(c.stat("total-jobs"), "1");
+}
+
+/// A client that sizes its body in characters, as JavaScript's `.length`
+/// does, sends more bytes than it declares: with beanstalkd, whatever
+/// follows the miscount runs as commands, here a `delete` of another
+/// client's job. Here the connection ends after `EXPECTED_CRLF`, whether
+/// the body came with its line (filed under one hold of the lock) or
+/// after it (read once its id is claimed).
+#[test]
+fn a_miscounted_body_never_runs_what_follows_it() {
+    let server = common::start();
+    let mut owner = server.connect();
+    for (way, split) in [("whole", false), ("split", true)] {
+        let id = owner.put_ok("precious");
+        // Each "€" is 3 bytes and 1 character: enough of them that the 2
+        // bytes after the declared length end one, and `delete <id>` is
+        // next, as a character-counting client would send it.
+        let delete = format!("delete {id}");
+        assert_eq!(delete.len() % 2, 0, "{way}: an even command, for whole characters");
+        let body = format!("{}{delete}", "€".repeat((delete.len() + 2) / 2));
+        let line = format!("put 0 0 60 {}\r\n", body.chars().count());
+        let mut c = server.connect();
+        if split {
+            c.send(&line);
+            std::thread::sleep(Duration::from_millis(50));
+            c.send(format!("{body}\r\n"));
+        } else {
+            c.send(format!("{line}{body}\r\n"));
+        }
+        c.expect("EXPECTED_CRLF\r\n");
+        c.expect_closed();
+        assert_eq!(owner.cmd(&format!("peek {id}")), format!("FOUND {id} 8\r\nprecious\r\n"), "{way}");
+    }
 }
 
 #[test]
@@ -415,14 +449,14 @@ fn put_is_counted_once_its_line_parses_even_if_it_then_fails() {
 }
 
 #[test]
-fn put_with_expected_crlf_still_makes_the_connection_a_producer() {
+fn put_with_expected_crlf_is_counted_and_files_nothing() {
     let server = common::start();
     let mut c = server.connect();
     c.send("put 0 0 1 1\r\nx--");
     c.expect("EXPECTED_CRLF\r\n");
-    let stats = c.stats();
+    c.expect_closed();
+    let stats = server.connect().stats();
     assert_eq!(stats["cmd-put"], "1");
-    assert_eq!(stats["current-producers"], "1");
     assert_eq!(stats["total-jobs"], "0");
 }
 
@@ -456,16 +490,15 @@ fn pipelined_input_larger_than_any_buffer_is_answered_in_order() {
 }
 
 #[test]
-fn expected_crlf_leaves_the_rest_of_the_input_as_the_next_line() {
+fn expected_crlf_reads_nothing_after_the_trailer() {
     let server = common::start();
     let mut c = server.connect();
-    // A 0-byte body: the two trailer bytes are "X\r"; the "\n" left over
-    // starts the next line, so "\nlist-tube-used" is not a command.
-    c.send("put 0 0 1 0\r\nX\r\n");
+    // A 0-byte body: the two trailer bytes are "X\r"; the "\n" left over,
+    // and the command after it, are never read.
+    c.send("put 0 0 1 0\r\nX\r\nlist-tube-used\r\n");
     c.expect("EXPECTED_CRLF\r\n");
-    c.send("list-tube-used\r\n");
-    c.expect("UNKNOWN_COMMAND\r\n");
-    assert_eq!(c.put(0, 0, 1, "x"), "INSERTED 2\r\n");
+    c.expect_closed();
+    assert_eq!(server.connect().put(0, 0, 1, "x"), "INSERTED 2\r\n");
 }
 
 #[test]
@@ -513,7 +546,9 @@ fn a_body_sent_with_its_line_or_after_it_gets_the_same_replies() {
     {
         let id = c.put_ok("x") + 1;
         assert_eq!(put(&mut c, "put 0 0 60 3\r\n", b"abc\r\n"), format!("INSERTED {id}\r\n"), "{way}");
-        assert_eq!(put(&mut c, "put 0 0 60 3\r\n", b"abcde"), "EXPECTED_CRLF\r\n", "{way}");
+        let mut miscounted = server.connect();
+        assert_eq!(put(&mut miscounted, "put 0 0 60 3\r\n", b"abcde"), "EXPECTED_CRLF\r\n", "{way}");
+        miscounted.expect_closed();
         // The refused put used up an id, as beanstalkd's does.
         assert_eq!(c.put_ok("y"), id + 2, "{way}");
         assert_eq!(put(&mut c, "put 0 0 60 70000\r\n", &[b'z'; 70002]), "JOB_TOO_BIG\r\n", "{way}");

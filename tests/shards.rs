@@ -10,10 +10,12 @@ fn puts_get_the_start_then_every_step_and_failed_puts_use_theirs_up() {
     let mut c = server.connect();
     assert_eq!(c.put(0, 0, 60, "a"), "INSERTED 2\r\n");
     assert_eq!(c.put(0, 0, 60, "b"), "INSERTED 5\r\n");
-    // A body without its CRLF uses its id up (reference §2.1).
-    c.send("put 0 0 60 1\r\nxyz\r\n");
-    // Its last two bytes were not CRLF; the CRLF after them is an empty line.
-    c.expect("EXPECTED_CRLF\r\nUNKNOWN_COMMAND\r\n");
+    // A body without its CRLF uses its id up (reference §2.1), and ends
+    // its connection (§1.5).
+    let mut miscounted = server.connect();
+    miscounted.send("put 0 0 60 1\r\nxyz\r\n");
+    miscounted.expect("EXPECTED_CRLF\r\n");
+    miscounted.expect_closed();
     assert_eq!(c.put(0, 0, 60, "c"), "INSERTED 11\r\n");
     assert_eq!(c.cmd("reserve"), "RESERVED 2 1\r\na\r\n");
     assert_eq!(c.cmd("delete 2"), "DELETED\r\n");

@@ -413,15 +413,25 @@ fn delete_of_a_job_reserved_by_another_connection_is_counted() {
 fn put_is_counted_for_job_too_big_expected_crlf_and_trailing_junk() {
     let server = common::start_args(&["-z", "10"]);
     let mut c = server.connect();
+    // `EXPECTED_CRLF` ends its connection (reference §1.5): another one
+    // sends it, and this one counts it.
+    let before = cmd_counters(&mut c);
+    let mut miscounted = server.connect();
+    miscounted.send("put 0 0 1 1\r\nxyz\r\n");
+    miscounted.expect("EXPECTED_CRLF\r\n");
+    miscounted.expect_closed();
+    let mut after = cmd_counters(&mut c);
+    *after.get_mut("cmd-stats").unwrap() -= 1;
+    let puts_moved = after["cmd-put"] - before["cmd-put"];
+    assert_eq!((puts_moved, after["cmd-stats"] - before["cmd-stats"]), (1, 0));
     let steps = [
         ("put 0 0 1 11\r\n01234567890", "JOB_TOO_BIG\r\n"),
         ("put 0 0 1 11 junk\r\n01234567890", "JOB_TOO_BIG\r\n"),
-        ("put 0 0 1 1\r\nxyz", "EXPECTED_CRLF\r\nUNKNOWN_COMMAND\r\n"),
         ("put 0 0 1 1 \r\nx", "BAD_FORMAT\r\nUNKNOWN_COMMAND\r\n"),
         ("put 0 0 1 1x\r\nx", "BAD_FORMAT\r\nUNKNOWN_COMMAND\r\n"),
         ("put 0 0 1 1\r\nx", "INSERTED 2\r\n"),
     ];
-    assert_eq!(counted(&mut c, &steps), moved(&[("cmd-put", 6)]));
+    assert_eq!(counted(&mut c, &steps), moved(&[("cmd-put", 5)]));
 }
 
 #[test]
@@ -507,15 +517,21 @@ fn producers_are_connections_whose_put_got_past_the_size_and_junk_checks() {
     junk.send("put 0 0 1 1 \r\nx\r\n");
     junk.expect("BAD_FORMAT\r\nUNKNOWN_COMMAND\r\n");
     assert_eq!(c.stat("current-producers"), "0");
+    // A body without its CRLF: `EXPECTED_CRLF`, then the close, which
+    // ends whatever the connection was (reference §1.5).
     let mut crlf = server.connect();
     crlf.send("put 0 0 1 1\r\nxyz\r\n");
-    crlf.expect("EXPECTED_CRLF\r\nUNKNOWN_COMMAND\r\n");
-    assert_eq!(c.stat("current-producers"), "1");
+    crlf.expect("EXPECTED_CRLF\r\n");
+    crlf.expect_closed();
+    await_stat(&mut c, "current-producers", "0");
     let mut good = server.connect();
     good.put_ok("x");
     good.put_ok("y");
+    assert_eq!(c.stat("current-producers"), "1");
+    let mut other = server.connect();
+    other.put_ok("z");
     assert_eq!(c.stat("current-producers"), "2");
-    drop(crlf);
+    drop(other);
     await_stat(&mut c, "current-producers", "1");
     drop(good);
     await_stat(&mut c, "current-producers", "0");
@@ -623,8 +639,10 @@ fn total_jobs_counts_only_accepted_puts_and_never_goes_down() {
     let server = common::start_args(&["-z", "10"]);
     let mut c = server.connect();
     assert_eq!(c.cmd("put 0 0 1 11\r\n01234567890"), "JOB_TOO_BIG\r\n");
-    c.send("put 0 0 1 1\r\nxyz\r\n");
-    c.expect("EXPECTED_CRLF\r\nUNKNOWN_COMMAND\r\n");
+    let mut miscounted = server.connect();
+    miscounted.send("put 0 0 1 1\r\nxyz\r\n");
+    miscounted.expect("EXPECTED_CRLF\r\n");
+    miscounted.expect_closed();
     c.send("put 0 0 1 1 \r\nx\r\n");
     c.expect("BAD_FORMAT\r\nUNKNOWN_COMMAND\r\n");
     assert_eq!(c.stat("total-jobs"), "0");

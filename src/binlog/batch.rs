@@ -1,5 +1,6 @@
-//! A change of many jobs in one write: `kick`, `clear-tube` and
-//! `delete-batch` log all their jobs' records at once, in one batch frame
+//! A change of many jobs in one write: `kick`, `delete-batch` and each
+//! chunk of `clear-tube` and `flush-tube` log all their jobs' records at
+//! once, in one batch frame
 //! under one checksum (`record.rs`, kind 7), so that either every record
 //! replays or none does, whatever byte a crash cuts the write at; and the
 //! engine changes memory only once the write has succeeded (claim, log,

@@ -29,7 +29,8 @@
 //!             concurrency key or a group, reference §3.1b to §3.1d)
 //! ```
 //!
-//! A batch (`kick`, `delete-batch`, a chunk of `clear-tube`) is all or
+//! A batch (`kick`, `delete-batch`, a chunk of `clear-tube` or of
+//! `flush-tube`) is all or
 //! nothing on disk: one length, one checksum, so a write torn anywhere in
 //! it fails the whole frame; its items carry no checksum of their own, so
 //! none can pass for a record when replay or `check` looks past damage.

@@ -100,11 +100,14 @@ impl<T> Kept<T> {
 
 impl Engine {
     /// Starts `command`, one that [`Command::works_in_chunks`]: how many
-    /// jobs it may change, or its answer at once (`NOT_FOUND`).
+    /// jobs it may change, or its answer at once. A tube that does not
+    /// exist is answered by the first chunk: `NOT_FOUND` for a clear,
+    /// `FLUSHED 0` for a flush (tuber 0.9.1's bytes), which still frees
+    /// the keys its name has cooling.
     pub fn start_on_tube(&self, command: Command) -> Result<TubeRun, Reply<'static>> {
         let (most, cooling) = match &command {
             Command::ClearTube(name) => (self.clearable(name), None),
-            Command::FlushTube(name) => (self.flushable(name).ok_or(Reply::NotFound)?, Some(0)),
+            Command::FlushTube(name) => (self.flushable(name), Some(0)),
             _ => return Err(Reply::InternalError),
         };
         Ok(TubeRun { command, most, done: 0, cooling })
@@ -172,9 +175,10 @@ impl Engine {
     }
 
     /// How many jobs `flush-tube <tube>` may delete: every job of the tube
-    /// as it starts; `None` if there is no such tube (`NOT_FOUND`).
-    fn flushable(&self, name: &TubeName) -> Option<u64> {
-        self.tubes.find(name).map(|t| self.tubes.get(t).job_count() as u64)
+    /// as it starts (0 if there is no such tube: `FLUSHED 0`, reference
+    /// §3.28, once its cooling keys are freed).
+    fn flushable(&self, name: &TubeName) -> u64 {
+        self.tubes.find(name).map_or(0, |t| self.tubes.get(t).job_count() as u64)
     }
 
     /// One chunk of `flush-tube <tube>` (tuber's, reference §3.28), in one

@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::sweep_world::{
-    con, key, name, put, put_grouped_step, put_keyed_step, put_step, put_tagged_step, World, T0,
+    con, key, name, put, put_grouped_step, put_keyed, put_keyed_step, put_step, put_tagged_step, World, T0,
 };
 use super::*;
 
@@ -57,6 +57,15 @@ pub(super) fn handoff_sent(w: &mut World) {
     let mailbox = Arc::new(super::tests::Mailbox::default());
     job_handed_to(w, mailbox.clone());
     mailbox.sent.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Tube `gone` gone with its last job, whose key `g` cools down still.
+pub(super) fn a_tube_gone_with_a_key_cooling(w: &mut World) {
+    w.e.use_tube(w.producer, &name("gone"));
+    let id = put_keyed(&mut w.e, w.producer, 0, 0, b"gone", key("g", 60));
+    assert_eq!(w.e.delete(w.producer, id, T0), Reply::Deleted);
+    w.e.use_tube(w.producer, &name("jobs"));
+    assert!(w.e.tubes.find(&name("gone")).is_none());
 }
 
 /// The job the waiter was handed, not yet sent, flushed with its tube.

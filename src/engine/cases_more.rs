@@ -169,7 +169,14 @@ pub(super) const MORE: &[Case] = &[
     case("drain", plain, "DRAINING", |w, out| w.e.drain().encode(out)),
     case("undrain of a draining server", draining, "NOT_DRAINING", |w, out| w.e.undrain().encode(out)),
     case("clear-tube of no tube", plain, "NOT_FOUND", |w, out| on_a_tube_step(w, out, "clear-tube nowhere")),
-    case("flush-tube of no tube", plain, "NOT_FOUND", |w, out| on_a_tube_step(w, out, "flush-tube nowhere")),
+    case("flush-tube of no tube", plain, "FLUSHED 0", |w, out| on_a_tube_step(w, out, "flush-tube nowhere")),
+    case(
+        "flush-tube of a tube gone, its key cooling",
+        a_tube_gone_with_a_key_cooling,
+        "FLUSHED 0",
+        |w, out| on_a_tube_step(w, out, "flush-tube gone"),
+    )
+    .logged(),
     // Logged changes the lists above lack: tags a full record keeps, a
     // held job let go, a cooldown's end, a batch with a reserved job.
     case("put with a retry limit and a key", plain, "INSERTED 7", |w, out| {

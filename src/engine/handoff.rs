@@ -10,8 +10,10 @@
 //! `flush-tube` ([`Engine::withdraw_handoff`]), its reply is withdrawn (or
 //! never collected) and the client, never told, waits on in its old place
 //! ([`Engine::resume_wait`]); a reply already partly sent is never
-//! finished, and its connection ends. So is a job whose reply still finds
-//! no room ([`Engine::take_back_handoff`]). The picture of a wait's states is on
+//! finished, and its connection ends. A job whose reply still finds no
+//! room when the thread collects it goes back to ready, as if never
+//! reserved ([`Engine::take_back_handoff`]): the client is answered
+//! `OUT_OF_MEMORY`, and its connection goes on. The picture of a wait's states is on
 //! `Blocked` in `client.rs`. Nothing here touches a socket: a reply is
 //! sent by the client's [`Waker`], which is woken after the lock is let go
 //! but for the few wakes that do not fit (see [`Engine::take_woken`]).

@@ -41,7 +41,7 @@ pub(super) fn put(e: &mut Engine, c: ClientId, pri: u32, delay: u32, body: &[u8]
     put_keyed(e, c, pri, delay, body, None)
 }
 
-fn put_keyed(
+pub(super) fn put_keyed(
     e: &mut Engine,
     c: ClientId,
     pri: u32,

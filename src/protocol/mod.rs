@@ -29,7 +29,7 @@ pub use command::{
 };
 use fields::{id_fields, parse_kick_bound, skip_spaces, Fields};
 use put::parse_put;
-pub use put::{long_tagged_put, MAX_PUT_LINE, PUT};
+pub use put::{long_tagged_put, LongPut, MAX_PUT_LINE, PUT};
 pub use reply::{data_reply_len, NamedState, Reply, ReplyRoom, SHORT_REPLY_LEN};
 use tube_name::is_name_byte;
 pub use tube_name::{TubeName, MAX_TUBE_NAME};
@@ -61,9 +61,10 @@ pub fn parse(line: &[u8]) -> Result<Command, ParseError> {
     use ParseError::BadFormat;
 
     // beanstalkd turns the line into a C string, so an embedded NUL would cut
-    // it short; it refuses such lines outright, whatever the command.
+    // it short; it refuses such lines outright, whatever the command. But
+    // a tagging client's put never has its body run, whatever refuses it.
     if line.contains(&0) {
-        return Err(BadFormat);
+        return line.strip_prefix(PUT).map_or(Err(BadFormat), put::put_with_nul);
     }
     // Prefixes in beanstalkd's order: the first match decides the command.
     let exact = |command: Command, rest: &[u8]| {
@@ -463,6 +464,45 @@ mod tests {
         assert_eq!(long_tagged_put(b"peek grp:g"), None);
     }
 
+    /// A line too long to keep is read as it is dropped, a piece at a
+    /// time: what it says of its body is what the whole line says, at
+    /// every cut (issue 62: a tag past the first piece once ran the body).
+    #[test]
+    fn a_long_put_says_the_same_of_its_body_however_it_is_cut() {
+        let padded = |head: &[u8], tail: &[u8]| [head, &[b' '; 961][..], tail].concat();
+        let lines = [
+            (padded(b"put 0 0 60 8", b"grp:x"), Some(Some(8))),
+            (padded(b"put 0 0 60 8", b"\tmax:3"), Some(Some(8))),
+            (padded(b"put 0 0 60 8", b"gr p:x"), None),
+            (padded(b"put 0 0 60 8 grp:a\0", b""), Some(Some(8))),
+            (padded(b"put 0 0 60 x", b"grp:x"), Some(None)),
+            (padded(b"put 0 0 60 4294967296", b"grp:x"), Some(None)),
+            (padded(b"put 0 0 60", b"12 grp:x"), Some(Some(12))),
+            (padded(b"peek 1", b"grp:x"), None),
+            ([&b"put 0 0 60 "[..], &[b'0'; 900], b"8 grp:x"].concat(), Some(Some(8))),
+            ([&b"put 0 0 60 "[..], &[b'0'; 900], b"8"].concat(), None),
+            (padded(b"put 0 0 60 8 aft:", b""), Some(Some(8))),
+        ];
+        for (line, says) in lines {
+            let shown = String::from_utf8_lossy(&line).into_owned();
+            assert_eq!(long_tagged_put(&line), says, "{shown:?} whole");
+            for cut in 0..=line.len() {
+                let (first, rest) = line.split_at(cut);
+                // As framing gives it: the start of the line, then each
+                // byte once, whatever the pieces.
+                let mut long = LongPut::new(&line);
+                long.scan(first);
+                long.scan(rest);
+                assert_eq!(long.end(), says, "{shown:?} cut at {cut}");
+            }
+            let mut long = LongPut::new(&line);
+            for byte in line.chunks(1) {
+                long.scan(byte);
+            }
+            assert_eq!(long.end(), says, "{shown:?} a byte at a time");
+        }
+    }
+
     #[test]
     fn put_takes_tubers_group_and_after_group_with_any_other_tag() {
         let groups = |group: Option<&[u8]>, after: Option<&[u8]>| {
@@ -618,6 +658,13 @@ mod tests {
     fn nul_anywhere_is_bad_format() {
         assert_eq!(parse(b"stats\0"), Err(BadFormat));
         assert_eq!(parse(b"\0garbage"), Err(BadFormat));
+        assert_eq!(parse(b"put 1 2 3 4\0"), Err(BadFormat));
+        assert_eq!(parse(b"put 1 2 3 4 \0grp:a"), Err(BadFormat));
+        // But a tagging client's put is refused as its others are: its
+        // body swallowed, or, its size unread, its connection ended.
+        assert_eq!(parse(b"put 1 2 3 4 grp:a\0"), Ok(put_1234(AfterSize::RefusedTags, PutTags::NONE)));
+        assert_eq!(parse(b"put 1 2 3 4\0 grp:a"), Ok(put_1234(AfterSize::RefusedTags, PutTags::NONE)));
+        assert_eq!(parse(b"put 1 2\0 3 4 grp:a"), Err(ParseError::UnsizedTaggedPut));
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //! client's body from ever being run as commands: a line that carries a
 //! tag may pass beanstalkd's 224 bytes, and, refused for any reason,
 //! has its body swallowed, or, its size unknown, its connection ended.
-//! Like the rest of the parser, it touches no state.
+//! Like the rest of the parser, it touches no state: a line too long to
+//! be kept is read a piece at a time ([`LongPut`]), and what it does is
+//! decided from all of its bytes, however the pieces were cut.
 
 use super::fields::{leading_number, Fields};
 use super::{AfterSize, Command, ParseError, PutTags, TubeName, MAX_LINE, MAX_TUBE_NAME};
@@ -105,23 +107,147 @@ fn carries_tag(rest: &[u8]) -> bool {
     put_tokens(rest).any(is_tag)
 }
 
-/// What a put line too long for [`MAX_PUT_LINE`] leaves on the socket, as
-/// far as its first bytes tell: `None` for a line that is not a put or
-/// carries no tag (beanstalkd's over-long line: its body, if any, is read
-/// as commands); else `Some` of its body's size, if that could be read
-/// (`Some(None)`: the body cannot be told from what follows it, and the
-/// connection must end). `start` is the line's first bytes.
-pub fn long_tagged_put(start: &[u8]) -> Option<Option<u32>> {
-    let rest = start.strip_prefix(PUT)?;
+/// A put line with a NUL, which beanstalkd refuses outright: its
+/// `BAD_FORMAT`, the body left to be read as commands; but a line that
+/// carries a tag is a tagging client's, refused as any of its lines is,
+/// its body never run (reference §3.1 steps 1 and 4). `rest` follows
+/// `put `.
+pub(super) fn put_with_nul(rest: &[u8]) -> Result<Command, ParseError> {
     if !carries_tag(rest) {
-        return None;
+        return Err(ParseError::BadFormat);
     }
     let mut f = Fields::new(rest);
-    Some(
-        (|| Ok::<_, ParseError>((f.u32()?, f.u32()?, f.u32()?, f.u32()?)))()
-            .ok()
-            .map(|(_, _, _, bytes)| bytes),
-    )
+    match (|| Ok::<_, ParseError>((f.u32()?, f.u32()?, f.u32()?, f.u32()?)))() {
+        Ok((pri, delay, ttr, bytes)) => Ok(Command::Put {
+            pri,
+            delay,
+            ttr,
+            bytes,
+            after_size: AfterSize::RefusedTags,
+            tags: PutTags::NONE,
+        }),
+        Err(_) => Err(ParseError::UnsizedTaggedPut),
+    }
+}
+
+/// What a whole put line too long for [`MAX_PUT_LINE`] leaves on the
+/// socket: [`LongPut`] given all of it at once.
+pub fn long_tagged_put(line: &[u8]) -> Option<Option<u32>> {
+    let mut long = LongPut::new(line);
+    long.scan(line);
+    long.end()
+}
+
+/// A line too long for [`MAX_PUT_LINE`], read a piece at a time as it
+/// arrives and is dropped, and never kept: what it leaves on the socket,
+/// decided from every byte of it as [`parse_put`] would read the whole
+/// line (its four numbers as [`Fields`] reads them, its tags as
+/// [`carries_tag`] finds them), so that it is the same however its
+/// pieces were cut (reference §3.1 step 4).
+#[derive(Debug, Default)]
+pub struct LongPut {
+    /// The line starts with `put `: nothing else is read otherwise.
+    put: bool,
+    /// Bytes of `put ` passed over so far.
+    prefix: usize,
+    /// Numbers read whole so far (four: the size is read).
+    fields: usize,
+    /// The number being read, once a digit of it is.
+    value: Option<u64>,
+    /// The numbers cannot be read: the size is unknown.
+    failed: bool,
+    /// The fourth number, the body's size.
+    size: Option<u32>,
+    /// A token seen so far is a put tag.
+    tagged: bool,
+    /// The first bytes of the token being read, up to a tag's prefix.
+    token: [u8; 4],
+    /// How many of them are in `token`.
+    token_len: usize,
+}
+
+impl LongPut {
+    /// A line whose first bytes are `first` (four are all it looks at);
+    /// [`LongPut::scan`] is then given every byte of it, from the first.
+    pub fn new(first: &[u8]) -> LongPut {
+        LongPut { put: first.starts_with(PUT), ..LongPut::default() }
+    }
+
+    /// The line's next bytes, each given once, in order.
+    pub fn scan(&mut self, piece: &[u8]) {
+        if !self.put {
+            return;
+        }
+        for &b in piece {
+            if self.prefix < PUT.len() {
+                self.prefix = self.prefix.wrapping_add(1);
+                continue;
+            }
+            if self.tagged && (self.failed || self.fields == 4) {
+                return;
+            }
+            self.number_byte(b);
+            self.tag_byte(b);
+        }
+    }
+
+    /// One byte of the line's four numbers, as [`Fields::u32`] reads
+    /// them: spaces before each, then its digits, a u32.
+    fn number_byte(&mut self, b: u8) {
+        if self.failed || self.fields == 4 {
+            return;
+        }
+        match self.value {
+            _ if b.is_ascii_digit() => {
+                let digit = u64::from(b.wrapping_sub(b'0'));
+                self.value = self.value.unwrap_or(0).checked_mul(10).and_then(|v| v.checked_add(digit));
+                self.failed = self.value.is_none();
+            }
+            None => self.failed = b != b' ',
+            Some(value) => {
+                self.end_number(value);
+                self.failed |= self.fields < 4 && b != b' ';
+            }
+        }
+    }
+
+    /// A number read whole: a u32, else the numbers cannot be read.
+    fn end_number(&mut self, value: u64) {
+        self.value = None;
+        match u32::try_from(value) {
+            Ok(n) => {
+                self.fields = self.fields.wrapping_add(1);
+                self.size = Some(n).filter(|_| self.fields == 4);
+            }
+            Err(_) => self.failed = true,
+        }
+    }
+
+    /// One byte of the line's tokens, split at spaces and tabs.
+    fn tag_byte(&mut self, b: u8) {
+        if self.tagged {
+            return;
+        }
+        if b == b' ' || b == b'\t' {
+            self.token_len = 0;
+        } else if let Some(slot) = self.token.get_mut(self.token_len) {
+            *slot = b;
+            self.token_len = self.token_len.wrapping_add(1);
+            self.tagged = self.token_len == self.token.len() && is_tag(&self.token);
+        }
+    }
+
+    /// At the line's end: `None` for a line that is not a put or carries
+    /// no tag (beanstalkd's over-long line: its body, if any, is read as
+    /// commands); else `Some` of its body's size, if it could be read
+    /// (`Some(None)`: the body cannot be told from what follows it, and
+    /// the connection must end).
+    pub fn end(mut self) -> Option<Option<u32>> {
+        if let (Some(value), false, 3) = (self.value, self.failed, self.fields) {
+            self.end_number(value);
+        }
+        (self.put && self.tagged).then_some(self.size)
+    }
 }
 
 /// `<key>` or `<key>:<seconds>`, as tuber reads a unique key: the seconds
