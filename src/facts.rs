@@ -198,12 +198,11 @@ fn a_connections_address_space_and_maps_are_the_hosts() {
     held("", " KiB of address space a", space / 1024, &["README.md", "beanstalk.1"]);
     held("in use and ", " MiB", host::RESERVED_ADDRESS_SPACE >> 20, &["beanstalk.1"]);
     held("RLIMIT_NOFILE less ", " descriptors", host::RESERVED_FDS, &["README.md", "beanstalk.1"]);
-    held("less ", " threads", host::RESERVED_THREADS, &["README.md", "beanstalk.1"]);
     held("max_map_count less ", "", host::RESERVED_MAPS, &["README.md", "beanstalk.1"]);
-    held("over ", " maps a thread", host::MAPS_PER_THREAD, &["README.md"]);
-    held("the ", " memory maps each connection thread uses", host::MAPS_PER_THREAD, &["beanstalk.1"]);
+    held("over ", " maps a busy connection", host::MAPS_PER_CONNECTION, &["README.md"]);
+    held("the ", " memory maps each busy connection uses", host::MAPS_PER_CONNECTION, &["beanstalk.1"]);
     // What Linux's default vm.max_map_count allows.
-    let default = (65_530 - host::RESERVED_MAPS) / host::MAPS_PER_THREAD;
+    let default = (65_530 - host::RESERVED_MAPS) / host::MAPS_PER_CONNECTION;
     held("that is ", " connections", default, &["README.md"]);
     held("Linux's default allows ", " connections", default, &["tests/recipes/systemd/beanstalk.service"]);
 }

@@ -1,18 +1,14 @@
 //! The default connection limit, from what the host lets this process hold.
 //!
-//! Every connection costs one file descriptor and one thread, and every
-//! thread costs a process id and up to four memory maps (its stack and its
-//! guard page, and while it is busy its two buffers: `sys/thread.rs` starts
-//! it without the alternate signal stack std would map for it). The
-//! kernel caps each of these: the fd limit
-//! (`RLIMIT_NOFILE`), the processes of this user (`RLIMIT_NPROC`, which
-//! counts threads), the threads and pids of the whole system
-//! (`kernel.threads-max`, `kernel.pid_max`), the tasks of the process's
-//! cgroup (`pids.max`, which systemd sets from `TasksMax=`), and the maps of
-//! one process (`vm.max_map_count`). Past any of them `accept` or thread creation starts
-//! failing; below them the server refuses a connection cleanly, closing it
-//! at once. So the default for `--max-connections` is the smallest of those
-//! caps, less what the server itself uses.
+//! Every connection costs one file descriptor, and while it is busy two
+//! memory maps (its buffers) and their address space; it has no thread
+//! (the event loops serve it). The kernel caps each of these: the fd limit
+//! (`RLIMIT_NOFILE`), the maps of one process (`vm.max_map_count`), the
+//! address space and data (`RLIMIT_AS`, `RLIMIT_DATA`). Past any of them
+//! `accept` or a buffer starts failing; below them the server refuses a
+//! connection cleanly, closing it at once. So the default for
+//! `--max-connections` is the smallest of those caps, less what the server
+//! itself uses.
 //!
 //! This module reads limits and computes; it changes no limit and logs
 //! nothing. The numbers come through `sys` (rlimits) and `/proc`; and
@@ -61,29 +57,22 @@ pub fn tune_malloc() {
 /// limit so as to close it (1); then some room to spare.
 pub const RESERVED_FDS: u64 = 16;
 
-/// Threads the server runs besides its connections: the accept loop, the
-/// signal, timer and hang-up threads, the binlog's sync thread; with room
-/// to spare.
-pub const RESERVED_THREADS: u64 = 8;
+/// Memory maps each connection adds while it is busy: its input and
+/// output buffers, which are mappings of their own (see
+/// `sys::Allocator`; the kernel often merges them with a neighbour, but
+/// need not). An idle connection has none: its loop lets them go.
+pub const MAPS_PER_CONNECTION: u64 = 2;
 
-/// Memory maps each connection thread adds: its stack with its guard
-/// page (the thread has no other: see `sys/thread.rs`), and while the
-/// connection is busy its input and output buffers, which are mappings of
-/// their own (see `sys::Allocator`; the kernel often merges them with a
-/// neighbour, but need not).
-pub const MAPS_PER_THREAD: u64 = 4;
-
-/// Memory maps the process uses besides connection threads: the binary,
+/// Memory maps the process uses besides connections' buffers: the binary,
 /// the heap and one heap per malloc arena, the signal stacks, and the
 /// holes the allocator may cut in its regions (`sys::HOLE_MAPS`, 4,096);
 /// with room to spare.
 pub const RESERVED_MAPS: u64 = 512 + crate::sys::HOLE_MAPS;
 
-/// Address space each connection thread adds: its stack (see
-/// `server.rs`) and its guard page, and while it is busy its input and
+/// Address space each connection adds while it is busy: its input and
 /// output buffers, which are mappings of at least `sys::OWN_MAPPING_AT`
-/// bytes each.
-pub const ADDRESS_SPACE_PER_CONNECTION: u64 = 128 * 1024 + 4 * 1024 + 2 * crate::sys::OWN_MAPPING_AT as u64;
+/// bytes each. (It has no thread: its event loop serves it.)
+pub const ADDRESS_SPACE_PER_CONNECTION: u64 = 2 * crate::sys::OWN_MAPPING_AT as u64;
 
 /// Address space (and data) kept free for everything that is not a
 /// connection: jobs, the job table, replies being built.
@@ -99,15 +88,6 @@ pub const FALLBACK: usize = 10_000;
 pub struct HostLimits {
     /// `RLIMIT_NOFILE`, the soft limit (the one the kernel enforces).
     pub open_files: Option<u64>,
-    /// `RLIMIT_NPROC`, the soft limit. Not enforced for root, but a limit
-    /// someone set on purpose, so it is obeyed.
-    pub processes: Option<u64>,
-    /// `/proc/sys/kernel/threads-max`.
-    pub threads_max: Option<u64>,
-    /// `/proc/sys/kernel/pid_max`.
-    pub pid_max: Option<u64>,
-    /// The smallest `pids.max` of this process's cgroup and its ancestors.
-    pub cgroup_tasks: Option<u64>,
     /// `/proc/sys/vm/max_map_count`.
     pub max_map_count: Option<u64>,
     /// `RLIMIT_AS` and the address space in use when it was read
@@ -123,12 +103,6 @@ impl HostLimits {
         let proc_number = |path: &str| std::fs::read_to_string(path).ok()?.trim().parse().ok();
         HostLimits {
             open_files: sys::soft_limit(sys::Resource::OpenFiles),
-            processes: sys::soft_limit(sys::Resource::Processes),
-            threads_max: proc_number("/proc/sys/kernel/threads-max"),
-            pid_max: proc_number("/proc/sys/kernel/pid_max"),
-            cgroup_tasks: std::fs::read_to_string("/proc/self/cgroup")
-                .ok()
-                .and_then(|cgroups| cgroup_pids_max(&cgroups, |path| std::fs::read_to_string(path).ok())),
             max_map_count: proc_number("/proc/sys/vm/max_map_count"),
             address_space: sys::soft_limit(sys::Resource::AddressSpace)
                 .map(|limit| (limit, in_use("VmSize"))),
@@ -185,14 +159,10 @@ impl ConnectionLimit {
             }
         };
         less(limits.open_files, "RLIMIT_NOFILE", RESERVED_FDS);
-        less(limits.processes, "RLIMIT_NPROC", RESERVED_THREADS);
-        less(limits.threads_max, "kernel.threads-max", RESERVED_THREADS);
-        less(limits.pid_max, "kernel.pid_max", RESERVED_THREADS);
-        less(limits.cgroup_tasks, "cgroup pids.max", RESERVED_THREADS);
         if let Some(maps) = limits.max_map_count {
-            let value = maps.saturating_sub(RESERVED_MAPS) / MAPS_PER_THREAD;
+            let value = maps.saturating_sub(RESERVED_MAPS) / MAPS_PER_CONNECTION;
             let reason = format!(
-                "vm.max_map_count {maps} less {RESERVED_MAPS} reserved, {MAPS_PER_THREAD} maps a thread"
+                "vm.max_map_count {maps} less {RESERVED_MAPS} reserved, {MAPS_PER_CONNECTION} maps a connection"
             );
             caps.push((value, reason));
         }
@@ -226,43 +196,6 @@ fn in_use(field: &str) -> u64 {
     kib * 1024
 }
 
-/// The smallest `pids.max` along the cgroup path of this process, given the
-/// text of `/proc/self/cgroup` and a way to read files. The v1 `pids`
-/// controller's line is used if there is one, else the v2 (`0::`) line. A
-/// cgroup's limit holds for everything below it, so every ancestor counts.
-fn cgroup_pids_max(cgroups: &str, read: impl Fn(&str) -> Option<String>) -> Option<u64> {
-    let line = |controller: &str| {
-        cgroups.lines().find_map(|line| {
-            let mut fields = line.splitn(3, ':');
-            let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
-            let matches = if controller.is_empty() {
-                controllers.is_empty()
-            } else {
-                controllers.split(',').any(|c| c == controller)
-            };
-            matches.then_some(path)
-        })
-    };
-    let (root, path) = match line("pids") {
-        Some(path) => ("/sys/fs/cgroup/pids", path),
-        None => ("/sys/fs/cgroup", line("")?),
-    };
-    let mut smallest: Option<u64> = None;
-    let mut dir = path.trim_end_matches('/');
-    loop {
-        // "max" (no limit) does not parse, and counts as none.
-        let limit = read(&format!("{root}{dir}/pids.max")).and_then(|text| text.trim().parse().ok());
-        smallest = match (smallest, limit) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        match dir.rfind('/') {
-            Some(at) => dir = &dir[..at],
-            None => return smallest,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,28 +209,16 @@ mod tests {
 
     #[test]
     fn the_smallest_cap_less_its_reserve_wins_and_says_so() {
-        let host = HostLimits {
-            open_files: Some(2048),
-            processes: Some(63_000),
-            threads_max: Some(96_000),
-            pid_max: Some(4_194_304),
-            cgroup_tasks: None,
-            max_map_count: Some(65_530),
-            address_space: None,
-            data: None,
-        };
+        let host = HostLimits { open_files: Some(2048), max_map_count: Some(65_530), address_space: None, data: None };
         let limit = ConnectionLimit::from_host(&host);
         assert_eq!(
             limit,
             ConnectionLimit { value: 2032, reason: "RLIMIT_NOFILE 2048 less 16 reserved".into() }
         );
 
-        let limit = ConnectionLimit::from_host(&HostLimits { processes: Some(100), ..host });
-        assert_eq!((limit.value, limit.reason.as_str()), (92, "RLIMIT_NPROC 100 less 8 reserved"));
-
         let limit = ConnectionLimit::from_host(&HostLimits { open_files: Some(1 << 20), ..host });
-        assert_eq!(limit.value, (65_530 - 512 - 4096) / 4);
-        assert_eq!(limit.reason, "vm.max_map_count 65530 less 4608 reserved, 4 maps a thread");
+        assert_eq!(limit.value, (65_530 - 512 - 4096) / 2);
+        assert_eq!(limit.reason, "vm.max_map_count 65530 less 4608 reserved, 2 maps a connection");
     }
 
     #[test]
@@ -309,23 +230,6 @@ mod tests {
         assert!(limit.reason.starts_with("RLIMIT_AS 134217728 less 20971520 in use"), "{}", limit.reason);
         let host = HostLimits { data: Some((64 << 20, 4 << 20)), ..host };
         assert!(ConnectionLimit::from_host(&host).reason.starts_with("RLIMIT_DATA"));
-    }
-
-    #[test]
-    fn a_cgroup_task_limit_counts_with_its_ancestors() {
-        let files = |path: &str| match path {
-            "/sys/fs/cgroup/system.slice/beanstalk.service/pids.max" => Some("max\n".to_owned()),
-            "/sys/fs/cgroup/system.slice/pids.max" => Some("4915\n".to_owned()),
-            "/sys/fs/cgroup/pids/docker/abc/pids.max" => Some("300\n".to_owned()),
-            _ => None,
-        };
-        assert_eq!(cgroup_pids_max("0::/system.slice/beanstalk.service\n", files), Some(4915));
-        assert_eq!(cgroup_pids_max("0::/\n", files), None);
-        let v1 = "9:name=systemd:/x\n8:cpu,pids:/docker/abc\n0::/system.slice\n";
-        assert_eq!(cgroup_pids_max(v1, files), Some(300));
-        let limit =
-            ConnectionLimit::from_host(&HostLimits { cgroup_tasks: Some(4915), ..HostLimits::default() });
-        assert_eq!((limit.value, limit.reason.as_str()), (4907, "cgroup pids.max 4915 less 8 reserved"));
     }
 
     #[test]

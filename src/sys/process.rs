@@ -38,12 +38,10 @@ struct Rlimit {
 pub enum Resource {
     /// `RLIMIT_NOFILE`: one more than the highest fd the process may open.
     OpenFiles = 7,
-    /// `RLIMIT_NPROC`: processes (and so threads) of the process's real user.
-    Processes = 6,
     /// `RLIMIT_AS`: bytes of address space, every mapping counted.
     AddressSpace = 9,
     /// `RLIMIT_DATA`: bytes of the heap and of private writable mappings
-    /// (thread stacks and a connection's buffers among them).
+    /// (a connection's buffers among them).
     Data = 2,
 }
 
