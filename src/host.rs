@@ -209,7 +209,12 @@ mod tests {
 
     #[test]
     fn the_smallest_cap_less_its_reserve_wins_and_says_so() {
-        let host = HostLimits { open_files: Some(2048), max_map_count: Some(65_530), address_space: None, data: None };
+        let host = HostLimits {
+            open_files: Some(2048),
+            max_map_count: Some(65_530),
+            address_space: None,
+            data: None,
+        };
         let limit = ConnectionLimit::from_host(&host);
         assert_eq!(
             limit,

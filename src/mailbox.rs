@@ -186,6 +186,12 @@ impl Mailbox {
         }
     }
 
+    /// Shows `show` the first line of a delivered reply (for `-VV`).
+    pub(crate) fn first_line(&self, show: impl FnOnce(&[u8])) {
+        let mail = self.mail();
+        show(mail.reply.split(|&b| b == b'\r').next().unwrap_or_default());
+    }
+
     /// Lets go of the room kept for a delivery: the connection is idle.
     pub(crate) fn go_idle(&self) {
         let mut mail = self.mail();

@@ -228,8 +228,11 @@ fn an_explicit_connection_limit_wins_over_the_hosts() {
     assert_eq!(line, "max-connections 500 (--max-connections)");
 }
 
+/// A connection has no thread (the event loops serve them all), so a low
+/// process limit neither caps the connections nor stops the server: the
+/// fd limit does.
 #[test]
-fn the_default_connection_limit_fits_the_process_limit() {
+fn the_default_connection_limit_is_not_the_process_limit() {
     // dash has no `ulimit -u`; python sets RLIMIT_NPROC the same way.
     // Only root can be sure of starting a few threads under a limit of 40
     // (root is not held to it; anyone else counts every process they run).
@@ -243,7 +246,7 @@ fn the_default_connection_limit_fits_the_process_limit() {
     let (mut child, _, line, _) = start_limited(limits, &[]);
     let _ = child.kill();
     let _ = child.wait();
-    assert_eq!(line, "max-connections 32 (RLIMIT_NPROC 40 less 8 reserved)");
+    assert!(line.starts_with("max-connections ") && line.contains("(RLIMIT_NOFILE "), "{line}");
 }
 
 #[test]

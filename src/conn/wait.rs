@@ -20,8 +20,9 @@
 //! begun, never finished.
 
 use std::io::{self, Write};
+use std::os::fd::AsRawFd;
 
-use super::{Conn, State, Step};
+use super::{Conn, Lossy, State, Step};
 use crate::mailbox::{Sent, Word};
 use crate::protocol::{ReplyRoom, SHORT_REPLY_LEN};
 
@@ -78,6 +79,12 @@ impl Conn {
     fn deliver(&mut self) -> io::Result<Step> {
         if !self.write_out()? {
             return Ok(Step::Blocked);
+        }
+        if crate::log::enabled(crate::log::Kind::Trace) {
+            let (peer, fd) = (self.link.stream.peer(), self.link.stream.as_raw_fd());
+            let show =
+                |line: &[u8]| crate::log::trace(format_args!(">{peer} (fd {fd}) reply {}", Lossy(line)));
+            self.link.mailbox.first_line(show);
         }
         let stream = &self.link.stream;
         let mut failed = None;
