@@ -57,6 +57,9 @@ pub(crate) fn serve(shared: Arc<Shared>, conn: Arc<SharedConn>, client: ClientId
     let mut served = Conn::new(&shared, &conn.stream, client, &conn.mailbox);
     served.reads_time_out = reads_time_out;
     served.admin = admin;
+    if !admin {
+        shared.engine().restrict(client, shared.config.admin_commands);
+    }
     let _ = served.run();
     shared.engine().disconnect(client, shared.clock.now());
     if let Some(peer) = peer {
@@ -160,17 +163,16 @@ impl<'a> Conn<'a> {
         Ok(Next::Continue)
     }
 
-    /// Answers the admin command on the line from `start` to `end`
-    /// `NOT_PERMITTED`: this connection is not the admin socket's
-    /// (reference §3.0, `admin`). Nothing is counted or changed.
-    fn refuse_admin(&mut self, start: usize, end: usize) {
+    /// Logs the refusal of the admin command on the line from `start` to
+    /// `end`, answered `NOT_PERMITTED` (reference §3.0, `admin`): this
+    /// connection is not the admin socket's.
+    fn log_refusal(&self, start: usize, end: usize) {
         if crate::log::enabled(crate::log::Kind::Event) {
             let line = self.input.line(start, end);
             let name = Lossy(line.split(|&b| b == b' ').next().unwrap_or_default());
             let (peer, fd) = (self.stream.peer(), self.stream.as_raw_fd());
             crate::log::event(format_args!("refuse {name} from {peer} (fd {fd}): admin socket only"));
         }
-        Reply::NotPermitted.encode(&mut self.output);
     }
 
     fn execute_line(&mut self, start: usize, end: usize) -> io::Result<Next> {
@@ -194,6 +196,9 @@ impl<'a> Conn<'a> {
             crate::log::trace(format_args!("<{peer} (fd {fd}) command {line}"));
         }
         let reply_from = self.output.len();
+        let refusable = command
+            .as_ref()
+            .is_ok_and(|c| !self.admin && self.shared.config.admin_commands.contains(c.name()));
         let next = match command {
             Err(e) => {
                 e.reply().encode(&mut self.output);
@@ -203,8 +208,8 @@ impl<'a> Conn<'a> {
                     Next::Continue
                 }
             }
-            Ok(command) if command.is_admin() && !self.admin => {
-                self.refuse_admin(start, end);
+            Ok(command) if !self.admin && self.shared.config.admin_commands.refuses(&command) => {
+                Reply::NotPermitted.encode(&mut self.output);
                 Next::Continue
             }
             Ok(Command::DeleteBatch) => {
@@ -213,6 +218,12 @@ impl<'a> Conn<'a> {
             }
             Ok(command) => self.execute(command)?,
         };
+        // Refused above, or by the engine: a job this connection does not
+        // hold (such a command writes its reply alone, with no flush).
+        let refused = Reply::NotPermitted.word().as_bytes();
+        if refusable && self.output.get(reply_from..).is_some_and(|reply| reply.starts_with(refused)) {
+            self.log_refusal(start, end);
+        }
         if verbose && self.output.len() > reply_from {
             let reply = &self.output[reply_from..];
             let first = reply.split(|&b| b == b'\r').next().unwrap_or_default();

@@ -207,4 +207,46 @@ pub(super) const MORE: &[Case] = &[
         w.e.delete_batch(w.worker, &mut ids.into_iter(), T0).encode(out)
     })
     .logged(),
+    // A connection that is not the admin socket's (reference §3.0, `admin
+    // unless held`): its own jobs, and only those.
+    case(
+        "delete of a ready job from another listener than the admin socket",
+        plain,
+        "NOT_PERMITTED",
+        |w, out| {
+            w.e.restrict(w.worker, crate::protocol::AdminCommands::safe());
+            w.e.delete(w.worker, w.ready, T0).encode(out)
+        },
+    ),
+    case(
+        "delete of a job it holds, from another listener than the admin socket",
+        plain,
+        "DELETED",
+        |w, out| {
+            w.e.restrict(w.worker, crate::protocol::AdminCommands::safe());
+            w.e.delete(w.worker, w.reserved, T0).encode(out)
+        },
+    )
+    .logged(),
+    case(
+        "delete-batch of a job it holds and a buried one, from another listener than the admin socket",
+        plain,
+        "NOT_PERMITTED",
+        |w, out| {
+            w.e.restrict(w.worker, crate::protocol::AdminCommands::safe());
+            let ids = [w.reserved, w.buried];
+            w.e.delete_batch(w.worker, &mut ids.into_iter(), T0).encode(out)
+        },
+    ),
+    case(
+        "delete-batch of the jobs it holds, from another listener than the admin socket",
+        plain,
+        "DELETED_BATCH 1 2",
+        |w, out| {
+            w.e.restrict(w.worker, crate::protocol::AdminCommands::safe());
+            let ids = [w.reserved, NO_JOB, w.reserved];
+            w.e.delete_batch(w.worker, &mut ids.into_iter(), T0).encode(out)
+        },
+    )
+    .logged(),
 ];

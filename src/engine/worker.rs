@@ -8,10 +8,18 @@
 
 use super::journaling::kicked;
 use super::*;
+use crate::protocol::Name;
 
 impl Engine {
-    /// `delete <id>`: any job except one reserved by another client.
+    /// `delete <id>`: any job except one reserved by another client; of
+    /// a client that is not the admin socket's, only one it holds
+    /// (reference §3.0, `admin unless held`): a ready, delayed or buried
+    /// job is `NOT_PERMITTED` for it, counted nowhere and changed not.
     pub fn delete(&mut self, c: ClientId, id: JobId, now: Time) -> Reply<'_> {
+        let unheld = self.jobs.get(&id).is_some_and(|job| job.state != State::Reserved);
+        if unheld && self.refuses(c, Name::Delete) {
+            return Reply::NotPermitted;
+        }
         self.cmds.delete += 1;
         let Some(job) = self.jobs.get(&id) else {
             return Reply::NotFound;
