@@ -151,15 +151,13 @@ impl Engine {
             e.unlink(id);
             if let Some(job) = e.jobs.get_mut(&id) {
                 job.counters.releases = job.counters.releases.wrapping_add(1);
-                if spent {
-                    job.counters.buries = job.counters.buries.wrapping_add(1);
-                } else {
+                if !spent {
                     job.pri = pri;
                     job.delay = delay;
                 }
             }
             if spent {
-                e.make_buried(id, now);
+                e.bury_by_limit(id, now);
             } else if delay > 0 {
                 e.make_delayed(id, now.plus_secs(delay));
             } else {
