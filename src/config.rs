@@ -14,6 +14,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use crate::ids::IdRange;
+use crate::protocol::AdminCommands;
 
 mod long;
 #[cfg(test)]
@@ -80,6 +81,10 @@ pub struct Config {
     /// connections may run the admin commands (`--admin-socket`,
     /// reference §3.0); `None`: every listener runs every command.
     pub admin_socket: Option<PathBuf>,
+    /// The commands the other listeners' connections may not run, with
+    /// an admin socket (`--admin-commands`, reference §3.0): by default
+    /// every one with an admin effect.
+    pub admin_commands: AdminCommands,
 }
 
 /// What the command line asks the program to run: the server's [`Config`],
@@ -115,6 +120,7 @@ impl Default for Config {
             metrics: None,
             metrics_max_tubes: DEFAULT_METRICS_MAX_TUBES,
             admin_socket: None,
+            admin_commands: AdminCommands::safe(),
         }
     }
 }
@@ -231,6 +237,10 @@ pub fn usage(argv0: &str) -> String {
          --admin-socket PATH  also listen on a UNIX socket at PATH (mode 0600), and\n                      \
          run the admin commands (drain, flush-tube, kick, ...) there\n                      \
          only; elsewhere they are answered NOT_PERMITTED\n \
+         --admin-commands LIST  the commands (comma-separated) that only the admin\n                      \
+         socket runs; delete and delete-batch run elsewhere on the\n                      \
+         sender's own jobs (default: every command with an admin\n                      \
+         effect, reference section 3.0)\n \
          --health-check       do not serve: ask the server that -l and -p name\n                      \
          whether it serves; exit 0 if it does, 1 if not (a\n                      \
          container's health check, with no shell)\n \
@@ -469,5 +479,12 @@ mod tests {
         assert_eq!(err(&["--metrics", "9100"]), "invalid value for --metrics: 9100");
         assert_eq!(run(&["--metrics-max-tubes=5"]).metrics_max_tubes, 5);
         assert_eq!(run(&[]).metrics_max_tubes, 1000);
+        assert_eq!(run(&[]).admin_commands, AdminCommands::safe());
+        let chosen = run(&["--admin-commands", "drain,undrain"]).admin_commands;
+        assert_eq!(chosen.names().collect::<Vec<_>>(), ["drain", "undrain"]);
+        assert_eq!(run(&["--admin-commands="]).admin_commands, AdminCommands::NONE);
+        let never =
+            "invalid value for --admin-commands: put (never admin: it changes only its sender's own jobs)";
+        assert_eq!(err(&["--admin-commands", "drain,put"]), never);
     }
 }

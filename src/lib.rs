@@ -141,8 +141,10 @@
 //!    to the table.
 //! 2. **Parsing** ([`protocol`]): a [`protocol::Command`] variant and its
 //!    prefix in `parse`, in §1.3's order, with a unit test of its
-//!    arguments; if its row promises `admin`, it is named in
-//!    `Command::is_admin`, and if it works on a whole tube in chunks (step
+//!    arguments; its name and what it is to a connection that is not the
+//!    admin socket's (`admin`, `admin unless held`, or neither, as its row
+//!    promises) in the list of `protocol/admin.rs`, which the compiler
+//!    asks for; and if it works on a whole tube in chunks (step
 //!    4), in `Command::works_in_chunks`. A new reply word, or a new form
 //!    of a word there is (`BURIED <count>` beside `BURIED`), is a
 //!    [`protocol::Reply`] variant, in `encode` and `word`
@@ -222,10 +224,13 @@
 //!    the table: `engine/bounded.rs` (`bounded`), over the run a case
 //!    names, `tests/full.rs` (`frees`) and `tests/torn.rs` (`one write`)
 //!    fail until they have a case for it (in torn.rs's `case`, the lines
-//!    that make its jobs); `src/reference.rs` (`admin`) holds
-//!    `Command::is_admin` to the commands the column names, and
+//!    that make its jobs); `src/reference.rs` (admin) holds
+//!    `protocol/admin.rs`'s list to the commands the column names, and
 //!    `tests/admin.rs` refuses each over TCP, read from the table (no word
-//!    there). The model (`tests/model.rs`, random histories against the
+//!    there); a command on jobs by id that a connection may run on the
+//!    jobs it holds (admin unless held) is refused by its engine method,
+//!    with a case of the refusal, and `tests/admin.rs` tries it on a job
+//!    the sender does not hold. The model (`tests/model.rs`, random histories against the
 //!    naive model in `tests/model/`) is not a step: it covers the commands
 //!    it has, and a new command's engine cases and exact bytes cover it;
 //!    add it there only when what it does to other jobs' order needs
@@ -234,8 +239,8 @@
 //! The places that list commands beside the table, each held to it by a
 //! test (`src/reference.rs`, `engine/sweep_reach.rs`): §1.3's prefixes,
 //! the README's cheat-sheet, the parser's `Command` and
-//! `Command::is_admin`, the engine's cases, the admin commands in the
-//! README ("Who may do what") and the man page (`--admin-socket`), and,
+//! `protocol/admin.rs`'s names, the engine's cases, the admin commands in the
+//! README ("Who may do what") and the man page (`--admin-commands`), and,
 //! for a command beanstalkd lacks, §10's extras, the README's "How it
 //! maps to beanstalkd" and the man page's list of commands beyond
 //! beanstalkd's (the test names a missing one; the words are yours).

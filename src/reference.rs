@@ -10,7 +10,7 @@ mod tests {
 
     use std::collections::BTreeSet;
 
-    use crate::protocol::parse;
+    use crate::protocol::{parse, Admin, AdminCommands, Name};
 
     const REFERENCE: &str = include_str!("reference.md");
     const README: &str = include_str!("../README.md");
@@ -132,45 +132,83 @@ mod tests {
         }
     }
 
+    /// The class a row's promises give its command: `admin`, `admin
+    /// unless held`, or neither.
+    fn admin_class(row: &Row) -> Option<Admin> {
+        let promised = |word: &str| row.promises.iter().any(|p| p == word);
+        match (promised("admin"), promised("admin unless held")) {
+            (true, false) => Some(Admin::Whole),
+            (false, true) => Some(Admin::UnlessHeld),
+            (false, false) => None,
+            (true, true) => panic!("{}: both admin and admin unless held", row.name()),
+        }
+    }
+
     #[test]
     fn the_admin_commands_are_those_the_table_says() {
+        let table = table();
+        // The names, in the table's order, are the parser's.
+        let names: Vec<&str> = Name::ALL.iter().map(|name| name.as_str()).collect();
+        let rows: Vec<&str> = table.iter().map(Row::name).collect();
+        assert_eq!(names, rows, "protocol/admin.rs's names against §3.0");
+        let safe = AdminCommands::safe();
         let mut admin = 0;
-        for row in table() {
+        for row in &table {
             let command = parse(row.example().as_bytes()).unwrap();
-            let promised = row.promises.iter().any(|p| p == "admin");
-            assert_eq!(command.is_admin(), promised, "{}: Command::is_admin against §3.0", row.name());
-            admin += usize::from(promised);
+            let name = command.name();
+            assert_eq!(name.as_str(), row.name(), "{}: Command::name", row.example());
+            // The default set is the rows marked `admin` or `admin unless
+            // held`, and each class is the column's.
+            let class = admin_class(row);
+            assert_eq!(
+                safe.contains(name),
+                class.is_some(),
+                "{}: the default admin set against §3.0",
+                row.name()
+            );
+            if let Some(class) = class {
+                assert_eq!(name.admin(), class, "{}: its admin class against §3.0", row.name());
+                admin += 1;
+            } else {
+                assert!(
+                    matches!(name.admin(), Admin::No | Admin::Never),
+                    "{}: §3.0 says no admin",
+                    row.name()
+                );
+            }
         }
         assert!(admin >= 5, "{admin} admin commands");
     }
 
     /// The README's and the man page's lists of the admin commands name
-    /// exactly the rows that promise `admin`.
+    /// exactly the default set: the rows that promise `admin` or `admin
+    /// unless held`.
     #[test]
     fn the_admin_commands_listed_for_readers_are_those_of_the_table() {
         let admin: BTreeSet<String> = table()
             .iter()
-            .filter(|row| row.promises.iter().any(|p| p == "admin"))
+            .filter(|row| admin_class(row).is_some())
             .map(|row| row.name().to_owned())
             .collect();
-        // README, "Who may do what": `(`drain`, ..., `move-job`: the rows
-        // marked `admin` in reference §3.0)`.
+        // README, "Who may do what": `(`drain`, ..., `delete-batch` ...:
+        // the rows marked `admin` ... in reference §3.0)`.
         let end = ": the rows marked `admin`";
         let before =
             README.split(end).next().filter(|b| b.len() < README.len()).expect("the README's admin list");
         let list = &before[before.rfind('(').unwrap_or_default()..];
         let readme: BTreeSet<String> = list.split('`').skip(1).step_by(2).map(str::to_owned).collect();
         assert_eq!(readme, admin, "the README's admin commands against §3.0");
-        // The man page's `--admin-socket`: `.RB ( drain ,` ... `.BR move\-job )`.
+        // The man page's `--admin-commands`: `.RB ( drain ,` ... `.BR move\-job ):`.
         const MAN: &str = include_str!("../beanstalk.1");
-        let option = MAN.split(".BI \\-\\-admin\\-socket").nth(1).expect("the man page's --admin-socket");
-        let option = option.split("on its connections only").next().unwrap_or_default();
+        let option = MAN.split(".BI \\-\\-admin\\-commands").nth(1).expect("the man page's --admin-commands");
+        let option = option.split("The default is").nth(1).unwrap_or_default();
+        let option = option.split("This option is not").next().unwrap_or_default();
         let man: BTreeSet<String> = option
             .lines()
             .filter_map(|line| line.strip_prefix(".RB ( ").or(line.strip_prefix(".BR ")))
             .map(|line| line.split(' ').next().unwrap_or_default().replace("\\-", "-"))
             .collect();
-        assert_eq!(man, admin, "the man page's admin commands (--admin-socket) against §3.0");
+        assert_eq!(man, admin, "the man page's admin commands (--admin-commands) against §3.0");
     }
 
     #[test]

@@ -60,6 +60,20 @@ pub struct JobCounts {
     pub reserved: usize,
     pub delayed: usize,
     pub buried: usize,
+    /// Of `buried`, the dead letters: jobs their retry limit buried
+    /// (reference §3.1b), shown as `current-jobs-buried-by-retry-limit`
+    /// while there is one, so that a server without any answers
+    /// beanstalkd's bytes.
+    pub buried_by_limit: usize,
+}
+
+/// `current-jobs-buried-by-retry-limit`, in `stats` and `stats-tube`
+/// while `jobs` counts a dead letter (after beanstalkd's keys, which come
+/// first and unchanged).
+fn dead_letters_line(y: &mut String, jobs: &JobCounts) {
+    if jobs.buried_by_limit > 0 {
+        let _ = writeln!(y, "current-jobs-buried-by-retry-limit: {}", jobs.buried_by_limit);
+    }
 }
 
 /// The figures of `stats-job`.
@@ -193,6 +207,7 @@ impl TubeStats {
             self.pause,
             self.pause_time_left
         );
+        dead_letters_line(&mut y, j);
         Some(y)
     }
 }
@@ -345,6 +360,7 @@ impl ServerStats {
             p.os,
             p.platform
         );
+        dead_letters_line(&mut y, j);
         Some(y)
     }
 }

@@ -130,3 +130,191 @@ fn greenstalk_raises_on_the_refusal_and_goes_on() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(stdout, "refused b'NOT_PERMITTED'\n1\n", "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// The counts of every state and of deletes, from the admin socket: what
+/// a route that changed nothing leaves as it was.
+fn counts(a: &mut UnixStream) -> String {
+    a.write_all(b"stats\r\n").unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0; 1];
+    while !head.ends_with(b"\r\n") {
+        a.read_exact(&mut byte).unwrap();
+        head.push(byte[0]);
+    }
+    let len: usize = String::from_utf8_lossy(&head[3..head.len() - 2]).parse().unwrap();
+    let mut body = vec![0; len + 2];
+    a.read_exact(&mut body).unwrap();
+    let stats = common::parse_yaml_map(&format!(
+        "{}{}",
+        String::from_utf8_lossy(&head),
+        String::from_utf8_lossy(&body)
+    ));
+    [
+        "current-jobs-ready",
+        "current-jobs-delayed",
+        "current-jobs-buried",
+        "current-jobs-reserved",
+        "cmd-delete",
+    ]
+    .map(|key| format!("{key}: {}", stats[key]))
+    .join(", ")
+}
+
+/// No route over TCP reaches an admin effect beside the admin socket
+/// (reference §3.0, `admin` and `admin unless held`): every job of
+/// another is out of reach whatever the sequence (list then delete,
+/// `reserve-job` then `release`, `peek`, `put` then `delete`, a batch
+/// with one such id), while a worker's own jobs are its to delete,
+/// release, bury and touch. Each refusal is `NOT_PERMITTED`, counts
+/// nothing, changes nothing, and `-V` logs it.
+#[test]
+fn no_route_over_tcp_reaches_another_s_job_and_a_worker_keeps_its_own() {
+    let dir = TempDir::new("admin-routes");
+    let admin = dir.path.join("admin.sock");
+    let s = spawn(&["--admin-socket", admin.to_str().unwrap()]);
+    let mut c = s.client();
+    // Job 1 and 2 ready, 3 delayed an hour, 4 buried (by its worker).
+    for body in ["r1", "r2"] {
+        c.put_ok(body);
+    }
+    assert_eq!(c.put(0, 3600, 60, "d3"), "INSERTED 3\r\n");
+    c.put_ok("b4");
+    let mut w = s.client();
+    assert_eq!(w.cmd("reserve-job 4"), "NOT_PERMITTED\r\n", "reserve-job is admin");
+    let mut a = unix_client(&admin);
+    unix_exchange(&mut a, "reserve-job 4\r\nbury 4 0\r\n", "RESERVED 4 2\r\nb4\r\nBURIED\r\n");
+    let before = counts(&mut a);
+    assert_eq!(
+        before,
+        "current-jobs-ready: 2, current-jobs-delayed: 1, current-jobs-buried: 1, current-jobs-reserved: 0, cmd-delete: 0"
+    );
+    // The listing is a read, and the deletes it leads to are refused.
+    assert_eq!(c.cmd("list-jobs-ready 1000"), "OK 12\r\n---\n- 1\n- 2\n\r\n");
+    // One reply read at a time: a wrong one fails at once, where a
+    // fixed count of bytes would wait for more.
+    for id in 1..=4 {
+        assert_eq!(
+            c.cmd(&format!("delete {id}")),
+            "NOT_PERMITTED\r\n",
+            "delete {id}: ready, delayed or buried"
+        );
+    }
+    // kick-job's steps, and move-job's (a copy is a new job of its own).
+    assert_eq!(c.cmd("reserve-job 4"), "NOT_PERMITTED\r\n");
+    assert_eq!(c.cmd("release 4 0 0"), "NOT_FOUND\r\n");
+    assert_eq!(c.cmd("peek 1"), "FOUND 1 2\r\nr1\r\n");
+    assert_eq!(c.put(0, 0, 60, "r1"), "INSERTED 5\r\n");
+    assert_eq!(c.cmd("delete 1"), "NOT_PERMITTED\r\n");
+    assert_eq!(c.cmd("delete-batch 5 4"), "NOT_PERMITTED\r\n", "one job not held refuses the batch");
+    // Missing, or another's reservation: beanstalkd's NOT_FOUND, counted.
+    assert_eq!(w.cmd("reserve"), "RESERVED 1 2\r\nr1\r\n");
+    assert_eq!(c.cmd("delete 1"), "NOT_FOUND\r\n");
+    assert_eq!(c.cmd("delete 999"), "NOT_FOUND\r\n");
+    assert_eq!(c.cmd("delete-batch 1 999"), "DELETED_BATCH 0 2\r\n");
+    assert_eq!(
+        counts(&mut a),
+        "current-jobs-ready: 2, current-jobs-delayed: 1, current-jobs-buried: 1, current-jobs-reserved: 1, cmd-delete: 4"
+    );
+    // A worker's own jobs: touch, release, bury, delete.
+    assert_eq!(w.cmd("touch 1"), "TOUCHED\r\n");
+    assert_eq!(w.cmd("release 1 0 0"), "RELEASED\r\n");
+    assert_eq!(w.cmd("reserve"), "RESERVED 1 2\r\nr1\r\n");
+    assert_eq!(w.cmd("bury 1 0"), "BURIED\r\n");
+    // Buried, it is no longer the worker's.
+    assert_eq!(w.cmd("delete 1"), "NOT_PERMITTED\r\n");
+    assert_eq!(w.cmd("reserve"), "RESERVED 2 2\r\nr2\r\n");
+    assert_eq!(w.cmd("delete 2"), "DELETED\r\n");
+    // The admin socket deletes any of them.
+    unix_exchange(&mut a, "delete 1\r\ndelete 3\r\n", "DELETED\r\nDELETED\r\n");
+    let stderr = s.stderr();
+    let refusals: Vec<&str> = stderr.lines().filter(|line| line.contains(": admin socket only")).collect();
+    let refused = |name: &str| {
+        refusals.iter().filter(|line| line.contains(&format!(" refuse {name} from 127.0.0.1:"))).count()
+    };
+    assert_eq!(
+        (refused("delete"), refused("delete-batch"), refused("reserve-job"), refusals.len()),
+        (6, 1, 2, 9),
+        "one -V line a refusal:\n{}",
+        s.stderr()
+    );
+}
+
+/// tuber's batch worker beside the admin socket: `reserve-batch` then
+/// `delete-batch` of the jobs it holds, over TCP, deletes them all, and
+/// none runs again.
+#[test]
+fn a_batch_worker_deletes_the_jobs_it_reserved_over_tcp() {
+    let dir = TempDir::new("admin-batch");
+    let admin = dir.path.join("admin.sock");
+    let s = spawn(&["--admin-socket", admin.to_str().unwrap()]);
+    let mut c = s.client();
+    for n in 0..10 {
+        assert_eq!(c.put(0, 0, 2, &n.to_string()), format!("INSERTED {}\r\n", n + 1));
+    }
+    for round in 0..2 {
+        let first = round * 5 + 1;
+        c.send("reserve-batch 5\r\n");
+        let mut replies = String::from("RESERVED_BATCH 5\r\n");
+        for id in first..first + 5 {
+            replies.push_str(&format!("RESERVED {id} 1\r\n{}\r\n", id - 1));
+        }
+        c.expect(replies);
+        let ids: Vec<String> = (first..first + 5).map(|id| id.to_string()).collect();
+        assert_eq!(c.cmd(&format!("delete-batch {}", ids.join(" "))), "DELETED_BATCH 5 0\r\n");
+    }
+    // Past their TTR, nothing comes back.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    assert_eq!(c.cmd("reserve-batch 10"), "RESERVED_BATCH 0\r\n");
+    assert_eq!(
+        counts(&mut unix_client(&admin)),
+        "current-jobs-ready: 0, current-jobs-delayed: 0, current-jobs-buried: 0, current-jobs-reserved: 0, cmd-delete: 10"
+    );
+}
+
+/// The operator's set: `--admin-commands` names the commands refused,
+/// each whole but `delete` and `delete-batch`; one not named runs over
+/// TCP. Without `--admin-socket` the set changes nothing: any client
+/// deletes any job, as in beanstalkd.
+#[test]
+fn the_operator_chooses_the_admin_commands_and_without_the_socket_none_is_refused() {
+    let dir = TempDir::new("admin-chosen");
+    let admin = dir.path.join("admin.sock");
+    let s = spawn(&["--admin-socket", admin.to_str().unwrap(), "--admin-commands", "stats, drain"]);
+    let mut c = s.client();
+    c.put_ok("a");
+    c.put_ok("b");
+    assert_eq!(c.cmd("kick 1"), "KICKED 0\r\n");
+    assert_eq!(c.cmd("pause-tube default 0"), "PAUSED\r\n");
+    assert_eq!(c.cmd("delete 1"), "DELETED\r\n", "delete is not in the chosen set");
+    assert_eq!(c.cmd("stats"), "NOT_PERMITTED\r\n");
+    assert_eq!(c.cmd("drain"), "NOT_PERMITTED\r\n");
+    let mut a = unix_client(&admin);
+    unix_exchange(&mut a, "drain\r\nundrain\r\n", "DRAINING\r\nNOT_DRAINING\r\n");
+    drop(s);
+    // Only delete-batch: a plain delete of another's job runs.
+    let s = spawn(&["--admin-socket", admin.to_str().unwrap(), "--admin-commands=delete-batch"]);
+    let mut c = s.client();
+    c.put_ok("a");
+    c.put_ok("b");
+    assert_eq!(c.cmd("delete-batch 1"), "NOT_PERMITTED\r\n");
+    assert_eq!(c.cmd("delete 1"), "DELETED\r\n");
+    drop(s);
+    // No admin socket: beanstalkd's bytes, whatever the set.
+    let plain = spawn(&["--admin-commands", "delete,delete-batch,reserve-job"]);
+    let mut c = plain.client();
+    for body in ["a", "b", "c"] {
+        c.put_ok(body);
+    }
+    assert_eq!(c.cmd("reserve-job 3"), "RESERVED 3 1\r\nc\r\n");
+    assert_eq!(c.cmd("delete 1"), "DELETED\r\n");
+    assert_eq!(c.cmd("delete-batch 2 3"), "DELETED_BATCH 2 0\r\n");
+}
+
+#[test]
+fn a_bad_admin_commands_list_stops_start_up() {
+    for (list, why) in [("drain,kik", "kik (no such command)"), ("release", "release (never admin")] {
+        let (code, stderr) = common::binary::run_to_exit(&["-p", "0", "--admin-commands", list]);
+        assert_eq!(code, Some(5), "{stderr}");
+        assert!(stderr.contains(&format!("invalid value for --admin-commands: {why}")), "{stderr}");
+    }
+}

@@ -194,8 +194,7 @@ fn limits_survive_sigkill_restart_and_compaction() {
     assert_eq!(c.cmd("reserve"), "RESERVED 2 4\r\nboth\r\n");
     assert_eq!(c.cmd("release 2 9 0"), "RELEASED\r\n");
     assert_eq!(stat_job(&mut c, 2, "state"), "buried");
-    // The dead-letter mark is not logged; a restart gives it back to a
-    // buried job whose tries are spent.
+    // The dead-letter mark is logged with the burial: a restart keeps it.
     s.kill();
     let s = spawn(&args);
     let mut c = s.client();
@@ -229,4 +228,90 @@ fn the_binlog_tool_shows_limits_exports_them_and_says_what_a_downgrade_drops() {
     let older = spawn(&["-b", target.to_str().unwrap()]);
     let mut c = older.client();
     assert!(!c.cmd("stats-job 1").contains("max-reserves"));
+}
+
+/// `GET /metrics` from the `--metrics` listener the server's `-V` line
+/// names: the value of each series in `series`, in its order.
+fn metrics(s: &common::binary::Bin, series: &[&str]) -> Vec<Option<String>> {
+    use std::io::{Read, Write};
+    let stderr = s.stderr();
+    let addr = stderr.split("metrics http://").nth(1).and_then(|rest| rest.split('/').next());
+    let mut http = std::net::TcpStream::connect(addr.expect("the metrics line")).unwrap();
+    http.set_read_timeout(Some(common::HANG_GUARD)).unwrap();
+    http.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut response = String::new();
+    http.read_to_string(&mut response).unwrap();
+    let sample = |name: &str| {
+        response.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(' ').map(str::to_owned))
+    };
+    series.iter().map(|name| sample(name)).collect()
+}
+
+/// What `reply` (a `stats`, `stats-job` or `stats-tube` reply) says
+/// after its line that starts `key:`: every byte of its end.
+fn after(reply: &str, key: &str) -> String {
+    let at = reply.find(&format!("\n{key}: ")).unwrap_or_else(|| panic!("no {key} in {reply:?}"));
+    let rest = &reply[at + 1..];
+    rest[rest.find('\n').unwrap() + 1..].to_owned()
+}
+
+/// A dead letter's mark is what its burial was (reference §3.1b): a job
+/// its worker buried on its last try is none, a job its limit buried is
+/// one, whatever the tries and whatever a later limit says, before and
+/// after a SIGKILL restart and a restart with another `--max-reserves`.
+/// How many there are now is a gauge beside the counter, which a restart
+/// keeps where the counter starts again at 0.
+#[test]
+fn dead_letters_tell_the_truth_across_restarts() {
+    let dir = TempDir::new("retry-dead");
+    let path = dir.path.to_str().unwrap();
+    let args = |limit: &'static str| ["-b", path, "--max-reserves", limit, "--metrics", "127.0.0.1:0"];
+    let s = spawn(&args("1"));
+    let mut c = s.client();
+    // Job 1 buried by --max-reserves 1 at its release, job 2 by its worker
+    // on its last try, job 3 by its own max:1 when its TTR ran out.
+    assert_eq!(c.put(0, 0, 30, "one"), "INSERTED 1\r\n");
+    assert_eq!(c.cmd("reserve"), "RESERVED 1 3\r\none\r\n");
+    assert_eq!(c.cmd("release 1 0 0"), "RELEASED\r\n");
+    assert_eq!(c.put(0, 0, 30, "two"), "INSERTED 2\r\n");
+    assert_eq!(c.cmd("reserve"), "RESERVED 2 3\r\ntwo\r\n");
+    assert_eq!(c.cmd("bury 2 0"), "BURIED\r\n");
+    assert_eq!(put(&mut c, 0, 1, "max:1", "three"), "INSERTED 3\r\n");
+    assert_eq!(c.cmd("reserve"), "RESERVED 3 5\r\nthree\r\n");
+    let buried = || stat_job(&mut Client::connect(s.addr), 3, "state") == "buried";
+    assert!(settle(common::HANG_GUARD, buried), "its TTR buries job 3");
+    let series = [
+        "beanstalkd_current_jobs_buried_by_retry_limit",
+        "beanstalkd_tube_current_jobs_buried_by_retry_limit{tube=\"default\"}",
+        "beanstalkd_tube_buried_by_retry_limit_total{tube=\"default\"}",
+    ];
+    let some = |n: &str| Some(n.to_owned());
+    let dead = |limit: &str| format!("max-reserves: {limit}\nburied-by-retry-limit: true\n\r\n");
+    // Before any restart; after a SIGKILL, the same limit; after another,
+    // a limit of 5, which would have tried jobs 1 and 2 four times more.
+    let mut s = s;
+    for (restart, limit) in [(0, "1"), (1, "1"), (2, "5")] {
+        let mut c = s.client();
+        let job = |c: &mut Client, id: u64| after(&c.cmd(&format!("stats-job {id}")), "kicks");
+        assert_eq!(job(&mut c, 1), dead(limit), "restart {restart}: job 1, buried by --max-reserves");
+        assert_eq!(job(&mut c, 2), "\r\n", "restart {restart}: job 2, buried by its worker");
+        assert_eq!(job(&mut c, 3), dead("1"), "restart {restart}: job 3, buried by its max:1");
+        let gauge = "current-jobs-buried-by-retry-limit: 2\n\r\n";
+        assert_eq!(after(&c.cmd("stats"), "platform"), gauge, "restart {restart}: stats");
+        assert_eq!(after(&c.cmd("stats-tube default"), "pause-time-left"), gauge, "restart {restart}");
+        let counted = if restart == 0 { "2" } else { "0" };
+        assert_eq!(metrics(&s, &series), [some("2"), some("2"), some(counted)], "restart {restart}");
+        s.kill();
+        s = spawn(&args(if restart == 0 { "1" } else { "5" }));
+    }
+    // Out of the buried list, a job is no dead letter: the gauges follow,
+    // and with none left the key is gone, beanstalkd's bytes again.
+    let mut c = s.client();
+    assert_eq!(c.cmd("kick-job 1"), "KICKED\r\n");
+    let one = "current-jobs-buried-by-retry-limit: 1\n\r\n";
+    assert_eq!(after(&c.cmd("stats-tube default"), "pause-time-left"), one);
+    assert_eq!(c.cmd("delete 3"), "DELETED\r\n");
+    assert_eq!(after(&c.cmd("stats-tube default"), "pause-time-left"), "\r\n");
+    assert_eq!(after(&c.cmd("stats"), "platform"), "\r\n");
+    assert_eq!(metrics(&s, &series), [some("0"), some("0"), some("0")]);
 }

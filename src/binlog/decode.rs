@@ -235,7 +235,13 @@ mod tests {
         expected.extend_from_slice(&crc32c(&payload).to_le_bytes());
         expected.extend_from_slice(&payload);
         assert_eq!(out, expected);
-        assert_eq!(&header(), b"BSTKLOG\0\x06\0\0\0");
+        assert_eq!(&header(), b"BSTKLOG\0\x07\0\0\0");
+        // A dead letter's burial: state 5, after the id, pri and delay.
+        let dead = JobState { state: LoggedState::BuriedByLimit, ..state() };
+        let mut out = Vec::new();
+        encode_update(&mut out, &dead);
+        assert_eq!(out[RECORD_HEADER_LEN + 1 + 8 + 4 + 4], 5);
+        assert!(matches!(decode(&out), Decoded::Record(Record::Update(back), _) if back == dead));
     }
 
     /// A batch frame of a delete, an update and a full record.

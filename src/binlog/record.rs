@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! file    := header record* zero-padding
-//! header  := "BSTKLOG\0" u32 version(=6)                       (12 bytes)
+//! header  := "BSTKLOG\0" u32 version(=7)                       (12 bytes)
 //! record  := u32 length u32 crc32c(payload) payload           (length = payload bytes, >= 1)
 //! payload := u8 kind, then by kind:
 //!   1 Full    id u64, pri u32, delay u32, ttr u32, state u8, created u64,
@@ -47,21 +47,24 @@
 //! delayed, 3 buried (a reserved job is written as ready: that is what it
 //! becomes after a restart; a job held for a group, reference §3.1d, is
 //! written as delayed with `deadline` 0, no due time: a restart holds it
-//! again if its group's run is still under way, as at a delay's end).
-//! `deadline` is when a delayed job becomes ready (Unix time), 0 for a
-//! ready job, and for a buried job when it was
+//! again if its group's run is still under way, as at a delay's end), 5
+//! buried by its retry limit, a dead letter (reference §3.1b: the mark is
+//! a fact of the burial, logged with it, never inferred at replay; else
+//! as 3). `deadline` is when a delayed job becomes ready (Unix time), 0 for a
+//! ready job, and for a (5 too) buried job when it was
 //! buried, in the writing server's own clock (`time.rs`), unconverted:
 //! it is only compared, the engine keeps those times strictly increasing,
 //! even across restarts, and they give the order of the buried list after
 //! a restart. A `length` of
 //! zero marks the end of the data, which is how the preallocated zero tail of
-//! a file reads. The format version is 6 ([`VERSION`]), bumped for any
+//! a file reads. The format version is 7 ([`VERSION`]), bumped for any
 //! record an older build cannot read; a reader refuses a version it does
 //! not know, in one line, before it changes anything. Each version added:
 //! 2 kind 6 and state 4, 3 kind 7, 4 kind 8, 5 its groups (bits 8 and 16),
-//! 6 a group's run (bit 32) and held jobs written as delayed. Each is read
-//! as written, but before version 6 a held job was written as ready, so
-//! such a record (and a group with no run) reads as those builds meant it
+//! 6 a group's run (bit 32) and held jobs written as delayed, 7 state 5.
+//! Each is read as written, but before version 6 a held job was written
+//! as ready, and before version 7 a dead letter as any buried job, so such
+//! a record (and a group with no run) reads as those builds meant it
 //! (`replay.rs`). `beanstalk-binlog downgrade` writes a version 2
 //! directory that every build since version 2 reads.
 
@@ -76,17 +79,20 @@ use crate::stats::Counters;
 /// First bytes of every binlog file.
 pub const MAGIC: &[u8; 8] = b"BSTKLOG\0";
 /// The format version written.
-pub const VERSION: u32 = 6;
+pub const VERSION: u32 = 7;
 /// The format versions read.
-pub const READABLE_VERSIONS: [u32; 6] = [1, 2, 3, 4, 5, 6];
+pub const READABLE_VERSIONS: [u32; 7] = [1, 2, 3, 4, 5, 6, 7];
 /// The first version that writes a held job as held (`replay.rs`).
 pub const HOLDS_VERSION: u32 = 6;
+/// The first version that writes a dead letter's mark with its burial
+/// (state 5, `replay.rs`).
+pub const MARKS_VERSION: u32 = 7;
 /// The newest version that builds before batches read (kinds 1 to 5; the
 /// builds with unique keys kind 6 too): what `downgrade` writes.
 pub const PREVIOUS_VERSION: u32 = 2;
 
 /// [`READABLE_VERSIONS`] as messages name them.
-pub const READABLE_VERSIONS_TEXT: &str = "versions 1 to 6";
+pub const READABLE_VERSIONS_TEXT: &str = "versions 1 to 7";
 /// Bytes of the file header.
 pub const HEADER_LEN: usize = 12;
 /// Bytes of a record's length and checksum.
@@ -126,6 +132,10 @@ pub enum LoggedState {
     /// Deleted, its unique key cooling down until `deadline` (reference
     /// §3.1a): no job after a restart, only the key.
     Cooling = 4,
+    /// Buried by its retry limit, and buried still: a dead letter
+    /// (reference §3.1b), as [`LoggedState::Buried`] otherwise. Since
+    /// [`MARKS_VERSION`].
+    BuriedByLimit = 5,
 }
 
 /// A job's fields that change over its life.
@@ -380,6 +390,7 @@ fn read_state(r: &mut Reader<'_>) -> Option<LoggedState> {
         2 => Some(LoggedState::Delayed),
         3 => Some(LoggedState::Buried),
         4 => Some(LoggedState::Cooling),
+        5 => Some(LoggedState::BuriedByLimit),
         _ => None,
     }
 }

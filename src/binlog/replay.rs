@@ -74,6 +74,9 @@ struct Pending {
     after: Option<Box<[u8]>>,
     /// Its group's run, as its full record keeps it (reference §3.1d).
     run: Option<JobId>,
+    /// Its last record is of a version before [`record::MARKS_VERSION`]:
+    /// whether its retry limit buried it is not logged.
+    before_marks: bool,
 }
 
 impl Pending {
@@ -208,7 +211,15 @@ impl<'d> Replayer<'d> {
                     // No due time: held for a group (`record.rs`).
                     LoggedState::Delayed if p.job.deadline == 0 => RestoredState::Held,
                     LoggedState::Delayed => RestoredState::Delayed { until: clock.from_unix(p.job.deadline) },
-                    LoggedState::Buried => RestoredState::Buried { at: Time(p.job.deadline) },
+                    // A log older than the mark leaves it to the engine's
+                    // inference, as the builds that wrote it did.
+                    LoggedState::Buried => RestoredState::Buried {
+                        at: Time(p.job.deadline),
+                        by_limit: (!p.before_marks).then_some(false),
+                    },
+                    LoggedState::BuriedByLimit => {
+                        RestoredState::Buried { at: Time(p.job.deadline), by_limit: Some(true) }
+                    }
                     LoggedState::Cooling => RestoredState::Cooling { until: clock.from_unix(p.job.deadline) },
                 },
                 created: clock.from_unix(p.created),
@@ -363,7 +374,22 @@ fn apply(record: Record<'_>, (file, version): (u32, u32), state: ReplayState<'_>
             let (group, after) = (tags.group.map(Box::from), tags.after.map(Box::from));
             let body = Box::from(body);
             let run = Some(tags.run).filter(|&run| run != 0);
-            let mut p = Pending { job, ttr, created, tube, body, file, key, limit, con, group, after, run };
+            let before_marks = version < record::MARKS_VERSION;
+            let mut p = Pending {
+                job,
+                ttr,
+                created,
+                tube,
+                body,
+                file,
+                key,
+                limit,
+                con,
+                group,
+                after,
+                run,
+                before_marks,
+            };
             if version < record::HOLDS_VERSION {
                 p.read_as_before_holds();
             }
@@ -373,6 +399,7 @@ fn apply(record: Record<'_>, (file, version): (u32, u32), state: ReplayState<'_>
             saw(state.id);
             if let Some(p) = jobs.get_mut(&state.id) {
                 p.job = state;
+                p.before_marks = version < record::MARKS_VERSION;
                 if version < record::HOLDS_VERSION {
                     p.read_as_before_holds();
                 }
@@ -463,6 +490,45 @@ mod tests {
                 (3, RestoredState::Ready, Some(3)),
                 (4, RestoredState::Ready, None),
                 (5, RestoredState::Held, None),
+            ]
+        );
+    }
+
+    /// Since format version 7 a burial says whether its retry limit made
+    /// it (state 5): read as written, a plain burial as none. Before, the
+    /// mark was not logged, and the engine infers it (`None`), as those
+    /// builds did, until a record of version 7 says what the burial was.
+    #[test]
+    fn dead_letters_are_read_as_each_version_wrote_them() {
+        let dir = std::env::temp_dir().join(format!("beanstalk-replay-marks-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let job =
+            |id, state| JobState { id, pri: 0, delay: 0, state, deadline: 9, counters: Default::default() };
+        let mut old = record::header_of(6).to_vec();
+        for id in [1, 2] {
+            record::encode_full(&mut old, &job(id, LoggedState::Buried), 60, 7, b"default", b"b");
+        }
+        let mut new = record::header().to_vec();
+        record::encode_update(&mut new, &job(2, LoggedState::Buried));
+        record::encode_full(&mut new, &job(3, LoggedState::Buried), 60, 7, b"default", b"b");
+        record::encode_full(&mut new, &job(4, LoggedState::BuriedByLimit), 60, 7, b"default", b"b");
+        std::fs::write(file_path(&dir, 1), old).unwrap();
+        std::fs::write(file_path(&dir, 2), new).unwrap();
+        let mut replayer = Replayer::new(&dir);
+        replayer.file(1, false).unwrap();
+        replayer.file(2, true).unwrap();
+        let mut jobs = replayer.finish(&Clock::default()).jobs;
+        std::fs::remove_dir_all(&dir).unwrap();
+        jobs.sort_by_key(|j| j.id);
+        let at = Time(9);
+        let states: Vec<_> = jobs.iter().map(|j| (j.id, j.state)).collect();
+        assert_eq!(
+            states,
+            [
+                (1, RestoredState::Buried { at, by_limit: None }),
+                (2, RestoredState::Buried { at, by_limit: Some(false) }),
+                (3, RestoredState::Buried { at, by_limit: Some(false) }),
+                (4, RestoredState::Buried { at, by_limit: Some(true) }),
             ]
         );
     }

@@ -24,7 +24,10 @@ fn job_state(id: JobId, job: &LoggedJob<'_>, clock: &Clock) -> JobState {
         // A buried job's time is when it was buried: it orders the
         // buried list after a restart. It is only ever compared, and the
         // engine keeps it increasing across restarts, so it is stored as
-        // is: converting it would let a wall-clock step reorder it.
+        // is: converting it would let a wall-clock step reorder it. Its
+        // retry limit's burial is a state of its own: the mark is what
+        // the burial was, which no later limit can tell.
+        State::Buried if job.dead_letter => (LoggedState::BuriedByLimit, job.when.0),
         State::Buried => (LoggedState::Buried, job.when.0),
         // A job held for a group (reference §3.1d) is delayed with no due
         // time: after a restart it is held again if the group's run it
@@ -286,6 +289,7 @@ mod tests {
             con: None,
             groups: (None, None),
             run: None,
+            dead_letter: false,
         }
     }
 

@@ -16,6 +16,7 @@ pub const LONG_OPTIONS: &[&str] = &[
     "metrics",
     "metrics-max-tubes",
     "admin-socket",
+    "admin-commands",
 ];
 
 /// Applies long option `option` (without its `--`), its value attached
@@ -88,6 +89,11 @@ pub(super) fn parse_long(
             config.admin_socket =
                 Some(path.into()).filter(|p: &std::path::PathBuf| !p.as_os_str().is_empty());
             config.admin_socket.as_ref().map(drop).ok_or_else(|| invalid(&v))
+        }
+        "admin-commands" => {
+            let v = value()?;
+            config.admin_commands = crate::protocol::AdminCommands::parse(&v).map_err(|why| invalid(&why))?;
+            Ok(())
         }
         _ => Err(ArgError::UnknownFlag(format!("--{option}"))),
     }

@@ -66,8 +66,9 @@ fn server_command_lines() -> Vec<Vec<String>> {
     let mut lines = Vec::new();
     for block in code_blocks().chain(RECIPES) {
         for line in block.lines() {
-            // Quotes and a Containerfile's brackets are not arguments.
-            let line = line.replace(['\'', '"', '[', ']', ','], " ");
+            // Quotes, a Containerfile's brackets and the commas between
+            // its quoted words are not arguments; a comma in a word is.
+            let line = line.replace("\",", "\"").replace(['\'', '"', '[', ']'], " ");
             let words: Vec<&str> = line.split_whitespace().collect();
             let start = words.iter().enumerate().position(|(at, word)| {
                 let program = *word == "beanstalk" || word.ends_with("/beanstalk");

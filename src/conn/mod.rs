@@ -354,17 +354,16 @@ impl Conn {
         self.read_more(reads)
     }
 
-    /// Answers the admin command on the line from `start` to `end`
-    /// `NOT_PERMITTED`: this connection is not the admin socket's
-    /// (reference §3.0, `admin`). Nothing is counted or changed.
-    fn refuse_admin(&mut self, start: usize, end: usize) {
+    /// Logs the refusal of the admin command on the line from `start` to
+    /// `end`, answered `NOT_PERMITTED` (reference §3.0, `admin`): this
+    /// connection is not the admin socket's.
+    fn log_refusal(&self, start: usize, end: usize) {
         if crate::log::enabled(crate::log::Kind::Event) {
             let line = self.input.line(start, end);
             let name = Lossy(line.split(|&b| b == b' ').next().unwrap_or_default());
             let (peer, fd) = (self.link.stream.peer(), self.link.stream.as_raw_fd());
             crate::log::event(format_args!("refuse {name} from {peer} (fd {fd}): admin socket only"));
         }
-        Reply::NotPermitted.encode(&mut self.output);
     }
 
     fn execute_line(&mut self, start: usize, end: usize) -> Next {
@@ -385,6 +384,9 @@ impl Conn {
             crate::log::trace(format_args!("<{peer} (fd {fd}) command {line}"));
         }
         let reply_from = self.output.len();
+        let refusable = command
+            .as_ref()
+            .is_ok_and(|c| !self.admin && self.shared.config.admin_commands.contains(c.name()));
         let next = match command {
             Err(e) => {
                 e.reply().encode(&mut self.output);
@@ -394,8 +396,8 @@ impl Conn {
                     Next::Continue
                 }
             }
-            Ok(command) if command.is_admin() && !self.admin => {
-                self.refuse_admin(start, end);
+            Ok(command) if !self.admin && self.shared.config.admin_commands.refuses(&command) => {
+                Reply::NotPermitted.encode(&mut self.output);
                 Next::Continue
             }
             Ok(Command::DeleteBatch) => {
@@ -404,6 +406,12 @@ impl Conn {
             }
             Ok(command) => self.execute(command),
         };
+        // Refused above, or by the engine: a job this connection does not
+        // hold (such a command writes its reply alone, with no flush).
+        let refused = Reply::NotPermitted.word().as_bytes();
+        if refusable && self.output.get(reply_from..).is_some_and(|reply| reply.starts_with(refused)) {
+            self.log_refusal(start, end);
+        }
         if verbose && self.output.len() > reply_from {
             let reply = &self.output[reply_from..];
             let first = reply.split(|&b| b == b'\r').next().unwrap_or_default();

@@ -42,6 +42,8 @@ struct JobView {
     limit: Option<u32>,
     con: Option<(Vec<u8>, u32)>,
     groups: (Option<Vec<u8>>, Option<Vec<u8>>),
+    /// Buried by its retry limit: the mark its burial was logged with.
+    dead_letter: bool,
 }
 
 /// What a restart must rebuild of an engine.
@@ -52,6 +54,8 @@ struct View {
     buried: Vec<(String, Vec<JobId>)>,
     /// Every unique key, live or cooling: tube, key, job, cooldown, end.
     keys: Vec<String>,
+    /// The dead letters of the server, and of each tube that has one.
+    dead_letters: (usize, Vec<(String, usize)>),
 }
 
 /// Whole seconds of `t`, rounded.
@@ -83,6 +87,7 @@ fn view(e: &Engine) -> View {
             limit: tubes.limits.get(id),
             con: tubes.con.of(id).map(|(name, limit)| (name.to_vec(), limit)),
             groups: (owned(group), owned(after)),
+            dead_letter: job.tags.buried_by_limit(),
         });
     }
     let mut buried = Vec::new();
@@ -97,7 +102,28 @@ fn view(e: &Engine) -> View {
     let mut keys = e.tubes.keys.sorted();
     // Its last line is bookkeeping (the heap of ends, the name table).
     keys.pop();
-    View { jobs, buried, keys }
+    // The counts kept as jobs move are the marks there are.
+    let mut marked: Vec<(String, usize)> = Vec::new();
+    for job in jobs.iter().filter(|job| job.dead_letter) {
+        assert_eq!(job.state, State::Buried, "job {}: a dead letter is buried", job.id);
+        match marked.iter_mut().find(|(tube, _)| *tube == job.tube) {
+            Some((_, n)) => *n += 1,
+            None => marked.push((job.tube.clone(), 1)),
+        }
+    }
+    marked.sort();
+    let mut by_tube: Vec<(String, usize)> = e
+        .tubes
+        .ids()
+        .iter()
+        .map(|&t| e.tubes.get(t))
+        .filter(|tube| tube.buried_by_limit > 0)
+        .map(|tube| (tube.name.as_str().to_owned(), tube.buried_by_limit))
+        .collect();
+    by_tube.sort();
+    assert_eq!(by_tube, marked, "the dead letters each tube counts, against the jobs marked");
+    assert_eq!(e.job_counts.buried_by_limit, jobs.iter().filter(|job| job.dead_letter).count());
+    View { jobs, buried, keys, dead_letters: (e.job_counts.buried_by_limit, by_tube) }
 }
 
 /// A way a restart differs from memory: what, why, and how the comparison
@@ -155,10 +181,10 @@ fn differing(memory: &View, log: &View) -> String {
             lines.push(format!("  memory  {m:?}\n  restart {l:?}"));
         }
     }
-    if (&memory.buried, &memory.keys) != (&log.buried, &log.keys) {
+    if (&memory.buried, &memory.keys, &memory.dead_letters) != (&log.buried, &log.keys, &log.dead_letters) {
         lines.push(format!(
-            "  memory  {:?} {:?}\n  restart {:?} {:?}",
-            memory.buried, memory.keys, log.buried, log.keys
+            "  memory  {:?} {:?} {:?}\n  restart {:?} {:?} {:?}",
+            memory.buried, memory.keys, memory.dead_letters, log.buried, log.keys, log.dead_letters
         ));
     }
     lines.join("\n")

@@ -14,7 +14,7 @@
 
 use super::journaling::{deleted, gone};
 use super::*;
-use crate::protocol::{Command, SHORT_REPLY_LEN};
+use crate::protocol::{Command, Name, SHORT_REPLY_LEN};
 
 /// Jobs one chunk of a command on a whole tube ([`Engine::tube_chunk`])
 /// changes at most; for a flush, jobs and cooldowns ended.
@@ -253,7 +253,9 @@ impl Engine {
     /// `delete-batch <id> ...`: each id as `delete` would (reference
     /// §3.5): a job reserved by another client, a job that does not exist,
     /// and an id named twice count as not found. `DELETED_BATCH <deleted>
-    /// <not found>`.
+    /// <not found>`. Of a client that is not the admin socket's, a ready,
+    /// delayed or buried job among the ids makes it `NOT_PERMITTED`,
+    /// nothing counted or deleted (reference §3.0, `admin unless held`).
     /// The ids come as the line names them, at most
     /// [`crate::protocol::MAX_BATCH`], and are listed in kept room.
     pub fn delete_batch(
@@ -266,9 +268,16 @@ impl Engine {
             return Reply::OutOfMemory;
         };
         let deletable = |job: &Job| job.state != State::Reserved || job.reserved_by == c;
+        let refused = self.refuses(c, Name::DeleteBatch);
         let mut count = 0;
         for id in named.take(crate::protocol::MAX_BATCH) {
             count += 1;
+            // Of a client that is not the admin socket's, a job it does
+            // not hold refuses the whole batch, before anything changes.
+            if refused && self.jobs.get(&id).is_some_and(|job| job.state != State::Reserved) {
+                self.kept_ids.put_back(ids);
+                return Reply::NotPermitted;
+            }
             // At most a thousand: a scan costs less than a sort's code.
             if self.jobs.get(&id).is_some_and(deletable) && !ids.contains(&id) {
                 ids.push(id);

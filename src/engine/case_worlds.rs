@@ -206,6 +206,13 @@ pub(super) fn a_try_spent(w: &mut World) {
     reserve_the_best(w);
 }
 
+/// [`a_try_spent`], released: its retry limit buried it, a dead letter of
+/// tube `jobs`, still the world's `reserved`.
+pub(super) fn a_dead_letter(w: &mut World) {
+    a_try_spent(w);
+    let _ = w.e.release(w.worker, w.reserved, 0, 0, T0);
+}
+
 /// Two jobs of concurrency key `c` (limit 1) in tube `jobs`, the first,
 /// the most urgent of the tube, reserved by the worker: the second is
 /// held back.

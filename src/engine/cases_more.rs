@@ -214,4 +214,63 @@ pub(super) const MORE: &[Case] = &[
         w.e.delete_batch(w.worker, &mut ids.into_iter(), T0).encode(out)
     })
     .logged(),
+    // Buried by its worker on its last try: no dead letter, before a
+    // restart or after it (the agreement test restarts from the log).
+    case("bury of a job whose tries are spent: no dead letter", a_try_spent, "BURIED", |w, out| {
+        w.e.bury(w.worker, w.reserved, 9, T0).encode(out)
+    })
+    .logged(),
+    // A dead letter leaves the buried list, or moves with its mark: the
+    // counts of dead letters follow (the agreement test recounts them).
+    case("move-job of a dead letter: a dead letter still", a_dead_letter, "MOVED", |w, out| {
+        w.e.move_job(w.reserved, &name("fresh"), T0).encode(out)
+    })
+    .logged(),
+    case("kick-job of a dead letter", a_dead_letter, "KICKED", |w, out| {
+        w.e.kick_job(w.reserved, T0).encode(out)
+    })
+    .logged(),
+    case("flush-tube of a tube with a dead letter", a_dead_letter, "FLUSHED", flush_step).logged(),
+    // A connection that is not the admin socket's (reference §3.0, `admin
+    // unless held`): its own jobs, and only those.
+    case(
+        "delete of a ready job from another listener than the admin socket",
+        plain,
+        "NOT_PERMITTED",
+        |w, out| {
+            w.e.restrict(w.worker, crate::protocol::AdminCommands::safe());
+            w.e.delete(w.worker, w.ready, T0).encode(out)
+        },
+    ),
+    case(
+        "delete of a job it holds, from another listener than the admin socket",
+        plain,
+        "DELETED",
+        |w, out| {
+            w.e.restrict(w.worker, crate::protocol::AdminCommands::safe());
+            w.e.delete(w.worker, w.reserved, T0).encode(out)
+        },
+    )
+    .logged(),
+    case(
+        "delete-batch of a job it holds and a buried one, from another listener than the admin socket",
+        plain,
+        "NOT_PERMITTED",
+        |w, out| {
+            w.e.restrict(w.worker, crate::protocol::AdminCommands::safe());
+            let ids = [w.reserved, w.buried];
+            w.e.delete_batch(w.worker, &mut ids.into_iter(), T0).encode(out)
+        },
+    ),
+    case(
+        "delete-batch of the jobs it holds, from another listener than the admin socket",
+        plain,
+        "DELETED_BATCH 1 2",
+        |w, out| {
+            w.e.restrict(w.worker, crate::protocol::AdminCommands::safe());
+            let ids = [w.reserved, NO_JOB, w.reserved];
+            w.e.delete_batch(w.worker, &mut ids.into_iter(), T0).encode(out)
+        },
+    )
+    .logged(),
 ];

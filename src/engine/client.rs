@@ -190,6 +190,10 @@ pub(super) struct Client {
     pub(super) reserve_mode: crate::protocol::ReserveMode,
     /// Watched tubes given a weight other than 1 (`watch <tube> <weight>`).
     pub(super) weights: Vec<(TubeId, u16)>,
+    /// The commands it may not run on jobs it does not hold (`delete`,
+    /// `delete-batch`), when it is not the admin socket's
+    /// ([`Engine::restrict`](super::Engine::restrict)); none by default.
+    pub(super) refused: crate::protocol::AdminCommands,
 }
 
 /// A cached minimum that is recomputed only after its holder leaves.

@@ -360,11 +360,24 @@ impl Engine {
     }
 
     /// The job counts' and its group's tally of a job of `tags` filed in
-    /// (`filed`) or taken out of a queue of `state`.
+    /// (`filed`) or taken out of a queue of `state`; a dead letter's in
+    /// its tube's count of them, and the server's, too (so a dead letter
+    /// is marked before it is filed, and unmarked after it is taken out).
     pub(super) fn tally_job(&mut self, id: JobId, state: State, pri: u32, tags: Tags, filed: bool) {
         tally(&mut self.job_counts, state, pri, filed);
         if tags.group() {
             self.tubes.groups.count(id, state, filed);
+        }
+        if state == State::Buried && tags.buried_by_limit() {
+            if let Some(t) = self.jobs.get(&id).map(|job| job.tube) {
+                let (server, tube) =
+                    (&mut self.job_counts.buried_by_limit, &mut self.tubes.get_mut(t).buried_by_limit);
+                if filed {
+                    (*server, *tube) = (*server + 1, *tube + 1);
+                } else {
+                    (*server, *tube) = (*server - 1, *tube - 1);
+                }
+            }
         }
     }
 }

@@ -100,6 +100,7 @@ impl Engine {
                 reserved: tube.reserved,
                 delayed: tube.delayed.len(),
                 buried: tube.buried.len(),
+                buried_by_limit: tube.buried_by_limit,
             },
             total_jobs: tube.total_jobs,
             using: tube.using,

@@ -133,9 +133,14 @@ pub enum RestoredState {
     /// again if the group's run it waits for is still under way, else
     /// ready.
     Held,
-    /// Buried at `at`: buried jobs come back in that order.
+    /// Buried at `at`: buried jobs come back in that order. `by_limit`:
+    /// whether its retry limit buried it (a dead letter, reference
+    /// §3.1b), as logged with the burial; `None` in a log older than the
+    /// mark (format version 6 and before), where it is inferred as the
+    /// builds that wrote it did: a buried job whose tries are spent.
     Buried {
         at: Time,
+        by_limit: Option<bool>,
     },
     /// Deleted, its unique key cooling down until `until` (reference
     /// §3.1a): only the key comes back. To the log it is a live job, until
@@ -186,6 +191,9 @@ pub struct LoggedJob<'a> {
     /// its full record keeps too (a restart works out holds from it,
     /// reference §3.1d).
     pub run: Option<JobId>,
+    /// Buried by its retry limit, and buried still: a dead letter
+    /// (reference §3.1b), which its records say with its burial.
+    pub dead_letter: bool,
 }
 
 /// The fields of a job that its log records hold, but for its body: taken
@@ -242,6 +250,7 @@ impl Picture {
             con: if self.tags.con() { tubes.con.of(id) } else { None },
             groups: if self.tags.group() || self.tags.after() { tubes.groups.of(id) } else { (None, None) },
             run: if self.tags.group() { tubes.groups.run_of(id) } else { None },
+            dead_letter: self.state == State::Buried && self.tags.buried_by_limit(),
         }
     }
 }

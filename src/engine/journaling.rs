@@ -298,11 +298,11 @@ impl Engine {
 /// jobs needs nothing new here or in the log.
 pub(super) type After = dyn for<'a> Fn(usize, LoggedJob<'a>) -> Option<LoggedJob<'a>>;
 
-/// `kick`: ready, one kick more.
+/// `kick`: ready, one kick more, a dead letter no more.
 pub(super) fn kicked(_: usize, was: LoggedJob<'_>) -> Option<LoggedJob<'_>> {
     let mut counters = was.counters;
     counters.kicks = counters.kicks.wrapping_add(1);
-    Some(LoggedJob { state: State::Ready, counters, ..was })
+    Some(LoggedJob { state: State::Ready, counters, dead_letter: false, ..was })
 }
 
 /// A delete at `now`: gone, but for a unique key with a cooldown, which

@@ -197,5 +197,6 @@ pub(super) fn ghost<'a>(keys: &'a UniqueKeys, id: JobId, tube: &'a TubeName) -> 
         con: None,
         groups: (None, None),
         run: None,
+        dead_letter: false,
     })
 }

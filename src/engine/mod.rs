@@ -404,11 +404,16 @@ impl Engine {
                 }
             }
             match r.state {
-                RestoredState::Buried { at } => {
+                RestoredState::Buried { at, by_limit } => {
                     self.last_buried_at = self.last_buried_at.max(at);
+                    // The mark as logged; a log older than it, as the
+                    // builds that wrote it inferred it (its limit is filed
+                    // above).
+                    let dead = by_limit.unwrap_or_else(|| self.tries_spent(r.id));
                     if let Some(job) = self.jobs.get_mut(&r.id) {
                         job.state = State::Buried;
                         job.set_buried_at(at);
+                        job.tags.set_buried_by_limit(dead);
                     }
                     let tags = self.jobs.get(&r.id).map(|job| job.tags).unwrap_or_default();
                     self.tally_job(r.id, State::Buried, r.pri, tags, true);
@@ -435,7 +440,6 @@ impl Engine {
             self.make_ready(id, since);
         }
         buried.sort_unstable();
-        self.mark_restored_dead_letters(&buried);
         for (_, id) in buried {
             if let Some(tube) = self.jobs.get(&id).map(|job| job.tube) {
                 self.tubes.get_mut(tube).buried.push_back(&mut self.jobs, id);

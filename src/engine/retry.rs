@@ -83,12 +83,7 @@ impl Engine {
     /// the change: the caller then queues it as it would have without a
     /// limit, and the job is tried once more.
     pub(super) fn bury_spent(&mut self, id: JobId, now: Time, how: &str) -> bool {
-        let buried = self.journaled_change(id, |e| {
-            if let Some(job) = e.jobs.get_mut(&id) {
-                job.counters.buries = job.counters.buries.wrapping_add(1);
-            }
-            e.make_buried(id, now);
-        });
+        let buried = self.journaled_change(id, |e| e.bury_by_limit(id, now));
         // A write that failed after the change leaves it made in memory.
         let made = !matches!(buried, Err(Reply::OutOfMemory));
         if made {
@@ -97,13 +92,26 @@ impl Engine {
         made
     }
 
-    /// Job `id` was just buried by its retry limit, after `how`: marked a
-    /// dead letter wherever an operator looks (`stats-job`, a `-V` line,
-    /// the tube's counter in `/metrics`). Allocates nothing but the line.
+    /// Files job `id`, out of its queues, whose tries are spent, at the
+    /// end of its tube's buried list: one bury more, and marked a dead
+    /// letter as it is filed, so that the log records the mark with the
+    /// burial (never inferred from a limit that may change) and the
+    /// counts of dead letters take it in (`Engine::tally_job`).
+    pub(super) fn bury_by_limit(&mut self, id: JobId, now: Time) {
+        if let Some(job) = self.jobs.get_mut(&id) {
+            job.counters.buries = job.counters.buries.wrapping_add(1);
+            job.tags.set_buried_by_limit(true);
+        }
+        self.make_buried(id, now);
+    }
+
+    /// Job `id` was just buried by its retry limit, after `how`, and
+    /// marked a dead letter: said wherever an operator looks (a `-V`
+    /// line, the tube's counter in `/metrics`; `stats-job` and the gauges
+    /// read the mark). Allocates nothing but the line.
     pub(super) fn note_buried_by_limit(&mut self, id: JobId, how: &str) {
         let limit = self.retry_limit(id);
-        let Some(job) = self.jobs.get_mut(&id) else { return };
-        job.tags.set_buried_by_limit(true);
+        let Some(job) = self.jobs.get(&id) else { return };
         let (t, reserves, own) = (job.tube, job.counters.reserves, job.tags.limited());
         self.count_limit_burial(t);
         if crate::log::enabled(crate::log::Kind::Event) {
@@ -112,19 +120,6 @@ impl Engine {
                 "job {id} in tube {} buried by its retry limit ({source}{limit}, reserves {reserves}) when {how}",
                 self.tubes.get(t).name
             ));
-        }
-    }
-
-    /// Gives the dead-letter mark back, at start-up, to the restored
-    /// buried jobs whose tries are spent: the log keeps no mark, and such
-    /// a job would be buried by its limit after its next try anyway.
-    pub(super) fn mark_restored_dead_letters(&mut self, buried: &[(u64, JobId)]) {
-        for &(_, id) in buried {
-            if self.tries_spent(id) {
-                if let Some(job) = self.jobs.get_mut(&id) {
-                    job.tags.set_buried_by_limit(true);
-                }
-            }
         }
     }
 }
@@ -246,6 +241,45 @@ mod tests {
         assert_eq!(reserve(&mut e, c, Time::from_secs(11)), timed);
         assert_eq!(e.release(c, timed, 0, 0, Time::from_secs(11)), Reply::Released);
         assert!(dead(&e, timed));
+    }
+
+    /// A restart files a buried job with the mark its burial was logged
+    /// with, whatever its tries and the limit now; a job of a log older
+    /// than the mark gets it if its tries are spent, as the builds that
+    /// wrote it did. The counts of dead letters take them in.
+    #[test]
+    fn a_restart_keeps_the_logged_mark_and_infers_only_an_old_log_s() {
+        let restored = |id, limit, reserves, by_limit| RestoredJob {
+            id,
+            tube: 0,
+            pri: 0,
+            delay: 0,
+            ttr: 10,
+            state: RestoredState::Buried { at: Time(id), by_limit },
+            created: Time::ZERO,
+            counters: Counters { reserves, ..Counters::default() },
+            body: Box::from(&b"x"[..]),
+            file: 1,
+            key: None,
+            limit,
+            con: None,
+            group: None,
+            after: None,
+            run: None,
+        };
+        let mut e = engine();
+        e.set_max_reserves(1);
+        let jobs = vec![
+            restored(1, None, 1, Some(false)),   // its worker buried it on its last try
+            restored(2, Some(5), 1, Some(true)), // a limit since raised
+            restored(3, None, 1, None),          // an old log's: tries spent
+            restored(4, Some(2), 1, None),       // an old log's: a try left
+        ];
+        e.restore(&[TubeName::default_tube()], jobs, 5, Time::ZERO);
+        let dead: Vec<bool> = (1..=4).map(|id| e.jobs.get(&id).unwrap().tags.buried_by_limit()).collect();
+        assert_eq!(dead, [false, true, true, false]);
+        assert_eq!(e.job_counts.buried_by_limit, 2);
+        assert_eq!(e.tubes.get(e.tubes.find(&TubeName::default_tube()).unwrap()).buried_by_limit, 2);
     }
 
     #[test]

@@ -1,9 +1,11 @@
 //! A client's session: connecting, hanging up, closing (its reservations go
 //! back to ready, its tubes may vanish), and the tubes it uses and watches
-//! (`use`, `watch`, `ignore`). It changes no job except to release a closing
-//! client's reservations.
+//! (`use`, `watch`, `ignore`), and what it may not do to the jobs it does
+//! not hold when it is not the admin socket's. It changes no job except to
+//! release a closing client's reservations.
 
 use super::*;
+use crate::protocol::{AdminCommands, Name};
 
 impl Engine {
     /// Registers a new client, using and watching `default`. `waker` wakes
@@ -33,6 +35,7 @@ impl Engine {
             waker,
             reserve_mode: Default::default(),
             weights: Vec::new(),
+            refused: AdminCommands::NONE,
         };
         let client = crate::sys::try_box(client).ok()?;
         let id = self.next_client_id;
@@ -42,6 +45,22 @@ impl Engine {
         tube.watching += 1;
         self.clients.insert(id, client);
         Some(id)
+    }
+
+    /// Client `c` is not the admin socket's: the commands of `refused`
+    /// that work on jobs by id (`delete`, `delete-batch`) are
+    /// `NOT_PERMITTED` on any job it does not hold (reference §3.0,
+    /// `admin unless held`). The connection refuses the rest of the set
+    /// whole, before the engine sees them.
+    pub fn restrict(&mut self, c: ClientId, refused: AdminCommands) {
+        if let Some(client) = self.clients.get_mut(&c) {
+            client.refused = refused;
+        }
+    }
+
+    /// Whether client `c` may not run `name` on a job it does not hold.
+    pub(super) fn refuses(&self, c: ClientId, name: Name) -> bool {
+        self.clients.get(&c).is_some_and(|client| client.refused.contains(name))
     }
 
     /// Forgets a client that closed: its reservations go back to ready at once,

@@ -32,7 +32,7 @@ pub(super) fn state(e: &Engine) -> String {
         let _ = writeln!(
             s,
             "tube {} ready={:?} delayed={:?} buried={buried:?} reserved={} urgent={} waiting={:?} \
-             using={} watching={} pause={:?} total={} deletes={} pauses={}",
+             using={} watching={} pause={:?} total={} deletes={} pauses={} dead letters={}",
             tube.name,
             tube.ready,
             tube.delayed,
@@ -44,7 +44,8 @@ pub(super) fn state(e: &Engine) -> String {
             tube.pause,
             tube.total_jobs,
             tube.cmd_delete,
-            tube.cmd_pause_tube
+            tube.cmd_pause_tube,
+            tube.buried_by_limit
         );
     }
     let _ = writeln!(s, "next event {:?}, reserved {:?}", e.tubes.next_event(), e.reserved);

@@ -52,6 +52,9 @@ pub struct Tube {
     pub cmd_delete: u64,
     /// Successful pause-tube commands on this tube.
     pub cmd_pause_tube: u64,
+    /// Its buried jobs marked dead letters (reference §3.1b), kept by
+    /// `Engine::tally_job` as they are filed and taken out.
+    pub buried_by_limit: usize,
     /// How long its jobs take, reserve to delete (`weighted-fair`).
     pub processing: super::weighted::ProcessingTime,
     /// Position in the engine's list of tubes (the `list-tubes` order).
@@ -91,6 +94,7 @@ impl Tube {
             total_jobs: 0,
             cmd_delete: 0,
             cmd_pause_tube: 0,
+            buried_by_limit: 0,
             processing: Default::default(),
             list_index,
             timed_at: None,

@@ -8,10 +8,18 @@
 
 use super::journaling::kicked;
 use super::*;
+use crate::protocol::Name;
 
 impl Engine {
-    /// `delete <id>`: any job except one reserved by another client.
+    /// `delete <id>`: any job except one reserved by another client; of
+    /// a client that is not the admin socket's, only one it holds
+    /// (reference §3.0, `admin unless held`): a ready, delayed or buried
+    /// job is `NOT_PERMITTED` for it, counted nowhere and changed not.
     pub fn delete(&mut self, c: ClientId, id: JobId, now: Time) -> Reply<'_> {
+        let unheld = self.jobs.get(&id).is_some_and(|job| job.state != State::Reserved);
+        if unheld && self.refuses(c, Name::Delete) {
+            return Reply::NotPermitted;
+        }
         self.cmds.delete += 1;
         let Some(job) = self.jobs.get(&id) else {
             return Reply::NotFound;
@@ -143,15 +151,13 @@ impl Engine {
             e.unlink(id);
             if let Some(job) = e.jobs.get_mut(&id) {
                 job.counters.releases = job.counters.releases.wrapping_add(1);
-                if spent {
-                    job.counters.buries = job.counters.buries.wrapping_add(1);
-                } else {
+                if !spent {
                     job.pri = pri;
                     job.delay = delay;
                 }
             }
             if spent {
-                e.make_buried(id, now);
+                e.bury_by_limit(id, now);
             } else if delay > 0 {
                 e.make_delayed(id, now.plus_secs(delay));
             } else {

@@ -77,12 +77,13 @@ pub fn write(s: &Scrape, out: &mut Body) -> fmt::Result {
 fn write_server(s: &Scrape, out: &mut Body) -> fmt::Result {
     let (v, p) = (&s.overview.server, &s.process);
     let (j, c) = (&v.jobs, &v.cmds);
-    let gauges: [(&str, u64, &str); 12] = [
+    let gauges: [(&str, u64, &str); 13] = [
         ("current_jobs_urgent", j.urgent as u64, "Ready jobs with a priority below 1024."),
         ("current_jobs_ready", j.ready as u64, "Jobs ready to be reserved."),
         ("current_jobs_reserved", j.reserved as u64, "Jobs reserved by a worker."),
         ("current_jobs_delayed", j.delayed as u64, "Jobs waiting for their delay to end."),
         ("current_jobs_buried", j.buried as u64, "Buried jobs."),
+        ("current_jobs_buried_by_retry_limit", j.buried_by_limit as u64, DEAD_LETTERS_NOW),
         ("max_job_size", u64::from(v.max_job_size), "Largest job body accepted, in bytes (-z)."),
         ("current_tubes", v.current_tubes as u64, "Tubes that exist."),
         ("current_connections", v.current_connections as u64, "Open connections."),
@@ -162,7 +163,11 @@ fn write_server(s: &Scrape, out: &mut Body) -> fmt::Result {
 /// Each per-tube gauge or counter: its key, kind, help and reader.
 type TubeSeries = (&'static str, &'static str, &'static str, fn(&TubeFigures) -> u64);
 
-const TUBE_SERIES: [TubeSeries; 14] = [
+/// What the dead-letter gauges count, beside the counter.
+const DEAD_LETTERS_NOW: &str =
+    "Buried jobs their retry limit buried: the dead letters there are now, which a restart keeps.";
+
+const TUBE_SERIES: [TubeSeries; 15] = [
     ("current_jobs_urgent", "gauge", "Ready jobs with a priority below 1024.", |t| {
         t.stats.jobs.urgent as u64
     }),
@@ -186,6 +191,9 @@ const TUBE_SERIES: [TubeSeries; 14] = [
         "Jobs of the tube buried by their retry limit (max: or --max-reserves): dead letters.",
         |t| t.times.buried_by_limit,
     ),
+    ("current_jobs_buried_by_retry_limit", "gauge", DEAD_LETTERS_NOW, |t| {
+        t.stats.jobs.buried_by_limit as u64
+    }),
 ];
 
 #[inline(never)]

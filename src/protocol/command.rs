@@ -153,27 +153,6 @@ pub enum Command {
 }
 
 impl Command {
-    /// Whether it is an admin command: one that changes the whole server,
-    /// a whole tube, or jobs its sender holds no reservation of. With
-    /// `--admin-socket` only that socket's connections may run one
-    /// (reference §3.0, the promise `admin`; a test holds this to the
-    /// table). `put` never is: a refused command has no body to be left
-    /// unread.
-    pub fn is_admin(&self) -> bool {
-        matches!(
-            self,
-            Command::Drain
-                | Command::Undrain
-                | Command::FlushTube(_)
-                | Command::ClearTube(_)
-                | Command::PauseTube { .. }
-                | Command::Kick(_)
-                | Command::KickJob(_)
-                | Command::DeleteBatch
-                | Command::MoveJob { .. }
-        )
-    }
-
     /// Whether it is a command on a whole tube, which the connection runs
     /// in chunks, the lock let go between them (reference §3.0, the
     /// promise `bounded`): the engine says what each does

@@ -1,7 +1,8 @@
 //! The wire protocol: bytes to [`Command`] (here, and a `put` line with
 //! its tags in `put.rs`; what a line can be is `command.rs`), [`Reply`] to
 //! bytes (`reply.rs`), and the [`TubeName`] both carry (`tube_name.rs`);
-//! numbers are read by `fields.rs`. No state.
+//! numbers are read by `fields.rs`; which commands a connection that is
+//! not the admin socket's may run, `admin.rs`. No state.
 //!
 //! Parsing follows beanstalkd 1.13 exactly where a client can see it
 //! (reference §1.3-1.4): commands are recognised by prefix in a fixed order,
@@ -17,6 +18,7 @@
 //! could panic, and no `unwrap` — the lints below make the compiler check it.
 #![deny(clippy::indexing_slicing, clippy::arithmetic_side_effects, clippy::unwrap_used, clippy::expect_used)]
 
+mod admin;
 mod command;
 mod fields;
 mod put;
@@ -24,6 +26,7 @@ mod reply;
 mod tube_name;
 
 use crate::ids::JobId;
+pub use admin::{Admin, AdminCommands, Name};
 pub use command::{
     AfterSize, Command, ConKey, Page, ParseError, PutTags, ReserveMode, TagName, UniqueKey, MAX_WEIGHT,
 };

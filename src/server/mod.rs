@@ -270,6 +270,11 @@ fn start_connection(shared: &Arc<Shared>, stream: Stream, admin: bool) {
         return; // dropping the stream closes it
     };
     conn.set_client(client);
+    if !admin {
+        // What a connection off the admin socket may not do to jobs it
+        // does not hold (reference §3.0).
+        shared.engine().restrict(client, shared.config.admin_commands);
+    }
     shared.open.fetch_add(1, Ordering::SeqCst);
     crate::log::event(format_args!("accept {peer} (fd {fd})"));
     let home = Arc::clone(conn.home());

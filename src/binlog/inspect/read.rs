@@ -228,7 +228,9 @@ impl Reader<'_> {
         let state = |s: LoggedState, deadline: u64| match s {
             LoggedState::Ready => State::Ready,
             LoggedState::Delayed => State::Delayed { until: deadline },
-            LoggedState::Buried => State::Buried { at: deadline },
+            // The mark of a dead letter is the server's: the tool shows
+            // its retry limit, not the mark.
+            LoggedState::Buried | LoggedState::BuriedByLimit => State::Buried { at: deadline },
             LoggedState::Cooling => State::Ready,
         };
         match record {
