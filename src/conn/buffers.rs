@@ -155,3 +155,50 @@ impl Conn {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixStream;
+    use std::sync::Arc;
+
+    use super::super::{Conn, Served};
+    use crate::event_loop::Home;
+    use crate::server::Server;
+    use crate::stream::{SharedConn, Stream};
+    use crate::Config;
+
+    #[test]
+    fn a_connection_quiet_for_a_sweep_lets_go_of_its_buffers_and_gets_them_back() {
+        let server = Server::bind(Config::loopback()).unwrap();
+        let shared = server.shared();
+        let (ours, mut theirs) = UnixStream::pair().unwrap();
+        let stream = Stream::Unix(ours);
+        stream.set_nonblocking().unwrap();
+        let link = Arc::new(SharedConn::new(stream, Arc::new(Home::new(0).unwrap())));
+        let client = shared.engine().connect(link.clone()).unwrap();
+        let mut conn = Conn::new(Arc::clone(shared), link, client, true);
+
+        theirs.write_all(b"list-tubes\r\nstats\r\n").unwrap();
+        assert_eq!(conn.serve(), Served::Waits(None), "answered, and waits for more");
+        let mut replies = vec![0; 64 * 1024];
+        let n = theirs.read(&mut replies).unwrap();
+        assert!(replies[..n].starts_with(b"OK "));
+        assert!(conn.input.capacity() > 0 && conn.output.capacity() > 0);
+
+        // The sweep after its last command keeps them; the one after a
+        // quiet spell lets them go.
+        conn.sweep();
+        assert!(conn.input.capacity() > 0 && conn.output.capacity() > 0, "busy since the last sweep");
+        conn.sweep();
+        assert_eq!((conn.input.capacity(), conn.output.capacity()), (0, 0));
+
+        // Bytes again: the buffers come back, and the command is answered.
+        theirs.write_all(b"list-tube-used\r\n").unwrap();
+        conn.note(true, false, false);
+        assert_eq!(conn.serve(), Served::Waits(None));
+        let n = theirs.read(&mut replies).unwrap();
+        assert_eq!(&replies[..n], b"USING default\r\n");
+        assert_eq!(conn.output.capacity(), super::OUTPUT_START, "back at its full size at once");
+    }
+}
