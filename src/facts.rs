@@ -3,7 +3,7 @@
 //! the protocol reference, the man page and the doc comments may name it,
 //! and these tests read them all and fail when a mention disagrees. Each
 //! finds the mentions by the words around them ("the format version is
-//! 6", "260 KiB of address space a connection"): write a new mention in
+//! 7", "128 KiB of address space a connection"): write a new mention in
 //! those words and it is held too, here as anywhere (this file is one of
 //! the documents). (The table of commands is held by `src/reference.rs`,
 //! the README's flags and command lines by `config/readme.rs`.)

@@ -561,3 +561,62 @@ fn a_lapsed_delivery_is_never_finished_by_its_own_thread() {
 fn a_flushed_delivery_is_never_finished() {
     a_delivery_taken_back_is_never_finished("reserve", true);
 }
+
+/// Issue 62 §5: a job's reply that lapses is never finished, whoever
+/// writes it, and however the worker came by the job. A worker reserves
+/// jobs that are ready at once (`reserve`, or `reserve-batch 3`) and
+/// reads nothing, so their replies wait for room; their TTR runs out, and
+/// a second worker reserves and deletes them. The first is never sent the
+/// rest: what it reads is the start of the replies, then the end of the
+/// stream.
+fn a_reply_reserved_at_once_is_never_finished_once_it_lapses(batch: bool) {
+    let server = common::start_args(&["-z", "8000000"]);
+    let mut observer = server.connect();
+    let mut producer = server.connect();
+    let (count, size) = if batch { (3, 3_000_000u32) } else { (1, 6_000_000) };
+    let body: Vec<u8> = (0..size).map(|i| b'a' + (i % 26) as u8).collect();
+    let ids: Vec<u64> = (0..count).map(|_| common::put_bytes(&mut producer, 0, 0, 1, &body)).collect();
+    let mut stuck = server.connect();
+    stuck.send(if batch { "reserve-batch 3\r\n" } else { "reserve\r\n" });
+    let whole =
+        ids.iter().map(|id| format!("RESERVED {id} {size}\r\n").len() + body.len() + 2).sum::<usize>()
+            + if batch { "RESERVED_BATCH 3\r\n".len() } else { 0 };
+    let reserved = || observer.stat("current-jobs-reserved") == count.to_string();
+    assert!(common::settle(Duration::from_secs(10), reserved), "the stuck worker reserved nothing");
+    // The second worker gets each job once its TTR has run out.
+    let mut next = server.connect();
+    let started = Instant::now();
+    let mut taken = 0;
+    while taken < count {
+        assert!(started.elapsed() < Duration::from_secs(30), "the jobs never came back");
+        let reply = next.cmd("reserve-with-timeout 5");
+        let id: u64 = reply.split(' ').nth(1).and_then(|n| n.parse().ok()).expect("RESERVED");
+        assert!(ids.contains(&id), "{}", &reply[..40.min(reply.len())]);
+        assert_eq!(next.cmd(&format!("delete {id}")), "DELETED\r\n");
+        taken += 1;
+    }
+    // Now the stuck worker reads: never the whole of it. It fails as soon
+    // as the whole has come, not when a wait for the end gives up.
+    stuck.stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let (mut received, mut chunk) = (0, vec![0; 1 << 16]);
+    loop {
+        match stuck.stream.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => received += n,
+            Err(e) => panic!("{e} after {received} bytes: the connection did not end"),
+        }
+        assert!(received < whole, "a worker was sent the whole of jobs it no longer held");
+    }
+    let closed = || observer.stat("current-connections") == "3";
+    assert!(common::settle(Duration::from_secs(10), closed), "the stuck worker's connection did not end");
+}
+
+#[test]
+fn a_reserved_reply_that_lapses_unsent_is_never_finished() {
+    a_reply_reserved_at_once_is_never_finished_once_it_lapses(false);
+}
+
+#[test]
+fn a_reserve_batch_whose_jobs_lapse_unsent_is_never_finished() {
+    a_reply_reserved_at_once_is_never_finished_once_it_lapses(true);
+}

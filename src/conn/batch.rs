@@ -16,6 +16,18 @@ const PIECE_ROOM: usize = BATCH_PIECE + (1 << 20);
 /// what a client that does not read may hold (reference §3.22).
 const BATCH_MOST: usize = 16 << 20;
 
+/// Where the `RESERVED <id> <bytes>\r\n<body>\r\n` reply that starts at
+/// `at` in `output` ends.
+fn reply_end(output: &[u8], at: usize) -> usize {
+    let rest = &output[at..];
+    let header = rest.windows(2).position(|w| w == b"\r\n").unwrap_or(rest.len());
+    let bytes: usize = std::str::from_utf8(&rest[..header])
+        .ok()
+        .and_then(|line| line.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0);
+    (at + header + 2 + bytes + 2).min(output.len())
+}
+
 impl Conn {
     /// `delete-batch`: the ids of the line `[start..end]`, which the parser
     /// took, deleted under one lock.
@@ -85,6 +97,13 @@ impl Conn {
         Reply::ReservedBatch(ids.len()).encode(&mut self.output);
         let head = self.output.len() - end;
         self.output[reply_start..].rotate_right(head);
+        // Each job's reply, where it now ends, for the lapse check before
+        // more of it leaves (`Conn::write_out`).
+        let mut at = reply_start + head;
+        for &id in &ids {
+            at = reply_end(&self.output, at);
+            self.job_reply_ending(id, at);
+        }
     }
 
     /// Room for `bytes` more of output, claimed and its pages touched

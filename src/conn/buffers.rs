@@ -110,6 +110,9 @@ impl Conn {
     /// Writes what the socket takes of the pending replies; true once
     /// none are left.
     pub(super) fn write_out(&mut self) -> io::Result<bool> {
+        if !self.job_replies.is_empty() && self.unsent < self.output.len() && self.writable {
+            self.check_job_replies()?;
+        }
         while self.unsent < self.output.len() {
             if !self.writable {
                 self.count_unsent(self.output.len() - self.unsent);
@@ -130,6 +133,7 @@ impl Conn {
         self.count_unsent(0);
         self.output.clear();
         self.unsent = 0;
+        self.job_replies.clear();
         // A batch of replies past the buffer's size (a large job, a long
         // `list-tubes`) is not kept for the rest of a busy spell. Into a
         // new buffer if one can be had (`shrink_to` would abort where the
@@ -142,6 +146,26 @@ impl Conn {
             }
         }
         Ok(true)
+    }
+
+    /// Before more of a job's `RESERVED` reply leaves in a later turn than
+    /// the one that reserved it: the job must still be this client's. One
+    /// whose TTR ran out (or that a `flush-tube` took) while its reply
+    /// waited for room is never finished, whoever holds it now: the
+    /// connection ends (reference §10). Replies all sent are forgotten.
+    fn check_job_replies(&mut self) -> io::Result<()> {
+        let unsent = self.unsent;
+        self.job_replies.retain(|&(_, end)| end > unsent);
+        if self.job_replies_fresh || self.job_replies.is_empty() {
+            return Ok(());
+        }
+        let (engine, _) = self.shared.engine_now();
+        if self.job_replies.iter().all(|&(id, _)| engine.holds(self.client, id)) {
+            return Ok(());
+        }
+        drop(engine);
+        self.link.stream.shutdown();
+        Err(io::Error::new(io::ErrorKind::ConnectionAborted, "a job's reply lapsed before it was sent"))
     }
 
     /// Counts `bytes` of this connection's replies as waiting for its

@@ -54,7 +54,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
-use crate::engine::{ClientId, Engine, State as JobState};
+use crate::engine::{ClientId, Engine, JobId, State as JobState};
 use crate::framing::{Input, Line};
 use crate::protocol::{self, Command, Reply, ReplyRoom, SHORT_REPLY_LEN};
 use crate::shared::Shared;
@@ -131,6 +131,14 @@ pub(crate) struct Conn {
     unsent: usize,
     /// What this connection counts in `Shared::replies_unsent`.
     counted: usize,
+    /// The `RESERVED` replies in `output` not yet all sent: each job, and
+    /// where its reply ends. Before more of one leaves in a later turn,
+    /// the job must still be this client's (reference §10, a lapsed
+    /// reply is never finished).
+    job_replies: Vec<(JobId, usize)>,
+    /// A reply was added to `job_replies` in this turn: the job was
+    /// reserved a moment ago, and its first write needs no check.
+    job_replies_fresh: bool,
     /// The client has shut down its sending side.
     eof: bool,
     /// The socket may have bytes to read, or room to write: edge-triggered,
@@ -173,6 +181,8 @@ impl Conn {
             output: Vec::new(),
             unsent: 0,
             counted: 0,
+            job_replies: Vec::new(),
+            job_replies_fresh: false,
             eof: false,
             readable: true,
             writable: true,
@@ -227,6 +237,18 @@ impl Conn {
         self.hung_up = true;
     }
 
+    /// Notes that the reply just encoded carries job `id`, reserved for
+    /// this client.
+    fn job_reply(&mut self, id: JobId) {
+        self.job_reply_ending(id, self.output.len());
+    }
+
+    /// [`Conn::job_reply`] for a reply that ends at `end` in the output.
+    fn job_reply_ending(&mut self, id: JobId, end: usize) {
+        self.job_replies.push((id, end));
+        self.job_replies_fresh = true;
+    }
+
     /// Ends the connection: a put's body half read gives back what it
     /// claimed, and the engine forgets the client (its jobs go back). The
     /// socket closes as the last reference to it goes.
@@ -265,7 +287,9 @@ impl Conn {
                 Ok(Step::End) | Err(_) => return Served::Closed,
             };
             // What is answered goes out before the connection waits.
-            return match self.write_out() {
+            let written = self.write_out();
+            self.job_replies_fresh = false;
+            return match written {
                 Ok(_) => served,
                 Err(_) => Served::Closed,
             };
@@ -462,9 +486,14 @@ impl Conn {
         let (mut engine, now) = shared.engine_now();
         let logged_before = shared.journal_seq();
         let reply_start = self.output.len();
-        call(&mut engine, now, &mut self.output).encode(&mut self.output);
+        let reply = call(&mut engine, now, &mut self.output);
+        let job = reply.reserved_job();
+        reply.encode(&mut self.output);
         let logged = shared.journal_seq();
         drop(engine);
+        if let Some(id) = job {
+            self.job_reply(id);
+        }
         self.hold_until_durable(logged_before, logged, reply_start);
     }
 
@@ -516,7 +545,12 @@ impl Conn {
             engine.reserve(c, timeout, now, &mut self.output)
         };
         if let Some(reply) = answer {
+            let job = reply.reserved_job();
             reply.encode(&mut self.output);
+            drop(engine);
+            if let Some(id) = job {
+                self.job_reply(id);
+            }
             return;
         }
         self.wake_at = engine.wake_time(c);

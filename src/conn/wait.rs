@@ -52,8 +52,12 @@ impl Conn {
         let now = self.shared.clock.now();
         let mut engine = self.shared.engine();
         if let Some(reply) = engine.check_wait(self.client, now, &mut self.output) {
+            let job = reply.reserved_job();
             reply.encode(&mut self.output);
             drop(engine);
+            if let Some(id) = job {
+                self.job_reply(id);
+            }
             self.state = State::Commands;
             self.wake_at = None;
             return Ok(Step::Again);

@@ -70,6 +70,14 @@ pub enum Reply<'a> {
 }
 
 impl Reply<'_> {
+    /// The job a `RESERVED` reply hands its client, if it is one.
+    pub fn reserved_job(&self) -> Option<JobId> {
+        match self {
+            Reply::Reserved(id, _) => Some(*id),
+            _ => None,
+        }
+    }
+
     /// Appends the reply's exact bytes to `out`: the header line, and for
     /// replies with data the data and its CRLF, so it all leaves in one write.
     pub fn encode(&self, out: &mut Vec<u8>) {
