@@ -51,6 +51,9 @@ struct Mail {
     /// The loop waits with no earlier reply unsent: the thread that
     /// delivers a reply may send it on the way ([`Mailbox::send_early`]).
     clear_to_send: bool,
+    /// And it has no bytes from the client to act on: only new bytes
+    /// (which raise an event) or a timer can give it work.
+    quiet: bool,
 }
 
 /// What the loop finds in the mailbox.
@@ -167,10 +170,13 @@ impl Mailbox {
         Sent::All
     }
 
-    /// The loop waits in a blocked reserve with every earlier reply sent:
-    /// until it takes a delivered reply, another thread may send it.
-    pub(crate) fn clear_to_send(&self) {
-        self.mail().clear_to_send = true;
+    /// The loop waits in a blocked reserve with every earlier reply sent
+    /// (and, if `quiet`, no bytes of the client's to act on): until it
+    /// takes a delivered reply, another thread may send it.
+    pub(crate) fn clear_to_send(&self, quiet: bool) {
+        let mut mail = self.mail();
+        mail.clear_to_send = true;
+        mail.quiet = quiet;
     }
 
     /// Sends what `send` takes now of a delivered reply, if the loop said
@@ -178,12 +184,17 @@ impl Mailbox {
     /// it has let the engine's lock go, so that the worker is told at once
     /// (its TTR runs from the hand-off), not when its loop next comes to
     /// it, which may be after a long command of the putting client's.
-    pub(crate) fn send_early(&self, send: impl FnOnce(&[u8]) -> usize) {
+    /// True if all of it has gone and the loop was quiet: then it need not
+    /// be woken, as nothing is left for it to do until the worker's next
+    /// command, whose bytes wake it, and it finds the wait over then.
+    pub(crate) fn send_early(&self, send: impl FnOnce(&[u8]) -> usize) -> bool {
         let mut mail = self.mail();
-        if mail.clear_to_send && mail.sent < mail.reply.len() {
-            let sent = mail.sent;
-            mail.sent += send(&mail.reply[sent..]);
+        if !mail.clear_to_send || mail.reply.is_empty() {
+            return false;
         }
+        let sent = mail.sent;
+        mail.sent += send(&mail.reply[sent..]);
+        mail.quiet && mail.sent == mail.reply.len()
     }
 
     /// Shows `show` the first line of a delivered reply (for `-VV`).

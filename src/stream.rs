@@ -192,8 +192,9 @@ impl Waker for SharedConn {
     }
 
     fn send_and_wake(&self) {
-        self.mailbox.send_early(|bytes| sys::send_now(&self.stream, bytes));
-        self.wake();
+        if !self.mailbox.send_early(|bytes| sys::send_now(&self.stream, bytes)) {
+            self.wake();
+        }
     }
 
     fn withdraw(&self, id: JobId) -> Withdrawal {

@@ -71,7 +71,8 @@ impl Conn {
     /// may be sent by the thread that hands the job over (`mailbox.rs`).
     fn wait_on(&mut self) -> io::Result<Step> {
         if self.write_out()? {
-            self.link.mailbox.clear_to_send();
+            let quiet = self.input.is_drained() && !self.readable && !self.eof;
+            self.link.mailbox.clear_to_send(quiet);
         }
         Ok(Step::Blocked)
     }
