@@ -66,6 +66,10 @@ pub struct Config {
     /// Event loops serving the connections (`--threads`); `None`: one a
     /// CPU online (see [`crate::host::cpus_online`]).
     pub threads: Option<usize>,
+    /// Seconds a connection may send nothing before it is closed
+    /// (`--conn-idle-timeout`), unless it is blocked in a reserve or holds
+    /// a reserved job; `None`: never.
+    pub conn_idle_timeout: Option<u32>,
     /// The retry limit of a job put without `max:` (`--max-reserves`,
     /// reference §3.1b); 0: none.
     pub max_reserves: u32,
@@ -115,6 +119,7 @@ impl Default for Config {
             max_connections: None,
             max_job_memory: None,
             threads: None,
+            conn_idle_timeout: None,
             max_reserves: 0,
             job_ids: IdRange::default(),
             metrics: None,
@@ -222,6 +227,8 @@ pub fn usage(argv0: &str) -> String {
          fd and memory limits allow); further ones are closed at once\n \
          --threads N          serve connections on N event loops (default: one a\n                      \
          CPU online)\n \
+         --conn-idle-timeout SECONDS  close a connection that sent nothing for\n                      \
+         SECONDS, unless it waits in a reserve or holds a job (default: never)\n \
          --max-job-memory BYTES  refuse puts with OUT_OF_MEMORY once jobs take\n                      \
          this much memory (bodies + 200 bytes a job, and what their tags\n                      \
          keep; default: no limit)\n \

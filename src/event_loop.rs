@@ -331,10 +331,19 @@ impl Loop {
     /// Lets go of the buffers of the connections quiet since the last
     /// sweep.
     fn sweep(&mut self) {
-        for (_, conn) in self.conns.slots.iter_mut() {
+        let idle_limit = self.shared.config.conn_idle_timeout;
+        let mut idle = Vec::new();
+        for (index, (generation, conn)) in self.conns.slots.iter_mut().enumerate() {
             if let Some(conn) = conn {
                 conn.sweep();
+                if idle_limit.is_some_and(|limit| conn.idle_past(limit)) {
+                    idle.push((u64::from(*generation) << 32) | index as u64);
+                }
             }
+        }
+        for token in idle {
+            crate::log::event(format_args!("close an idle connection (--conn-idle-timeout)"));
+            self.close(token);
         }
         self.next_sweep = self.shared.clock.now().plus(IDLE_AFTER);
     }

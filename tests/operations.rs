@@ -424,3 +424,38 @@ fn drain_and_undrain_start_and_end_drain_mode_from_a_client() {
         assert_eq!(c.cmd(line), "UNKNOWN_COMMAND\r\n", "{line}");
     }
 }
+
+/// `--conn-idle-timeout` (tuber's, issue 61): a connection that sends
+/// nothing for that long is closed, but never one blocked in a reserve,
+/// nor one that holds a reserved job; one that keeps talking stays.
+#[test]
+fn an_idle_connection_is_closed_but_never_a_waiting_or_working_one() {
+    let server = common::binary::spawn(&["--conn-idle-timeout", "1"]);
+    let mut idle = server.client();
+    let mut working = server.client();
+    assert_eq!(working.cmd("put 0 0 600 1\r\nx"), "INSERTED 1\r\n");
+    assert_eq!(working.cmd("reserve"), "RESERVED 1 1\r\nx\r\n");
+    let mut waiting = server.client();
+    waiting.send("reserve-with-timeout 30\r\n");
+    let mut talking = server.client();
+    let started = Instant::now();
+    // The idle one ends within a few seconds; the talker is kept talking.
+    idle.stream.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    let mut byte = [0; 1];
+    let ended = loop {
+        match idle.stream.read(&mut byte) {
+            Ok(0) => break started.elapsed(),
+            Ok(_) => panic!("the idle connection was sent a byte"),
+            Err(_) => {}
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "the idle connection was never closed");
+        assert_eq!(talking.cmd("list-tube-used"), "USING default\r\n");
+    };
+    assert!(ended >= Duration::from_millis(900), "closed after {ended:?}, before its second");
+    // Past that, the waiting and the working ones are still served (and
+    // the talker, quiet since, is not).
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(working.cmd("put 0 0 60 1\r\ny"), "INSERTED 2\r\n");
+    assert_eq!(waiting.reply(), "RESERVED 2 1\r\ny\r\n");
+    assert_eq!(working.cmd("delete 1"), "DELETED\r\n");
+}

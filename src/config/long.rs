@@ -9,6 +9,7 @@ use super::{ArgError, Config};
 pub const LONG_OPTIONS: &[&str] = &[
     "max-connections",
     "threads",
+    "conn-idle-timeout",
     "max-job-memory",
     "max-reserves",
     "job-id-start",
@@ -45,6 +46,11 @@ pub(super) fn parse_long(
             let v = value()?;
             config.threads =
                 Some(v.parse().ok().filter(|&n| (1..=1024).contains(&n)).ok_or_else(|| invalid(&v))?);
+            Ok(())
+        }
+        "conn-idle-timeout" => {
+            let v = value()?;
+            config.conn_idle_timeout = Some(v.parse().ok().filter(|&n| n > 0).ok_or_else(|| invalid(&v))?);
             Ok(())
         }
         "max-job-memory" => {

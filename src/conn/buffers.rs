@@ -52,6 +52,11 @@ impl Conn {
     /// of its own (see `sys::Allocator`), so its pages go back to the
     /// system at once.
     pub(crate) fn sweep(&mut self) {
+        if std::mem::take(&mut self.heard) {
+            self.quiet_sweeps = 0;
+        } else {
+            self.quiet_sweeps = self.quiet_sweeps.saturating_add(1);
+        }
         if std::mem::take(&mut self.busy) {
             return;
         }
@@ -62,6 +67,20 @@ impl Conn {
         self.output = Vec::new();
         self.unsent = 0;
         self.link.mailbox.go_idle();
+    }
+
+    /// Whether `--conn-idle-timeout`, `limit` seconds, ends this
+    /// connection now: it sent nothing for that long (counted in the
+    /// loop's sweeps, a second apart), it is between commands with nothing
+    /// left to send, and it neither waits in a reserve nor holds a job,
+    /// which a worker between long jobs does (beanstalkd never closes an
+    /// idle connection; this is for fleets whose clients leak them).
+    pub(crate) fn idle_past(&self, limit: u32) -> bool {
+        self.quiet_sweeps >= limit
+            && matches!(self.state, State::Commands)
+            && self.unsent == self.output.len()
+            && self.input.is_drained()
+            && !self.shared.engine().holds_any(self.client)
     }
 
     /// Reads more input, if the socket may have some and this turn has
@@ -85,6 +104,7 @@ impl Conn {
         match filled {
             Ok(0) => self.hang_up(),
             Ok(_) => {
+                self.heard = true;
                 // Edge-triggered: a short read emptied the socket, and
                 // more bytes will be reported when they come (but for the
                 // end of file after a hang-up, which is read for).

@@ -165,6 +165,10 @@ pub(crate) struct Conn {
     queued: bool,
     /// Served since the loop's last sweep: keeps its buffers.
     busy: bool,
+    /// Bytes came since the loop's last sweep; and how many sweeps in a
+    /// row have found none (`--conn-idle-timeout`).
+    heard: bool,
+    quiet_sweeps: u32,
     /// It may run the admin commands: no `--admin-socket`, or accepted
     /// from it.
     admin: bool,
@@ -195,6 +199,8 @@ impl Conn {
             wake_at: None,
             queued: false,
             busy: true,
+            heard: true,
+            quiet_sweeps: 0,
             admin,
         }
     }

@@ -171,6 +171,7 @@ impl Conn {
             match self.link.stream.read_now(free) {
                 Ok(0) => self.hang_up(),
                 Ok(n) => {
+                    self.heard = true;
                     pending.filled += n;
                     self.readable = n == asked || self.hung_up;
                 }

@@ -344,6 +344,12 @@ impl Engine {
         self.job_timeouts
     }
 
+    /// Whether client `c` holds any job reserved (`--conn-idle-timeout`
+    /// closes no such connection).
+    pub fn holds_any(&self, c: ClientId) -> bool {
+        self.clients.get(&c).is_some_and(|client| !client.reserved.is_empty())
+    }
+
     /// Whether client `c` still holds job `id`: a batch's reply for a job
     /// whose TTR ran out while the rest was copied is not sent.
     pub fn holds(&self, c: ClientId, id: JobId) -> bool {
