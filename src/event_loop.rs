@@ -179,6 +179,9 @@ struct Loop {
     next_sweep: Time,
     /// When a shutdown cuts the connections still open.
     cut_at: Option<Time>,
+    /// Connections whose last reply waits for the log's first `seq`
+    /// records to be fsynced (`-f 0`), in the order they asked.
+    on_disk: Vec<(u64, u64)>,
 }
 
 /// Runs the loop of `home` until the server stops and its connections
@@ -202,6 +205,7 @@ pub(crate) fn run(shared: Arc<Shared>, home: Arc<Home>) {
         timers: BinaryHeap::new(),
         next_sweep,
         cut_at: None,
+        on_disk: Vec::new(),
     };
     lp.run();
 }
@@ -316,6 +320,8 @@ impl Loop {
     /// Serves each connection in line once; those with more to do go to
     /// the back of the line.
     fn serve_ready(&mut self) {
+        self.take_synced();
+        let asked = self.on_disk.len();
         for _ in 0..self.ready.len() {
             let Some(token) = self.ready.pop_front() else { break };
             let Some(conn) = self.conns.get(token) else { continue };
@@ -323,9 +329,41 @@ impl Loop {
                 Served::More => self.ready.push_back(token),
                 Served::Waits(Some(at)) => self.timers.push(Reverse((at, token))),
                 Served::Waits(None) => {}
+                Served::Disk(seq) => self.on_disk.push((seq, token)),
                 Served::Closed => self.close(token),
             }
         }
+        // `-f 0`: the syncer fsyncs once for every reply of this turn, and
+        // of the other loops', that waits for one (group commit); it rings
+        // the bell when done, and these connections go on.
+        let newest = self.on_disk[asked..].iter().map(|&(seq, _)| seq).max();
+        if let (Some(durability), Some(seq)) = (self.shared.durability.get(), newest) {
+            durability.ask_sync(seq);
+        }
+    }
+
+    /// Lets go on the connections whose replies waited for an fsync that
+    /// has ended (or failed: their replies become `INTERNAL_ERROR`).
+    fn take_synced(&mut self) {
+        let Some(durability) = self.shared.durability.get() else { return };
+        if self.on_disk.is_empty() {
+            return;
+        }
+        let (synced, ok) = (durability.synced(), !durability.failed());
+        let mut waiting = std::mem::take(&mut self.on_disk);
+        waiting.retain(|&(seq, token)| {
+            if seq > synced && ok {
+                return true;
+            }
+            if let Some(conn) = self.conns.get(token) {
+                conn.synced(ok);
+                if conn.enqueue() {
+                    self.ready.push_back(token);
+                }
+            }
+            false
+        });
+        self.on_disk = waiting;
     }
 
     /// Lets go of the buffers of the connections quiet since the last

@@ -147,6 +147,12 @@ impl Shared {
         self.durability.get().map_or(0, |d| d.written())
     }
 
+    /// Whether a reply waits for its records' fsync (`-f 0`): then a loop
+    /// fsyncs once for all its connections waiting so ([`Shared::after_write`]).
+    pub fn syncs_every_write(&self) -> bool {
+        self.durability.get().is_some_and(|d| d.mode() == crate::config::Fsync::Every(0))
+    }
+
     /// Called by a connection whose command wrote binlog records up to `seq`,
     /// before its reply leaves: waits for fsync if the policy says so.
     /// False if the records cannot be made durable (an fsync failed): the

@@ -63,6 +63,17 @@ pub struct Durability {
     /// The log failed (a write, or memory for its books): nothing is
     /// removed any more, since what was let go may not be on disk.
     removals_halted: AtomicBool,
+    /// Under `-f 0`, told after each of the syncer's fsyncs.
+    on_synced: OnceLock<Tell>,
+}
+
+/// What [`Durability::on_synced`] calls.
+struct Tell(Box<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for Tell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Tell")
+    }
 }
 
 /// A file to remove once the first `seq` records are synced.
@@ -120,6 +131,7 @@ impl Durability {
             removals: Mutex::new(VecDeque::new()),
             removing: Mutex::new(()),
             removals_halted: AtomicBool::new(false),
+            on_synced: OnceLock::new(),
         }
     }
 
@@ -128,13 +140,13 @@ impl Durability {
         let _ = self.dir.set(dir);
     }
 
-    /// Starts the syncer thread of `-f MS` (MS > 0); with any other policy
-    /// there is none. It runs until [`Durability::stop`].
+    /// Starts the syncer thread of `-f MS`; with `-F` there is none. It
+    /// runs until [`Durability::stop`]. Under `-f 0` it fsyncs as soon as
+    /// it is asked ([`Durability::ask_sync`]), for every record written by
+    /// then, whoever wrote it (group commit across the event loops), and
+    /// then says so ([`Durability::on_synced`]).
     pub fn start_syncer(this: &Arc<Durability>) -> std::io::Result<()> {
         let Fsync::Every(ms) = this.mode else { return Ok(()) };
-        if ms == 0 {
-            return Ok(());
-        }
         let durability = Arc::clone(this);
         let interval = Duration::from_millis(u64::from(ms));
         thread::Builder::new()
@@ -166,9 +178,37 @@ impl Durability {
             }
             state = self.sync_now(state);
             drop(state);
+            if self.mode == Fsync::Every(0) {
+                if let Some(Tell(tell)) = self.on_synced.get() {
+                    tell();
+                }
+            }
             self.remove_unneeded();
             state = self.lock();
         }
+    }
+
+    /// Who to tell, under `-f 0`, that an fsync has ended: the event
+    /// loops, whose connections wait for it (`conn`'s `on_disk`).
+    pub fn on_synced(&self, tell: Box<dyn Fn() + Send + Sync>) {
+        let _ = self.on_synced.set(Tell(tell));
+    }
+
+    /// Asks the syncer to fsync the first `seq` records, without waiting
+    /// for it: the caller learns it is done from [`Durability::on_synced`]
+    /// and [`Durability::synced`].
+    pub fn ask_sync(&self, seq: u64) {
+        let mut state = self.lock();
+        if state.syncer_idle && state.synced < seq {
+            state.syncer_idle = false;
+            self.syncer_cv.notify_one();
+        }
+    }
+
+    /// Every record up to this count is on disk (or the log has failed:
+    /// see [`Durability::failed`]).
+    pub fn synced(&self) -> u64 {
+        self.lock().synced
     }
 
     /// The fsync policy.

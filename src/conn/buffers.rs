@@ -130,25 +130,31 @@ impl Conn {
     /// Writes what the socket takes of the pending replies; true once
     /// none are left.
     pub(super) fn write_out(&mut self) -> io::Result<bool> {
-        if !self.job_replies.is_empty() && self.unsent < self.output.len() && self.writable {
+        // A reply waiting for the disk does not leave before it is durable.
+        let end = self.on_disk.map_or(self.output.len(), |(_, start)| start);
+        if !self.job_replies.is_empty() && self.unsent < end && self.writable {
             self.check_job_replies()?;
         }
-        while self.unsent < self.output.len() {
+        while self.unsent < end {
             if !self.writable {
                 self.count_unsent(self.output.len() - self.unsent);
                 return Ok(false);
             }
-            match (&self.link.stream).write(&self.output[self.unsent..]) {
+            match (&self.link.stream).write(&self.output[self.unsent..end]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => {
                     self.unsent += n;
                     // Edge-triggered: a short write filled the socket.
-                    self.writable = self.unsent == self.output.len();
+                    self.writable = self.unsent == end;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.writable = false,
                 Err(e) => return Err(e),
             }
+        }
+        if end < self.output.len() {
+            self.count_unsent(self.output.len() - self.unsent);
+            return Ok(false);
         }
         self.count_unsent(0);
         self.output.clear();

@@ -77,6 +77,11 @@ pub(crate) enum Served {
     /// Its socket, or a wake, or (`Some`) the time given: a blocked
     /// reserve's timeout or safety margin.
     Waits(Option<Time>),
+    /// The disk: its last reply waits until the log's first `seq` records
+    /// are fsynced (`-f 0`), which its loop does once for every connection
+    /// waiting so at the end of its turn, then calls
+    /// [`Conn::synced`].
+    Disk(u64),
     /// It has ended: the loop closes it.
     Closed,
 }
@@ -107,6 +112,8 @@ enum Step {
     Yield,
     /// The connection ends now, unsent replies and all.
     End,
+    /// Its last reply waits for the disk (`Served::Disk`).
+    Disk(u64),
 }
 
 /// What to do after a command.
@@ -139,6 +146,10 @@ pub(crate) struct Conn {
     /// A reply was added to `job_replies` in this turn: the job was
     /// reserved a moment ago, and its first write needs no check.
     job_replies_fresh: bool,
+    /// Waiting for the disk (`-f 0`): the log's first `.0` records must be
+    /// fsynced before the reply from `.1` on in `output` may leave, and
+    /// no further command is answered until they are.
+    on_disk: Option<(u64, usize)>,
     /// The client has shut down its sending side.
     eof: bool,
     /// The socket may have bytes to read, or room to write: edge-triggered,
@@ -187,6 +198,7 @@ impl Conn {
             counted: 0,
             job_replies: Vec::new(),
             job_replies_fresh: false,
+            on_disk: None,
             eof: false,
             readable: true,
             writable: true,
@@ -290,6 +302,7 @@ impl Conn {
                 Ok(Step::Again) => continue,
                 Ok(Step::Blocked) => Served::Waits(self.new_timer()),
                 Ok(Step::Yield) => Served::More,
+                Ok(Step::Disk(seq)) => Served::Disk(seq),
                 Ok(Step::End) | Err(_) => return Served::Closed,
             };
             // What is answered goes out before the connection waits.
@@ -315,6 +328,9 @@ impl Conn {
     /// Answers every complete command in the input buffer, reading more as
     /// it needs, until the state changes or the socket has no more.
     fn step_commands(&mut self, reads: &mut usize) -> io::Result<Step> {
+        if let Some((seq, _)) = self.on_disk {
+            return Ok(Step::Disk(seq));
+        }
         // A client that does not read holds up only itself: past the
         // high-water mark, nothing more is answered until the socket takes
         // what is pending.
@@ -334,6 +350,9 @@ impl Conn {
 
     /// Sends what is left, then ends.
     fn step_closing(&mut self) -> io::Result<Step> {
+        if let Some((seq, _)) = self.on_disk {
+            return Ok(Step::Disk(seq));
+        }
         Ok(if self.write_out()? { Step::End } else { Step::Blocked })
     }
 
@@ -507,11 +526,37 @@ impl Conn {
     /// binlog records written while it was made (`logged_before` to
     /// `logged`, counted under the lock) are as durable as `-f` promises;
     /// if they cannot be, it must not claim success.
+    /// Under `-f 0` the wait is a state of the connection, not of its
+    /// loop's thread: it answers nothing more, and its loop fsyncs once for
+    /// every connection so waiting at the end of its turn (group commit),
+    /// serving the others meanwhile.
     fn hold_until_durable(&mut self, logged_before: u64, logged: u64, reply_start: usize) {
-        if logged > logged_before && !self.shared.after_write(logged) {
-            self.output.truncate(reply_start);
-            Reply::InternalError.encode(&mut self.output);
+        if logged <= logged_before {
+            return;
         }
+        if self.shared.syncs_every_write() {
+            self.on_disk = Some((logged, reply_start));
+        } else if !self.shared.after_write(logged) {
+            self.fail_reply(reply_start);
+        }
+    }
+
+    /// The log's records its last reply waited for are durable (`ok`), or
+    /// cannot be made so: then the reply must not claim success, and is
+    /// `INTERNAL_ERROR`.
+    pub(crate) fn synced(&mut self, ok: bool) {
+        if let Some((_, reply_start)) = self.on_disk.take() {
+            if !ok {
+                self.fail_reply(reply_start);
+            }
+        }
+    }
+
+    /// The reply from `reply_start` on claimed a success the log cannot
+    /// keep: it becomes `INTERNAL_ERROR`.
+    fn fail_reply(&mut self, reply_start: usize) {
+        self.output.truncate(reply_start);
+        Reply::InternalError.encode(&mut self.output);
     }
 
     /// `stats`: the engine's figures, brought up to the present as for

@@ -64,6 +64,10 @@ impl Server {
         engine.set_journal(Box::new(binlog));
         engine.rewrite_files(&recovered.corrupt);
         drop(engine);
+        // Under `-f 0` the loops wait for the syncer's fsyncs, which ring
+        // their bells.
+        let homes = shared.homes.clone();
+        durability.on_synced(Box::new(move || homes.iter().for_each(|home| home.ring_always())));
         let _ = shared.durability.set(Arc::clone(&durability));
         durability.sync_all();
         Ok(())
