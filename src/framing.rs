@@ -145,6 +145,15 @@ impl Input {
             (self.start, self.end) = (0, 0);
         }
         if self.buf.is_empty() {
+            // Look before allocating: most reads of an idle connection's
+            // socket find nothing (a new connection's first look, an edge
+            // that a hang-up raised), and the buffer's page is then never
+            // touched. A look consumes nothing, so a buffer that cannot be
+            // had loses no byte, and may be asked for again.
+            if stream.peek_now()? == 0 {
+                self.short = true;
+                return Ok(0);
+            }
             // A buffer that cannot be had ends this connection, and only it.
             let mut buf = Vec::new();
             buf.try_reserve_exact(INPUT_RESERVED).map_err(|_| io::Error::from(io::ErrorKind::OutOfMemory))?;

@@ -60,6 +60,12 @@ impl Stream {
         }
     }
 
+    /// Whether a read would find bytes (1) or the end of the stream (0),
+    /// without taking any; `WouldBlock` if neither has come.
+    pub fn peek_now(&self) -> io::Result<usize> {
+        sys::peek_byte(self)
+    }
+
     /// One read that never waits, retried if a signal interrupts it: the
     /// bytes read, 0 at end of file, `WouldBlock` if there are none yet.
     pub fn read_now(&self, buf: &mut [u8]) -> io::Result<usize> {

@@ -47,7 +47,7 @@ pub use process::{
 #[cfg(test)]
 pub use socket::keepalive;
 pub use socket::{
-    has_unread_bytes, inherited_listener, peer_hung_up, send_now, set_backlog, set_keepalive,
+    has_unread_bytes, inherited_listener, peek_byte, peer_hung_up, send_now, set_backlog, set_keepalive,
     wait_any_readable, wait_readable, Inherited,
 };
 

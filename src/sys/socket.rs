@@ -104,6 +104,28 @@ pub fn has_unread_bytes(socket: &impl AsRawFd) -> bool {
     n > 0
 }
 
+/// Looks at the next byte of connected socket `socket` without taking it
+/// or waiting: 1 if there is one, 0 at the end of the stream, `WouldBlock`
+/// if neither has come (or the error the socket has).
+pub fn peek_byte(socket: &impl AsRawFd) -> io::Result<usize> {
+    let mut byte = 0u8;
+    loop {
+        // SAFETY: `byte` is one writable byte and 1 is passed as the
+        // length, so the kernel writes only into it; the fd is borrowed
+        // from a live socket.
+        let n = unsafe { recv(socket.as_raw_fd(), &mut byte, 1, MSG_PEEK | MSG_DONTWAIT) };
+        match usize::try_from(n) {
+            Ok(n) => return Ok(n),
+            Err(_) => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
+
 /// Sends what of `bytes` connected socket `socket` takes now, without
 /// waiting for room: returns how many it took, 0 if it had no room or
 /// could not take them (its loop's next write meets the error). Never
