@@ -31,14 +31,14 @@ thread_local! {
 /// Notes that branch `name` was reached, on this thread. A name not in
 /// [`BRANCHES`] is a mistake the reach test reports. Allocates nothing:
 /// it runs inside the allocation sweep's failing runs.
-pub(super) fn reached(name: &str) {
+pub(in crate::engine) fn reached(name: &str) {
     match BRANCHES.iter().position(|branch| *branch == name) {
         Some(at) => REACHED.with(|reached| {
             let mut now = reached.get();
             now[at] = true;
             reached.set(now);
         }),
-        None => panic!("branch {name:?} is not in engine/branches.rs"),
+        None => panic!("branch {name:?} is not in engine/proofs/branches.rs"),
     }
 }
 

@@ -6,7 +6,7 @@
 //! the sweeps cannot fall behind the code. All of it is read from the one
 //! list of cases, `cases.rs`.
 
-use super::cases::{Case, CASES};
+use super::cases::CASES;
 use super::sweep_world::{output, world};
 
 /// Entry points no client reaches: start-up's, before any client, and the
@@ -118,7 +118,7 @@ const CONNECTIONS_REPLIES: &[(&str, &str)] = &[
 /// RESERVED`). A reply added to the table needs a case that gives it.
 #[test]
 fn every_reply_of_every_command_of_the_reference_is_reached() {
-    let reference = include_str!("../reference.md");
+    let reference = include_str!("../../reference.md");
     let table = reference.split("| command | replies | logged | promises | § |").nth(1).unwrap_or_default();
     let mut missing = Vec::new();
     let mut pairs = 0;
@@ -130,7 +130,7 @@ fn every_reply_of_every_command_of_the_reference_is_reached() {
             pairs += 1;
             let reached = CASES
                 .iter()
-                .any(|case| is_for(case, command) && case.reaches.split_whitespace().any(|w| w == word));
+                .any(|case| case.is_for(command) && case.reaches.split_whitespace().any(|w| w == word));
             if !reached && !CONNECTIONS_REPLIES.contains(&(command, word)) {
                 missing.push(format!("{command}: {word}"));
             }
@@ -140,15 +140,9 @@ fn every_reply_of_every_command_of_the_reference_is_reached() {
     assert!(missing.is_empty(), "replies of the table no sweep case reaches: {missing:#?}");
 }
 
-/// Whether `case` is one of `command`'s: its name is the command's, or
-/// starts with it and a space, a comma or a colon.
-pub(super) fn is_for(case: &Case, command: &str) -> bool {
-    case.name.strip_prefix(command).is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', ',', ':']))
-}
-
 #[test]
 fn every_logged_command_of_the_reference_has_a_logged_case() {
-    let reference = include_str!("../reference.md");
+    let reference = include_str!("../../reference.md");
     let mut logged = Vec::new();
     let table = reference.split("| command | replies | logged | promises | § |").nth(1).unwrap_or_default();
     for row in table.lines().skip(2).take_while(|line| line.starts_with("| `")) {
@@ -160,6 +154,6 @@ fn every_logged_command_of_the_reference_has_a_logged_case() {
     }
     assert!(logged.contains(&"put") && logged.contains(&"kick"), "the table was not read: {logged:?}");
     let missing: Vec<&&str> =
-        logged.iter().filter(|c| !CASES.iter().any(|case| case.logged && is_for(case, c))).collect();
+        logged.iter().filter(|c| !CASES.iter().any(|case| case.logged && case.is_for(c))).collect();
     assert!(missing.is_empty(), "logged commands without a logged case (cases.rs): {missing:?}");
 }
