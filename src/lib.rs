@@ -133,10 +133,12 @@
 //! The steps, in order; each file named is the only place its step goes.
 //!
 //! 1. **The reference** (`src/reference.md`): a row in the table of
-//!    commands (§3.0: replies, logged or not, section), which every other
-//!    document points to; its own section in §3, saying what it checks in
-//!    which order; its prefix in §1.3's list, placed so that no earlier
-//!    prefix matches it first; for a command on a job, a line in §3.20.
+//!    commands (§3.0: replies, logged or not, promises, section), which
+//!    every other document points to and every test reads through one
+//!    reader, `src/reference/commands.rs`; its own section in §3, saying
+//!    what it checks in which order; its prefix in §1.3's list, placed so
+//!    that no earlier prefix matches it first; for a command on a job, a
+//!    line in §3.20.
 //!    Then the README's cheat-sheet line: a test holds it, and the parser,
 //!    to the table.
 //! 2. **Parsing** ([`protocol`]): a [`protocol::Command`] variant and its

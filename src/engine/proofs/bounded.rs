@@ -13,25 +13,11 @@
 //! `benches/batch.rs`, never asserted by a test.
 
 use super::cases::CASES;
-
-/// The commands whose row in §3.0 promises `bounded`.
-fn bounded_commands() -> Vec<String> {
-    let reference = include_str!("../../reference.md");
-    let table = reference.split("| command | replies | logged | promises | § |").nth(1).unwrap_or_default();
-    table
-        .lines()
-        .skip(2)
-        .take_while(|line| line.starts_with("| `"))
-        .filter(|row| {
-            row.split(" | ").nth(3).is_some_and(|promises| promises.split(", ").any(|p| p == "bounded"))
-        })
-        .map(|row| row.trim_start_matches("| `").split([' ', '`']).next().unwrap_or_default().to_owned())
-        .collect()
-}
+use crate::reference::commands::promising;
 
 #[test]
 fn every_bounded_command_holds_the_lock_in_bounded_pieces() {
-    let commands = bounded_commands();
+    let commands = promising("bounded");
     assert!(commands.len() >= 4, "the table was not read: {commands:?}");
     for command in &commands {
         let run = CASES.iter().filter(|case| case.is_for(command)).find_map(|case| case.bounded);
