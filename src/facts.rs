@@ -229,16 +229,8 @@ fn the_memory_limits_counts_are_the_engines() {
 #[test]
 fn the_guide_names_a_test_for_every_promise() {
     // The promises column of the table of commands (reference §3.0).
-    let reference = include_str!("reference.md");
-    let table = reference.split("### 3.0 ").nth(1).and_then(|s| s.split("\n### ").next()).unwrap_or_default();
-    let mut promises: Vec<&str> = table
-        .lines()
-        .filter(|line| line.starts_with("| `"))
-        .filter_map(|line| line.split('|').nth(4))
-        .flat_map(|cell| cell.split(','))
-        .map(str::trim)
-        .filter(|promise| !promise.is_empty())
-        .collect();
+    let rows = crate::reference::commands::commands();
+    let mut promises: Vec<&str> = rows.iter().flat_map(|row| &row.promises).map(String::as_str).collect();
     promises.sort_unstable();
     promises.dedup();
     assert!(promises.len() >= 3, "{promises:?}");

@@ -133,10 +133,12 @@
 //! The steps, in order; each file named is the only place its step goes.
 //!
 //! 1. **The reference** (`src/reference.md`): a row in the table of
-//!    commands (§3.0: replies, logged or not, section), which every other
-//!    document points to; its own section in §3, saying what it checks in
-//!    which order; its prefix in §1.3's list, placed so that no earlier
-//!    prefix matches it first; for a command on a job, a line in §3.20.
+//!    commands (§3.0: replies, logged or not, promises, section), which
+//!    every other document points to and every test reads through one
+//!    reader, `src/reference/commands.rs`; its own section in §3, saying
+//!    what it checks in which order; its prefix in §1.3's list, placed so
+//!    that no earlier prefix matches it first; for a command on a job, a
+//!    line in §3.20.
 //!    Then the README's cheat-sheet line: a test holds it, and the parser,
 //!    to the table.
 //! 2. **Parsing** ([`protocol`]): a [`protocol::Command`] variant and its
@@ -199,56 +201,57 @@
 //!    `tests/` (`worker.rs`, `tubes.rs`, `batch.rs`, ...); for a logged
 //!    command, a restart in that same file (`tests/binlog.rs` for the
 //!    one-job commands, `tests/batch.rs` for those on many); and in the
-//!    engine, its cases in the one list of cases, `engine/cases.rs` (kept
-//!    in two files: more states and refusals in `engine/cases_more.rs`; a
-//!    starting world it needs goes in `engine/case_worlds.rs`): each case
-//!    is the command's name, its world, its step, the reply it reaches,
-//!    `.logged()` for a logged command and `.bounded(run)` for the promise
-//!    `bounded`. A step is a closure in the case, or, shared by several
-//!    cases, a `fn <name>_step` beside them (the reach test reads steps by
-//!    that name); a command on a whole tube's is
-//!    `on_a_tube_step(w, out, "<its line>")`. A run is written beside its
-//!    case too, a closure on `bounded::filled` (and `bounded::tube_chunks`
-//!    for a command on a whole tube). Every engine
-//!    test reads that list: the allocation sweep (`engine/sweep.rs`)
-//!    fails each allocation in turn and proves a refusal changes nothing;
-//!    the log sweep (`engine/log_sweep.rs`) fails each write, fsync and
-//!    allocation of a logged case; the agreement test
-//!    (`engine/agreement.rs`) restarts from the log after every case and
-//!    proves it rebuilds what memory holds (a difference by design goes
-//!    in its one list, `DIFFERENCES`, with its reason); and the reach
-//!    test (`engine/sweep_reach.rs`) fails until every engine method that
+//!    engine (whose tests are all in `engine/proofs/`, its `mod.rs` saying
+//!    what each file is), its cases in the one list of cases,
+//!    `engine/proofs/cases.rs` (kept in two files: more states and refusals
+//!    in `engine/proofs/cases_more.rs`; a starting world it needs goes in
+//!    `engine/proofs/case_worlds.rs`): each case is the command's name, its
+//!    world, its step, the reply it reaches, `.logged()` for a logged
+//!    command and `.bounded(run)` for the promise `bounded`. A step is a
+//!    closure in the case, or, shared by several cases, a `fn <name>_step`
+//!    beside them (the reach test reads steps by that name); a command on a
+//!    whole tube's is `on_a_tube_step(w, out, "<its line>")`. A run is
+//!    written beside its case too, a closure on `runs::filled` (and
+//!    `runs::tube_chunks` for a command on a whole tube; a long run goes in
+//!    `engine/proofs/runs.rs`). Every engine test reads that list: the
+//!    allocation sweep (`engine/proofs/sweep.rs`) fails each allocation in
+//!    turn and proves a refusal changes nothing; the log sweep
+//!    (`engine/proofs/log_sweep.rs`) fails each write, fsync and allocation
+//!    of a logged case; the agreement test (`engine/proofs/agreement.rs`)
+//!    restarts from the log after every case and proves it rebuilds what
+//!    memory holds (a difference by design goes in its one list,
+//!    `DIFFERENCES`, with its reason); and the reach test
+//!    (`engine/proofs/sweep_reach.rs`) fails until every engine method that
 //!    takes `&mut self` is called by a case, every reply in the command's
 //!    row is reached by a case named for it, and a logged command has a
 //!    logged case. Each promise in the row's *promises* gets its test by
-//!    the table: `engine/bounded.rs` (`bounded`), over the run a case
-//!    names, `tests/full.rs` (`frees`) and `tests/torn.rs` (`one write`)
-//!    fail until they have a case for it (in torn.rs's `case`, the lines
-//!    that make its jobs); `src/reference.rs` (admin) holds
+//!    the table: `engine/proofs/bounded.rs` (`bounded`), over the run a
+//!    case names, `tests/full.rs` (`frees`) and `tests/torn.rs`
+//!    (`one write`) fail until they have a case for it (in torn.rs's
+//!    `case`, the lines that make its jobs); `src/reference.rs` (admin) holds
 //!    `protocol/admin.rs`'s list to the commands the column names, and
 //!    `tests/admin.rs` refuses each over TCP, read from the table (no word
-//!    there); a command on jobs by id that a connection may run on the
-//!    jobs it holds (admin unless held) is refused by its engine method,
-//!    with a case of the refusal, and `tests/admin.rs` tries it on a job
-//!    the sender does not hold. The model (`tests/model.rs`, random histories against the
-//!    naive model in `tests/model/`) is not a step: it covers the commands
-//!    it has, and a new command's engine cases and exact bytes cover it;
-//!    add it there only when what it does to other jobs' order needs
-//!    random histories to trust.
+//!    there); a command on jobs by id that a connection may run on the jobs
+//!    it holds (admin unless held) is refused by its engine method, with a
+//!    case of the refusal, and `tests/admin.rs` tries it on a job the
+//!    sender does not hold. The model (`tests/model.rs`, random histories
+//!    against the naive model in `tests/model/`) is not a step: it covers
+//!    the commands it has, and a new command's engine cases and exact bytes
+//!    cover it; add it there only when what it does to other jobs' order
+//!    needs random histories to trust.
 //!
 //! The places that list commands beside the table, each held to it by a
-//! test (`src/reference.rs`, `engine/sweep_reach.rs`): §1.3's prefixes,
-//! the README's cheat-sheet, the parser's `Command` and
-//! `protocol/admin.rs`'s names, the engine's cases, the admin commands in the
-//! README ("Who may do what") and the man page (`--admin-commands`), and,
-//! for a command beanstalkd lacks, §10's extras, the README's "How it
+//! test (`src/reference.rs`, `engine/proofs/sweep_reach.rs`): §1.3's
+//! prefixes, the README's cheat-sheet, the parser's `Command` and
+//! `protocol/admin.rs`'s names, the engine's cases, the admin commands in
+//! the README ("Who may do what") and the man page (`--admin-commands`),
+//! and, for a command beanstalkd lacks, §10's extras, the README's "How it
 //! maps to beanstalkd" and the man page's list of commands beyond
-//! beanstalkd's (the test names a missing one; the words are yours).
-//! The places a new command's words go by hand, which no test holds: its
-//! own section in §3 of the reference, and for a command that changes
-//! many jobs in one write, §8.2's examples of such commands. Whose a
-//! command is (ours, tuber's) is said in its section and §10, nowhere
-//! else.
+//! beanstalkd's (the test names a missing one; the words are yours). The
+//! places a new command's words go by hand, which no test holds: its own
+//! section in §3 of the reference, and for a command that changes many jobs
+//! in one write, §8.2's examples of such commands. Whose a command is
+//! (ours, tuber's) is said in its section and §10, nowhere else.
 //!
 //! **A few event loops, one a CPU.** Connections are served by a fixed
 //! set of I/O threads ([`event_loop`], `--threads`), each waiting on its
@@ -276,12 +279,12 @@
 //!
 //! - **Running out.** Every command claims the memory and the log room it
 //!   needs before it changes anything, and two sweeps prove it, failing
-//!   every allocation (`engine/sweep.rs`, through `sys/failing.rs`) and
-//!   every write and fsync of the log (`engine/log_sweep.rs`, through
-//!   `binlog/faults.rs`) of every command in turn, both counting with
-//!   `countdown.rs`; a third (`engine/agreement.rs`) restarts from the log
-//!   after every command and compares it with memory. All three run the
-//!   one list of cases, `engine/cases.rs`.
+//!   every allocation (`engine/proofs/sweep.rs`, through `sys/failing.rs`)
+//!   and every write and fsync of the log (`engine/proofs/log_sweep.rs`,
+//!   through `binlog/faults.rs`) of every command in turn, both counting
+//!   with `countdown.rs`; a third (`engine/proofs/agreement.rs`) restarts
+//!   from the log after every command and compares it with memory. All
+//!   three run the one list of cases, `engine/proofs/cases.rs`.
 //! - **Memory.** [`conn::buffers`]: a connection lets its buffers go when
 //!   idle. [`sys::memory`]: the binary's allocator, big blocks as mappings
 //!   of their own, and [`sys::pages`]: small blocks in pages of their own

@@ -1,7 +1,12 @@
 //! The protocol reference: what a client sees on the wire, command by
 //! command, and where this server differs from beanstalkd. Code and tests
-//! cite it as "reference §N". It holds no code; `cargo doc` renders it.
+//! cite it as "reference §N". It holds no code but, for the tests, the
+//! reader of its table of commands (`reference/commands.rs`); `cargo doc`
+//! renders it.
 #![doc = include_str!("reference.md")]
+
+#[cfg(test)]
+pub(crate) mod commands;
 
 #[cfg(test)]
 mod tests {
@@ -10,69 +15,12 @@ mod tests {
 
     use std::collections::BTreeSet;
 
+    use super::commands::{commands, reply_words, Row, REFERENCE};
     use crate::protocol::{parse, Admin, AdminCommands, Name};
 
-    const REFERENCE: &str = include_str!("reference.md");
     const README: &str = include_str!("../README.md");
     const PROTOCOL: &str = include_str!("protocol/command.rs");
     const REPLIES: &str = include_str!("protocol/reply.rs");
-
-    /// One row of the table of commands.
-    struct Row {
-        /// As written: `release <id> <pri> <delay>`.
-        syntax: String,
-        /// The reply words: `RELEASED`, `NOT_FOUND`.
-        replies: BTreeSet<String>,
-        /// The promises: `frees`, `admin`, ...
-        promises: Vec<String>,
-    }
-
-    impl Row {
-        fn name(&self) -> &str {
-            self.syntax.split(' ').next().unwrap_or_default()
-        }
-
-        /// A line that the parser must take for this command.
-        fn example(&self) -> String {
-            let arguments = self.syntax.split(' ').skip(1).map(|field| match field {
-                "<tube>" => "tube",
-                "<mode>" => "fifo",
-                _ => "1",
-            });
-            std::iter::once(self.name()).chain(arguments).collect::<Vec<_>>().join(" ")
-        }
-    }
-
-    fn table() -> Vec<Row> {
-        let section = REFERENCE.split("### 3.0 ").nth(1).expect("§3.0 in reference.md");
-        let section = section.split("\n### ").next().unwrap_or_default();
-        let rows: Vec<Row> = section
-            .lines()
-            .filter(|line| line.starts_with("| `"))
-            .map(|line| {
-                let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-                Row {
-                    syntax: cells[1].trim_matches('`').to_owned(),
-                    replies: reply_words(cells[2]),
-                    promises: cells[4]
-                        .split(',')
-                        .map(|p| p.trim().to_owned())
-                        .filter(|p| !p.is_empty())
-                        .collect(),
-                }
-            })
-            .collect();
-        assert!(rows.len() > 20, "the table of commands, §3.0, has {} rows", rows.len());
-        rows
-    }
-
-    /// The words in capitals of `text`: the replies it names.
-    fn reply_words(text: &str) -> BTreeSet<String> {
-        text.split(|c: char| !(c.is_ascii_uppercase() || c == '_'))
-            .filter(|word| word.len() > 1)
-            .map(str::to_owned)
-            .collect()
-    }
 
     /// `ReserveWithTimeout` as the protocol writes it: `reserve-with-timeout`.
     fn kebab(variant: &str) -> String {
@@ -115,7 +63,7 @@ mod tests {
 
     #[test]
     fn every_command_of_the_parser_is_in_the_table_and_nothing_else() {
-        let in_table: BTreeSet<String> = table().iter().map(|row| row.name().to_owned()).collect();
+        let in_table: BTreeSet<String> = commands().iter().map(|row| row.name().to_owned()).collect();
         let parsed: BTreeSet<String> = command_variants().iter().map(|v| kebab(v)).collect();
         assert!(parsed.len() > 20, "{parsed:?}");
         assert_eq!(parsed, in_table, "protocol::Command against the table of commands, reference §3.0");
@@ -123,7 +71,7 @@ mod tests {
 
     #[test]
     fn each_row_of_the_table_parses_as_its_command() {
-        for row in table() {
+        for row in commands() {
             let line = row.example();
             let command = parse(line.as_bytes()).unwrap_or_else(|e| panic!("{line:?}: {e:?}"));
             let variant = format!("{command:?}");
@@ -135,8 +83,7 @@ mod tests {
     /// The class a row's promises give its command: `admin`, `admin
     /// unless held`, or neither.
     fn admin_class(row: &Row) -> Option<Admin> {
-        let promised = |word: &str| row.promises.iter().any(|p| p == word);
-        match (promised("admin"), promised("admin unless held")) {
+        match (row.makes("admin"), row.makes("admin unless held")) {
             (true, false) => Some(Admin::Whole),
             (false, true) => Some(Admin::UnlessHeld),
             (false, false) => None,
@@ -146,7 +93,7 @@ mod tests {
 
     #[test]
     fn the_admin_commands_are_those_the_table_says() {
-        let table = table();
+        let table = commands();
         // The names, in the table's order, are the parser's.
         let names: Vec<&str> = Name::ALL.iter().map(|name| name.as_str()).collect();
         let rows: Vec<&str> = table.iter().map(Row::name).collect();
@@ -185,7 +132,7 @@ mod tests {
     /// unless held`.
     #[test]
     fn the_admin_commands_listed_for_readers_are_those_of_the_table() {
-        let admin: BTreeSet<String> = table()
+        let admin: BTreeSet<String> = commands()
             .iter()
             .filter(|row| admin_class(row).is_some())
             .map(|row| row.name().to_owned())
@@ -215,7 +162,7 @@ mod tests {
     fn every_command_has_its_prefix_in_section_1_3() {
         let section =
             REFERENCE.split("### 1.3 ").nth(1).expect("§1.3").split("\n### ").next().unwrap_or_default();
-        for row in table() {
+        for row in commands() {
             assert!(section.contains(&format!("\"{}", row.name())), "{} is not in §1.3", row.name());
         }
     }
@@ -259,7 +206,7 @@ mod tests {
         let maps = README.split("## How it maps to beanstalkd").nth(1).expect("README: How it maps");
         let maps = maps.split("\n## ").next().unwrap_or_default();
         let differs = REFERENCE.split("## 10. ").nth(1).expect("§10");
-        let extras: Vec<String> = table()
+        let extras: Vec<String> = commands()
             .iter()
             .map(|row| row.name().to_owned())
             .filter(|name| !BEANSTALKDS.contains(&name.as_str()))
@@ -275,7 +222,7 @@ mod tests {
 
     #[test]
     fn the_readme_cheat_sheet_is_a_copy_of_the_table() {
-        let table = table();
+        let table = commands();
         let sheet = README.split("## Protocol cheat-sheet").nth(1).expect("the README's cheat-sheet");
         let sheet = sheet.split("```text\n").nth(1).and_then(|s| s.split("```").next()).unwrap_or_default();
         let mut named = BTreeSet::new();

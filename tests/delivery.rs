@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::io::Read;
+use std::io::{ErrorKind, Read};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -512,6 +512,12 @@ fn a_delivery_racing_a_hang_up_loses_no_job() {
 /// first worker is never sent the rest of a job it no longer holds: its
 /// connection ends instead, and what it reads is the start of the reply,
 /// then the end of the stream. After a lapse, the next worker gets the job.
+///
+/// Each wait here ends on whichever comes first, the right event or the
+/// wrong one, and fails at once on the wrong one, never at the hang
+/// guard: the next worker waits for the job or for it to go back to the
+/// first worker; the first worker reads until the cut, or until it has
+/// the whole job, or until the server has it waiting in line again.
 fn a_delivery_taken_back_is_never_finished(reserve: &str, flushed: bool) {
     let server = common::start_args(&["-z", "8000000"]);
     let mut observer = server.connect();
@@ -530,21 +536,71 @@ fn a_delivery_taken_back_is_never_finished(reserve: &str, flushed: bool) {
     if flushed {
         assert_eq!(next.cmd("flush-tube default"), "FLUSHED 1\r\n");
     } else {
-        let reply = next.cmd("reserve");
+        let reply = the_next_worker_s_job(&mut next, &mut observer, id);
         assert_eq!(reply.len(), whole);
         assert!(reply.starts_with(&header));
         assert_eq!(next.cmd(&format!("delete {id}")), "DELETED\r\n");
     }
     // Now the stuck worker reads: never the whole reply.
-    stuck.stream.set_read_timeout(Some(common::HANG_GUARD)).unwrap();
-    let mut received = Vec::new();
-    let ended = stuck.stream.read_to_end(&mut received);
-    assert!(ended.is_ok(), "{ended:?} after {} bytes", received.len());
+    let received = read_to_the_cut(&mut stuck, whole, &mut observer);
     assert!(received.starts_with(header.as_bytes()), "it was sent the start of the reply");
-    assert!(received.len() < whole, "a worker was sent the whole of a job it no longer holds");
     assert_eq!(observer.stat("current-jobs-reserved"), "0");
     let closed = || observer.stat("current-connections") == "3";
     assert!(common::settle(common::HANG_GUARD, closed), "the stuck worker's connection did not end");
+}
+
+/// Job `id`'s reply to `next`, once the job's TTR has taken it from the
+/// worker it was handed to. Fails at once if the job is reserved again
+/// meanwhile by anyone else: it went back to the worker that was cut off.
+fn the_next_worker_s_job(next: &mut common::Client, observer: &mut common::Client, id: u64) -> String {
+    let started = Instant::now();
+    loop {
+        let reply = next.cmd("reserve-with-timeout 0");
+        if reply != "TIMED_OUT\r\n" {
+            return reply;
+        }
+        let reserves = observer.yaml_map(&format!("stats-job {id}"))["reserves"].clone();
+        assert_eq!(reserves, "1", "job {id} was reserved again, not by the next worker");
+        assert!(started.elapsed() < common::HANG_GUARD, "job {id}'s TTR never ran out");
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// What `stuck` reads until the server ends its stream (the cut). Fails
+/// at once if it reads `whole` bytes (the whole reply of a job it no
+/// longer holds) or if, while nothing arrives, the server counts a client
+/// waiting in line (it was put back in line with part of a reply sent,
+/// never cut).
+fn read_to_the_cut(stuck: &mut common::Client, whole: usize, observer: &mut common::Client) -> Vec<u8> {
+    let started = Instant::now();
+    let mut received = Vec::new();
+    let mut chunk = vec![0; 1 << 16];
+    stuck.stream.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    loop {
+        match stuck.stream.read(&mut chunk) {
+            Ok(0) => return received,
+            Ok(n) => {
+                received.extend_from_slice(&chunk[..n]);
+                assert!(received.len() < whole, "a worker was sent the whole of a job it no longer holds");
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) =>
+            {
+                let waiting = observer.stat("current-waiting");
+                assert_eq!(
+                    waiting,
+                    "0",
+                    "after {} bytes, the worker was put back in line, not cut",
+                    received.len()
+                );
+                assert!(started.elapsed() < common::HANG_GUARD, "never cut, after {} bytes", received.len());
+            }
+            Err(e) => panic!("{e} after {} bytes", received.len()),
+        }
+    }
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! For tests only: the log's writes, fsyncs and file operations fail on
 //! request, the `n`th of one thread's, the way the allocation-failure sweep
-//! fails allocations (`engine/log_sweep.rs` runs every logged command with
-//! each of its operations failing in turn). In the server's build
+//! fails allocations (`engine/proofs/log_sweep.rs` runs every logged
+//! command with each of its operations failing in turn). In the server's build
 //! [`io_point`] is `Ok(())` and nothing else is here.
 
 use std::io;

@@ -223,7 +223,7 @@ impl Engine {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{client, engine, name, put_tagged, reserved_id};
+    use super::super::proofs::tests::{client, engine, name, put_tagged, reserved_id};
     use super::*;
     use crate::protocol::ConKey;
 

@@ -384,7 +384,7 @@ impl Engine {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{client, engine, name, put_tagged, reserved_id};
+    use super::super::proofs::tests::{client, engine, name, put_tagged, reserved_id};
     use super::*;
 
     fn put_in(e: &mut Engine, c: ClientId, delay: u32, group: &str, after: &str) -> JobId {

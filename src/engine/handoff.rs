@@ -20,9 +20,9 @@
 
 use super::*;
 
-/// Marks a branch the engine's test cases must reach (`branches.rs`).
+/// Marks a branch the engine's test cases must reach (`proofs/branches.rs`).
 #[cfg(test)]
-use super::branches::reached;
+use super::proofs::branches::reached;
 #[cfg(not(test))]
 fn reached(_: &str) {}
 

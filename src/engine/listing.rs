@@ -182,7 +182,7 @@ impl Engine {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{client, engine, put, reserved_id};
+    use super::super::proofs::tests::{client, engine, put, reserved_id};
     use super::*;
 
     /// A whole page, gathered as the connection gathers it.
@@ -278,8 +278,8 @@ mod tests {
         let mut e = engine();
         let (c, other) = (client(&mut e), client(&mut e));
         let mine = put(&mut e, c, 0, 0, 60, Time::ZERO);
-        e.use_tube(other, &super::super::tests::name("elsewhere"));
-        e.watch(other, &super::super::tests::name("elsewhere"));
+        e.use_tube(other, &super::super::proofs::tests::name("elsewhere"));
+        e.watch(other, &super::super::proofs::tests::name("elsewhere"));
         put(&mut e, other, 0, 0, 60, Time::ZERO);
         reserved_id(e.reserve(c, None, Time::ZERO, &mut Vec::<u8>::new()));
         reserved_id(e.reserve(other, None, Time::ZERO, &mut Vec::<u8>::new()));

@@ -283,7 +283,7 @@ impl Engine {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{client, engine, put, reserved_id};
+    use super::super::proofs::tests::{client, engine, put, reserved_id};
     use super::*;
 
     fn figures(e: &Engine, now: Time) -> TubeFigures {

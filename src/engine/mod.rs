@@ -72,28 +72,10 @@ pub(crate) mod journaling;
 pub(crate) mod id_map;
 pub(crate) mod slot_table;
 
+// The engine's tests, the one list of its cases and the tests that run
+// them: test builds only.
 #[cfg(test)]
-mod branches;
-#[cfg(test)]
-mod bounded;
-#[cfg(test)]
-mod sweep_world;
-#[cfg(test)]
-mod sweep;
-#[cfg(test)]
-mod cases;
-#[cfg(test)]
-mod cases_more;
-#[cfg(test)]
-mod case_worlds;
-#[cfg(test)]
-mod sweep_state;
-#[cfg(test)]
-mod sweep_reach;
-#[cfg(test)]
-mod log_sweep;
-#[cfg(test)]
-mod agreement;
+mod proofs;
 
 use std::fmt::Debug;
 use std::sync::{Arc, Condvar};
@@ -541,8 +523,3 @@ fn ready_since(created: Time, delay: u32, counters: &Counters, now: Time) -> Tim
     let due = created.0.saturating_add(u64::from(delay).saturating_mul(1_000_000_000));
     Time(due.min(now.0))
 }
-
-#[cfg(test)]
-mod tests;
-#[cfg(test)]
-mod handoff_tests;

@@ -41,7 +41,7 @@ impl Engine {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{client, engine, put};
+    use super::super::proofs::tests::{client, engine, put};
     use crate::time::Time;
 
     #[test]

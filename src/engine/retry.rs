@@ -126,7 +126,7 @@ impl Engine {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{client, engine, put_tagged, reserved_id};
+    use super::super::proofs::tests::{client, engine, put_tagged, reserved_id};
     use super::*;
 
     /// Puts a job with retry limit `limit` (`None`: no tag).

@@ -1,11 +1,11 @@
 //! For tests only: an allocator that fails the `n`th allocation made by
 //! one thread while a test asks it to, the way SQLite tests itself. The
-//! allocation-failure sweep (`engine/sweep.rs`) runs each command with its
-//! 1st, 2nd, … allocation failing, until one run needs no failure, and
-//! checks that each run ends in the normal reply or `OUT_OF_MEMORY`,
-//! with the engine unchanged or fully changed. An allocation made through
-//! an infallible API (`Vec::push`, `Box::new`) that fails aborts the test
-//! binary: that is how the sweep finds one.
+//! allocation-failure sweep (`engine/proofs/sweep.rs`) runs each command
+//! with its 1st, 2nd, … allocation failing, until one run needs no
+//! failure, and checks that each run ends in the normal reply or
+//! `OUT_OF_MEMORY`, with the engine unchanged or fully changed. An
+//! allocation made through an infallible API (`Vec::push`, `Box::new`)
+//! that fails aborts the test binary: that is how the sweep finds one.
 //!
 //! Counting is per thread, so the test harness's other threads, running
 //! other tests, neither count nor fail.

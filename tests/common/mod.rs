@@ -5,6 +5,8 @@
 pub mod beanstalkd;
 pub mod binary;
 pub mod helper;
+/// The table of commands (reference §3.0), read by the lib's own reader.
+#[path = "../../src/reference/commands.rs"]
 pub mod table;
 pub mod wire;
 

@@ -2,13 +2,13 @@
 //! also pinned over the wire by the integration tests, and against a naive
 //! model by `tests/model.rs`.
 
-use super::*;
+use crate::engine::*;
 
-pub(super) fn engine() -> Engine {
+pub(in crate::engine) fn engine() -> Engine {
     Engine::new(65535)
 }
 
-pub(super) fn client(e: &mut Engine) -> ClientId {
+pub(in crate::engine) fn client(e: &mut Engine) -> ClientId {
     e.connect(Arc::new(Condvar::new())).unwrap()
 }
 
@@ -16,7 +16,7 @@ pub(super) fn client(e: &mut Engine) -> ClientId {
 /// `mailbox.rs`): it takes a job's reply when it has room for it, and
 /// gives it back, withdrawn, unless it was `sent`.
 #[derive(Debug, Default)]
-pub(super) struct Mailbox {
+pub(in crate::engine) struct Mailbox {
     pub(super) reply: std::sync::Mutex<Vec<u8>>,
     /// The reply in it has been sent: it can no longer be withdrawn.
     pub(super) sent: std::sync::atomic::AtomicBool,
@@ -46,16 +46,23 @@ impl Waker for Mailbox {
     }
 }
 
-pub(super) fn name(s: &str) -> TubeName {
+pub(in crate::engine) fn name(s: &str) -> TubeName {
     TubeName::new(s.as_bytes()).unwrap()
 }
 
-pub(super) fn put(e: &mut Engine, c: ClientId, pri: u32, delay: u32, ttr: u32, now: Time) -> JobId {
+pub(in crate::engine) fn put(
+    e: &mut Engine,
+    c: ClientId,
+    pri: u32,
+    delay: u32,
+    ttr: u32,
+    now: Time,
+) -> JobId {
     put_tagged(e, c, pri, delay, ttr, now, PutTags::NONE)
 }
 
 /// [`put`] with the put's tags `tags`.
-pub(super) fn put_tagged(
+pub(in crate::engine) fn put_tagged(
     e: &mut Engine,
     c: ClientId,
     pri: u32,
@@ -72,7 +79,7 @@ pub(super) fn put_tagged(
     id
 }
 
-pub(super) fn reserved_id(reply: Option<Reply>) -> JobId {
+pub(in crate::engine) fn reserved_id(reply: Option<Reply>) -> JobId {
     match reply {
         Some(Reply::Reserved(id, _)) => id,
         other => panic!("expected RESERVED, got {other:?}"),

@@ -6,7 +6,7 @@
 //! run them (`sweep.rs`, `log_sweep.rs`, `agreement.rs`, `sweep_reach.rs`,
 //! `bounded.rs`) build on this file and on nothing of each other's.
 
-use super::*;
+use crate::engine::*;
 use crate::protocol::{ConKey, SHORT_REPLY_LEN};
 use crate::stats::ProcessStats;
 

@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use super::*;
+use crate::engine::*;
 
 /// Everything a client could ever learn of the engine, and what decides
 /// what it will learn next, written out so that two engines can be

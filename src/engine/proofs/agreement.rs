@@ -14,10 +14,11 @@
 //! with the log after a clean one; this compares the log with memory, so
 //! a field the journal logs wrong fails here.
 
-use super::cases::{Case, CASES};
+use super::case::Case;
+use super::cases::CASES;
 use super::log_sweep::{restarted, Dir};
 use super::sweep_world::{output, world_from, T0};
-use super::*;
+use crate::engine::*;
 
 /// One job as memory holds it, or as a restart rebuilds it.
 #[derive(Debug, PartialEq)]

@@ -1,14 +1,12 @@
-//! The engine's test cases, continued (see `cases.rs`, whose [`CASES`]
+//! The engine's test cases, continued (see `cases.rs`, whose `CASES`
 //! joins these to its own): more states and refusals of each command, the
 //! timer, and the connections' coming and going.
-//!
-//! [`CASES`]: super::cases::CASES
 
-use super::bounded;
+use super::case::{answer, case, Case, NO_JOB};
 use super::case_worlds::*;
-use super::cases::{answer, case, Case, NO_JOB};
+use super::runs;
 use super::sweep_world::*;
-use super::*;
+use crate::engine::*;
 
 /// More states and refusals.
 pub(super) const MORE: &[Case] = &[
@@ -39,7 +37,7 @@ pub(super) const MORE: &[Case] = &[
         "RESERVED_BATCH 2\r\nRESERVED 3 5\r\nready\r\nRESERVED 5 5\r\n",
         reserve_batch_step,
     )
-    .bounded(bounded::reserve_batch),
+    .bounded(runs::reserve_batch),
     case("kick-job of a buried job", plain, "KICKED", |w, out| w.e.kick_job(w.buried, T0).encode(out))
         .logged(),
     case("move-job of a delayed job", plain, "MOVED", |w, out| {

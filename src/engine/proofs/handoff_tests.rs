@@ -3,7 +3,7 @@
 //! that keep a job with one worker when a hand-off waits for the lock.
 
 use super::tests::{client, engine, name, put, reserved_id};
-use super::*;
+use crate::engine::*;
 
 #[test]
 fn blocked_waiters_are_served_oldest_first() {

@@ -14,11 +14,12 @@
 
 use std::sync::Arc as StdArc;
 
-use super::cases::{Case, CASES};
+use super::case::Case;
+use super::cases::CASES;
 use super::sweep_world::{output, put_step, state, world_from, Step, World, T0};
-use super::*;
 use crate::binlog::{faults, sync::Durability, Binlog};
 use crate::config::Fsync;
+use crate::engine::*;
 use crate::ids::IdRange;
 use crate::time::Clock;
 

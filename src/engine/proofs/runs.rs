@@ -1,23 +1,14 @@
-//! The promise `bounded` of the table of commands (reference §3.0), made
-//! a test: every command whose row makes it runs here as its connection
-//! runs it, a piece a lock, against more jobs than one piece may touch,
-//! and no piece may do more than the bound the reference names: a
-//! thousand jobs changed (and a thousand held jobs let go), 256 KiB of
-//! bodies copied (a job more), or 16 Ki slots of a queue looked at. The
-//! run is a case's `bounded` (`cases.rs`, `cases_more.rs`), written beside
-//! the case (on [`filled`], and [`tube_chunks`] for a command on a whole
-//! tube) or, if long, here. A command given the promise without such a
-//! case fails, so the promise cannot outrun its check.
-//!
-//! Work is counted, not timed: the stall a piece causes is measured by
-//! `benches/batch.rs`, never asserted by a test.
+//! The runs of the promise `bounded` (reference §3.0): a command run as
+//! its connection runs it, a piece a lock, against more jobs than one
+//! piece may touch, counting each piece's work ([`Pieces`]). A case names
+//! its run (`Case::bounded`, `case.rs`), written beside the case (on
+//! [`filled`], and [`tube_chunks`] for a command on a whole tube) or, if
+//! long, here; the bounded test (`bounded.rs`) runs them.
 
-use super::cases::CASES;
-use super::sweep_reach::is_for;
-use super::tests::{client, engine};
-use super::*;
+use super::tests::{client, engine, put_tagged};
 use crate::engine::groups::LET_GO_PIECE;
 use crate::engine::listing::LIST_PIECE;
+use crate::engine::*;
 use crate::protocol::{TubeName, MAX_BATCH};
 
 /// What each piece of one run did, and the most a piece may do.
@@ -97,9 +88,9 @@ pub(super) fn delete_batch() -> Pieces {
 pub(super) fn delete() -> Pieces {
     let (mut e, c) = filled(0, 1);
     let tags = |group: Option<&'static [u8]>, after| PutTags::NONE.with_groups(group, after).unwrap();
-    let member = super::tests::put_tagged(&mut e, c, 0, 0, 600, Time::ZERO, tags(Some(b"g"), None));
+    let member = put_tagged(&mut e, c, 0, 0, 600, Time::ZERO, tags(Some(b"g"), None));
     for _ in 0..3 * LET_GO_PIECE + 1 {
-        super::tests::put_tagged(&mut e, c, 0, 0, 600, Time::ZERO, tags(None, Some(b"g")));
+        put_tagged(&mut e, c, 0, 0, 600, Time::ZERO, tags(None, Some(b"g")));
     }
     assert!(matches!(e.reserve_job(c, member, Time::ZERO, &mut Vec::<u8>::new()), Reply::Reserved(..)));
     assert_eq!(e.delete(c, member, Time::ZERO), Reply::Deleted);
@@ -169,38 +160,3 @@ pub(super) fn list_jobs(state: State) -> Pieces {
 /// A bounded command's run, as its connection makes it: a case's proof
 /// of the promise (`Case::bounded` in `cases.rs`).
 pub(super) type Run = fn() -> Pieces;
-
-/// The commands whose row in §3.0 promises `bounded`.
-fn bounded_commands() -> Vec<String> {
-    let reference = include_str!("../reference.md");
-    let table = reference.split("| command | replies | logged | promises | § |").nth(1).unwrap_or_default();
-    table
-        .lines()
-        .skip(2)
-        .take_while(|line| line.starts_with("| `"))
-        .filter(|row| {
-            row.split(" | ").nth(3).is_some_and(|promises| promises.split(", ").any(|p| p == "bounded"))
-        })
-        .map(|row| row.trim_start_matches("| `").split([' ', '`']).next().unwrap_or_default().to_owned())
-        .collect()
-}
-
-#[test]
-fn every_bounded_command_holds_the_lock_in_bounded_pieces() {
-    let commands = bounded_commands();
-    assert!(commands.len() >= 4, "the table was not read: {commands:?}");
-    for command in &commands {
-        let run = CASES.iter().filter(|case| is_for(case, command)).find_map(|case| case.bounded);
-        let Some(run) = run else {
-            panic!("{command} promises `bounded` in reference §3.0, and no case of it in cases.rs proves it")
-        };
-        let pieces = run();
-        assert!(
-            pieces.work.iter().all(|&w| w <= pieces.most),
-            "{command}: pieces {:?} over {}",
-            pieces.work,
-            pieces.most
-        );
-        assert!(!pieces.split || pieces.work.len() > 1, "{command} did {:?} in one piece", pieces.work);
-    }
-}

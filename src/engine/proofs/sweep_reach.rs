@@ -6,8 +6,9 @@
 //! the sweeps cannot fall behind the code. All of it is read from the one
 //! list of cases, `cases.rs`.
 
-use super::cases::{Case, CASES};
+use super::cases::CASES;
 use super::sweep_world::{output, world};
+use crate::reference::commands::commands;
 
 /// Entry points no client reaches: start-up's, before any client, and the
 /// log's own (its sweep runs them).
@@ -65,9 +66,11 @@ fn every_entry_point_that_changes_the_engine_has_a_sweep_case() {
 }
 
 /// Every inner branch the cases are named for (`branches.rs`) is reached
-/// by some case, with nothing failing.
+/// by some case, with nothing failing. The record is this thread's, and
+/// starts empty: what another test reaches counts for nothing here.
 #[test]
 fn every_marked_branch_is_reached_by_a_case() {
+    super::branches::forget();
     for case in CASES {
         let mut w = world();
         (case.world)(&mut w);
@@ -116,20 +119,16 @@ const CONNECTIONS_REPLIES: &[(&str, &str)] = &[
 /// RESERVED`). A reply added to the table needs a case that gives it.
 #[test]
 fn every_reply_of_every_command_of_the_reference_is_reached() {
-    let reference = include_str!("../reference.md");
-    let table = reference.split("| command | replies | logged | promises | § |").nth(1).unwrap_or_default();
     let mut missing = Vec::new();
     let mut pairs = 0;
-    for row in table.lines().skip(2).take_while(|line| line.starts_with("| `")) {
-        let cells: Vec<&str> = row.split(" | ").collect();
-        let command = cells[0].trim_start_matches("| `").split([' ', '`']).next().unwrap_or_default();
-        let words = cells[1].split(|c: char| !(c.is_ascii_uppercase() || c == '_')).filter(|w| w.len() > 1);
-        for word in words {
+    for row in commands() {
+        let command = row.name();
+        for word in &row.replies {
             pairs += 1;
             let reached = CASES
                 .iter()
-                .any(|case| is_for(case, command) && case.reaches.split_whitespace().any(|w| w == word));
-            if !reached && !CONNECTIONS_REPLIES.contains(&(command, word)) {
+                .any(|case| case.is_for(command) && case.reaches.split_whitespace().any(|w| w == word));
+            if !reached && !CONNECTIONS_REPLIES.contains(&(command, word.as_str())) {
                 missing.push(format!("{command}: {word}"));
             }
         }
@@ -138,26 +137,12 @@ fn every_reply_of_every_command_of_the_reference_is_reached() {
     assert!(missing.is_empty(), "replies of the table no sweep case reaches: {missing:#?}");
 }
 
-/// Whether `case` is one of `command`'s: its name is the command's, or
-/// starts with it and a space, a comma or a colon.
-pub(super) fn is_for(case: &Case, command: &str) -> bool {
-    case.name.strip_prefix(command).is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', ',', ':']))
-}
-
 #[test]
 fn every_logged_command_of_the_reference_has_a_logged_case() {
-    let reference = include_str!("../reference.md");
-    let mut logged = Vec::new();
-    let table = reference.split("| command | replies | logged | promises | § |").nth(1).unwrap_or_default();
-    for row in table.lines().skip(2).take_while(|line| line.starts_with("| `")) {
-        let cells: Vec<&str> = row.split(" | ").collect();
-        let command = cells[0].trim_start_matches("| `").split([' ', '`']).next().unwrap_or_default();
-        if cells.get(2).is_some_and(|logged| *logged != "no") {
-            logged.push(command);
-        }
-    }
-    assert!(logged.contains(&"put") && logged.contains(&"kick"), "the table was not read: {logged:?}");
-    let missing: Vec<&&str> =
-        logged.iter().filter(|c| !CASES.iter().any(|case| case.logged && is_for(case, c))).collect();
+    let logged: Vec<String> =
+        commands().into_iter().filter(|row| row.logged).map(|row| row.name().to_owned()).collect();
+    assert!(logged.iter().any(|c| c == "put") && logged.iter().any(|c| c == "kick"), "{logged:?}");
+    let missing: Vec<&String> =
+        logged.iter().filter(|c| !CASES.iter().any(|case| case.logged && case.is_for(c))).collect();
     assert!(missing.is_empty(), "logged commands without a logged case (cases.rs): {missing:?}");
 }

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::sweep_world::{
     con, key, name, put, put_grouped_step, put_keyed, put_keyed_step, put_step, put_tagged_step, World, T0,
 };
-use super::*;
+use crate::engine::*;
 
 /// What a case's world needs before its step runs.
 pub(super) type Setup = fn(&mut World);

@@ -21,65 +21,13 @@
 
 use std::io::Write as _;
 
-use super::bounded::{self, Run};
+use super::case::*;
 use super::case_worlds::*;
 use super::cases_more::MORE;
+use super::runs;
 use super::sweep_world::*;
-use super::*;
+use crate::engine::*;
 use crate::protocol::ReserveMode;
-
-/// One case: see the module's docs.
-#[derive(Clone, Copy)]
-pub(super) struct Case {
-    /// The command first, as the table names it (`delete-batch of a keyed
-    /// job`), for the tests that look a command's cases up by its name.
-    pub(super) name: &'static str,
-    /// What the world needs before the step, on [`world_from`]'s.
-    pub(super) world: Setup,
-    /// The command, as a connection runs it.
-    pub(super) step: Step,
-    /// What it reaches when no allocation fails: the start of its reply's
-    /// first line, or of its outcome as written (`""`: no reply, as for a
-    /// reserve that blocks). A case that drifts from what it is named for,
-    /// say a reserve meant to answer `DEADLINE_SOON` that finds a job,
-    /// fails the allocation sweep.
-    pub(super) reaches: &'static str,
-    /// Whether the log sweep runs it: a case of a command the table marks
-    /// logged, which writes the log (or, as a put naming a key's job, is
-    /// the command's way of not writing it). Every case, logged or not,
-    /// runs on a log in the agreement test.
-    pub(super) logged: bool,
-    /// The promise `bounded`: a run of the command over more jobs than a
-    /// piece may touch, counting each piece's work (`bounded.rs`).
-    pub(super) bounded: Option<Run>,
-}
-
-/// A case that does not write the log and proves no promise.
-pub(super) const fn case(name: &'static str, world: Setup, reaches: &'static str, step: Step) -> Case {
-    Case { name, world, step, reaches, logged: false, bounded: None }
-}
-
-impl Case {
-    /// The case writes the log.
-    pub(super) const fn logged(self) -> Case {
-        Case { logged: true, ..self }
-    }
-
-    /// The case's command promises `bounded`, proved by `run`.
-    pub(super) const fn bounded(self, run: Run) -> Case {
-        Case { bounded: Some(run), ..self }
-    }
-}
-
-/// A job id no world holds.
-pub(super) const NO_JOB: JobId = 999;
-
-/// `reply`, if the command answered at once, into `out`.
-pub(super) fn answer(reply: Option<Reply<'_>>, out: &mut Vec<u8>) {
-    if let Some(reply) = reply {
-        reply.encode(out);
-    }
-}
 
 /// Every case of the engine's tests: each command's cases here, and
 /// those of more states and refusals in `cases_more.rs`.
@@ -196,7 +144,7 @@ const FIRST: &[Case] = &[
     }),
     case("delete", plain, "DELETED", |w, out| w.e.delete(w.worker, w.reserved, T0).encode(out))
         .logged()
-        .bounded(bounded::delete),
+        .bounded(runs::delete),
     case("delete the last job of a tube", tube_of_one_job, "DELETED", |w, out| {
         w.e.delete(w.producer, w.ready, T0).encode(out);
     }),
@@ -303,18 +251,18 @@ const FIRST: &[Case] = &[
     case("list-jobs-ready", plain, "OK 12\r\n---\n- 3\n- 5\n", |w, out| {
         list_step(w, out, State::Ready, None)
     })
-    .bounded(|| bounded::list_jobs(State::Ready)),
+    .bounded(|| runs::list_jobs(State::Ready)),
     case("list-jobs-ready after a job", plain, "OK 8\r\n---\n- 5\n", |w, out| {
         list_step(w, out, State::Ready, Some(w.ready))
     }),
     case("list-jobs-delayed", plain, "OK 8\r\n---\n- 4\n", |w, out| list_step(w, out, State::Delayed, None))
-        .bounded(|| bounded::list_jobs(State::Delayed)),
+        .bounded(|| runs::list_jobs(State::Delayed)),
     case("list-jobs-reserved", plain, "OK 8\r\n---\n- 2\n", |w, out| {
         list_step(w, out, State::Reserved, None)
     })
-    .bounded(|| bounded::list_jobs(State::Reserved)),
+    .bounded(|| runs::list_jobs(State::Reserved)),
     case("list-jobs-buried", plain, "OK 8\r\n---\n- 1\n", |w, out| list_step(w, out, State::Buried, None))
-        .bounded(|| bounded::list_jobs(State::Buried)),
+        .bounded(|| runs::list_jobs(State::Buried)),
     case("stats-job", plain, "OK ", |w, out| w.e.stats_job(w.buried, T0).encode(out)),
     case("stats-tube", plain, "OK ", |w, out| w.e.stats_tube(&name("jobs"), T0).encode(out)),
     case("stats", plain, "OK ", |w, out| {
@@ -336,15 +284,15 @@ const FIRST: &[Case] = &[
     }),
     case("clear-tube of a tube with a job in every state", many, "CLEARED 8", clear_step).logged().bounded(
         || {
-            let (mut e, _) = bounded::filled(5 * CLEAR_CHUNK + 1, 1);
-            bounded::tube_chunks(&mut e, "clear-tube jobs", 5 * CLEAR_CHUNK + 1)
+            let (mut e, _) = runs::filled(5 * CLEAR_CHUNK + 1, 1);
+            runs::tube_chunks(&mut e, "clear-tube jobs", 5 * CLEAR_CHUNK + 1)
         },
     ),
     case("flush-tube of a tube with a job in every state", many, "FLUSHED 9", flush_step).logged().bounded(
         || {
-            let (mut e, c) = bounded::filled(5 * CLEAR_CHUNK + 1, 1);
-            bounded::reserve_all(&mut e, c, false);
-            bounded::tube_chunks(&mut e, "flush-tube jobs", 5 * CLEAR_CHUNK + 1)
+            let (mut e, c) = runs::filled(5 * CLEAR_CHUNK + 1, 1);
+            runs::reserve_all(&mut e, c, false);
+            runs::tube_chunks(&mut e, "flush-tube jobs", 5 * CLEAR_CHUNK + 1)
         },
     ),
     case("flush-tube of a tube with keys, one cooling", plain, "FLUSHED 5", flush_step).logged(),
@@ -352,7 +300,7 @@ const FIRST: &[Case] = &[
         let ids = [w.ready, w.reserved, w.buried, 999, w.ready, w.delayed];
         w.e.delete_batch(w.producer, &mut ids.into_iter(), T0).encode(out)
     })
-    .bounded(bounded::delete_batch),
+    .bounded(runs::delete_batch),
     case("delete-batch of a keyed job: its key cools down", plain, "DELETED_BATCH 2 0", |w, out| {
         let ids = [w.keyed, w.ready];
         w.e.delete_batch(w.producer, &mut ids.into_iter(), T0).encode(out)
