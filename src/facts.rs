@@ -148,6 +148,17 @@ fn the_format_version_is_stated_as_the_code_writes_it() {
     }
 }
 
+/// The bound on a vanished peer (`listen.rs`, README "Connections").
+#[test]
+fn a_dead_peer_is_let_go_within_the_listeners_bound() {
+    let secs = crate::listen::DEAD_PEER_SECS as u64;
+    held("within ", " seconds of the last word", secs, &["README.md", "beanstalk.1", "src/reference.md"]);
+    held("for ", " seconds (no answer to a probe", secs, &["README.md", "beanstalk.1"]);
+    let dead = crate::listen::DEAD_PEER;
+    held("connection silent for ", " seconds", dead.idle_secs as u64, &["beanstalk.1", "src/reference.md"]);
+    held("probed every ", " seconds", dead.interval_secs as u64, &["README.md", "beanstalk.1"]);
+}
+
 #[test]
 fn the_record_kinds_are_the_grammars() {
     // The grammar in record.rs's docs: "//!   7 Batch   item+, ...".

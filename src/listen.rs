@@ -15,6 +15,22 @@ use crate::config::Listen;
 use crate::stream::Stream;
 use crate::sys;
 
+/// When an accepted TCP connection's peer counts as gone: after a minute
+/// of silence it is probed every 10 seconds, and dropped once two minutes
+/// pass with nothing from it, whether it was silent or had data of ours
+/// unacknowledged. So the jobs of a worker whose machine vanished (no FIN,
+/// no RST: a power cut, a pulled cable, a VM torn down) go back to ready
+/// within [`DEAD_PEER_SECS`] of the last word from it, not after the
+/// kernel's two hours of silence or fifteen minutes of retransmissions. A
+/// live peer's kernel answers the probes, however long its worker works
+/// or its client waits in a reserve.
+pub(crate) const DEAD_PEER: sys::DeadPeer =
+    sys::DeadPeer { idle_secs: 60, interval_secs: 10, probes: 6, user_timeout_ms: DEAD_PEER_SECS * 1000 };
+
+/// The bound the README states: a vanished peer is let go within this
+/// many seconds of the last byte or acknowledgement from it.
+pub(crate) const DEAD_PEER_SECS: i32 = 120;
+
 /// beanstalkd's listen backlog; std's default of 128 drops SYNs under a burst
 /// of connects, and each drop costs the client a 1 s retransmit.
 const LISTEN_BACKLOG: i32 = 1024;
@@ -152,8 +168,9 @@ impl Listener {
                 // Replies are whole; Nagle would only delay them.
                 let _ = stream.set_nodelay(true);
                 // A worker whose host vanishes mid-reserve sends no FIN;
-                // keepalive probes notice, and its reservations come back.
-                let _ = sys::set_keepalive(&stream);
+                // keepalive probes notice, or its replies going
+                // unacknowledged, and its reservations come back.
+                let _ = sys::set_keepalive(&stream, &DEAD_PEER);
                 Ok(Stream::Tcp(stream))
             }
             Listener::Unix(l, _) => Ok(Stream::Unix(l.accept()?.0)),
@@ -277,6 +294,25 @@ mod tests {
         assert!(sys::keepalive(&accepted).unwrap());
         // And it is our doing: a socket starts without it.
         assert!(!sys::keepalive(&client).unwrap());
+    }
+
+    /// A dead peer is noticed within the README's bound: the timings are
+    /// set on every accepted TCP connection, as the kernel reads them back,
+    /// and they add up to the bound.
+    #[test]
+    fn accepted_tcp_connections_let_a_dead_peer_go_within_two_minutes() {
+        use super::*;
+        let listener = Listener::Tcp(TcpListener::bind("127.0.0.1:0").unwrap());
+        let Listener::Tcp(l) = &listener else { unreachable!() };
+        let client = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let accepted = listener.accept().unwrap();
+        let want = sys::DeadPeer { idle_secs: 60, interval_secs: 10, probes: 6, user_timeout_ms: 120_000 };
+        assert_eq!(sys::dead_peer(&accepted).unwrap(), want);
+        assert_eq!(DEAD_PEER, want);
+        // Unanswered probes alone end it by the bound too.
+        assert_eq!(want.idle_secs + want.interval_secs * want.probes, DEAD_PEER_SECS);
+        // A socket starts with the kernel's: no user timeout at all.
+        assert_eq!(sys::dead_peer(&client).unwrap().user_timeout_ms, 0);
     }
 
     use super::*;

@@ -247,6 +247,106 @@ fn flush_tube_deletes_every_job_and_the_holders_find_theirs_gone() {
     assert_eq!(admin.cmd("flush-tube"), "UNKNOWN_COMMAND\r\n");
 }
 
+/// Buries every job `worker` can reserve, a thousand at a time; their ids.
+fn bury_every_ready_job(worker: &mut common::Client) -> Vec<u64> {
+    let mut buried = Vec::new();
+    loop {
+        worker.send("reserve-batch 1000\r\n");
+        let head = worker.reply();
+        let n: usize = head.trim_end().strip_prefix("RESERVED_BATCH ").unwrap().parse().unwrap();
+        if n == 0 {
+            return buried;
+        }
+        let ids: Vec<u64> =
+            (0..n).map(|_| worker.reply().split(' ').nth(1).unwrap().parse().unwrap()).collect();
+        let burials: String = ids.iter().map(|id| format!("bury {id} 0\r\n")).collect();
+        worker.send(burials);
+        for _ in &ids {
+            assert_eq!(worker.reply(), "BURIED\r\n");
+        }
+        buried.extend(ids);
+    }
+}
+
+/// tuber's `flush-buried` (reference §3.32): the tube's buried jobs go,
+/// three chunks of them here, and its ready, delayed and reserved jobs
+/// stay, a held one with its worker; `FLUSHED 0` for a tube with none or
+/// none at all, and no tube is made.
+#[test]
+fn flush_buried_deletes_the_buried_jobs_alone_and_counts_each() {
+    let server = common::start();
+    let (mut producer, mut worker, held) = a_job_in_every_state(&server);
+    let buried = bury_every_ready_job(&mut worker);
+    assert_eq!(buried.len(), 2500);
+    let ready = producer.put_ok("ready");
+    producer.cmd("use other");
+    let elsewhere = producer.put_ok("elsewhere");
+    let mut kept = server.connect();
+    assert!(kept.cmd(&format!("reserve-job {elsewhere}")).starts_with(&format!("RESERVED {elsewhere} ")));
+    assert_eq!(kept.cmd(&format!("bury {elsewhere} 0")), "BURIED\r\n");
+    let mut admin = server.connect();
+    assert_eq!(admin.cmd("flush-buried jobs"), "FLUSHED 2501\r\n");
+    let tube = admin.yaml_map("stats-tube jobs");
+    let counts: Vec<&str> = ["ready", "delayed", "buried", "reserved"]
+        .iter()
+        .map(|state| tube[&format!("current-jobs-{state}")].as_str())
+        .collect();
+    assert_eq!(counts, ["1", "1", "0", "1"]);
+    assert_eq!((tube["cmd-delete"].as_str(), admin.stat("cmd-delete").as_str()), ("2501", "2501"));
+    assert_eq!(admin.cmd(&format!("peek {}", buried[0])), "NOT_FOUND\r\n");
+    assert!(admin.cmd(&format!("peek {ready}")).starts_with(&format!("FOUND {ready} ")));
+    assert_eq!(worker.cmd(&format!("touch {held}")), "TOUCHED\r\n");
+    // Another tube's buried job stays.
+    assert_eq!(admin.cmd("use other"), "USING other\r\n");
+    assert_eq!(admin.cmd("peek-buried"), format!("FOUND {elsewhere} 9\r\nelsewhere\r\n"));
+    assert_eq!(admin.cmd("flush-buried jobs"), "FLUSHED 0\r\n");
+    // tuber 0.9.1's bytes for a tube there is not, and none is made.
+    assert_eq!(admin.cmd("flush-buried nothing-here"), "FLUSHED 0\r\n");
+    assert_eq!(admin.cmd("stats-tube nothing-here"), "NOT_FOUND\r\n");
+    for line in ["flush-buried ", "flush-buried -x", "flush-buried a b"] {
+        assert_eq!(admin.cmd(line), "BAD_FORMAT\r\n", "{line:?}");
+    }
+    for line in ["flush-buried", "flush-buriedx a"] {
+        assert_eq!(admin.cmd(line), "UNKNOWN_COMMAND\r\n", "{line:?}");
+    }
+}
+
+/// A flush of buried jobs deletes each as `delete` does: a unique key
+/// with a cooldown starts it, unlike `flush-tube`'s; with `-b`, a SIGKILL
+/// brings back none of the jobs it deleted, the cooldown still running,
+/// and the tube's other jobs as they were.
+#[test]
+fn flush_buried_starts_cooldowns_and_a_restart_agrees() {
+    let dir = TempDir::new("flush-buried");
+    let flags = ["-b", arg(&dir.path)];
+    let server = binary::spawn(&flags);
+    let mut c = server.client();
+    assert_eq!(c.cmd("use keyed"), "USING keyed\r\n");
+    assert_eq!(c.cmd("watch keyed"), "WATCHING 2\r\n");
+    assert_eq!(c.cmd("ignore default"), "WATCHING 1\r\n");
+    c.send("put 0 0 60 4 idp:cool:3600\r\ncool\r\nput 0 0 60 5 idp:plain\r\nplain\r\n");
+    assert_eq!(c.reply(), "INSERTED 1\r\n");
+    assert_eq!(c.reply(), "INSERTED 2\r\n");
+    assert_eq!(c.put(5, 0, 60, "stays"), "INSERTED 3\r\n");
+    let buried = bury_every_ready_job(&mut c);
+    assert_eq!(buried, [1, 2, 3]);
+    assert_eq!(c.cmd("kick-job 3"), "KICKED\r\n");
+    assert_eq!(c.cmd("flush-buried keyed"), "FLUSHED 2\r\n");
+    c.send("put 0 0 60 5 idp:cool:3600\r\nagain\r\nput 0 0 60 5 idp:plain\r\nagain\r\n");
+    assert_eq!(c.reply(), "INSERTED 1 DELETED\r\n");
+    assert_eq!(c.reply(), "INSERTED 4\r\n");
+    let stderr = server.kill();
+    let server = binary::spawn(&flags);
+    let mut c = server.client();
+    let counts = (c.stat("current-jobs-ready"), c.stat("current-jobs-buried"));
+    assert_eq!(counts, ("2".to_owned(), "0".to_owned()), "{stderr}");
+    assert_eq!(c.cmd("peek 1"), "NOT_FOUND\r\n");
+    assert_eq!(c.cmd("peek 3"), "FOUND 3 5\r\nstays\r\n");
+    assert_eq!(c.cmd("use keyed"), "USING keyed\r\n");
+    c.send("put 0 0 60 5 idp:cool:3600\r\nagain\r\n");
+    assert_eq!(c.reply(), "INSERTED 1 DELETED\r\n");
+}
+
 /// A tube gone with its last job may have keys cooling down: a flush of
 /// it answers `FLUSHED 0`, as of any tube there is not, and frees them
 /// (reference §3.28).

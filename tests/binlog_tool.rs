@@ -235,6 +235,49 @@ fn to_beanstalkd_refuses_a_queue_beanstalkds_max_job_size_would_drop() {
     assert!(target.join("binlog.1").exists(), "beanstalkd keeps the file it replayed");
 }
 
+/// A rollback that meets every refusal says them all in one run (keys,
+/// holds and the `-z` beanstalkd needs), so one more run with every flag
+/// named writes it, and says the `-z` to start beanstalkd with.
+#[test]
+fn to_beanstalkd_names_every_refusal_in_one_run() {
+    let dir = TempDir::new("tool-every-refusal");
+    let big: Vec<u8> = (0..100_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+    {
+        let server = binary::spawn(&["-b", binary::arg(&dir.path), "-z", "200000"]);
+        let mut c = server.client();
+        c.send("put 0 0 60 5 idp:once\r\nkeyed\r\nput 0 0 60 6 grp:g\r\nmember\r\n");
+        assert_eq!(c.reply(), "INSERTED 1\r\n");
+        assert_eq!(c.reply(), "INSERTED 2\r\n");
+        c.send("put 0 0 60 4 aft:g\r\nheld\r\n");
+        assert_eq!(c.reply(), "INSERTED 3\r\n");
+        assert_eq!(put_bytes(&mut c, 0, 0, 60, &big), 4);
+        server.terminate();
+    }
+    let out = TempDir::new("tool-every-refusal-out");
+    let target = out.path.join("beanstalkd");
+    let (dir_arg, target_arg) = (binary::arg(&dir.path), binary::arg(&target));
+    let (code, stdout, stderr) = tool(&["to-beanstalkd", dir_arg, target_arg]);
+    assert_eq!((code, stdout.len()), (1, 0), "{stderr}");
+    assert_eq!(
+        stderr,
+        "beanstalk-binlog: 1 unique keys (idp:), of jobs and cooling down, would be dropped (beanstalkd has \
+         none): nothing written; pass --drop-keys to write those jobs without their keys\n\
+         beanstalk-binlog: 1 jobs held for a group (aft:) would run early, their hold dropped (beanstalkd has \
+         none): nothing written; pass --drop-holds to write them without it\n\
+         beanstalk-binlog: job 4 has a 100000-byte body, more than beanstalkd's default -z (65535) allows: \
+         beanstalkd's replay would drop it and every job after it, then delete the file; nothing written: \
+         run again with -z 100002 or more, and start beanstalkd with that -z\n"
+    );
+    assert!(!target.exists(), "nothing is written");
+    let all = ["to-beanstalkd", dir_arg, target_arg, "--drop-keys", "--drop-holds", "-z", "100002"];
+    let (code, _, stderr) = tool(&all);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("wrote 4 jobs") && stderr.contains("start beanstalkd with -z 100002"),
+        "{stderr}"
+    );
+}
+
 // -------------------------------------------------------------------
 // export
 // -------------------------------------------------------------------
@@ -588,6 +631,34 @@ fn usage_names_the_jobs_that_pin_beanstalkds_oldest_file() {
     assert!(report.contains("waits for binlog.1"), "{report}");
 }
 
+/// A job held for its group is logged as delayed with no due time:
+/// `usage` says it is held for its group, never "ready in 0s", and a
+/// job delayed before its hold is delayed still.
+#[test]
+fn usage_calls_a_job_held_for_its_group_held() {
+    let dir = TempDir::new("tool-usage-held");
+    {
+        let server = spawn(&dir.path);
+        let mut c = server.client();
+        c.send("put 0 0 60 6 grp:g\r\nmember\r\nput 0 0 60 4 aft:g\r\nheld\r\n");
+        assert_eq!(c.reply(), "INSERTED 1\r\n");
+        assert_eq!(c.reply(), "INSERTED 2\r\n");
+        c.send("put 0 5000 60 4 aft:g\r\nlate\r\n");
+        assert_eq!(c.reply(), "INSERTED 3\r\n");
+        server.terminate();
+    }
+    let report = tool_ok(&["usage", binary::arg(&dir.path)]);
+    let line =
+        |id: u64| report.lines().find(|l| l.starts_with(&format!("    job {id} "))).unwrap_or_default();
+    assert!(line(1).starts_with("    job 1 in default: ready, "), "{report}");
+    assert!(line(2).starts_with("    job 2 in default: held for its group g, "), "{report}");
+    assert!(!line(2).contains("ready in"), "{report}");
+    assert!(
+        line(3).starts_with("    job 3 in default: delayed, ") && line(3).ends_with(", ready in 1h23m"),
+        "{report}"
+    );
+}
+
 #[test]
 fn usage_names_the_jobs_that_pin_a_file_of_ours() {
     let dir = TempDir::new("tool-usage-ours");
@@ -722,6 +793,36 @@ fn a_copy_without_groups_refuses_to_drop_holds_unless_told_and_says_how_many_run
     let mut c = older.client();
     assert!(c.cmd("stats-job 2").contains("\nstate: ready\n"));
     assert_eq!(c.cmd("stats-group g"), "NOT_FOUND\r\n");
+}
+
+/// Each command's options, as the tool takes them, are on its line of
+/// `--help` and of the man page's synopsis: `export`'s `--drop-keys`,
+/// the copies' `--drop-holds`.
+#[test]
+fn help_and_the_man_page_name_every_option_of_each_command() {
+    let (code, stdout, _) = tool(&["--help"]);
+    assert_eq!(code, 0);
+    let help = String::from_utf8(stdout).unwrap();
+    let man = fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/beanstalk.1")).unwrap();
+    let man = man.replace("\\-", "-");
+    let commands: [(&str, &[&str]); 5] = [
+        ("usage", &["--all"]),
+        ("list", &["--tube", "--state"]),
+        ("export", &["--first-id", "--id-step", "--live", "--drop-keys"]),
+        ("to-beanstalkd", &["-z", "--live", "--drop-keys", "--drop-holds"]),
+        ("downgrade", &["--live", "--drop-keys", "--drop-holds"]),
+    ];
+    for (command, options) in commands {
+        let line = help.lines().find(|line| line.starts_with(&format!("  {command} DIR"))).unwrap();
+        let synopsis = man.lines().find(|line| line.starts_with(&format!(".BI {command} "))).unwrap();
+        for option in options {
+            assert!(line.contains(&format!("[{option}")), "--help's {command} lacks {option}: {line}");
+            assert!(synopsis.contains(&format!("{option} ")), "the man page's {command} lacks {option}");
+        }
+        // And the tool takes each.
+        let (code, _, stderr) = tool(&[command, "/nonexistent", options[0]]);
+        assert!(!stderr.contains("does not take"), "{command} {}: {stderr} ({code})", options[0]);
+    }
 }
 
 #[test]

@@ -49,6 +49,17 @@ fn bury_all(c: &mut Client, tube: &str) {
     assert_eq!(c.cmd(&format!("ignore {tube}")), "WATCHING 1\r\n");
 }
 
+/// Reserves every ready job of `tube`, and keeps them.
+fn hold_all(c: &mut Client, tube: &str) {
+    assert_eq!(c.cmd(&format!("watch {tube}")), "WATCHING 2\r\n");
+    assert_eq!(c.cmd("ignore default"), "WATCHING 1\r\n");
+    for _ in 0..JOBS {
+        assert!(c.cmd("reserve-with-timeout 0").starts_with("RESERVED "));
+    }
+    assert_eq!(c.cmd("watch default"), "WATCHING 2\r\n");
+    assert_eq!(c.cmd(&format!("ignore {tube}")), "WATCHING 1\r\n");
+}
+
 /// Sets up a tube for each case, fills the server, then runs each
 /// command that promises `frees`, in the table's order.
 fn every_command_that_frees_works_when_full(args: &[&str]) {
@@ -67,6 +78,15 @@ fn every_command_that_frees_works_when_full(args: &[&str]) {
             ],
             "clear-tube" => vec![(format!("clear-tube {tube}"), format!("CLEARED {JOBS}\r\n"))],
             "flush-tube" => vec![(format!("flush-tube {tube}"), format!("FLUSHED {JOBS}\r\n"))],
+            "flush-buried" => {
+                bury_all(&mut c, &tube);
+                vec![(format!("flush-buried {tube}"), format!("FLUSHED {JOBS}\r\n"))]
+            }
+            // `c` holds the tube's jobs, and no other, through the fill.
+            "touch-all" => {
+                hold_all(&mut c, &tube);
+                vec![("touch-all".into(), format!("TOUCHED_ALL {JOBS}\r\n"))]
+            }
             "kick" => {
                 bury_all(&mut c, &tube);
                 let kick = format!("kick {JOBS}");

@@ -642,6 +642,44 @@ fn prometheus_sees_the_queue_age_grow_and_counts_every_reserve() {
     assert_eq!(prometheus.wait_for(deleted, |_| true), f64::from(reserves));
 }
 
+/// The README's dead-letter alert fires for a tube born between two
+/// scrapes whose first job was buried by its retry limit before the
+/// second: its series starts at 1, and `increase()` alone, which needs two
+/// samples, never sees it rise. The tube is born, and its job dead, in
+/// a few milliseconds; should a scrape fall between (its series' first
+/// sample is then 0), the test tries another tube.
+#[test]
+fn the_readmes_dead_letter_alert_fires_for_a_tube_born_between_two_scrapes() {
+    let Some(path) = tool("prometheus") else { return };
+    let (bin, addr) = start(&["--max-reserves", "1"]);
+    let prometheus = Prometheus::start_with_rules(&path, addr, Some(ALERT_RULES));
+    let series = |tube: &str| format!("beanstalkd_tube_buried_by_retry_limit_total{{tube=\"{tube}\"}}");
+    prometheus.wait_for(&series("default"), |v| v == 0.0);
+    let mut c: Client = bin.client();
+    let tube = (1..=5)
+        .map(|n| format!("born-{n}"))
+        .find(|tube| {
+            c.send(format!("use {tube}\r\nwatch {tube}\r\nput 0 0 60 5\r\nfails\r\nreserve\r\n"));
+            assert_eq!(c.reply(), format!("USING {tube}\r\n"));
+            assert_eq!(c.reply(), "WATCHING 2\r\n");
+            let id = c.reply().trim_end().strip_prefix("INSERTED ").unwrap().to_owned();
+            assert_eq!(c.reply(), format!("RESERVED {id} 5\r\nfails\r\n"));
+            assert_eq!(c.cmd(&format!("release {id} 0 0")), "RELEASED\r\n");
+            assert_eq!(c.cmd(&format!("ignore {tube}")), "WATCHING 1\r\n");
+            // Scraped at least once since, and never seen at 0.
+            prometheus.wait_for(&series(tube), |_| true);
+            prometheus.wait_for(&format!("min_over_time({}[1h])", series(tube)), |_| true) == 1.0
+        })
+        .expect("a tube born and its job buried between two scrapes, in five tries");
+    // A few evaluations of the rule after the series began.
+    prometheus.wait_for(&format!("count_over_time({}[1h])", series(&tube)), |n| n >= 4.0);
+    let firing = |tube: &str| {
+        format!("ALERTS{{alertname=\"BeanstalkDeadLetters\",tube=\"{tube}\",alertstate=\"firing\"}}")
+    };
+    assert_eq!(prometheus.query(&firing(&tube)), Some(1.0), "no alert for {tube}");
+    assert_eq!(prometheus.query(&firing("default")), None, "an alert for a tube without dead letters");
+}
+
 /// The README's dead-letter alert (in `recipes/prometheus/alerts.yml`)
 /// fires once a job of the tube is buried by its retry limit, as
 /// Prometheus sees it scrape after scrape.

@@ -102,8 +102,9 @@ fn max_reserves_sets_every_untagged_jobs_limit_and_max_0_lifts_it() {
     );
 }
 
-/// The -V line for each burial by the limit, after each of the three
-/// ends of a reservation; none for a worker's own `bury`.
+/// The warning for each burial by the limit (a dead letter, which
+/// `journalctl -p warning` shows), after each of the three ends of a
+/// reservation; none for a worker's own `bury`.
 #[test]
 fn each_burial_by_the_limit_is_one_log_line_naming_the_limit() {
     let s = spawn(&["--max-reserves", "1"]);
@@ -129,7 +130,7 @@ fn each_burial_by_the_limit_is_one_log_line_naming_the_limit() {
         .stderr()
         .lines()
         .filter_map(|line| {
-            line.split(" info beanstalk: ").nth(1).filter(|l| l.contains("retry limit")).map(str::to_owned)
+            line.split(" warning beanstalk: ").nth(1).filter(|l| l.contains("retry limit")).map(str::to_owned)
         })
         .collect();
     assert_eq!(

@@ -40,6 +40,20 @@ fn case(name: &str) -> (Vec<String>, String, String) {
             lines.push(format!("delete {}", JOBS + 2));
             (lines, "flush-tube jobs".into(), format!("FLUSHED {}\r\n", JOBS + 1))
         }
+        "flush-buried" => {
+            let mut lines = puts("jobs");
+            lines.push("watch jobs".into());
+            for id in 1..=JOBS {
+                lines.push("reserve".into());
+                lines.push(format!("bury {id} 0"));
+            }
+            // A unique key that outlives its job: its cooldown is logged
+            // in the same frame.
+            lines.push("put 0 0 60 1 idp:key:3600\r\nk".into());
+            lines.push("reserve".into());
+            lines.push(format!("bury {} 0", JOBS + 1));
+            (lines, "flush-buried jobs".into(), format!("FLUSHED {}\r\n", JOBS + 1))
+        }
         "kick" => {
             let mut lines = puts("default");
             for id in 1..=JOBS {

@@ -390,6 +390,50 @@ fn touch_restarts_the_full_ttr() {
     assert!((98..=100).contains(&left), "{left}");
 }
 
+/// The `time-left` of job `id`, as `c` reads it.
+fn time_left(c: &mut Client, id: u64) -> u32 {
+    c.yaml_map(&format!("stats-job {id}"))["time-left"].parse().unwrap()
+}
+
+/// tuber's `touch-all` (reference §3.31): every job the connection holds
+/// gets a full TTR of its own from now, and the count says how many it
+/// still holds: a job whose TTR ran out is not among them.
+#[test]
+fn touch_all_gives_each_held_job_its_own_fresh_ttr_and_counts_them() {
+    let server = common::start();
+    let (mut worker, mut other) = (server.connect(), server.connect());
+    assert_eq!(worker.put(0, 0, 1, "lapses"), "INSERTED 1\r\n");
+    assert_eq!(worker.put(0, 0, 3, "short"), "INSERTED 2\r\n");
+    assert_eq!(worker.put(0, 0, 100, "long"), "INSERTED 3\r\n");
+    assert_eq!(worker.put(0, 0, 100, "theirs"), "INSERTED 4\r\n");
+    worker.send("reserve-batch 3\r\n");
+    worker.expect("RESERVED_BATCH 3\r\nRESERVED 1 6\r\nlapses\r\nRESERVED 2 5\r\nshort\r\n");
+    worker.expect("RESERVED 3 4\r\nlong\r\n");
+    assert_eq!(other.cmd("reserve"), "RESERVED 4 6\r\ntheirs\r\n");
+    // Job 1's TTR runs out; the others run down.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(time_left(&mut worker, 3) <= 98);
+    assert_eq!(worker.cmd("touch-all"), "TOUCHED_ALL 2\r\n");
+    assert_eq!(state(&mut worker, 1), "ready");
+    // Each its own TTR, none levelled onto another's.
+    assert!((2..=3).contains(&time_left(&mut worker, 2)));
+    assert!((99..=100).contains(&time_left(&mut worker, 3)));
+    // Another's job is not touched.
+    assert!(time_left(&mut worker, 4) <= 98);
+    assert_eq!(worker.stat("cmd-touch"), "2");
+    // A job let go is no longer counted; none held is 0, counted nowhere.
+    assert_eq!(worker.cmd("delete 2"), "DELETED\r\n");
+    assert_eq!(worker.cmd("touch-all"), "TOUCHED_ALL 1\r\n");
+    assert_eq!(worker.cmd("release 3 0 0"), "RELEASED\r\n");
+    assert_eq!(worker.cmd("touch-all"), "TOUCHED_ALL 0\r\n");
+    assert_eq!(server.connect().cmd("touch-all"), "TOUCHED_ALL 0\r\n");
+    assert_eq!(worker.stat("cmd-touch"), "3");
+    // The whole line only, as in tuber.
+    for line in ["touch-all ", "touch-all 1", "touch-allx"] {
+        assert_eq!(worker.cmd(line), "UNKNOWN_COMMAND\r\n", "{line:?}");
+    }
+}
+
 // ---------------------------------------------------------------------
 // kick
 // ---------------------------------------------------------------------

@@ -36,7 +36,7 @@ Commands:
                        one line per job: id, tube, state, priority, delay,
                        time left, TTR, body size, age
   show DIR ID          one job's fields, an empty line, then its body
-  export DIR [--first-id N] [--id-step K] [--live]
+  export DIR [--first-id N] [--id-step K] [--live] [--drop-keys]
                        protocol commands on stdout that rebuild the queue on
                        a server that gives the puts ids from N (default 1: a
                        fresh server), K apart (its --job-id-step, default 1);
@@ -48,7 +48,8 @@ Commands:
                        own): beanstalkd's replay drops a job whose body and
                        CRLF exceed it, and every job after it, so nothing is
                        written unless every job fits; start beanstalkd with
-                       that -z
+                       that -z. Every refusal (keys, holds, -z) is said in
+                       one run
   downgrade DIR OUT [--live] [--drop-keys] [--drop-holds]
                        write OUT/beanstalk.1 in format version 2, which every
                        build of beanstalk before format version 3 reads: a
@@ -252,11 +253,13 @@ fn run(raw: &[OsString]) -> Result<u8, Failure> {
             allowed(&["--live", "-z", "--drop-keys", "--drop-holds"])?;
             refuse_held(dir, args.live, "to-beanstalkd")?;
             let log = open(dir, Bodies::All)?;
-            if refused_copy(&log, &args, "beanstalkd has none") {
-                return Ok(REFUSED);
-            }
-            if let Some(refusal) = too_big_for_beanstalkd(&log, args.max_job_size) {
+            // Every refusal in one run: a rollback is not three runs.
+            let refused = refused_copy(&log, &args, "beanstalkd has none");
+            let too_big = too_big_for_beanstalkd(&log, args.max_job_size);
+            if let Some(refusal) = &too_big {
                 eprintln!("beanstalk-binlog: {refusal}");
+            }
+            if refused || too_big.is_some() {
                 return Ok(REFUSED);
             }
             let written = v7::write_dir(&log, &PathBuf::from(target)).map_err(Failure::Input)?;

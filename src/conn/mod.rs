@@ -650,6 +650,7 @@ fn answer<'e>(
         Command::ListTubesWatched => e.list_tubes_watched(c),
         Command::PauseTube { tube, delay } => e.pause_tube(tube.as_ref(), delay, now),
         Command::MoveJob { id, tube } => e.move_job(id, &tube, now),
+        Command::TouchAll => e.touch_all(c, now),
         Command::Drain => e.drain(),
         Command::Undrain => e.undrain(),
         // The connection's own (`Conn::execute`): they read or wait, or

@@ -1,10 +1,10 @@
 //! Commands on many jobs at once: `clear-tube` (beanstalkd's pull request
-//! #87), and tuber's `reserve-batch` and `delete-batch` (reference §3.22
-//! to 3.24). Each job is treated exactly as its one-job command would
+//! #87), and tuber's `reserve-batch`, `delete-batch` (reference §3.22
+//! to 3.24), `flush-tube` (§3.28) and `flush-buried` (§3.32). Each job is treated exactly as its one-job command would
 //! treat it, and counted as that command in `stats`; what is logged is
 //! logged in one write, all or nothing ([`Engine::journaled_batch`]).
 //!
-//! A command on a whole tube (`clear-tube`, `flush-tube`:
+//! A command on a whole tube (`clear-tube`, `flush-tube`, `flush-buried`:
 //! [`Command::works_in_chunks`]) works in chunks of [`CLEAR_CHUNK`] jobs,
 //! one chunk a call of [`Engine::tube_chunk`], so that the connection lets
 //! the lock go between chunks and no other client waits for a whole tube.
@@ -53,7 +53,7 @@ impl TubeRun {
     fn reply(&self) -> Reply<'static> {
         match self.command {
             Command::ClearTube(_) => Reply::Cleared(self.done),
-            Command::FlushTube(_) => Reply::Flushed(self.done),
+            Command::FlushTube(_) | Command::FlushBuried(_) => Reply::Flushed(self.done),
             _ => Reply::InternalError,
         }
     }
@@ -108,6 +108,7 @@ impl Engine {
         let (most, cooling) = match &command {
             Command::ClearTube(name) => (self.clearable(name), None),
             Command::FlushTube(name) => (self.flushable(name), Some(0)),
+            Command::FlushBuried(name) => (self.buried_in(name), None),
             _ => return Err(Reply::InternalError),
         };
         Ok(TubeRun { command, most, done: 0, cooling })
@@ -126,6 +127,7 @@ impl Engine {
                 *cooling = next;
                 n
             }),
+            Command::FlushBuried(name) => self.flush_buried(name, left, now),
             _ => Err(Reply::InternalError),
         };
         match chunk {
@@ -166,6 +168,36 @@ impl Engine {
         // The heaps' last entries first: taking them out moves nothing.
         let (delayed, ready) = (tube.delayed.last_ids(chunk), tube.ready.last_ids(chunk));
         ids.extend(tube.buried.ids(&self.jobs).chain(delayed).chain(ready).take(chunk));
+        self.cmds.delete += ids.len() as u64;
+        let deleted = self.delete_all(&ids, now).map(|()| ids.len());
+        self.kept_ids.put_back(ids);
+        // A group whose last member went lets its held jobs go.
+        self.serve_freed(now);
+        deleted
+    }
+
+    /// How many jobs `flush-buried <tube>` may delete: the tube's buried
+    /// jobs as it starts (0 if there is no such tube: `FLUSHED 0`,
+    /// reference §3.32). It deletes no more, however many are buried
+    /// meanwhile.
+    fn buried_in(&self, name: &TubeName) -> u64 {
+        self.tubes.find(name).map_or(0, |t| self.tubes.get(t).buried.len() as u64)
+    }
+
+    /// One chunk of `flush-buried <tube>` (tuber's, reference §3.32), in
+    /// one write: deletes up to `most` (at most [`CLEAR_CHUNK`]) of the
+    /// tube's buried jobs, oldest first, each as `delete` would (a unique
+    /// key with a cooldown starts it); ready, delayed and reserved jobs
+    /// stay. Returns how many it deleted: 0 for a tube that does not
+    /// exist (it is never made). [`Engine::tube_chunk`] calls it until a
+    /// chunk comes back short.
+    fn flush_buried(&mut self, name: &TubeName, most: u64, now: Time) -> Result<usize, Reply<'static>> {
+        let Some(t) = self.tubes.find(name) else {
+            return Ok(0);
+        };
+        let chunk = (most.min(CLEAR_CHUNK as u64) as usize).min(self.tubes.get(t).buried.len());
+        let mut ids = self.kept_ids.take(chunk).ok_or(Reply::OutOfMemory)?;
+        ids.extend(self.tubes.get(t).buried.ids(&self.jobs).take(chunk));
         self.cmds.delete += ids.len() as u64;
         let deleted = self.delete_all(&ids, now).map(|()| ids.len());
         self.kept_ids.put_back(ids);

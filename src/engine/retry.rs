@@ -106,17 +106,18 @@ impl Engine {
     }
 
     /// Job `id` was just buried by its retry limit, after `how`, and
-    /// marked a dead letter: said wherever an operator looks (a `-V`
-    /// line, the tube's counter in `/metrics`; `stats-job` and the gauges
-    /// read the mark). Allocates nothing but the line.
+    /// marked a dead letter: said wherever an operator looks (a warning,
+    /// without `-V`, so that `journalctl -p warning` shows it; the tube's
+    /// counter in `/metrics`; `stats-job` and the gauges read the mark).
+    /// Allocates nothing but the line.
     pub(super) fn note_buried_by_limit(&mut self, id: JobId, how: &str) {
         let limit = self.retry_limit(id);
         let Some(job) = self.jobs.get(&id) else { return };
         let (t, reserves, own) = (job.tube, job.counters.reserves, job.tags.limited());
         self.count_limit_burial(t);
-        if crate::log::enabled(crate::log::Kind::Event) {
+        if crate::log::enabled(crate::log::Kind::Warning) {
             let source = if own { "its max:" } else { "--max-reserves " };
-            crate::log::event(format_args!(
+            crate::log::warning(format_args!(
                 "job {id} in tube {} buried by its retry limit ({source}{limit}, reserves {reserves}) when {how}",
                 self.tubes.get(t).name
             ));

@@ -1,6 +1,6 @@
 //! What a worker does with a job it holds, kicking, and moving a job to
-//! another tube: `delete`, `release`, `bury`, `touch`, `kick`, `kick-job`,
-//! `move-job`; `batch.rs` has the commands on many jobs at once. Each
+//! another tube: `delete`, `release`, `bury`, `touch`, tuber's
+//! `touch-all`, `kick`, `kick-job`, `move-job`; `batch.rs` has the commands on many jobs at once. Each
 //! checks the job's
 //! state (reference §3.20), then makes its change through
 //! [`Engine::journaled_change`], which claims log room first, logs the change
@@ -209,6 +209,23 @@ impl Engine {
         }
         self.restart_ttr(c, id, now);
         Reply::Touched
+    }
+
+    /// `touch-all` (tuber's, reference §3.31): a fresh full TTR from now
+    /// for every job client `c` holds, each its own TTR, in the order it
+    /// reserved them; `TOUCHED_ALL <n>`, the jobs it holds (0 for none).
+    /// Each job counts as one `touch`. Nothing moves but each job's place
+    /// in the reserved heap, whose size stays: no memory is claimed.
+    pub fn touch_all(&mut self, c: ClientId, now: Time) -> Reply<'_> {
+        let mut next = self.clients.get(&c).and_then(|client| client.reserved.front());
+        let mut touched = 0;
+        while let Some(id) = next {
+            next = self.jobs.get(&id).map(|job| job.links.next).filter(|&id| id != 0);
+            self.restart_ttr(c, id, now);
+            touched += 1;
+        }
+        self.cmds.touch += touched;
+        Reply::TouchedAll(touched)
     }
 
     /// Gives job `id`, reserved by `c`, a full TTR from `now`.

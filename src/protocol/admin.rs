@@ -121,6 +121,8 @@ names! {
     ListJobsReserved "list-jobs-reserved" No,
     ListJobsBuried "list-jobs-buried" No,
     StatsGroup "stats-group" No,
+    TouchAll "touch-all" Never,
+    FlushBuried "flush-buried" Whole,
 }
 
 // A set is one bit a command.

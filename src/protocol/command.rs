@@ -150,6 +150,12 @@ pub enum Command {
     ListJobsReserved(Page),
     /// `list-jobs-buried [<count> [<after>]]`: in kick order.
     ListJobsBuried(Page),
+    /// `touch-all`: tuber's; a fresh TTR for every job the client holds
+    /// (reference §3.31).
+    TouchAll,
+    /// `flush-buried <tube>`: tuber's; the tube's buried jobs deleted
+    /// (reference §3.32).
+    FlushBuried(TubeName),
 }
 
 impl Command {
@@ -159,7 +165,7 @@ impl Command {
     /// (`Engine::start_on_tube` and `Engine::tube_chunk`, in
     /// `engine/batch.rs`), and nothing in the connection names it.
     pub fn works_in_chunks(&self) -> bool {
-        matches!(self, Command::ClearTube(_) | Command::FlushTube(_))
+        matches!(self, Command::ClearTube(_) | Command::FlushTube(_) | Command::FlushBuried(_))
     }
 }
 

@@ -231,6 +231,10 @@ pub fn parse(line: &[u8]) -> Result<Command, ParseError> {
     if let Some(rest) = line.strip_prefix(b"flush-tube ") {
         return Ok(C::FlushTube(TubeName::new(rest).ok_or(BadFormat)?));
     }
+    // tuber's, the name as for `flush-tube`.
+    if let Some(rest) = line.strip_prefix(b"flush-buried ") {
+        return Ok(C::FlushBuried(TubeName::new(rest).ok_or(BadFormat)?));
+    }
     // Ours, after a fork's names (reference §3.29): the whole word, then
     // nothing or a space and the page.
     if let Some(rest) = line.strip_prefix(b"list-jobs-") {
@@ -252,6 +256,7 @@ pub fn parse(line: &[u8]) -> Result<Command, ParseError> {
         b"drain" => Ok(C::Drain),
         b"undrain" => Ok(C::Undrain),
         b"peek-reserved" => Ok(C::PeekReserved),
+        b"touch-all" => Ok(C::TouchAll),
         _ => Err(ParseError::UnknownCommand),
     }
 }
@@ -646,6 +651,25 @@ mod tests {
         assert_eq!(parse(b"drain"), Ok(C::Drain));
         assert_eq!(parse(b"undrain"), Ok(C::Undrain));
         for line in [&b"drain "[..], b"drainx", b"undrain 1", b"Drain"] {
+            assert_eq!(parse(line), Err(UnknownCommand), "{:?}", String::from_utf8_lossy(line));
+        }
+    }
+
+    /// tuber's `touch-all` (the whole line) and `flush-buried <tube>`
+    /// (the name as for `flush-tube`), reference §3.31 and §3.32.
+    #[test]
+    fn touch_all_is_a_whole_line_and_flush_buried_takes_a_name() {
+        assert_eq!(parse(b"touch-all"), Ok(C::TouchAll));
+        // No prefix matched these in beanstalkd (`touch ` has its space).
+        for line in [&b"touch-all "[..], b"touch-allx", b"touch-all 1", b"Touch-all", b"touch-"] {
+            assert_eq!(parse(line), Err(UnknownCommand), "{:?}", String::from_utf8_lossy(line));
+        }
+        assert_eq!(parse(b"touch -all"), Err(BadFormat));
+        assert_eq!(parse(b"flush-buried jobs"), Ok(C::FlushBuried(name("jobs"))));
+        for line in [&b"flush-buried "[..], b"flush-buried -x", b"flush-buried a b", b"flush-buried a "] {
+            assert_eq!(parse(line), Err(BadFormat), "{:?}", String::from_utf8_lossy(line));
+        }
+        for line in [&b"flush-buried"[..], b"flush-buriedx a", b"flush-buried\ta"] {
             assert_eq!(parse(line), Err(UnknownCommand), "{:?}", String::from_utf8_lossy(line));
         }
     }

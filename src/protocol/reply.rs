@@ -44,8 +44,12 @@ pub enum Reply<'a> {
     DeletedBatch(usize, usize),
     /// `CLEARED <count>`, the answer to `clear-tube`.
     Cleared(u64),
-    /// `FLUSHED <count>`, the answer to `flush-tube` (tuber's).
+    /// `FLUSHED <count>`, the answer to `flush-tube` and `flush-buried`
+    /// (tuber's).
     Flushed(u64),
+    /// `TOUCHED_ALL <count>`, the answer to `touch-all` (tuber's): the
+    /// jobs its client holds, each touched.
+    TouchedAll(u64),
     /// `KEY_TAKEN`: `move-job` of a job whose unique key the tube it would
     /// move to holds already (reference §3.1a).
     KeyTaken,
@@ -98,6 +102,7 @@ impl Reply<'_> {
             }
             Reply::Cleared(n) => line(out, "CLEARED", &[*n]),
             Reply::Flushed(n) => line(out, "FLUSHED", &[*n]),
+            Reply::TouchedAll(n) => line(out, "TOUCHED_ALL", &[*n]),
             // Writing into a Vec cannot fail.
             Reply::Duplicate(id, state, None) => drop(write!(out, "INSERTED {id} {}\r\n", state.word())),
             Reply::Duplicate(id, state, Some(pri)) => {
@@ -129,6 +134,7 @@ impl Reply<'_> {
             Reply::DeletedBatch(..) => "DELETED_BATCH",
             Reply::Cleared(_) => "CLEARED",
             Reply::Flushed(_) => "FLUSHED",
+            Reply::TouchedAll(_) => "TOUCHED_ALL",
             Reply::KeyTaken => "KEY_TAKEN",
             Reply::NotFound => "NOT_FOUND",
             Reply::NotIgnored => "NOT_IGNORED",
@@ -277,6 +283,8 @@ mod tests {
         assert_eq!(encoded(Reply::DeletedBatch(12, 0)), "DELETED_BATCH 12 0\r\n");
         assert_eq!(encoded(Reply::BuriedJob(u64::MAX)), "BURIED 18446744073709551615\r\n");
         assert_eq!(encoded(Reply::Cleared(10)), "CLEARED 10\r\n");
+        assert_eq!(encoded(Reply::TouchedAll(0)), "TOUCHED_ALL 0\r\n");
+        assert_eq!(encoded(Reply::TouchedAll(600)), "TOUCHED_ALL 600\r\n");
     }
 
     #[test]

@@ -45,10 +45,10 @@ pub use process::{
     SIGUSR1,
 };
 #[cfg(test)]
-pub use socket::keepalive;
+pub use socket::{dead_peer, keepalive};
 pub use socket::{
     has_unread_bytes, inherited_listener, peek_byte, peer_hung_up, send_now, set_backlog, set_keepalive,
-    wait_any_readable, wait_readable, Inherited,
+    wait_any_readable, wait_readable, DeadPeer, Inherited,
 };
 
 #[repr(C)]

@@ -23,6 +23,11 @@ const MSG_PEEK: c_int = 0x2;
 const MSG_DONTWAIT: c_int = 0x40;
 const MSG_NOSIGNAL: c_int = 0x4000;
 const SOL_SOCKET: c_int = 1;
+const IPPROTO_TCP: c_int = 6;
+const TCP_KEEPIDLE: c_int = 4;
+const TCP_KEEPINTVL: c_int = 5;
+const TCP_KEEPCNT: c_int = 6;
+const TCP_USER_TIMEOUT: c_int = 18;
 const SO_TYPE: c_int = 3;
 const SO_KEEPALIVE: c_int = 9;
 const SO_ACCEPTCONN: c_int = 30;
@@ -153,17 +158,48 @@ pub fn set_backlog(socket: &impl AsRawFd, backlog: i32) -> io::Result<()> {
     check(unsafe { listen(socket.as_raw_fd(), backlog) }).map(drop)
 }
 
+/// When a TCP connection's peer counts as gone ([`set_keepalive`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeadPeer {
+    /// Seconds of silence before the first keepalive probe
+    /// (`TCP_KEEPIDLE`).
+    pub idle_secs: i32,
+    /// Seconds between probes (`TCP_KEEPINTVL`).
+    pub interval_secs: i32,
+    /// Probes unanswered before the connection is dropped
+    /// (`TCP_KEEPCNT`).
+    pub probes: i32,
+    /// Milliseconds sent data may stay unacknowledged, and the silence
+    /// that ends probing, before the connection is dropped
+    /// (`TCP_USER_TIMEOUT`).
+    pub user_timeout_ms: i32,
+}
+
 /// Turns on TCP keepalive (`SO_KEEPALIVE`) for `socket`, as beanstalkd
-/// does: after a connection has been silent for a while the kernel probes
-/// the peer, and a peer that is gone (host down, no FIN ever sent) turns
-/// into a read error instead of a connection held open forever. The kernel
-/// settings `net.ipv4.tcp_keepalive_{time,intvl,probes}` say when.
-pub fn set_keepalive(socket: &impl AsRawFd) -> io::Result<()> {
-    let on: c_int = 1;
+/// does, with `dead`'s timings instead of the kernel's (two hours of
+/// silence before the first probe, and some fifteen minutes of
+/// retransmissions to a peer that never acknowledges): a peer that is
+/// gone (host down, cable pulled, no FIN ever sent) turns into a read
+/// error within `dead`'s bound, whether the connection was silent (the
+/// probes go unanswered) or had sent something (it stays unacknowledged,
+/// `TCP_USER_TIMEOUT`), instead of a connection held open for its
+/// reservations' sake.
+pub fn set_keepalive(socket: &impl AsRawFd, dead: &DeadPeer) -> io::Result<()> {
+    let fd = socket.as_raw_fd();
+    set_option(fd, SOL_SOCKET, SO_KEEPALIVE, 1)?;
+    set_option(fd, IPPROTO_TCP, TCP_KEEPIDLE, dead.idle_secs)?;
+    set_option(fd, IPPROTO_TCP, TCP_KEEPINTVL, dead.interval_secs)?;
+    set_option(fd, IPPROTO_TCP, TCP_KEEPCNT, dead.probes)?;
+    set_option(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, dead.user_timeout_ms)
+}
+
+/// Sets the integer option `name` at `level` of `fd` to `value`.
+fn set_option(fd: RawFd, level: c_int, name: c_int, value: c_int) -> io::Result<()> {
     let len = std::mem::size_of::<c_int>() as u32;
-    // SAFETY: `on` is a live c_int and `len` is its size; the kernel only
-    // reads it. The fd is borrowed from a live socket.
-    check(unsafe { setsockopt(socket.as_raw_fd(), SOL_SOCKET, SO_KEEPALIVE, &on, len) }).map(drop)
+    // SAFETY: `value` is a live c_int and `len` is its size; the kernel
+    // only reads it. A bad fd, or an option the socket lacks, is reported
+    // through errno.
+    check(unsafe { setsockopt(fd, level, name, &value, len) }).map(drop)
 }
 
 /// Whether `SO_KEEPALIVE` is on for `socket` (the tests read it back).
@@ -172,13 +208,30 @@ pub fn keepalive(socket: &impl AsRawFd) -> io::Result<bool> {
     Ok(socket_option(socket.as_raw_fd(), SO_KEEPALIVE)? != 0)
 }
 
+/// The timings [`set_keepalive`] set on `socket`, read back (the tests').
+#[cfg(test)]
+pub fn dead_peer(socket: &impl AsRawFd) -> io::Result<DeadPeer> {
+    let fd = socket.as_raw_fd();
+    Ok(DeadPeer {
+        idle_secs: option(fd, IPPROTO_TCP, TCP_KEEPIDLE)?,
+        interval_secs: option(fd, IPPROTO_TCP, TCP_KEEPINTVL)?,
+        probes: option(fd, IPPROTO_TCP, TCP_KEEPCNT)?,
+        user_timeout_ms: option(fd, IPPROTO_TCP, TCP_USER_TIMEOUT)?,
+    })
+}
+
 /// Reads an integer `SOL_SOCKET` option of `fd`.
 fn socket_option(fd: RawFd, name: c_int) -> io::Result<c_int> {
+    option(fd, SOL_SOCKET, name)
+}
+
+/// Reads the integer option `name` at `level` of `fd`.
+fn option(fd: RawFd, level: c_int, name: c_int) -> io::Result<c_int> {
     let mut value: c_int = 0;
     let mut len = std::mem::size_of::<c_int>() as u32;
     // SAFETY: `value` and `len` are valid for writes and `len` holds the
     // size of `value`; a bad fd is reported through errno.
-    check(unsafe { getsockopt(fd, SOL_SOCKET, name, &mut value, &mut len) })?;
+    check(unsafe { getsockopt(fd, level, name, &mut value, &mut len) })?;
     Ok(value)
 }
 

@@ -87,18 +87,24 @@ pub fn report(log: &Log, all: bool, out: &mut impl Write) -> io::Result<()> {
         }
         let pins = log.jobs.iter().filter(|j| j.file == i);
         for job in pins.take(if all { usize::MAX } else { SHOWN }) {
-            let when = match job.state {
-                State::Delayed { until } => {
-                    format!(", ready in {}", duration(until.saturating_sub(log.now).div_ceil(1_000_000_000)))
+            // A job held for its group is logged as delayed with no due
+            // time (reference §3.1d): it is ready when its group is done.
+            let (state, when) = match (job.state, &job.groups.1) {
+                (State::Delayed { until: 0 }, Some(group)) => {
+                    (format!("held for its group {group}"), String::new())
                 }
-                _ => String::new(),
+                (State::Delayed { until: 0 }, None) => ("held for its group".to_owned(), String::new()),
+                (State::Delayed { until }, _) => (
+                    job.state.name().to_owned(),
+                    format!(", ready in {}", duration(until.saturating_sub(log.now).div_ceil(1_000_000_000))),
+                ),
+                _ => (job.state.name().to_owned(), String::new()),
             };
             writeln!(
                 out,
-                "    job {} in {}: {}, {} old{when}",
+                "    job {} in {}: {state}, {} old{when}",
                 job.id,
                 log.tube(job),
-                job.state.name(),
                 age(log.now, job.created)
             )?;
         }

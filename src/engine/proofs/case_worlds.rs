@@ -288,6 +288,34 @@ pub(super) fn a_waiter_for_a_group(w: &mut World) {
     block_the_waiter_on_jobs(w);
 }
 
+/// The worker holding three jobs: the world's reserved one, then the
+/// two best ready ones of `jobs`, reserved in that order.
+pub(super) fn three_held(w: &mut World) {
+    let first = w.reserved;
+    reserve_the_best(w);
+    reserve_the_best(w);
+    w.reserved = first;
+}
+
+/// The world's keyed job (key `k`, a cooldown of 60 s) reserved by the
+/// worker and buried behind the world's buried job.
+pub(super) fn a_keyed_job_buried(w: &mut World) {
+    assert!(matches!(w.e.reserve_job(w.worker, w.keyed, T0, &mut Vec::<u8>::new()), Reply::Reserved(..)));
+    assert_eq!(w.e.bury(w.worker, w.keyed, 5, T0), Reply::Buried);
+}
+
+/// [`a_group`], its member buried by the worker: the job held for `g`
+/// waits for a buried member.
+pub(super) fn a_group_member_buried(w: &mut World) {
+    a_group(w);
+    assert_eq!(w.e.bury(w.worker, w.reserved, 0, T0), Reply::Buried);
+}
+
+/// `flush-buried jobs` as the connection runs it: chunks to the end.
+pub(super) fn flush_buried_step(w: &mut World, out: &mut Vec<u8>) {
+    on_a_tube_step(w, out, "flush-buried jobs");
+}
+
 /// `reserve` by the waiter, as a connection makes it.
 pub(super) fn reserve_step(w: &mut World, out: &mut Vec<u8>) {
     if let Some(reply) = w.e.reserve(w.waiter, None, T0, out) {

@@ -296,6 +296,16 @@ const FIRST: &[Case] = &[
         },
     ),
     case("flush-tube of a tube with keys, one cooling", plain, "FLUSHED 5", flush_step).logged(),
+    case("flush-buried of a tube with a job in every state", many, "FLUSHED 5", flush_buried_step)
+        .logged()
+        .bounded(|| {
+            let (mut e, c) = runs::filled(5 * CLEAR_CHUNK + 1, 1);
+            runs::reserve_all(&mut e, c, true);
+            runs::tube_chunks(&mut e, "flush-buried jobs", 5 * CLEAR_CHUNK + 1)
+        }),
+    case("touch-all", three_held, "TOUCHED_ALL 3", |w, out| {
+        w.e.touch_all(w.worker, Time::from_secs(5)).encode(out)
+    }),
     case("delete-batch", many, "DELETED_BATCH 3 3", |w, out| {
         let ids = [w.ready, w.reserved, w.buried, 999, w.ready, w.delayed];
         w.e.delete_batch(w.producer, &mut ids.into_iter(), T0).encode(out)

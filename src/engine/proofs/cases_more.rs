@@ -175,6 +175,30 @@ pub(super) const MORE: &[Case] = &[
         |w, out| on_a_tube_step(w, out, "flush-tube gone"),
     )
     .logged(),
+    case("flush-buried of no tube", plain, "FLUSHED 0", |w, out| {
+        on_a_tube_step(w, out, "flush-buried nowhere")
+    }),
+    case("flush-buried of a tube with a dead letter", a_dead_letter, "FLUSHED 2", flush_buried_step).logged(),
+    case(
+        "flush-buried of a keyed job: its key cools down",
+        a_keyed_job_buried,
+        "FLUSHED 2",
+        flush_buried_step,
+    )
+    .logged(),
+    case(
+        "flush-buried of a group's last member: its held job let go",
+        a_group_member_buried,
+        "FLUSHED 2",
+        flush_buried_step,
+    )
+    .logged(),
+    case("touch-all of a connection that holds no job", plain, "TOUCHED_ALL 0", |w, out| {
+        w.e.touch_all(w.producer, T0).encode(out)
+    }),
+    case("touch-all of a job handed over and sent", handoff_sent, "TOUCHED_ALL 1", |w, out| {
+        w.e.touch_all(w.waiter, Time::from_secs(5)).encode(out)
+    }),
     // Logged changes the lists above lack: tags a full record keeps, a
     // held job let go, a cooldown's end, a batch with a reserved job.
     case("put with a retry limit and a key", plain, "INSERTED 7", |w, out| {

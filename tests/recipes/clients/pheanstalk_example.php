@@ -1,14 +1,16 @@
 <?php
-// pheanstalk 4 (Laravel 6 to 9's queue driver; 5 has the same seam, its
-// tube names as `TubeName` values): its seam is the socket factory, so keep
-// the socket it makes and send any line through it. See the README's
-// "From your client". Not run by the tests (pheanstalk is a Composer
-// package they cannot fetch): tests/client_examples.rs checks its syntax.
+// pheanstalk 5 (the queue driver of Laravel 10 and later; 4, Laravel 6 to
+// 9's, has the same seam, with tube names as strings and `Pheanstalk\JobId`):
+// its seam is the socket factory, so keep the socket it makes and send any
+// line through it. See the README's "From your client". Not run by the
+// tests (pheanstalk 5 is a Composer package they cannot fetch):
+// tests/client_examples.rs checks its syntax.
 use Pheanstalk\Contract\SocketFactoryInterface;
 use Pheanstalk\Contract\SocketInterface;
-use Pheanstalk\JobId;
 use Pheanstalk\Pheanstalk;
 use Pheanstalk\SocketFactory;
+use Pheanstalk\Values\JobId;
+use Pheanstalk\Values\TubeName;
 
 final class KeptSocket implements SocketFactoryInterface
 {
@@ -41,7 +43,9 @@ function call(SocketInterface $s, string $line, ?string $body = null): array
 
 $kept = new KeptSocket(new SocketFactory('127.0.0.1', 11300));
 $pheanstalk = Pheanstalk::createWithFactory($kept);
-$pheanstalk->useTube('photos')->watch('photos');
+$photos = new TubeName('photos');
+$pheanstalk->useTube($photos);
+$pheanstalk->watch($photos);
 $s = $kept->create();   // the socket pheanstalk made and sends through
 
 $body = 'resize 42.jpg';
