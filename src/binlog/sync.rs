@@ -140,13 +140,29 @@ impl Durability {
         let _ = self.dir.set(dir);
     }
 
-    /// Starts the syncer thread of `-f MS`; with `-F` there is none. It
-    /// runs until [`Durability::stop`]. Under `-f 0` it fsyncs as soon as
-    /// it is asked ([`Durability::ask_sync`]), for every record written by
-    /// then, whoever wrote it (group commit across the event loops), and
-    /// then says so ([`Durability::on_synced`]).
+    /// Starts the syncer thread of `-f MS` (MS > 0); with any other policy
+    /// there is none. It runs until [`Durability::stop`].
     pub fn start_syncer(this: &Arc<Durability>) -> std::io::Result<()> {
-        let Fsync::Every(ms) = this.mode else { return Ok(()) };
+        match this.mode {
+            Fsync::Every(ms) if ms > 0 => Durability::spawn_syncer(this, ms),
+            _ => Ok(()),
+        }
+    }
+
+    /// Starts the syncer thread of `-f 0` for the server's event loops:
+    /// it fsyncs as soon as it is asked ([`Durability::ask_sync`]), for
+    /// every record written by then, whoever wrote it (group commit across
+    /// the loops), and then says so ([`Durability::on_synced`]). Without
+    /// it (an embedder's engine, the tests' logs), a reply's wait is
+    /// [`Durability::after_write`]'s, on the caller's thread.
+    pub fn start_group_syncer(this: &Arc<Durability>) -> std::io::Result<()> {
+        match this.mode {
+            Fsync::Every(0) => Durability::spawn_syncer(this, 0),
+            _ => Ok(()),
+        }
+    }
+
+    fn spawn_syncer(this: &Arc<Durability>, ms: u32) -> std::io::Result<()> {
         let durability = Arc::clone(this);
         let interval = Duration::from_millis(u64::from(ms));
         thread::Builder::new()

@@ -68,6 +68,8 @@ impl Server {
         // their bells.
         let homes = shared.homes.clone();
         durability.on_synced(Box::new(move || homes.iter().for_each(|home| home.ring_always())));
+        crate::binlog::sync::Durability::start_group_syncer(&durability)
+            .map_err(|e| BinlogError::Open(format!("cannot start the fsync thread: {e}")))?;
         let _ = shared.durability.set(Arc::clone(&durability));
         durability.sync_all();
         Ok(())
