@@ -6,12 +6,13 @@
 //! real binary.
 mod common;
 
-use std::io::{Read, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::io::{BufRead, Read, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
+use std::process::Stdio;
 
-use common::binary::{spawn, TempDir};
+use common::binary::{arg, spawn, TempDir};
 
 /// Every admin command, as a line the parser takes: the rows of the
 /// table of commands (reference §3.0) that promise `admin`, so that a new
@@ -314,4 +315,113 @@ fn a_bad_admin_commands_list_stops_start_up() {
         assert_eq!(code, Some(5), "{stderr}");
         assert!(stderr.contains(&format!("invalid value for --admin-commands: {why}")), "{stderr}");
     }
+}
+
+/// Starts the binary with `args` after `umask 0`, as a shell a careless
+/// operator left does, with `-V` and stderr piped.
+fn start_under_umask_0(args: &[&str]) -> std::process::Child {
+    std::process::Command::new("sh")
+        .args(["-c", "umask 0 && exec \"$0\" -V \"$@\""])
+        .arg(common::binary::binary_path())
+        .args(args)
+        .env_remove("JOURNAL_STREAM")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The admin socket is mode 0600 from the moment its path exists: a
+/// process spinning on `stat` (or on `connect`) never finds it open to
+/// others, even under umask 0, where a `chmod` after the bind left a
+/// window another user's `connect` got through. A hundred starts, each
+/// watched from before the server runs by three threads spinning on
+/// `stat` (one of them, at least, on another CPU than the server's);
+/// and nothing is left beside it.
+#[test]
+fn the_admin_socket_is_0600_from_the_moment_it_exists() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let dir = TempDir::new("admin-mode");
+    let admin = dir.path.join("admin.sock");
+    for start in 0..100 {
+        let done = Arc::new(AtomicBool::new(false));
+        let watchers: Vec<_> = (0..3)
+            .map(|_| {
+                let (admin, done) = (admin.clone(), Arc::clone(&done));
+                std::thread::spawn(move || loop {
+                    // Read first: a look after `done` finds the path if
+                    // the server made it, however late this thread ran.
+                    let last = done.load(Ordering::SeqCst);
+                    if let Ok(meta) = std::fs::symlink_metadata(&admin) {
+                        return Some(meta.permissions().mode() & 0o7777);
+                    }
+                    if last {
+                        return None;
+                    }
+                })
+            })
+            .collect();
+        let mut child = start_under_umask_0(&["-l", "127.0.0.1", "-p", "0", "--admin-socket", arg(&admin)]);
+        // Once it serves (or has exited), the watchers have seen it.
+        let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+        let served = stderr.lines().map_while(Result::ok).any(|line| line.contains(" bind "));
+        done.store(true, Ordering::SeqCst);
+        let modes: Vec<_> = watchers.into_iter().map(|w| w.join().unwrap()).collect();
+        // Killed once it serves: a kill in the midst of start-up may
+        // leave its private directory behind.
+        let _ = child.kill();
+        let _ = child.wait();
+        let _ = std::fs::remove_file(&admin);
+        assert!(served, "start {start}: the server did not start");
+        assert_eq!(modes, [Some(0o600); 3], "start {start}: the admin socket's mode when first seen");
+    }
+    let left: Vec<_> = std::fs::read_dir(&dir.path).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(left.is_empty(), "left beside the admin socket: {left:?}");
+}
+
+/// Runs the binary with `-V` and `args` until it exits, which it must do
+/// without serving: a start-up that gets as far as its `bind` line fails
+/// the test at once. Its exit code and stderr.
+fn run_to_refusal(args: &[&str]) -> (Option<i32>, String) {
+    let mut child = start_under_umask_0(args);
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut text = String::new();
+    let mut line = String::new();
+    while stderr.read_line(&mut line).unwrap() > 0 {
+        if line.contains(" bind ") {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("started serving:\n{text}{line}");
+        }
+        text.push_str(&line);
+        line.clear();
+    }
+    (child.wait().unwrap().code(), text)
+}
+
+/// A live admin socket is never taken: a second server given the same
+/// path exits 111, as a `-l` it cannot bind does, with one line, and the
+/// first keeps its socket (the same file) and answers on it. A stale one,
+/// left by a server killed with SIGKILL, is replaced.
+#[test]
+fn a_second_server_never_takes_a_live_admin_socket() {
+    let dir = TempDir::new("admin-taken");
+    let admin = dir.path.join("admin.sock");
+    let first = spawn(&["--admin-socket", arg(&admin)]);
+    let inode = std::fs::symlink_metadata(&admin).unwrap().ino();
+    let (code, stderr) = run_to_refusal(&["-l", "127.0.0.1", "-p", "0", "--admin-socket", arg(&admin)]);
+    assert_eq!(code, Some(111), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line:\n{stderr}");
+    assert!(stderr.contains(&format!("{}: another server is listening there", admin.display())), "{stderr}");
+    assert_eq!(std::fs::symlink_metadata(&admin).unwrap().ino(), inode, "the first's socket file");
+    unix_exchange(&mut unix_client(&admin), "drain\r\n", "DRAINING\r\n");
+    let left: Vec<_> = std::fs::read_dir(&dir.path).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, ["admin.sock"], "nothing else left beside it");
+    first.kill();
+    assert!(admin.exists(), "SIGKILL leaves the socket file");
+    let second = spawn(&["--admin-socket", arg(&admin)]);
+    unix_exchange(&mut unix_client(&admin), "list-tube-used\r\n", "USING default\r\n");
+    assert!(second.stderr().contains("removing existing local socket to replace it"), "{}", second.stderr());
 }

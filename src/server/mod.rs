@@ -90,7 +90,7 @@ impl Server {
         engine.set_id_range(config.job_ids);
         engine.set_metering(config.metrics.is_some());
         let metrics = config.metrics.as_deref().map(crate::metrics::bind).transpose()?;
-        let admin = config.admin_socket.as_deref().map(accepting::bind_admin).transpose()?.map(Arc::new);
+        let admin = config.admin_socket.as_deref().map(Listener::bind_private).transpose()?.map(Arc::new);
         let socket_files =
             [Some(&listener), admin.as_deref()].into_iter().flatten().filter_map(Listener::socket_file);
         let loops = config.threads.unwrap_or_else(crate::host::cpus_online);
