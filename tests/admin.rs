@@ -381,6 +381,42 @@ fn the_admin_socket_is_0600_from_the_moment_it_exists() {
     assert!(left.is_empty(), "left beside the admin socket: {left:?}");
 }
 
+/// Whatever the clients elsewhere: at `--max-connections 8`, with the
+/// operator connected first and eight TCP clients idle after, the admin
+/// socket takes more connections and answers them, its connections take
+/// no client's place, and a ninth TCP client is still closed at once.
+#[test]
+fn the_operator_gets_in_at_the_connection_cap() {
+    let dir = TempDir::new("admin-cap");
+    let admin = dir.path.join("admin.sock");
+    let s = spawn(&["--max-connections", "8", "--admin-socket", arg(&admin)]);
+    let mut first = unix_client(&admin);
+    unix_exchange(&mut first, "list-tube-used\r\n", "USING default\r\n");
+    // Eight, each answered: the operator's connection took no place.
+    let mut idle: Vec<_> = (0..8).map(|_| s.client()).collect();
+    for c in &mut idle {
+        assert_eq!(c.cmd("list-tube-used"), "USING default\r\n");
+    }
+    // At the cap, the operator still gets in, again and again.
+    for _ in 0..3 {
+        let mut a = unix_client(&admin);
+        unix_exchange(&mut a, "use ops\r\n", "USING ops\r\n");
+        unix_exchange(&mut a, "drain\r\nundrain\r\n", "DRAINING\r\nNOT_DRAINING\r\n");
+    }
+    unix_exchange(&mut first, "list-tube-used\r\n", "USING default\r\n");
+    // A ninth TCP client is closed unanswered; the eight are served.
+    let mut ninth = std::net::TcpStream::connect(s.addr).unwrap();
+    ninth.set_read_timeout(Some(common::HANG_GUARD)).unwrap();
+    let _ = ninth.write_all(b"list-tube-used\r\n");
+    // One read: the end of the stream (or a reset), or a reply at once.
+    let mut got = [0; 64];
+    let n = ninth.read(&mut got).unwrap_or(0);
+    assert_eq!(String::from_utf8_lossy(&got[..n]), "", "a ninth TCP client is refused");
+    for c in &mut idle {
+        assert_eq!(c.cmd("list-tube-used"), "USING default\r\n");
+    }
+}
+
 /// Runs the binary with `-V` and `args` until it exits, which it must do
 /// without serving: a start-up that gets as far as its `bind` line fails
 /// the test at once. Its exit code and stderr.

@@ -9,7 +9,9 @@
 //! its path exists (`Listener::bind_private`): only its owner (the user
 //! the server runs as, after `-u`) and root may connect, unless the
 //! operator opens it further, or puts it in a directory that says who
-//! may reach it.
+//! may reach it. Its connections are the operator's: the connection cap
+//! does not count them, so no number of clients elsewhere locks the
+//! operator out (`start_connection`).
 
 use std::io;
 use std::os::fd::AsRawFd;

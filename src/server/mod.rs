@@ -244,7 +244,11 @@ fn start_connection(shared: &Arc<Shared>, stream: Stream, admin: bool) {
     }
     let fd = stream.as_raw_fd();
     let peer = stream.peer();
-    if shared.open.load(Ordering::SeqCst) >= shared.connection_limit.value {
+    // The admin socket's connections are the operator's, and the cap does
+    // not count them: else clients elsewhere, idle at the cap, would
+    // lock the operator out.
+    let capped = shared.capped(admin);
+    if capped && shared.open.load(Ordering::SeqCst) >= shared.connection_limit.value {
         shared.refused.fetch_add(1, Ordering::Relaxed);
         crate::log::event(format_args!("refuse {peer} (fd {fd}): at the connection limit"));
         return; // dropping the stream closes it
@@ -275,7 +279,9 @@ fn start_connection(shared: &Arc<Shared>, stream: Stream, admin: bool) {
         // does not hold (reference §3.0).
         shared.engine().restrict(client, shared.config.admin_commands);
     }
-    shared.open.fetch_add(1, Ordering::SeqCst);
+    if capped {
+        shared.open.fetch_add(1, Ordering::SeqCst);
+    }
     crate::log::event(format_args!("accept {peer} (fd {fd})"));
     let home = Arc::clone(conn.home());
     home.arrive(Arrival { conn, client, admin });
