@@ -461,3 +461,35 @@ fn a_second_server_never_takes_a_live_admin_socket() {
     unix_exchange(&mut unix_client(&admin), "list-tube-used\r\n", "USING default\r\n");
     assert!(second.stderr().contains("removing existing local socket to replace it"), "{}", second.stderr());
 }
+
+/// `-l unix:P --admin-socket P` would make every client of P an admin:
+/// refused at start-up with one line and exit 5, however the two spell
+/// P, and nothing is bound.
+#[test]
+fn the_main_listener_and_the_admin_socket_may_not_be_one_socket() {
+    let dir = TempDir::new("admin-same");
+    let real = dir.path.join("real");
+    std::fs::create_dir(&real).unwrap();
+    std::os::unix::fs::symlink(&real, dir.path.join("link")).unwrap();
+    let main = format!("unix:{}/real/s.sock", dir.path.display());
+    let spellings = [
+        format!("{}/real/s.sock", dir.path.display()),
+        format!("unix:{}/real/s.sock", dir.path.display()),
+        format!("{}/real/./s.sock", dir.path.display()),
+        format!("{}//real//s.sock", dir.path.display()),
+        format!("{}/link/s.sock", dir.path.display()),
+        format!("{}/link/../real/s.sock", dir.path.display()),
+    ];
+    for admin in &spellings {
+        let (code, stderr) = run_to_refusal(&["-l", &main, "--admin-socket", admin]);
+        assert_eq!(code, Some(5), "{admin}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{admin}: one line:\n{stderr}");
+        assert!(stderr.contains("are the same socket: every client would be an admin"), "{admin}: {stderr}");
+        assert_eq!(std::fs::read_dir(&real).unwrap().count(), 0, "{admin}: nothing bound");
+    }
+    // Another name in the same directory is another socket.
+    let other = format!("{}/real/admin.sock", dir.path.display());
+    let s = spawn(&["-l", &main, "--admin-socket", &other]);
+    unix_exchange(&mut unix_client(Path::new(&other)), "drain\r\n", "DRAINING\r\n");
+    drop(s);
+}
