@@ -105,6 +105,14 @@ fn a_bad_admin_socket_stops_start_up() {
     assert!(stderr.contains("/nonexistent/dir/admin.sock"), "{stderr}");
     let (code, stderr) = common::binary::run_to_exit(&["-l", "127.0.0.1", "-p", "0", "--admin-socket", ""]);
     assert_eq!(code, Some(5), "{stderr}");
+    // A main listener's socket file, bound first, goes with the failure.
+    let dir = TempDir::new("admin-bad");
+    let main = dir.path.join("main.sock");
+    let listen = format!("unix:{}", main.display());
+    let (code, stderr) =
+        common::binary::run_to_exit(&["-l", &listen, "--admin-socket", "/nonexistent/dir/admin.sock"]);
+    assert_eq!(code, Some(111), "{stderr}");
+    assert!(!main.exists(), "{} left behind", main.display());
 }
 
 /// A client library meets the refusal as an error: greenstalk raises

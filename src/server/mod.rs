@@ -34,7 +34,7 @@ use crate::engine::Engine;
 use crate::engine_lock::EngineLock;
 use crate::event_loop::{Arrival, Home};
 use crate::host::{ConnectionLimit, HostLimits};
-use crate::listen::Listener;
+use crate::listen::{Listener, SocketFile};
 use crate::log::Count;
 pub use crate::protocol::VERSION;
 use crate::shared::{AcceptWake, ProcessInfo, Shared};
@@ -66,7 +66,12 @@ impl Server {
     /// Binds the listening socket of `config` and prepares the shared state.
     /// Nothing is served until [`Server::run`] or [`Server::spawn`].
     pub fn bind(config: Config) -> io::Result<Server> {
-        Server::with_listener(Listener::bind(&config.listen)?, config)
+        let listener = Listener::bind(&config.listen)?;
+        // A start-up that fails past here (the admin socket, the metrics
+        // port) leaves no socket file of ours behind.
+        let file = listener.socket_file().cloned();
+        Server::with_listener(listener, config)
+            .inspect_err(|_| file.iter().for_each(SocketFile::remove_if_ours))
     }
 
     /// Serves on an inherited listening socket (systemd socket activation)
