@@ -1,7 +1,8 @@
 //! The command line: beanstalkd's flags, parsed the way beanstalkd parses
 //! them, into a [`CommandLine`]: the server's [`Config`], which is all the
 //! library takes, and what only the program acts on (`-u`, `-V`). No I/O
-//! beyond what the caller prints.
+//! beyond what the caller prints, but [`Config::conflict`]'s look at where
+//! two socket paths lead.
 //!
 //! Flags may be bundled (`-VV`, `-Fb DIR`), an argument may be attached
 //! (`-p11300`, `-f0`) or be the next word, and a later flag overrides an
@@ -136,6 +137,31 @@ impl Config {
     pub fn loopback() -> Config {
         Config { listen: Listen::Tcp { host: "127.0.0.1".to_owned(), port: 0 }, ..Config::default() }
     }
+
+    /// Why flags that parse one by one cannot run together: `-l unix:P
+    /// --admin-socket P`, where every client of the one socket would be
+    /// an admin, however the two spell P (`./P`, `dir//P`, `..`, a
+    /// symbolic link to its directory). The program exits 5 on it.
+    pub fn conflict(&self) -> Option<String> {
+        let (Listen::Unix(main), Some(admin)) = (&self.listen, &self.admin_socket) else { return None };
+        (place(main).is_some() && place(main) == place(admin)).then(|| {
+            format!(
+                "-l unix:{} and --admin-socket {} are the same socket: every client would be an admin",
+                main.display(),
+                admin.display()
+            )
+        })
+    }
+}
+
+/// Where a socket path leads: its directory, by device and inode (which
+/// no spelling changes), and its name; `None` if there is no such
+/// directory, where no socket can be bound.
+fn place(path: &std::path::Path) -> Option<(u64, u64, &std::ffi::OsStr)> {
+    use std::os::unix::fs::MetadataExt;
+    let dir = path.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    let meta = std::fs::metadata(dir).ok()?;
+    Some((meta.dev(), meta.ino(), path.file_name()?))
 }
 
 /// What the command line asks for.

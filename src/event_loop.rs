@@ -390,8 +390,9 @@ impl Loop {
     /// jobs go back), and its socket closes with the last reference.
     fn close(&mut self, token: u64) {
         if let Some(conn) = self.conns.remove(token) {
+            let admin = conn.admin();
             conn.close();
-            self.shared.connection_closed();
+            self.shared.connection_closed(admin);
         }
     }
 

@@ -1,15 +1,17 @@
 //! The listening socket: made from `-l` and `-p` (a TCP address, the first
 //! that binds of those the host name resolves to, as beanstalkd does; or a
 //! UNIX socket path, replacing a stale socket file and nothing else), or
-//! inherited from systemd; and a connection accepted from it. It knows
-//! nothing of the protocol.
+//! inherited from systemd; the admin socket (`--admin-socket`), a UNIX
+//! socket that is mode 0600 from the moment its path exists and never
+//! takes a live socket's place; and a connection accepted from either. It
+//! knows nothing of the protocol.
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
-use std::os::unix::net::UnixListener;
-use std::path::PathBuf;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
 
 use crate::config::Listen;
 use crate::stream::Stream;
@@ -57,7 +59,7 @@ pub(crate) struct SocketFile {
 
 impl SocketFile {
     /// Notes the identity of the socket file just bound at `path`.
-    fn bound_at(path: &std::path::Path) -> io::Result<SocketFile> {
+    fn bound_at(path: &Path) -> io::Result<SocketFile> {
         let meta = std::fs::symlink_metadata(path)?;
         Ok(SocketFile { path: path.to_path_buf(), device: meta.dev(), inode: meta.ino() })
     }
@@ -86,6 +88,45 @@ impl Listener {
                 Listener::Unix(listener, Some(SocketFile::bound_at(path)?))
             }
         };
+        listener.prepare()
+    }
+
+    /// Binds a UNIX socket at `path` that only its owner (and root) may
+    /// connect to from the moment the path exists: the admin socket.
+    ///
+    /// `bind` makes the file with the mode the umask leaves, and a `chmod`
+    /// after it leaves a window in which anyone may connect (under umask
+    /// 0 another user spinning on `connect` got in). Setting the umask
+    /// around the bind would close it, but the umask is the whole
+    /// process's: a file another thread makes meanwhile (an embedder's, a
+    /// test's) would get 0600 too, a directory one its owner cannot
+    /// enter. So the socket is bound inside a directory of our own, made
+    /// 0700 beside `path` (the same file system), where nobody else can
+    /// reach it, made 0600 there, and only then linked at `path`. A link
+    /// never replaces what is there: a server that took the path
+    /// meanwhile keeps it, and this start-up fails.
+    ///
+    /// A socket file already at `path` is replaced only if it is stale,
+    /// that is if nothing accepts on it: a second server given the same
+    /// path fails to start, rather than leave the first with no admin
+    /// socket.
+    pub(crate) fn bind_private(path: &Path) -> io::Result<Listener> {
+        check_length(path)?;
+        let dir = private_dir(path)?;
+        let inside = dir.join("s");
+        let bound = bind_unix(&inside).and_then(|listener| {
+            std::fs::set_permissions(&inside, std::fs::Permissions::from_mode(0o600))?;
+            remove_stale(path, true)?;
+            std::fs::hard_link(&inside, path).map_err(|e| match e.kind() {
+                io::ErrorKind::AlreadyExists => taken(path),
+                _ => io::Error::new(e.kind(), format!("{}: {e}", path.display())),
+            })?;
+            Ok(listener)
+        });
+        // The private name goes, bound or not; the link at `path` stays.
+        let _ = std::fs::remove_file(&inside);
+        let _ = std::fs::remove_dir(&dir);
+        let listener = Listener::Unix(bound?, Some(SocketFile::bound_at(path)?));
         listener.prepare()
     }
 
@@ -120,7 +161,9 @@ impl Listener {
     pub(crate) fn address(&self) -> String {
         match self {
             Listener::Tcp(l) => l.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()),
-            Listener::Unix(l, _) => {
+            // The path we linked it at, not the private one it was bound at.
+            Listener::Unix(_, Some(file)) => format!("unix:{}", file.path.display()),
+            Listener::Unix(l, None) => {
                 match l.local_addr().ok().and_then(|a| a.as_pathname().map(PathBuf::from)) {
                     Some(path) => format!("unix:{}", path.display()),
                     None => "an unnamed unix socket".to_owned(),
@@ -150,13 +193,6 @@ impl Listener {
         match self {
             Listener::Unix(_, file) => file.as_ref(),
             Listener::Tcp(_) => None,
-        }
-    }
-
-    /// Removes a UNIX socket file we created, if it is still ours.
-    pub(crate) fn remove_socket_file(&self) {
-        if let Listener::Unix(_, Some(file)) = self {
-            file.remove_if_ours();
         }
     }
 
@@ -256,8 +292,15 @@ fn hosts_lookup(hosts: &str, name: &str) -> Vec<std::net::IpAddr> {
         .collect()
 }
 
-/// Binds a UNIX socket, replacing a stale socket file but nothing else.
-fn bind_unix(path: &std::path::Path) -> io::Result<UnixListener> {
+/// Binds a UNIX socket, replacing a socket file but nothing else, as
+/// beanstalkd does.
+fn bind_unix(path: &Path) -> io::Result<UnixListener> {
+    check_length(path)?;
+    remove_stale(path, false)?;
+    UnixListener::bind(path).map_err(|e| io::Error::new(e.kind(), format!("bind {}: {e}", path.display())))
+}
+
+fn check_length(path: &Path) -> io::Result<()> {
     let len = path.as_os_str().len();
     if len > MAX_UNIX_PATH {
         return Err(io::Error::new(
@@ -268,17 +311,69 @@ fn bind_unix(path: &std::path::Path) -> io::Result<UnixListener> {
             ),
         ));
     }
-    if let Ok(meta) = std::fs::symlink_metadata(path) {
-        if !meta.file_type().is_socket() {
-            return Err(io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                format!("another file already exists in the given path: {}", path.display()),
-            ));
-        }
-        crate::log::event(format_args!("removing existing local socket to replace it"));
-        std::fs::remove_file(path)?;
+    Ok(())
+}
+
+/// Removes the socket file at `path`, if there is one, and refuses any
+/// other kind of file. With `unless_live`, a socket something accepts on
+/// is left alone, and so is one we cannot tell of: only a refused
+/// `connect` says nobody listens.
+fn remove_stale(path: &Path, unless_live: bool) -> io::Result<()> {
+    let Ok(meta) = std::fs::symlink_metadata(path) else { return Ok(()) };
+    if !meta.file_type().is_socket() {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!("another file already exists in the given path: {}", path.display()),
+        ));
     }
-    UnixListener::bind(path).map_err(|e| io::Error::new(e.kind(), format!("bind {}: {e}", path.display())))
+    if unless_live {
+        match UnixStream::connect(path) {
+            Ok(_) => return Err(taken(path)),
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => {
+                let why = format!("{}: cannot tell whether a server listens there: {e}", path.display());
+                return Err(io::Error::new(e.kind(), why));
+            }
+        }
+    }
+    crate::log::event(format_args!("removing existing local socket to replace it"));
+    std::fs::remove_file(path)
+}
+
+/// The error for a path another server listens at.
+fn taken(path: &Path) -> io::Error {
+    let why =
+        format!("{}: another server is listening there (a live socket is never replaced)", path.display());
+    io::Error::new(io::ErrorKind::AddrInUse, why)
+}
+
+/// Makes a directory of our own beside `path`, mode 0700 from its
+/// creation. A name that is taken (another server of this process, or a
+/// leftover of a process that had our pid) is never used: `mkdir` fails
+/// on it, and the next is tried. Short, `.b<pid>.<n>`: the socket's path
+/// inside must fit `sun_path` too.
+fn private_dir(path: &Path) -> io::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let parent = path.parent().unwrap_or(Path::new(""));
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = parent.join(format!(".b{}.{n}", std::process::id()));
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            // The umask may have taken our own bits too; nobody else's
+            // were ever there.
+            Ok(()) => {
+                return std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).map(|()| dir)
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < 64 => {}
+            // As a bind at `path` would fail (a missing directory, one we
+            // may not write), and said of `path`.
+            Err(e) => return Err(io::Error::new(e.kind(), format!("bind {}: {e}", path.display()))),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -66,6 +66,9 @@ fn main() -> ExitCode {
         }
     };
     log::enable(&program, line.verbosity);
+    if let Some(why) = line.config.conflict() {
+        return fail(&program, EXIT_USAGE, format_args!("{why}"));
+    }
     for warning in &line.warnings {
         log::warning(format_args!("{warning}"));
     }

@@ -54,7 +54,8 @@ pub(crate) struct Shared {
     pub socket_files: Vec<SocketFile>,
     /// Written to by `Handle::shutdown`; the accept loop polls it.
     pub accept_wake: AcceptWake,
-    /// Connections open now: accepted, and not yet closed by their loop.
+    /// Connections open now that the cap counts: accepted, not yet closed
+    /// by their loop, and not the admin socket's (see [`Shared::capped`]).
     pub open: AtomicUsize,
     /// The binlog's fsync policy and group commit, once it is open.
     pub durability: OnceLock<Arc<Durability>>,
@@ -182,9 +183,18 @@ impl Shared {
         }
     }
 
+    /// Whether the connection cap counts a connection that may run the
+    /// admin commands (`admin`) or not: every one but the admin socket's.
+    /// (Without an admin socket every connection is `admin`, and counted.)
+    pub fn capped(&self, admin: bool) -> bool {
+        !admin || self.config.admin_socket.is_none()
+    }
+
     /// Called by a loop as it closes a connection.
-    pub fn connection_closed(&self) {
-        self.open.fetch_sub(1, Ordering::SeqCst);
+    pub fn connection_closed(&self, admin: bool) {
+        if self.capped(admin) {
+            self.open.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 }
 

@@ -6,12 +6,13 @@
 //! real binary.
 mod common;
 
-use std::io::{Read, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::io::{BufRead, Read, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
+use std::process::Stdio;
 
-use common::binary::{spawn, TempDir};
+use common::binary::{arg, spawn, TempDir};
 
 /// Every admin command, as a line the parser takes: the rows of the
 /// table of commands (reference §3.0) that promise `admin`, so that a new
@@ -104,6 +105,14 @@ fn a_bad_admin_socket_stops_start_up() {
     assert!(stderr.contains("/nonexistent/dir/admin.sock"), "{stderr}");
     let (code, stderr) = common::binary::run_to_exit(&["-l", "127.0.0.1", "-p", "0", "--admin-socket", ""]);
     assert_eq!(code, Some(5), "{stderr}");
+    // A main listener's socket file, bound first, goes with the failure.
+    let dir = TempDir::new("admin-bad");
+    let main = dir.path.join("main.sock");
+    let listen = format!("unix:{}", main.display());
+    let (code, stderr) =
+        common::binary::run_to_exit(&["-l", &listen, "--admin-socket", "/nonexistent/dir/admin.sock"]);
+    assert_eq!(code, Some(111), "{stderr}");
+    assert!(!main.exists(), "{} left behind", main.display());
 }
 
 /// A client library meets the refusal as an error: greenstalk raises
@@ -314,4 +323,181 @@ fn a_bad_admin_commands_list_stops_start_up() {
         assert_eq!(code, Some(5), "{stderr}");
         assert!(stderr.contains(&format!("invalid value for --admin-commands: {why}")), "{stderr}");
     }
+}
+
+/// Starts the binary with `args` after `umask 0`, as a shell a careless
+/// operator left does, with `-V` and stderr piped.
+fn start_under_umask_0(args: &[&str]) -> std::process::Child {
+    std::process::Command::new("sh")
+        .args(["-c", "umask 0 && exec \"$0\" -V \"$@\""])
+        .arg(common::binary::binary_path())
+        .args(args)
+        .env_remove("JOURNAL_STREAM")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The admin socket is mode 0600 from the moment its path exists: a
+/// process spinning on `stat` (or on `connect`) never finds it open to
+/// others, even under umask 0, where a `chmod` after the bind left a
+/// window another user's `connect` got through. A hundred starts, each
+/// watched from before the server runs by three threads spinning on
+/// `stat` (one of them, at least, on another CPU than the server's);
+/// and nothing is left beside it.
+#[test]
+fn the_admin_socket_is_0600_from_the_moment_it_exists() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let dir = TempDir::new("admin-mode");
+    let admin = dir.path.join("admin.sock");
+    for start in 0..100 {
+        let done = Arc::new(AtomicBool::new(false));
+        let watchers: Vec<_> = (0..3)
+            .map(|_| {
+                let (admin, done) = (admin.clone(), Arc::clone(&done));
+                std::thread::spawn(move || loop {
+                    // Read first: a look after `done` finds the path if
+                    // the server made it, however late this thread ran.
+                    let last = done.load(Ordering::SeqCst);
+                    if let Ok(meta) = std::fs::symlink_metadata(&admin) {
+                        return Some(meta.permissions().mode() & 0o7777);
+                    }
+                    if last {
+                        return None;
+                    }
+                })
+            })
+            .collect();
+        let mut child = start_under_umask_0(&["-l", "127.0.0.1", "-p", "0", "--admin-socket", arg(&admin)]);
+        // Once it serves (or has exited), the watchers have seen it.
+        let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+        let served = stderr.lines().map_while(Result::ok).any(|line| line.contains(" bind "));
+        done.store(true, Ordering::SeqCst);
+        let modes: Vec<_> = watchers.into_iter().map(|w| w.join().unwrap()).collect();
+        // Killed once it serves: a kill in the midst of start-up may
+        // leave its private directory behind.
+        let _ = child.kill();
+        let _ = child.wait();
+        let _ = std::fs::remove_file(&admin);
+        assert!(served, "start {start}: the server did not start");
+        assert_eq!(modes, [Some(0o600); 3], "start {start}: the admin socket's mode when first seen");
+    }
+    let left: Vec<_> = std::fs::read_dir(&dir.path).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(left.is_empty(), "left beside the admin socket: {left:?}");
+}
+
+/// Whatever the clients elsewhere: at `--max-connections 8`, with the
+/// operator connected first and eight TCP clients idle after, the admin
+/// socket takes more connections and answers them, its connections take
+/// no client's place, and a ninth TCP client is still closed at once.
+#[test]
+fn the_operator_gets_in_at_the_connection_cap() {
+    let dir = TempDir::new("admin-cap");
+    let admin = dir.path.join("admin.sock");
+    let s = spawn(&["--max-connections", "8", "--admin-socket", arg(&admin)]);
+    let mut first = unix_client(&admin);
+    unix_exchange(&mut first, "list-tube-used\r\n", "USING default\r\n");
+    // Eight, each answered: the operator's connection took no place.
+    let mut idle: Vec<_> = (0..8).map(|_| s.client()).collect();
+    for c in &mut idle {
+        assert_eq!(c.cmd("list-tube-used"), "USING default\r\n");
+    }
+    // At the cap, the operator still gets in, again and again.
+    for _ in 0..3 {
+        let mut a = unix_client(&admin);
+        unix_exchange(&mut a, "use ops\r\n", "USING ops\r\n");
+        unix_exchange(&mut a, "drain\r\nundrain\r\n", "DRAINING\r\nNOT_DRAINING\r\n");
+    }
+    unix_exchange(&mut first, "list-tube-used\r\n", "USING default\r\n");
+    // A ninth TCP client is closed unanswered; the eight are served.
+    let mut ninth = std::net::TcpStream::connect(s.addr).unwrap();
+    ninth.set_read_timeout(Some(common::HANG_GUARD)).unwrap();
+    let _ = ninth.write_all(b"list-tube-used\r\n");
+    // One read: the end of the stream (or a reset), or a reply at once.
+    let mut got = [0; 64];
+    let n = ninth.read(&mut got).unwrap_or(0);
+    assert_eq!(String::from_utf8_lossy(&got[..n]), "", "a ninth TCP client is refused");
+    for c in &mut idle {
+        assert_eq!(c.cmd("list-tube-used"), "USING default\r\n");
+    }
+}
+
+/// Runs the binary with `-V` and `args` until it exits, which it must do
+/// without serving: a start-up that gets as far as its `bind` line fails
+/// the test at once. Its exit code and stderr.
+fn run_to_refusal(args: &[&str]) -> (Option<i32>, String) {
+    let mut child = start_under_umask_0(args);
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut text = String::new();
+    let mut line = String::new();
+    while stderr.read_line(&mut line).unwrap() > 0 {
+        if line.contains(" bind ") {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("started serving:\n{text}{line}");
+        }
+        text.push_str(&line);
+        line.clear();
+    }
+    (child.wait().unwrap().code(), text)
+}
+
+/// A live admin socket is never taken: a second server given the same
+/// path exits 111, as a `-l` it cannot bind does, with one line, and the
+/// first keeps its socket (the same file) and answers on it. A stale one,
+/// left by a server killed with SIGKILL, is replaced.
+#[test]
+fn a_second_server_never_takes_a_live_admin_socket() {
+    let dir = TempDir::new("admin-taken");
+    let admin = dir.path.join("admin.sock");
+    let first = spawn(&["--admin-socket", arg(&admin)]);
+    let inode = std::fs::symlink_metadata(&admin).unwrap().ino();
+    let (code, stderr) = run_to_refusal(&["-l", "127.0.0.1", "-p", "0", "--admin-socket", arg(&admin)]);
+    assert_eq!(code, Some(111), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line:\n{stderr}");
+    assert!(stderr.contains(&format!("{}: another server is listening there", admin.display())), "{stderr}");
+    assert_eq!(std::fs::symlink_metadata(&admin).unwrap().ino(), inode, "the first's socket file");
+    unix_exchange(&mut unix_client(&admin), "drain\r\n", "DRAINING\r\n");
+    let left: Vec<_> = std::fs::read_dir(&dir.path).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, ["admin.sock"], "nothing else left beside it");
+    first.kill();
+    assert!(admin.exists(), "SIGKILL leaves the socket file");
+    let second = spawn(&["--admin-socket", arg(&admin)]);
+    unix_exchange(&mut unix_client(&admin), "list-tube-used\r\n", "USING default\r\n");
+    assert!(second.stderr().contains("removing existing local socket to replace it"), "{}", second.stderr());
+}
+
+/// `-l unix:P --admin-socket P` would make every client of P an admin:
+/// refused at start-up with one line and exit 5, however the two spell
+/// P, and nothing is bound.
+#[test]
+fn the_main_listener_and_the_admin_socket_may_not_be_one_socket() {
+    let dir = TempDir::new("admin-same");
+    let real = dir.path.join("real");
+    std::fs::create_dir(&real).unwrap();
+    std::os::unix::fs::symlink(&real, dir.path.join("link")).unwrap();
+    let main = format!("unix:{}/real/s.sock", dir.path.display());
+    let spellings = [
+        format!("{}/real/s.sock", dir.path.display()),
+        format!("unix:{}/real/s.sock", dir.path.display()),
+        format!("{}/real/./s.sock", dir.path.display()),
+        format!("{}//real//s.sock", dir.path.display()),
+        format!("{}/link/s.sock", dir.path.display()),
+        format!("{}/link/../real/s.sock", dir.path.display()),
+    ];
+    for admin in &spellings {
+        let (code, stderr) = run_to_refusal(&["-l", &main, "--admin-socket", admin]);
+        assert_eq!(code, Some(5), "{admin}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{admin}: one line:\n{stderr}");
+        assert!(stderr.contains("are the same socket: every client would be an admin"), "{admin}: {stderr}");
+        assert_eq!(std::fs::read_dir(&real).unwrap().count(), 0, "{admin}: nothing bound");
+    }
+    // Another name in the same directory is another socket.
+    let other = format!("{}/real/admin.sock", dir.path.display());
+    let s = spawn(&["-l", &main, "--admin-socket", &other]);
+    unix_exchange(&mut unix_client(Path::new(&other)), "drain\r\n", "DRAINING\r\n");
+    drop(s);
 }

@@ -267,6 +267,12 @@ impl Conn {
         self.job_replies_fresh = true;
     }
 
+    /// Whether it may run the admin commands (the connection cap counts
+    /// it unless it came through the admin socket).
+    pub(crate) fn admin(&self) -> bool {
+        self.admin
+    }
+
     /// Ends the connection: a put's body half read gives back what it
     /// claimed, and the engine forgets the client (its jobs go back). The
     /// socket closes as the last reference to it goes.

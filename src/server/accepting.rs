@@ -5,34 +5,24 @@
 //! `poll` beside the server's wake-up socket, which shutdown makes readable
 //! and nobody reads, so one byte stops every loop.
 //!
-//! The admin socket is a UNIX socket made mode 0600: only its owner (the
-//! user the server runs as, after `-u`) and root may connect, unless the
+//! The admin socket is a UNIX socket that is mode 0600 from the moment
+//! its path exists (`Listener::bind_private`): only its owner (the user
+//! the server runs as, after `-u`) and root may connect, unless the
 //! operator opens it further, or puts it in a directory that says who
-//! may reach it.
+//! may reach it. Its connections are the operator's: the connection cap
+//! does not count them, so no number of clients elsewhere locks the
+//! operator out (`start_connection`).
 
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use crate::config::Listen;
 use crate::listen::Listener;
 use crate::shared::Shared;
 use crate::sys;
-
-/// Binds the admin socket at `path`, mode 0600.
-pub(super) fn bind_admin(path: &Path) -> io::Result<Listener> {
-    let listener = Listener::bind(&Listen::Unix(path.to_path_buf()))?;
-    if let Err(e) = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)) {
-        listener.remove_socket_file();
-        return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display())));
-    }
-    Ok(listener)
-}
 
 /// Accepts on `listener` until shutdown; its connections may run the
 /// admin commands if `admin` (or if no admin socket is configured).

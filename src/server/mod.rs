@@ -34,7 +34,7 @@ use crate::engine::Engine;
 use crate::engine_lock::EngineLock;
 use crate::event_loop::{Arrival, Home};
 use crate::host::{ConnectionLimit, HostLimits};
-use crate::listen::Listener;
+use crate::listen::{Listener, SocketFile};
 use crate::log::Count;
 pub use crate::protocol::VERSION;
 use crate::shared::{AcceptWake, ProcessInfo, Shared};
@@ -66,7 +66,12 @@ impl Server {
     /// Binds the listening socket of `config` and prepares the shared state.
     /// Nothing is served until [`Server::run`] or [`Server::spawn`].
     pub fn bind(config: Config) -> io::Result<Server> {
-        Server::with_listener(Listener::bind(&config.listen)?, config)
+        let listener = Listener::bind(&config.listen)?;
+        // A start-up that fails past here (the admin socket, the metrics
+        // port) leaves no socket file of ours behind.
+        let file = listener.socket_file().cloned();
+        Server::with_listener(listener, config)
+            .inspect_err(|_| file.iter().for_each(SocketFile::remove_if_ours))
     }
 
     /// Serves on an inherited listening socket (systemd socket activation)
@@ -90,7 +95,7 @@ impl Server {
         engine.set_id_range(config.job_ids);
         engine.set_metering(config.metrics.is_some());
         let metrics = config.metrics.as_deref().map(crate::metrics::bind).transpose()?;
-        let admin = config.admin_socket.as_deref().map(accepting::bind_admin).transpose()?.map(Arc::new);
+        let admin = config.admin_socket.as_deref().map(Listener::bind_private).transpose()?.map(Arc::new);
         let socket_files =
             [Some(&listener), admin.as_deref()].into_iter().flatten().filter_map(Listener::socket_file);
         let loops = config.threads.unwrap_or_else(crate::host::cpus_online);
@@ -244,7 +249,11 @@ fn start_connection(shared: &Arc<Shared>, stream: Stream, admin: bool) {
     }
     let fd = stream.as_raw_fd();
     let peer = stream.peer();
-    if shared.open.load(Ordering::SeqCst) >= shared.connection_limit.value {
+    // The admin socket's connections are the operator's, and the cap does
+    // not count them: else clients elsewhere, idle at the cap, would
+    // lock the operator out.
+    let capped = shared.capped(admin);
+    if capped && shared.open.load(Ordering::SeqCst) >= shared.connection_limit.value {
         shared.refused.fetch_add(1, Ordering::Relaxed);
         crate::log::event(format_args!("refuse {peer} (fd {fd}): at the connection limit"));
         return; // dropping the stream closes it
@@ -275,7 +284,9 @@ fn start_connection(shared: &Arc<Shared>, stream: Stream, admin: bool) {
         // does not hold (reference §3.0).
         shared.engine().restrict(client, shared.config.admin_commands);
     }
-    shared.open.fetch_add(1, Ordering::SeqCst);
+    if capped {
+        shared.open.fetch_add(1, Ordering::SeqCst);
+    }
     crate::log::event(format_args!("accept {peer} (fd {fd})"));
     let home = Arc::clone(conn.home());
     home.arrive(Arrival { conn, client, admin });
