@@ -19,19 +19,17 @@
 //! never touches the engine but to tell it a connection closed, and never
 //! reads or writes a socket itself.
 
-use std::cell::Cell;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::conn::{Conn, Served, IDLE_AFTER};
-use crate::engine::ClientId;
+use crate::home::{Arrival, Home};
 use crate::shared::Shared;
-use crate::stream::SharedConn;
-use crate::sys::{Event, EventFd, Poller};
+use crate::sys::{Event, Poller};
 use crate::time::Time;
 
 /// The bell's token; a connection's is its slot and generation (see
@@ -41,84 +39,6 @@ const BELL: u64 = u64::MAX;
 /// How long a shutdown waits for the connections to finish the command
 /// in flight and send its reply; a client that does not read is then cut.
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(900);
-
-thread_local! {
-    /// The id of the loop this thread runs, if it runs one: a wake from a
-    /// loop to itself needs no bell, as the loop looks at its wakes
-    /// before it waits again.
-    static SERVING: Cell<usize> = const { Cell::new(usize::MAX) };
-}
-
-/// What other threads share of a loop: how they reach it.
-#[derive(Debug)]
-pub(crate) struct Home {
-    id: usize,
-    bell: EventFd,
-    /// The bell has rung since the loop last looked.
-    rung: AtomicBool,
-    mail: Mutex<Deliveries>,
-}
-
-/// What other threads left for the loop.
-#[derive(Debug, Default)]
-struct Deliveries {
-    /// Tokens of connections whose blocked reserve may have ended.
-    woken: Vec<u64>,
-    /// Connections accepted for this loop.
-    arrivals: Vec<Arrival>,
-}
-
-/// A connection accepted for a loop: its socket, the engine's id for it,
-/// and whether it may run the admin commands.
-#[derive(Debug)]
-pub(crate) struct Arrival {
-    pub conn: Arc<SharedConn>,
-    pub client: ClientId,
-    pub admin: bool,
-}
-
-impl Deliveries {
-    fn is_empty(&self) -> bool {
-        self.woken.is_empty() && self.arrivals.is_empty()
-    }
-}
-
-impl Home {
-    pub fn new(id: usize) -> std::io::Result<Home> {
-        Ok(Home { id, bell: EventFd::new()?, rung: AtomicBool::new(false), mail: Mutex::default() })
-    }
-
-    fn mail(&self) -> MutexGuard<'_, Deliveries> {
-        self.mail.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// Tells the loop that the connection at `token` may have word in its
-    /// mailbox.
-    pub fn wake(&self, token: u64) {
-        self.mail().woken.push(token);
-        self.ring();
-    }
-
-    /// Hands the loop a connection to serve.
-    pub fn arrive(&self, arrival: Arrival) {
-        self.mail().arrivals.push(arrival);
-        self.ring();
-    }
-
-    /// Rings the bell, unless it has rung since the loop last looked, or
-    /// this thread is the loop.
-    pub fn ring(&self) {
-        if SERVING.get() != self.id && !self.rung.swap(true, Ordering::SeqCst) {
-            self.bell.ring();
-        }
-    }
-
-    /// Rings the bell whoever asks (shutdown).
-    pub fn ring_always(&self) {
-        self.rung.store(true, Ordering::SeqCst);
-        self.bell.ring();
-    }
-}
 
 /// The loop's connections, by token: the low 32 bits are a slot, the high
 /// ones the slot's generation, so that a wake for a connection that has
@@ -187,11 +107,11 @@ struct Loop {
 /// Runs the loop of `home` until the server stops and its connections
 /// have closed.
 pub(crate) fn run(shared: Arc<Shared>, home: Arc<Home>) {
-    SERVING.set(home.id);
-    let poller = match Poller::new().and_then(|p| p.add_readable(home.bell.as_raw_fd(), BELL).map(|()| p)) {
+    home.wakes.serve_here();
+    let poller = match Poller::new().and_then(|p| p.add_readable(home.wakes.as_raw_fd(), BELL).map(|()| p)) {
         Ok(poller) => poller,
         Err(e) => {
-            crate::log::problem(format_args!("event loop {}: cannot make its epoll set: {e}", home.id));
+            crate::log::problem(format_args!("an event loop cannot make its epoll set: {e}"));
             return;
         }
     };
@@ -239,7 +159,7 @@ impl Loop {
     /// else until the next timer or sweep.
     fn timeout(&self) -> i32 {
         // A loop that woke one of its own connections rang no bell.
-        if !self.ready.is_empty() || !self.home.mail().is_empty() {
+        if !self.ready.is_empty() || self.home.has_mail() {
             return 0;
         }
         let now = self.shared.clock.now();
@@ -258,8 +178,7 @@ impl Loop {
     /// Notes what an event says of its connection, and puts it in line.
     fn note(&mut self, event: Event) {
         if event.token == BELL {
-            self.home.rung.store(false, Ordering::SeqCst);
-            self.home.bell.clear();
+            self.home.wakes.heard();
             return;
         }
         if let Some(conn) = self.conns.get(event.token) {
@@ -272,8 +191,7 @@ impl Loop {
 
     /// Takes the connections other threads woke or handed over.
     fn take_deliveries(&mut self) {
-        let Deliveries { woken, arrivals } = std::mem::take(&mut *self.home.mail());
-        for token in woken {
+        for token in self.home.wakes.take() {
             if let Some(conn) = self.conns.get(token) {
                 conn.woken();
                 if conn.enqueue() {
@@ -281,7 +199,7 @@ impl Loop {
                 }
             }
         }
-        for Arrival { conn, client, admin } in arrivals {
+        for Arrival { conn, client, admin } in self.home.take_arrivals() {
             let fd = conn.stream.as_raw_fd();
             let shared = Arc::clone(&self.shared);
             let token = self.conns.insert(|token| {

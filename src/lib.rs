@@ -363,6 +363,8 @@ pub mod stats;
 mod metrics;
 mod engine_lock;
 mod shared;
+mod wakes;
+mod home;
 mod event_loop;
 mod listen;
 pub mod server;

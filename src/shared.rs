@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use crate::binlog::sync::Durability;
 use crate::config::Config;
 use crate::engine_lock::{EngineGuard, EngineLock};
-use crate::event_loop::Home;
+use crate::home::Home;
 use crate::host::ConnectionLimit;
 use crate::listen::SocketFile;
 use crate::stats::{BinlogStats, ProcessStats};

@@ -11,10 +11,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::engine::{ClientId, Waker, Withdrawal};
-use crate::event_loop::Home;
 use crate::ids::JobId;
 use crate::mailbox::Mailbox;
 use crate::sys;
+use crate::wakes::Wakes;
 
 /// A client's address as the log names it: `ADDR:PORT`, or `unix`.
 #[derive(Debug, Clone, Copy)]
@@ -134,8 +134,8 @@ impl Write for &Stream {
 pub(crate) struct SharedConn {
     pub mailbox: Mailbox,
     pub stream: Stream,
-    /// The loop that serves it.
-    home: Arc<Home>,
+    /// How its loop is reached.
+    wakes: Arc<Wakes>,
     /// Its place in its loop, once the loop has taken it (see
     /// `event_loop.rs`).
     token: AtomicU64,
@@ -144,11 +144,11 @@ pub(crate) struct SharedConn {
 }
 
 impl SharedConn {
-    pub fn new(stream: Stream, home: Arc<Home>) -> SharedConn {
+    pub fn new(stream: Stream, wakes: Arc<Wakes>) -> SharedConn {
         SharedConn {
             mailbox: Mailbox::default(),
             stream,
-            home,
+            wakes,
             token: AtomicU64::new(0),
             client: AtomicU64::new(0),
         }
@@ -162,11 +162,6 @@ impl SharedConn {
     /// Notes where its loop keeps it.
     pub fn set_token(&self, token: u64) {
         self.token.store(token, Ordering::Release);
-    }
-
-    /// The loop that serves it.
-    pub fn home(&self) -> &Arc<Home> {
-        &self.home
     }
 }
 
@@ -182,7 +177,7 @@ impl std::fmt::Debug for SharedConn {
 impl Waker for SharedConn {
     fn wake(&self) {
         self.mailbox.wake();
-        self.home.wake(self.token.load(Ordering::Acquire));
+        self.wakes.wake(self.token.load(Ordering::Acquire));
     }
 
     fn has_hung_up(&self) -> bool {
@@ -209,7 +204,7 @@ impl Waker for SharedConn {
             // The loop, woken, finds the mailbox cut and ends the
             // connection; until then nothing more can be sent.
             self.stream.shutdown();
-            self.home.wake(self.token.load(Ordering::Acquire));
+            self.wakes.wake(self.token.load(Ordering::Acquire));
         }
         withdrawal
     }

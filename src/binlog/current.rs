@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use super::files::FileInfo;
 use super::record::{self, DELETE_LEN, HEADER_LEN};
-use super::{faults, replay, Binlog, BLOCK};
+use super::{faults, Binlog, BLOCK};
 
 /// `errno` for a full disk.
 const ENOSPC: i32 = 28;
@@ -45,7 +45,7 @@ impl Binlog {
             && self.unneeded.try_reserve(files.saturating_sub(self.unneeded.len())).is_ok()
             && opening_bytes.try_reserve(opening as usize + 32).is_ok()
             && self.durability.claim_file_room(files);
-        let Some(path) = replay::try_file_path(&self.dir, n).filter(|_| claimed) else {
+        let Some(path) = super::dir::try_our_path(&self.dir, n).filter(|_| claimed) else {
             return Err(io::Error::from(io::ErrorKind::OutOfMemory));
         };
         opening_bytes.extend_from_slice(&record::header());

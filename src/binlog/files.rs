@@ -78,7 +78,7 @@ impl Files {
 pub(super) fn replayed(dir: &Path, replayed: &replay::Replayed) -> Files {
     let mut files = Files::default();
     for &n in &replayed.files {
-        let used = std::fs::metadata(replay::file_path(dir, n)).map(|m| m.len()).unwrap_or(0);
+        let used = std::fs::metadata(super::dir::our_path(dir, n)).map(|m| m.len()).unwrap_or(0);
         let refers_to =
             replayed.refers_to.get(&n).map(|set| set.iter().copied().collect()).unwrap_or_default();
         files.insert(

@@ -16,7 +16,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::fs::File;
 use std::io::{self, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::damage::{classify, Bad, FileEnd};
 pub(crate) use super::damage::{next_record, NextRecord};
@@ -91,23 +91,8 @@ impl Pending {
     }
 }
 
-/// Tube names seen so far, each stored once.
-#[derive(Default)]
-struct Tubes {
-    names: Vec<Vec<u8>>,
-    index: HashMap<Vec<u8>, usize>,
-}
-
-impl Tubes {
-    fn intern(&mut self, name: &[u8]) -> usize {
-        if let Some(&i) = self.index.get(name) {
-            return i;
-        }
-        self.names.push(name.to_vec());
-        self.index.insert(name.to_vec(), self.names.len() - 1);
-        self.names.len() - 1
-    }
-}
+mod tubes;
+use tubes::Tubes;
 
 /// Replays our log files into one state, oldest file first; see the
 /// module docs.
@@ -148,7 +133,7 @@ impl<'d> Replayer<'d> {
     /// interrupted; elsewhere damage is corruption. The zeros a file was
     /// preallocated with are given back to the disk.
     pub fn file(&mut self, n: u32, newest: bool) -> io::Result<()> {
-        let path = file_path(self.dir, n);
+        let path = super::dir::our_path(self.dir, n);
         let refs = self.out.refers_to.entry(n).or_default();
         let state = (&mut self.jobs, &mut self.tubes, refs, &mut self.out.next_id, &mut self.out.imported);
         self.out.files.push(n);
@@ -236,16 +221,6 @@ impl<'d> Replayer<'d> {
         }
         out
     }
-}
-
-/// The path of our file number `n`.
-pub fn file_path(dir: &Path, n: u32) -> PathBuf {
-    super::dir::our_path(dir, n)
-}
-
-/// [`file_path`], or `None` if its memory cannot be had.
-pub fn try_file_path(dir: &Path, n: u32) -> Option<PathBuf> {
-    super::dir::try_our_path(dir, n)
 }
 
 /// What replaying one file changes.
@@ -439,7 +414,7 @@ mod tests {
         for (ttr, body) in fulls {
             record::encode_full(&mut bytes, &job, *ttr, 7, b"default", body);
         }
-        std::fs::write(file_path(&dir, 1), bytes)?;
+        std::fs::write(super::super::dir::our_path(&dir, 1), bytes)?;
         let result = Replayer::new(&dir).file(1, true);
         std::fs::remove_dir_all(&dir)?;
         result
@@ -473,8 +448,8 @@ mod tests {
         full(&mut new, &job(3, LoggedState::Ready, 0), &member);
         full(&mut new, &job(4, LoggedState::Ready, 0), &after);
         full(&mut new, &job(5, LoggedState::Delayed, 0), &after);
-        std::fs::write(file_path(&dir, 1), old).unwrap();
-        std::fs::write(file_path(&dir, 2), new).unwrap();
+        std::fs::write(super::super::dir::our_path(&dir, 1), old).unwrap();
+        std::fs::write(super::super::dir::our_path(&dir, 2), new).unwrap();
         let mut replayer = Replayer::new(&dir);
         replayer.file(1, false).unwrap();
         replayer.file(2, true).unwrap();
@@ -512,8 +487,8 @@ mod tests {
         record::encode_update(&mut new, &job(2, LoggedState::Buried));
         record::encode_full(&mut new, &job(3, LoggedState::Buried), 60, 7, b"default", b"b");
         record::encode_full(&mut new, &job(4, LoggedState::BuriedByLimit), 60, 7, b"default", b"b");
-        std::fs::write(file_path(&dir, 1), old).unwrap();
-        std::fs::write(file_path(&dir, 2), new).unwrap();
+        std::fs::write(super::super::dir::our_path(&dir, 1), old).unwrap();
+        std::fs::write(super::super::dir::our_path(&dir, 2), new).unwrap();
         let mut replayer = Replayer::new(&dir);
         replayer.file(1, false).unwrap();
         replayer.file(2, true).unwrap();

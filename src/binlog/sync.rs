@@ -37,6 +37,9 @@ use std::time::{Duration, Instant};
 use crate::config::Fsync;
 
 /// Shared by the binlog (which counts writes) and every connection thread.
+mod removal;
+use removal::Removal;
+
 #[derive(Debug)]
 pub struct Durability {
     mode: Fsync,
@@ -74,15 +77,6 @@ impl std::fmt::Debug for Tell {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Tell")
     }
-}
-
-/// A file to remove once the first `seq` records are synced.
-#[derive(Debug, Clone, Copy)]
-struct Removal {
-    file: u32,
-    /// Kept aside as `beanstalk.N.corrupt`, not removed.
-    corrupt: bool,
-    seq: u64,
 }
 
 #[derive(Debug)]
@@ -296,71 +290,6 @@ impl Durability {
         state.dir_changed = true;
     }
 
-    /// Notes that file `file` may be removed (or kept aside, if `corrupt`)
-    /// once every record written so far is synced. Never allocates (room
-    /// claimed by [`Durability::claim_file_room`]); false if there is no
-    /// room, and the log then keeps the file in its books.
-    pub(super) fn queue_removal(&self, file: u32, corrupt: bool) -> bool {
-        let mut removals = self.removals();
-        if removals.len() == removals.capacity() {
-            return false;
-        }
-        removals.push_back(Removal { file, corrupt, seq: self.written() });
-        true
-    }
-
-    /// Removes the files queued whose records are synced, oldest first,
-    /// stopping at the first that cannot be: a later file must never go
-    /// before an earlier one. Then syncs the directory. Called outside the
-    /// engine's lock, after a write's reply is settled and after each of
-    /// the syncer's fsyncs.
-    pub fn remove_unneeded(&self) {
-        let Some(dir) = self.dir.get().filter(|_| !self.removals().is_empty()) else { return };
-        let _one_at_a_time = self.removing.lock().unwrap_or_else(|e| e.into_inner());
-        // After a failed fsync or write, what made a file unneeded may not
-        // be on disk: the file stays, for a restart to replay.
-        if self.removals_halted.load(Ordering::SeqCst) || (self.mode != Fsync::Never && self.failed()) {
-            return;
-        }
-        let synced = if self.mode == Fsync::Never { u64::MAX } else { self.lock().synced };
-        let mut removed = false;
-        // The front stays the front while its I/O runs unlocked: only this
-        // thread takes from the queue, and others add at its back.
-        let front = || self.removals().front().copied().filter(|next| next.seq <= synced);
-        while let Some(next) = front() {
-            let Some(path) = super::replay::try_file_path(dir, next.file) else { break };
-            let result = if next.corrupt {
-                std::fs::rename(&path, path.with_extension(format!("{}.corrupt", next.file)))
-            } else {
-                super::faults::io_point().and_then(|()| std::fs::remove_file(&path))
-            };
-            if let Err(e) = result {
-                // Kept, and every later one with it, for the next try.
-                crate::log::problem(format_args!("binlog: cannot remove {}: {e}", path.display()));
-                break;
-            }
-            self.removals().pop_front();
-            removed = true;
-        }
-        if removed && self.mode != Fsync::Never {
-            let _ = super::sync_dir(dir);
-        }
-    }
-
-    /// Files queued for removal and not yet removed.
-    pub(super) fn removals_pending(&self) -> usize {
-        self.removals().len()
-    }
-
-    /// The log has failed: no file is removed any more.
-    pub(super) fn halt_removals(&self) {
-        self.removals_halted.store(true, Ordering::SeqCst);
-    }
-
-    fn removals(&self) -> MutexGuard<'_, VecDeque<Removal>> {
-        self.removals.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Makes the first `seq` records as durable as the policy promises before
     /// the caller replies. False if that promise cannot be kept (an fsync
     /// failed): the caller must not report success.
@@ -480,7 +409,7 @@ mod tests {
     fn a_file_that_cannot_go_holds_back_the_later_ones() {
         let dir = std::env::temp_dir().join(format!("beanstalk-removals-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let path = |n: u32| super::super::replay::file_path(&dir, n);
+        let path = |n: u32| super::super::dir::our_path(&dir, n);
         // beanstalk.1 is a directory: removing it as a file fails.
         std::fs::create_dir_all(path(1)).unwrap();
         std::fs::write(path(2), b"").unwrap();
@@ -507,7 +436,7 @@ mod tests {
             let dir =
                 std::env::temp_dir().join(format!("beanstalk-halt-{}-{}", std::process::id(), how.len()));
             std::fs::create_dir_all(&dir).unwrap();
-            let path = super::super::replay::file_path(&dir, 1);
+            let path = super::super::dir::our_path(&dir, 1);
             std::fs::write(&path, b"").unwrap();
             let durability = Durability::new(mode);
             durability.set_dir(dir.clone());

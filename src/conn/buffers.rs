@@ -213,9 +213,9 @@ mod tests {
     use std::sync::Arc;
 
     use super::super::{Conn, Served};
-    use crate::event_loop::Home;
     use crate::server::Server;
     use crate::stream::{SharedConn, Stream};
+    use crate::wakes::Wakes;
     use crate::Config;
 
     #[test]
@@ -225,7 +225,7 @@ mod tests {
         let (ours, mut theirs) = UnixStream::pair().unwrap();
         let stream = Stream::Unix(ours);
         stream.set_nonblocking().unwrap();
-        let link = Arc::new(SharedConn::new(stream, Arc::new(Home::new(0).unwrap())));
+        let link = Arc::new(SharedConn::new(stream, Arc::new(Wakes::new(0).unwrap())));
         let client = shared.engine().connect(link.clone()).unwrap();
         let mut conn = Conn::new(Arc::clone(shared), link, client, true);
 

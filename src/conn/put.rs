@@ -202,4 +202,26 @@ impl Conn {
         self.ask_engine(|e, now, _| e.put(c, job, now));
         Ok(Step::Again)
     }
+
+    /// Swallows the next `count` bytes unseen, then answers `then`.
+    pub(super) fn skip_then(&mut self, count: u64, then: Reply<'static>) {
+        self.state = State::Skipping { left: count, then };
+    }
+
+    /// The `Skipping` state: the refused body's bytes dropped as they
+    /// come, then the refusal answered.
+    pub(super) fn step_skipping(&mut self, reads: &mut usize) -> io::Result<Step> {
+        let State::Skipping { left, then } = &mut self.state else { return Ok(Step::Again) };
+        *left -= self.input.skip(*left);
+        if *left == 0 {
+            let then = std::mem::replace(then, Reply::BadFormat);
+            then.encode(&mut self.output);
+            self.state = State::Commands;
+            return Ok(Step::Again);
+        }
+        if self.eof {
+            return Ok(Step::End);
+        }
+        self.read_more(reads)
+    }
 }

@@ -32,7 +32,7 @@ use std::thread;
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::engine_lock::EngineLock;
-use crate::event_loop::{Arrival, Home};
+use crate::home::{Arrival, Home};
 use crate::host::{ConnectionLimit, HostLimits};
 use crate::listen::{Listener, SocketFile};
 use crate::log::Count;
@@ -268,7 +268,7 @@ fn start_connection(shared: &Arc<Shared>, stream: Stream, admin: bool) {
     // no stable `Arc::try_new`); it is small, and the connection limit
     // (`host.rs`) leaves room for it. The engine's record is claimed, and
     // its failure closes this connection alone.
-    let conn = Arc::new(SharedConn::new(stream, home));
+    let conn = Arc::new(SharedConn::new(stream, Arc::clone(&home.wakes)));
     let mut client = shared.engine().connect(conn.clone());
     if client.is_none() && shared.make_room() {
         // Out of memory: the pages a few live jobs pinned were emptied.
@@ -288,7 +288,6 @@ fn start_connection(shared: &Arc<Shared>, stream: Stream, admin: bool) {
         shared.open.fetch_add(1, Ordering::SeqCst);
     }
     crate::log::event(format_args!("accept {peer} (fd {fd})"));
-    let home = Arc::clone(conn.home());
     home.arrive(Arrival { conn, client, admin });
 }
 
@@ -323,7 +322,7 @@ impl Helpers {
     /// read cut after a moment), then the timer and the metrics.
     fn stop(self, shared: &Shared) {
         shared.stopping.store(true, Ordering::SeqCst);
-        shared.homes.iter().for_each(|home| home.ring_always());
+        shared.homes.iter().for_each(|home| home.wakes.ring_always());
         self.loops.into_iter().for_each(|thread| drop(thread.join()));
         // Under the engine's lock, so that the timer is either before its
         // check of `stopping` or already waiting.

@@ -67,7 +67,7 @@ impl Server {
         // Under `-f 0` the loops wait for the syncer's fsyncs, which ring
         // their bells.
         let homes = shared.homes.clone();
-        durability.on_synced(Box::new(move || homes.iter().for_each(|home| home.ring_always())));
+        durability.on_synced(Box::new(move || homes.iter().for_each(|home| home.wakes.ring_always())));
         crate::binlog::sync::Durability::start_group_syncer(&durability)
             .map_err(|e| BinlogError::Open(format!("cannot start the fsync thread: {e}")))?;
         let _ = shared.durability.set(Arc::clone(&durability));
