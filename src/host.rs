@@ -51,8 +51,8 @@ pub fn tune_malloc() {
 }
 
 /// Descriptors the server uses besides its connections: stdin, stdout and
-/// stderr (3), the listener (1), the hang-up watcher's epoll set and its
-/// wake-up pipe (3), the binlog's lock, current file, directory and a file
+/// stderr (3), the listener (1), the accept loop's wake-up pair and each
+/// event loop's epoll set and `eventfd` (3 and more), the binlog's lock, current file, directory and a file
 /// being opened or rewritten (4), and one to accept a connection past the
 /// limit so as to close it (1); then some room to spare.
 pub const RESERVED_FDS: u64 = 16;

@@ -81,7 +81,7 @@ const MOVES_A_HOLD: usize = 256;
 impl Shared {
     /// Empties the pages that a few live jobs pin (`sys/evacuation.rs`),
     /// when memory has run short for something that needs whole pages (a
-    /// connection's thread): true if a job's body moved, so that the need
+    /// connection's buffer, a job's body): true if a job's body moved, so that the need
     /// may try again. At most once a second, since it takes a pass over
     /// every job under the engine's lock; a server whose allocator is not
     /// this crate's (an embedder's) has no page to empty, and does nothing.

@@ -459,3 +459,29 @@ fn an_idle_connection_is_closed_but_never_a_waiting_or_working_one() {
     assert_eq!(waiting.reply(), "RESERVED 2 1\r\ny\r\n");
     assert_eq!(working.cmd("delete 1"), "DELETED\r\n");
 }
+
+/// Issue 61: the README's migration under the shipped unit moves
+/// beanstalkd's directory to the one the unit may write and passes to
+/// `-b`, owned by the unit's user: the pair meet.
+#[test]
+fn the_readmes_migration_under_the_unit_uses_the_units_directory_and_user() {
+    let unit = include_str!("recipes/systemd/beanstalk.service");
+    let value = |key: &str| {
+        unit.lines()
+            .find_map(|line| line.strip_prefix(key))
+            .unwrap_or_else(|| panic!("the unit has no {key}"))
+    };
+    let state = format!("/var/lib/{}", value("StateDirectory=").trim());
+    let user = value("User=").trim();
+    let exec = value("ExecStart=");
+    assert!(exec.contains(&format!("-b {state}")), "the unit's -b is not its StateDirectory: {exec}");
+    let readme = include_str!("../README.md");
+    let block = readme
+        .split("<!-- unit-migration")
+        .nth(1)
+        .and_then(|rest| rest.split("```sh\n").nth(1))
+        .and_then(|rest| rest.split("```").next())
+        .expect("the README's migration under the unit");
+    assert!(block.contains(&format!("mv /var/lib/beanstalkd {state} ")), "{block}");
+    assert!(block.contains(&format!("chown -R {user}: {state}\n")), "{block}");
+}

@@ -35,7 +35,7 @@ impl Conn {
         // The engine reads the ids from the line itself, into room it
         // keeps: a delete on a full server needs no memory (reference
         // §3.0, `frees`). Nothing on the stack either: 8 KB there would
-        // be touched by every connection's thread, used or not, since a
+        // be touched by the loop's thread, used or not, since a
         // frame that large is probed page by page on entry.
         let input = std::mem::take(&mut self.input);
         let line = input.line(start, end);

@@ -1,7 +1,7 @@
 //! What the engine knows of a connected client: the tube it uses, the
 //! tubes it watches, the jobs it holds, and, while it is blocked in
 //! reserve, its wait and how that wait ended. Also the [`Waker`] through
-//! which the engine wakes a blocked client's thread without ever touching
+//! which the engine wakes a blocked client's connection without ever touching
 //! its socket.
 
 use std::fmt::Debug;
@@ -12,20 +12,19 @@ use super::list::List;
 use crate::ids::TubeId;
 use crate::time::Time;
 
-/// How the engine reaches the thread of a client blocked in reserve. The
+/// How the engine reaches the connection of a client blocked in reserve. The
 /// server implements it over the client's mailbox and socket; the engine
 /// sees neither, and asks only these things.
 pub trait Waker: Debug + Send + Sync {
-    /// Wakes the client's thread: its blocked reserve has an outcome. A
-    /// thread that waits in a read of its socket is reached by its reply
-    /// alone, so the server's waker may send a delivered reply here.
+    /// Wakes the client's connection (its event loop): its blocked
+    /// reserve has an outcome.
     fn wake(&self);
 
-    /// Has `write` put job `id`'s `RESERVED` reply where the client's thread
-    /// will find it without the engine's lock (its mailbox, see
+    /// Has `write` put job `id`'s `RESERVED` reply where the client's
+    /// connection will find it without the engine's lock (its mailbox, see
     /// `mailbox.rs`): the blocked reserve is then over. `write` claims the
     /// room first; false if it could not, or if this client has nowhere to
-    /// take a reply, and then the thread collects the job under the lock
+    /// take a reply, and then the connection collects the job under the lock
     /// ([`Engine::check_wait`](super::Engine::check_wait)).
     fn deliver(&self, id: JobId, write: &mut dyn FnMut(&mut Vec<u8>) -> bool) -> bool {
         let _ = (id, write);
@@ -92,7 +91,7 @@ impl Waker for Condvar {
 }
 
 /// A client's blocked reserve, from the `reserve` that blocked until its
-/// own thread collects the outcome ([`Engine::check_wait`](super::Engine::check_wait)):
+/// own connection collects the outcome ([`Engine::check_wait`](super::Engine::check_wait)):
 ///
 /// ```text
 ///   reserve, nothing ready
@@ -103,7 +102,7 @@ impl Waker for Condvar {
 ///     └─────────┘                         └─────────────────────┘
 ///       ▲   │  timeout, safety margin,       │           │
 ///       │   │  hang-up (abort: a byte)       │ its TTR   │ collected by
-///       │   ▼                                │ ran out   │ its own thread:
+///       │   ▼                                │ ran out   │ its own loop:
 ///       │ ┌──────────────────────────────┐   │ first     │ RESERVED
 ///       │ │ Ended(TimedOut/DeadlineSoon/ │   │           ▼
 ///       │ │       Aborted)               │   │      (not blocked)
@@ -111,7 +110,7 @@ impl Waker for Condvar {
 ///       └────── same place in line ──────────┘
 /// ```
 ///
-/// Two ways in, one way out: only the client's own thread ends a blocked
+/// Two ways in, one way out: only the client's own connection ends a blocked
 /// reserve, and only after the engine has caught up with the time (see
 /// [`Engine::catch_up`](super::Engine::catch_up)), so a hand-off whose TTR
 /// ran out before it was collected has already gone back to waiting.
@@ -119,7 +118,7 @@ impl Waker for Condvar {
 /// That is the way of a job whose reply found no room in the client's
 /// mailbox. Normally a job handed over skips `Ended` for `Delivered`: its
 /// reply is left in the mailbox and the reserve is over at once for the
-/// client's thread, which will not ask the engine again; its TTR runs from
+/// client's connection, which will not ask the engine again; its TTR runs from
 /// then, as the reply leaves when the lock is let go. The engine keeps the
 /// wait, for as long as the client is not blocked again: if the job is
 /// taken from the client (its TTR runs out, or a `flush-tube`) before the
@@ -129,10 +128,11 @@ impl Waker for Condvar {
 pub(super) enum Blocked {
     /// In every watched tube's waiting queue.
     Waiting(Wait),
-    /// Out of line; its thread has yet to collect how the reserve ended.
+    /// Out of line; its connection has yet to collect how the reserve ended.
     Ended(Outcome),
     /// Out of line: job `id`'s reply was left in its mailbox, and may not
-    /// all have been sent yet. Its thread collects nothing from the engine.
+    /// all have been sent yet. Its connection collects nothing from the
+    /// engine.
     Delivered(JobId, Wait),
 }
 
@@ -181,7 +181,7 @@ pub(super) struct Client {
     pub(super) worker: bool,
     /// The client has closed its sending side; it must never block.
     pub(super) hung_up: bool,
-    /// Its blocked reserve, while its thread is in one. Boxed, so that the
+    /// Its blocked reserve, while it is in one. Boxed, so that the
     /// many clients not in a blocked reserve carry one pointer for it.
     pub(super) blocked: Option<Box<Blocked>>,
     /// Woken when a blocked reserve ends; knows whether the peer is gone.

@@ -348,7 +348,7 @@ impl Engine {
     }
 
     /// `stats-group <group>`. Its own frame, never inlined into the
-    /// connection's dispatch, whose frame every connection's thread
+    /// connection's dispatch, whose frame every loop's thread
     /// touches.
     #[inline(never)]
     pub fn stats_group(&mut self, name: &TubeName) -> Reply<'_> {

@@ -2,16 +2,17 @@
 //! of a wait around it. A job is reserved for the longest waiter at once
 //! ([`Engine::hand_over`]) and its `RESERVED` reply left in the client's
 //! mailbox, to be sent once the lock is let go; the reserve is then over,
-//! and the waiter's thread goes back to reading without taking the lock.
+//! and the waiter's connection goes back to reading without taking the
+//! lock.
 //!
 //! A client with no room for the reply (or no mailbox) takes the old way:
-//! its thread is woken to collect the job under the lock. If the job is
+//! its connection is woken to collect the job under the lock. If the job is
 //! taken from the client before it was told, by its TTR running out or a
 //! `flush-tube` ([`Engine::withdraw_handoff`]), its reply is withdrawn (or
 //! never collected) and the client, never told, waits on in its old place
 //! ([`Engine::resume_wait`]); a reply already partly sent is never
 //! finished, and its connection ends. A job whose reply still finds no
-//! room when the thread collects it goes back to ready, as if never
+//! room when the connection collects it goes back to ready, as if never
 //! reserved ([`Engine::take_back_handoff`]): the client is answered
 //! `OUT_OF_MEMORY`, and its connection goes on. The picture of a wait's states is on
 //! `Blocked` in `client.rs`. Nothing here touches a socket: a reply is
@@ -28,7 +29,7 @@ fn reached(_: &str) {}
 
 impl Engine {
     /// Reserves job `id` for blocked client `c` and delivers its reply, or
-    /// wakes its thread to collect it.
+    /// wakes its connection to collect it.
     pub(super) fn hand_over(&mut self, c: ClientId, id: JobId, now: Time) {
         let Some(wait) = self.stop_waiting(c) else {
             return;
@@ -138,13 +139,13 @@ impl Engine {
         }
     }
 
-    /// Ends client `c`'s wait with `outcome` and wakes its thread.
+    /// Ends client `c`'s wait with `outcome` and wakes its connection.
     pub(super) fn finish_wait(&mut self, c: ClientId, outcome: Outcome) {
         self.stop_waiting(c);
         self.set_outcome(c, outcome);
     }
 
-    /// Leaves `outcome` for client `c`'s thread and wakes it: once the
+    /// Leaves `outcome` for client `c`'s connection and wakes it: once the
     /// lock is let go, if there is room to note it (see
     /// [`Engine::take_woken`]), else now.
     pub(super) fn set_outcome(&mut self, c: ClientId, outcome: Outcome) {

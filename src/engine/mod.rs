@@ -11,7 +11,7 @@
 //!
 //! A hand-off reserves the job for the waiter at once and leaves its reply
 //! in the waiter's mailbox (see `handoff.rs`). Where the mailbox has no
-//! room, it is two steps apart in time: the waiter's own thread collects
+//! room, it is two steps apart in time: the waiter's own connection collects
 //! the job when it next gets the lock, and writes the reply. Two rules keep
 //! that gap harmless. A
 //! waiter whose connection has already hung up is never handed a job (the

@@ -168,7 +168,7 @@ impl Engine {
     /// so whenever a job becomes ready in `t`, `t`'s waiters are the only
     /// ones that can newly be served, and `t`'s best job is their best job.
     /// A waiter whose connection is already gone is passed over (its reserve
-    /// ends with `TIMED_OUT`, as the hang-up watcher would have ended it), so
+    /// ends with `TIMED_OUT`, as its loop would have ended it on the hang-up), so
     /// the job goes to the longest waiter still connected; so is a
     /// `reserve-with-abort` whose client's bytes have arrived (`ABORTED`).
     pub(super) fn serve_waiters(&mut self, t: TubeId, now: Time) {

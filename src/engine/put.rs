@@ -196,7 +196,7 @@ impl Engine {
     /// record holds them): its retry limit, concurrency key, groups and
     /// unique key. The job's tags, or the put's answer, nothing filed: out
     /// of memory, or a unique key that names a job already. Its own frame,
-    /// never inlined: every connection's thread runs `put`, most without
+    /// never inlined: every loop runs `put`, most without
     /// tags, and need not touch the stack their claims take.
     #[inline(never)]
     fn file_put_tags(&mut self, tube: TubeId, new: &NewJob, now: Time) -> Result<Tags, Reply<'static>> {
@@ -262,7 +262,7 @@ impl Engine {
 
     /// [`Engine::check_key`] for a put's unique key, if it names one, its
     /// other tags taking `tags_memory` more, and the key's cooldown. Its own frame, never inlined: the key it
-    /// unpacks is 200 bytes of name, and every connection's thread runs
+    /// unpacks is 200 bytes of name, and every loop runs
     /// `put`, most of them without a key, so they need not touch the
     /// stack it takes.
     #[inline(never)]

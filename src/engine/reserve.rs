@@ -4,7 +4,7 @@
 //! ([`Blocked::Waiting`]); whenever a job becomes ready, the tube's longest
 //! waiter is handed it: the job is reserved for that client at once and
 //! its reply left in its mailbox (`handoff.rs`). Every other ending
-//! ([`Blocked::Ended`]) the client's own thread collects with
+//! ([`Blocked::Ended`]) the client's own connection collects with
 //! [`Engine::check_wait`]. This file owns the reserves' rules; it never
 //! touches a socket.
 //!
@@ -185,7 +185,7 @@ impl Engine {
             Blocked::Waiting(wait) if wait.margin_at.is_some_and(|m| now >= m) => Outcome::DeadlineSoon,
             Blocked::Waiting(wait) if wait.timeout_at.is_some_and(|t| now >= t) => Outcome::TimedOut,
             Blocked::Waiting(_) => return None,
-            // Its thread took the reply from its mailbox, and asks nothing.
+            // Its connection took the reply from its mailbox, and asks nothing.
             Blocked::Delivered(..) => return None,
         };
         self.stop_waiting(c);

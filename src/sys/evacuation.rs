@@ -6,7 +6,7 @@
 //! one job in two, or in sixteen, of a queue that filled the address space,
 //! and no page comes free: half the memory is free, in slots of one size,
 //! usable by blocks of that size alone. So when memory runs short (a
-//! connection's thread cannot be started), the server asks [`evacuate`]
+//! connection's buffers cannot be had), the server asks [`evacuate`]
 //! to choose, in each size class, pages from the highest address down
 //! whose blocks fit in the free slots of the class's other pages. The
 //! chosen pages leave the list of pages with room, so no new block lands

@@ -22,7 +22,8 @@ const M_MXFAST: c_int = 1;
 #[cfg(target_env = "gnu")]
 const M_ARENA_MAX: c_int = -8;
 
-/// Sets up glibc's allocator for a server with a thread a connection:
+/// Sets up glibc's allocator for a server of a few threads (chosen when
+/// each connection had a thread of its own):
 ///
 /// - **One arena.** By default glibc gives threads up to eight arenas a
 ///   core, each starting with a heap of its own that is never given back:

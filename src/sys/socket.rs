@@ -91,7 +91,8 @@ pub fn wait_any_readable(fds: &[RawFd], timeout_ms: i32, readable: &mut Vec<bool
 /// True if the peer of connected socket `socket` has hung up: closed, reset,
 /// or shut down its sending side. Never blocks (a poll with no timeout);
 /// data waiting to be read does not count. If the question cannot be asked,
-/// the answer is false: the hang-up watcher remains the backstop.
+/// the answer is false: the event loop, told by epoll, remains the
+/// backstop.
 pub fn peer_hung_up(socket: &impl AsRawFd) -> bool {
     let gone = POLLRDHUP | POLLHUP | POLLERR | POLLNVAL;
     poll_fds([socket.as_raw_fd()], POLLRDHUP, 0).is_ok_and(|[revents]| revents & gone != 0)

@@ -247,7 +247,7 @@ fn a_waiter_whose_connection_is_gone_is_passed_over() {
     assert_eq!(e.reserve(w1, None, Time::ZERO, &mut Vec::<u8>::new()), Some(Reply::TimedOut));
 }
 
-/// Issue 24's rule: a worker's TTR counts from the moment its own thread
+/// Issue 24's rule: a worker's TTR counts from the moment its own loop
 /// collects the job, however long the hand-off waited for the lock. Here
 /// another command held the lock for 0.85 s of a 1 s TTR.
 #[test]
