@@ -78,9 +78,23 @@ impl Slots {
         Some(conn)
     }
 
-    fn tokens(&self) -> Vec<u64> {
-        let live = self.slots.iter().enumerate().filter(|(_, (_, conn))| conn.is_some());
-        live.map(|(index, (generation, _))| (u64::from(*generation) << 32) | index as u64).collect()
+    /// The token of slot `index`, if a connection is in it.
+    fn token(&self, index: usize) -> Option<u64> {
+        let (generation, conn) = self.slots.get(index)?;
+        conn.as_ref().map(|_| (u64::from(*generation) << 32) | index as u64)
+    }
+
+    fn live(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+
+    /// Room for one more connection, in the slots and in the free list
+    /// its removal pushes to; false if it cannot be had.
+    fn claim_one_more(&mut self) -> bool {
+        if !self.free.is_empty() {
+            return true;
+        }
+        self.slots.try_reserve(1).is_ok() && self.free.try_reserve(self.slots.len() + 1).is_ok()
     }
 }
 
@@ -102,6 +116,10 @@ struct Loop {
     /// Connections whose last reply waits for the log's first `seq`
     /// records to be fsynced (`-f 0`), in the order they asked.
     on_disk: Vec<(u64, u64)>,
+    /// The tokens woken, and the connections handed over, taken from
+    /// [`Home`] (swapped, so neither side allocates once warm).
+    woken: Vec<u64>,
+    arrived: Vec<Arrival>,
 }
 
 /// Runs the loop of `home` until the server stops and its connections
@@ -126,6 +144,8 @@ pub(crate) fn run(shared: Arc<Shared>, home: Arc<Home>) {
         next_sweep,
         cut_at: None,
         on_disk: Vec::new(),
+        woken: Vec::new(),
+        arrived: Vec::new(),
     };
     lp.run();
 }
@@ -189,9 +209,23 @@ impl Loop {
         }
     }
 
+    /// Room, claimed before a connection is taken, for one more connection
+    /// in each of the loop's lists, so that serving never allocates: a
+    /// connection is in the ready line and the `-f 0` list at most once,
+    /// and has at most one timer but for those a sooner one replaced
+    /// (each push of a timer claims its own room).
+    fn claim_one_more(&mut self) -> bool {
+        let more = self.conns.live() + 1;
+        self.conns.claim_one_more()
+            && self.ready.try_reserve(more.saturating_sub(self.ready.len())).is_ok()
+            && self.on_disk.try_reserve(more.saturating_sub(self.on_disk.len())).is_ok()
+            && self.timers.try_reserve(more.saturating_sub(self.timers.len())).is_ok()
+    }
+
     /// Takes the connections other threads woke or handed over.
     fn take_deliveries(&mut self) {
-        for token in self.home.wakes.take() {
+        self.home.wakes.take(&mut self.woken);
+        for token in self.woken.drain(..) {
             if let Some(conn) = self.conns.get(token) {
                 conn.woken();
                 if conn.enqueue() {
@@ -199,9 +233,34 @@ impl Loop {
                 }
             }
         }
-        for Arrival { conn, client, admin } in self.home.take_arrivals() {
+        if self.home.wakes.overflowed() {
+            // A wake could not be noted: look at every connection.
+            for index in 0..self.conns.slots.len() {
+                let Some(token) = self.conns.token(index) else { continue };
+                if let Some(conn) = self.conns.get(token) {
+                    conn.woken();
+                    if conn.enqueue() {
+                        self.ready.push_back(token);
+                    }
+                }
+            }
+        }
+        self.home.take_arrivals(&mut self.arrived);
+        let mut arrived = std::mem::take(&mut self.arrived);
+        for Arrival { conn, client, admin } in arrived.drain(..) {
             let fd = conn.stream.as_raw_fd();
             let shared = Arc::clone(&self.shared);
+            // Short of pages: empty those a few live jobs pin, and try
+            // once more.
+            let claimed = self.claim_one_more() || self.shared.make_room() && self.claim_one_more();
+            if !claimed {
+                // Short of memory for its place: closed, as a connection
+                // refused at accept is, and only it.
+                crate::log::event(format_args!("refuse {} (fd {fd}): out of memory", conn.stream.peer()));
+                Conn::new(shared, conn, client, admin).close();
+                self.shared.connection_closed(admin);
+                continue;
+            }
             let token = self.conns.insert(|token| {
                 conn.set_token(token);
                 Conn::new(shared, conn, client, admin)
@@ -217,6 +276,7 @@ impl Loop {
                 conn.enqueue();
             }
         }
+        self.arrived = arrived;
     }
 
     /// Puts in line the connections whose timer is due.
@@ -244,7 +304,12 @@ impl Loop {
             let Some(token) = self.ready.pop_front() else { break };
             let Some(conn) = self.conns.get(token) else { continue };
             match conn.serve() {
-                Served::More => self.ready.push_back(token),
+                Served::More => {
+                    conn.enqueue();
+                    self.ready.push_back(token);
+                }
+                // A timer a sooner one replaced stays in the heap until due.
+                Served::Waits(Some(_)) if self.timers.try_reserve(1).is_err() => self.close(token),
                 Served::Waits(Some(at)) => self.timers.push(Reverse((at, token))),
                 Served::Waits(None) => {}
                 Served::Disk(seq) => self.on_disk.push((seq, token)),
@@ -288,18 +353,14 @@ impl Loop {
     /// sweep.
     fn sweep(&mut self) {
         let idle_limit = self.shared.config.conn_idle_timeout;
-        let mut idle = Vec::new();
-        for (index, (generation, conn)) in self.conns.slots.iter_mut().enumerate() {
-            if let Some(conn) = conn {
-                conn.sweep();
-                if idle_limit.is_some_and(|limit| conn.idle_past(limit)) {
-                    idle.push((u64::from(*generation) << 32) | index as u64);
-                }
+        for index in 0..self.conns.slots.len() {
+            let Some(token) = self.conns.token(index) else { continue };
+            let Some(conn) = self.conns.get(token) else { continue };
+            conn.sweep();
+            if idle_limit.is_some_and(|limit| conn.idle_past(limit)) {
+                crate::log::event(format_args!("close an idle connection (--conn-idle-timeout)"));
+                self.close(token);
             }
-        }
-        for token in idle {
-            crate::log::event(format_args!("close an idle connection (--conn-idle-timeout)"));
-            self.close(token);
         }
         self.next_sweep = self.shared.clock.now().plus(IDLE_AFTER);
     }
@@ -318,8 +379,9 @@ impl Loop {
     /// connection sees the end of its input after the command in flight;
     /// after [`SHUTDOWN_GRACE`], the rest are cut. True once none is left.
     fn stop(&mut self, now: Time) -> bool {
-        let cut_at = *self.cut_at.get_or_insert_with(|| {
-            for token in self.conns.tokens() {
+        if self.cut_at.is_none() {
+            for index in 0..self.conns.slots.len() {
+                let Some(token) = self.conns.token(index) else { continue };
                 if let Some(conn) = self.conns.get(token) {
                     conn.end_of_input();
                     if conn.enqueue() {
@@ -327,13 +389,15 @@ impl Loop {
                     }
                 }
             }
-            now.plus(SHUTDOWN_GRACE)
-        });
-        if now >= cut_at {
-            for token in self.conns.tokens() {
-                self.close(token);
+            self.cut_at = Some(now.plus(SHUTDOWN_GRACE));
+        }
+        if self.cut_at.is_some_and(|cut_at| now >= cut_at) {
+            for index in 0..self.conns.slots.len() {
+                if let Some(token) = self.conns.token(index) {
+                    self.close(token);
+                }
             }
         }
-        self.conns.tokens().is_empty()
+        self.conns.live() == 0
     }
 }

@@ -36,6 +36,33 @@ const INPUT_BUFFER: usize = 4 * 1024;
 /// is ever written. Freed, it leaves no hole in the heap.
 const INPUT_RESERVED: usize = sys::OWN_MAPPING_AT;
 
+/// The input buffer when [`INPUT_RESERVED`] cannot be had: room for any
+/// line but a long `delete-batch`, taken from the heap's free chunks. A
+/// client quiet long enough for its buffer to be let go may speak again
+/// when a crowd has taken every page a mapping could have: it is then
+/// answered (`OUT_OF_MEMORY`, as a rule), not cut off.
+const SMALL_INPUT: usize = MAX_PUT_LINE.next_multiple_of(512);
+
+fn out_of_memory<T>(_: T) -> io::Error {
+    io::ErrorKind::OutOfMemory.into()
+}
+
+/// A new input buffer, [`INPUT_BUFFER`] long in its own mapping, or else
+/// [`SMALL_INPUT`] long; `None` if neither can be had. `reserve` reserves
+/// room (`try_reserve_exact`, but for the tests).
+fn first_buffer(reserve: impl Fn(&mut Vec<u8>, usize) -> bool) -> Option<Vec<u8>> {
+    let mut buf = Vec::new();
+    let len = if reserve(&mut buf, INPUT_RESERVED) {
+        INPUT_BUFFER
+    } else if reserve(&mut buf, SMALL_INPUT) {
+        SMALL_INPUT
+    } else {
+        return None;
+    };
+    buf.resize(len, 0);
+    Some(buf)
+}
+
 /// The buffer's size while a `delete-batch` line longer than
 /// [`INPUT_BUFFER`] arrives: the longest such line, rounded up to a page.
 const BATCH_BUFFER: usize = MAX_BATCH_LINE.next_multiple_of(4096);
@@ -155,18 +182,19 @@ impl Input {
                 return Ok(0);
             }
             // A buffer that cannot be had ends this connection, and only it.
-            let mut buf = Vec::new();
-            buf.try_reserve_exact(INPUT_RESERVED).map_err(|_| io::Error::from(io::ErrorKind::OutOfMemory))?;
-            buf.resize(INPUT_BUFFER, 0);
-            self.buf = buf;
+            self.buf = first_buffer(|buf, bytes| buf.try_reserve_exact(bytes).is_ok())
+                .ok_or_else(|| out_of_memory(()))?;
         } else if self.end == self.buf.len() {
             self.buf.copy_within(self.start..self.end, 0);
             (self.start, self.end) = (0, self.end - self.start);
             if self.end == self.buf.len() {
                 // A whole buffer of one line still short of its CRLF: only
                 // a `delete-batch` line can be (`next_line` drops others).
-                // Within the reservation: nothing is allocated.
-                self.buf.resize(BATCH_BUFFER.min(self.buf.capacity()), 0);
+                // Within the reservation, nothing is allocated; a small
+                // buffer must grow to take it.
+                let more = BATCH_BUFFER.saturating_sub(self.buf.capacity());
+                self.buf.try_reserve_exact(more).map_err(out_of_memory)?;
+                self.buf.resize(BATCH_BUFFER, 0);
             }
         }
         let free = &mut self.buf[self.end..];
@@ -251,7 +279,9 @@ fn find_newline(bytes: &[u8]) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::{find_crlf, find_newline, Input};
+    use super::{find_crlf, find_newline, first_buffer, Input, Line, INPUT_BUFFER, SMALL_INPUT};
+    use crate::stream::Stream;
+    use std::io::Write;
 
     #[test]
     fn a_line_ends_at_the_first_crlf_only() {
@@ -291,5 +321,28 @@ mod tests {
         assert_eq!(input.take_up_to(2), b"\r");
         assert_eq!(input.take_up_to(2), b"");
         assert!(input.is_drained());
+    }
+
+    #[test]
+    fn a_buffer_short_of_a_mapping_is_a_small_one_and_grows_for_a_long_batch() {
+        let big = first_buffer(|buf, bytes| buf.try_reserve_exact(bytes).is_ok()).unwrap();
+        assert_eq!(big.len(), INPUT_BUFFER);
+        let small = first_buffer(|buf, bytes| bytes <= SMALL_INPUT && buf.try_reserve_exact(bytes).is_ok());
+        assert_eq!(small.as_ref().map(Vec::len), Some(SMALL_INPUT));
+        assert!(first_buffer(|_, _| false).is_none());
+        // A small buffer serves the longest line of all.
+        let (ours, mut theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        let line = format!("delete-batch{}\r\n", " 1".repeat(3000));
+        theirs.write_all(line.as_bytes()).unwrap();
+        let stream = Stream::Unix(ours);
+        let mut input = Input { buf: small.unwrap(), ..Input::default() };
+        let found = loop {
+            if let Some(found) = input.next_line() {
+                break found;
+            }
+            assert!(input.fill(&stream).unwrap() > 0);
+        };
+        let Line::Complete(start, end) = found else { panic!("the line was refused") };
+        assert_eq!(input.line(start, end), line.trim_end().as_bytes());
     }
 }

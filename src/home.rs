@@ -34,15 +34,23 @@ impl Home {
         self.arrivals.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Hands the loop a connection to serve.
-    pub fn arrive(&self, arrival: Arrival) {
-        self.arrivals().push(arrival);
+    /// Hands the loop a connection to serve; gives it back if there is
+    /// no memory to note it.
+    pub fn arrive(&self, arrival: Arrival) -> Result<(), Arrival> {
+        let mut arrivals = self.arrivals();
+        if arrivals.try_reserve(1).is_err() {
+            return Err(arrival);
+        }
+        arrivals.push(arrival);
+        drop(arrivals);
         self.wakes.ring();
+        Ok(())
     }
 
-    /// The connections handed over since the loop last took them.
-    pub fn take_arrivals(&self) -> Vec<Arrival> {
-        std::mem::take(&mut *self.arrivals())
+    /// The connections handed over since the loop last took them, swapped
+    /// with `into` (empty), so a warm loop allocates nothing for them.
+    pub fn take_arrivals(&self, into: &mut Vec<Arrival>) {
+        std::mem::swap(&mut *self.arrivals(), into);
     }
 
     /// Whether any connection waits to be taken, or any wake.

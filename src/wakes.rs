@@ -27,11 +27,20 @@ pub(crate) struct Wakes {
     rung: AtomicBool,
     /// Tokens of connections whose blocked reserve may have ended.
     woken: Mutex<Vec<u64>>,
+    /// A token could not be noted, short of memory: the loop looks at
+    /// all its connections instead.
+    overflowed: AtomicBool,
 }
 
 impl Wakes {
     pub fn new(id: usize) -> std::io::Result<Wakes> {
-        Ok(Wakes { id, bell: EventFd::new()?, rung: AtomicBool::new(false), woken: Mutex::default() })
+        Ok(Wakes {
+            id,
+            bell: EventFd::new()?,
+            rung: AtomicBool::new(false),
+            woken: Mutex::default(),
+            overflowed: AtomicBool::new(false),
+        })
     }
 
     fn woken(&self) -> MutexGuard<'_, Vec<u64>> {
@@ -46,8 +55,19 @@ impl Wakes {
     /// Tells the loop that the connection at `token` may have word in its
     /// mailbox.
     pub fn wake(&self, token: u64) {
-        self.woken().push(token);
+        let mut woken = self.woken();
+        if woken.try_reserve(1).is_ok() {
+            woken.push(token);
+        } else {
+            self.overflowed.store(true, Ordering::SeqCst);
+        }
+        drop(woken);
         self.ring();
+    }
+
+    /// Whether a wake could not be noted since the loop last asked.
+    pub fn overflowed(&self) -> bool {
+        self.overflowed.swap(false, Ordering::SeqCst)
     }
 
     /// Rings the bell, unless it has rung since the loop last looked, or
@@ -70,14 +90,16 @@ impl Wakes {
         self.bell.clear();
     }
 
-    /// The tokens woken since the loop last took them.
-    pub fn take(&self) -> Vec<u64> {
-        std::mem::take(&mut *self.woken())
+    /// The tokens woken since the loop last took them, swapped with
+    /// `into` (empty): the two lists' room goes back and forth, so a warm
+    /// loop's wakes allocate nothing.
+    pub fn take(&self, into: &mut Vec<u64>) {
+        std::mem::swap(&mut *self.woken(), into);
     }
 
     /// Whether any token waits to be taken.
     pub fn any(&self) -> bool {
-        !self.woken().is_empty()
+        !self.woken().is_empty() || self.overflowed.load(Ordering::SeqCst)
     }
 }
 

@@ -57,8 +57,9 @@ impl Conn {
         // Room for any reply but one that carries data, claimed before the
         // command runs: so no reply allocates after its command changed
         // something. A connection that cannot have even this much ends,
-        // and only it.
-        if !self.output.claim(SHORT_REPLY_LEN) {
+        // and only it. So does a reserve's note of the job it hands over
+        // (`job_replies`), claimed here for the reply to come.
+        if !self.output.claim(SHORT_REPLY_LEN) || self.job_replies.try_reserve(1).is_err() {
             return Next::Close;
         }
         let command = protocol::parse(self.input.line(start, end));

@@ -288,7 +288,12 @@ fn start_connection(shared: &Arc<Shared>, stream: Stream, admin: bool) {
         shared.open.fetch_add(1, Ordering::SeqCst);
     }
     crate::log::event(format_args!("accept {peer} (fd {fd})"));
-    home.arrive(Arrival { conn, client, admin });
+    if let Err(unnoted) = home.arrive(Arrival { conn, client, admin }) {
+        crate::log::event(format_args!("close {peer} (fd {fd}): out of memory"));
+        shared.engine().disconnect(client, shared.clock.now());
+        shared.connection_closed(admin);
+        drop(unnoted); // dropping the stream closes it
+    }
 }
 
 impl Server {
