@@ -32,6 +32,9 @@ use crate::shared::Shared;
 use crate::sys::{Event, Poller};
 use crate::time::Time;
 
+mod slots;
+use slots::Slots;
+
 /// The bell's token; a connection's is its slot and generation (see
 /// [`Slots`]), never this.
 const BELL: u64 = u64::MAX;
@@ -39,64 +42,6 @@ const BELL: u64 = u64::MAX;
 /// How long a shutdown waits for the connections to finish the command
 /// in flight and send its reply; a client that does not read is then cut.
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(900);
-
-/// The loop's connections, by token: the low 32 bits are a slot, the high
-/// ones the slot's generation, so that a wake for a connection that has
-/// closed never reaches the one that took its slot.
-#[derive(Default)]
-struct Slots {
-    slots: Vec<(u32, Option<Conn>)>,
-    free: Vec<u32>,
-}
-
-impl Slots {
-    fn insert(&mut self, make: impl FnOnce(u64) -> Conn) -> u64 {
-        let index = self.free.pop().unwrap_or_else(|| {
-            self.slots.push((0, None));
-            (self.slots.len() - 1) as u32
-        });
-        let slot = &mut self.slots[index as usize];
-        let token = (u64::from(slot.0) << 32) | u64::from(index);
-        slot.1 = Some(make(token));
-        token
-    }
-
-    fn get(&mut self, token: u64) -> Option<&mut Conn> {
-        let (generation, conn) = self.slots.get_mut((token & 0xffff_ffff) as usize)?;
-        if u64::from(*generation) != token >> 32 {
-            return None;
-        }
-        conn.as_mut()
-    }
-
-    fn remove(&mut self, token: u64) -> Option<Conn> {
-        let index = (token & 0xffff_ffff) as u32;
-        let (generation, conn) = self.slots.get_mut(index as usize)?;
-        let conn = conn.take()?;
-        *generation = generation.wrapping_add(1);
-        self.free.push(index);
-        Some(conn)
-    }
-
-    /// The token of slot `index`, if a connection is in it.
-    fn token(&self, index: usize) -> Option<u64> {
-        let (generation, conn) = self.slots.get(index)?;
-        conn.as_ref().map(|_| (u64::from(*generation) << 32) | index as u64)
-    }
-
-    fn live(&self) -> usize {
-        self.slots.len() - self.free.len()
-    }
-
-    /// Room for one more connection, in the slots and in the free list
-    /// its removal pushes to; false if it cannot be had.
-    fn claim_one_more(&mut self) -> bool {
-        if !self.free.is_empty() {
-            return true;
-        }
-        self.slots.try_reserve(1).is_ok() && self.free.try_reserve(self.slots.len() + 1).is_ok()
-    }
-}
 
 /// One loop's own state, on its own thread.
 struct Loop {
@@ -235,7 +180,7 @@ impl Loop {
         }
         if self.home.wakes.overflowed() {
             // A wake could not be noted: look at every connection.
-            for index in 0..self.conns.slots.len() {
+            for index in 0..self.conns.slot_count() {
                 let Some(token) = self.conns.token(index) else { continue };
                 if let Some(conn) = self.conns.get(token) {
                     conn.woken();
@@ -353,7 +298,7 @@ impl Loop {
     /// sweep.
     fn sweep(&mut self) {
         let idle_limit = self.shared.config.conn_idle_timeout;
-        for index in 0..self.conns.slots.len() {
+        for index in 0..self.conns.slot_count() {
             let Some(token) = self.conns.token(index) else { continue };
             let Some(conn) = self.conns.get(token) else { continue };
             conn.sweep();
@@ -380,7 +325,7 @@ impl Loop {
     /// after [`SHUTDOWN_GRACE`], the rest are cut. True once none is left.
     fn stop(&mut self, now: Time) -> bool {
         if self.cut_at.is_none() {
-            for index in 0..self.conns.slots.len() {
+            for index in 0..self.conns.slot_count() {
                 let Some(token) = self.conns.token(index) else { continue };
                 if let Some(conn) = self.conns.get(token) {
                     conn.end_of_input();
@@ -392,7 +337,7 @@ impl Loop {
             self.cut_at = Some(now.plus(SHUTDOWN_GRACE));
         }
         if self.cut_at.is_some_and(|cut_at| now >= cut_at) {
-            for index in 0..self.conns.slots.len() {
+            for index in 0..self.conns.slot_count() {
                 if let Some(token) = self.conns.token(index) {
                     self.close(token);
                 }
