@@ -67,9 +67,10 @@ fn admin_commands_are_refused_over_tcp_and_run_on_the_admin_socket() {
     // And every other command too, as any connection does.
     unix_exchange(&mut a, "put 0 0 60 1\r\ny\r\n", "INSERTED 3\r\n");
     unix_exchange(&mut a, "reserve\r\nbury 3 0\r\nkick 1\r\n", "RESERVED 3 1\r\ny\r\nBURIED\r\nKICKED 1\r\n");
-    let refusals = s.stderr().lines().filter(|line| line.contains(": admin socket only")).count();
-    assert_eq!(refusals, admin_lines.len() + 2, "one -V line a refusal:\n{}", s.stderr());
-    assert!(s.stderr().contains(" info beanstalk: refuse flush-tube from 127.0.0.1:"), "{}", s.stderr());
+    let count = |log: &str| log.lines().filter(|line| line.contains(": admin socket only")).count();
+    let log = s.stderr_once(|log| count(log) >= admin_lines.len() + 2);
+    assert_eq!(count(&log), admin_lines.len() + 2, "one -V line a refusal:\n{log}");
+    assert!(log.contains(" info beanstalk: refuse flush-tube from 127.0.0.1:"), "{log}");
     let stderr = s.terminate();
     assert!(!admin.exists(), "the admin socket's file is removed at exit:\n{stderr}");
 }
@@ -232,7 +233,7 @@ fn no_route_over_tcp_reaches_another_s_job_and_a_worker_keeps_its_own() {
     assert_eq!(w.cmd("delete 2"), "DELETED\r\n");
     // The admin socket deletes any of them.
     unix_exchange(&mut a, "delete 1\r\ndelete 3\r\n", "DELETED\r\nDELETED\r\n");
-    let stderr = s.stderr();
+    let stderr = s.stderr_once(|log| log.matches(": admin socket only").count() >= 9);
     let refusals: Vec<&str> = stderr.lines().filter(|line| line.contains(": admin socket only")).collect();
     let refused = |name: &str| {
         refusals.iter().filter(|line| line.contains(&format!(" refuse {name} from 127.0.0.1:"))).count()

@@ -3,6 +3,8 @@
 //! what `stats` counts, and across a SIGKILL and a restart with `-b`.
 mod common;
 
+use std::time::Duration;
+
 use common::binary::{self, arg, TempDir};
 
 /// tuber's README, "Batch Operations", byte for byte.
@@ -42,6 +44,75 @@ fn reserve_batch_takes_jobs_as_reserve_would_and_counts_each() {
     c.expect("RESERVED_BATCH 2\r\nRESERVED 2 3\r\none\r\nRESERVED 1 4\r\nfive\r\n");
 }
 
+/// tuber 0.8's long poll, `reserve-batch <count> <timeout>`: at once
+/// with what is ready; with nothing, a wait for the first job, and the
+/// batch is what is ready then; `RESERVED_BATCH 0` at the timeout, never
+/// `TIMED_OUT`; a timeout of 0 does not wait.
+#[test]
+fn reserve_batch_with_a_timeout_waits_for_the_first_job_and_never_times_out() {
+    let server = common::start();
+    let mut worker = server.connect();
+    let mut producer = server.connect();
+    assert_eq!(worker.cmd("reserve-batch 5 0"), "RESERVED_BATCH 0\r\n");
+    let started = std::time::Instant::now();
+    assert_eq!(worker.cmd("reserve-batch 5 1"), "RESERVED_BATCH 0\r\n");
+    assert!(started.elapsed() >= Duration::from_millis(900), "{:?}", started.elapsed());
+    // Ready: at once, as without a timeout.
+    producer.put_ok("ready");
+    worker.send("reserve-batch 5 30\r\n");
+    assert_eq!(worker.reply(), "RESERVED_BATCH 1\r\n");
+    assert_eq!(worker.reply(), "RESERVED 1 5\r\nready\r\n");
+    // Nothing ready: it waits, and a put ends the wait with a batch, never
+    // a bare `RESERVED`.
+    worker.send("reserve-batch 5 30\r\n");
+    worker.expect_silence(Duration::from_millis(200));
+    producer.put_ok("first");
+    assert_eq!(worker.reply(), "RESERVED_BATCH 1\r\n");
+    assert_eq!(worker.reply(), "RESERVED 2 5\r\nfirst\r\n");
+    // Puts in one write: the batch has the first and whatever else was
+    // ready when it was collected, in order; the rest stay ready.
+    worker.send("reserve-batch 2 30\r\n");
+    worker.expect_silence(Duration::from_millis(200));
+    producer.send("put 0 0 60 1\r\na\r\nput 0 0 60 1\r\nb\r\nput 0 0 60 1\r\nc\r\n");
+    let head = worker.reply();
+    let n: usize = head.strip_prefix("RESERVED_BATCH ").unwrap().trim_end().parse().unwrap();
+    assert!((1..=2).contains(&n), "{head:?}");
+    for (id, body) in [(3, "a"), (4, "b")].into_iter().take(n) {
+        assert_eq!(worker.reply(), format!("RESERVED {id} 1\r\n{body}\r\n"));
+    }
+    for _ in 0..3 {
+        producer.reply();
+    }
+    // Each job counted as a reserve, as a batch counts them; none as a
+    // reserve-with-timeout.
+    let stats = worker.stats();
+    assert_eq!(stats["cmd-reserve"], (2 + n).to_string());
+    assert_eq!(stats["cmd-reserve-with-timeout"], "0");
+    assert_eq!(stats["current-jobs-ready"], (3 - n).to_string());
+}
+
+/// As `reserve-with-timeout` would (tuber 0.8.1): a worker whose job
+/// enters its last second is told `DEADLINE_SOON`, before the wait and
+/// during it; with a job ready, the job comes first.
+#[test]
+fn reserve_batch_with_a_timeout_says_deadline_soon_as_reserve_would() {
+    let server = common::start();
+    let mut worker = server.connect();
+    let mut producer = server.connect();
+    producer.put(0, 0, 2, "short");
+    assert!(worker.cmd("reserve").starts_with("RESERVED 1 5\r\n"));
+    // In its last second the job's holder is told, during the wait.
+    let started = std::time::Instant::now();
+    assert_eq!(worker.cmd("reserve-batch 5 30"), "DEADLINE_SOON\r\n");
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    // At the start of one too; a job ready comes first.
+    assert_eq!(worker.cmd("reserve-batch 5 30"), "DEADLINE_SOON\r\n");
+    producer.put_ok("next");
+    worker.send("reserve-batch 5 30\r\n");
+    assert_eq!(worker.reply(), "RESERVED_BATCH 1\r\n");
+    assert_eq!(worker.reply(), "RESERVED 2 4\r\nnext\r\n");
+}
+
 #[test]
 fn batch_counts_out_of_range_or_malformed_are_bad_format() {
     let server = common::start();
@@ -54,7 +125,10 @@ fn batch_counts_out_of_range_or_malformed_are_bad_format() {
         "reserve-batch",
         "reserve-batch ",
         "reserve-batch -1",
-        "reserve-batch 1 2",
+        "reserve-batch 1 2 3",
+        "reserve-batch 1 x",
+        "reserve-batch 1 -2",
+        "reserve-batch 1 4294967296",
         "delete-batch ",
         "delete-batch 1 x",
         "delete-batch -1",

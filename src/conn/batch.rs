@@ -4,9 +4,9 @@
 //! tube (`clear-tube`, `flush-tube`), one chunk a lock, so that the other
 //! clients are served between chunks.
 
-use super::Conn;
+use super::{Conn, State};
 use crate::engine::{JobId, BATCH_PIECE};
-use crate::protocol::{self, Command, Reply};
+use crate::protocol::{self, Command, Reply, ReplyRoom, SHORT_REPLY_LEN};
 
 /// Output room made ready before each piece: a piece's bodies and a
 /// job more, up to a megabyte's.
@@ -44,8 +44,45 @@ impl Conn {
         self.input = input;
     }
 
-    /// `reserve-batch <count>`: `RESERVED_BATCH <n>`, then a `RESERVED`
-    /// reply for each job. Reserved and copied a piece at a time, the lock
+    /// `reserve-batch <count> [<timeout>]`: what is ready (see
+    /// [`Conn::batch_from`]); with nothing ready and a timeout, a wait, as
+    /// `reserve-with-timeout`'s, for the first job, and the batch is that
+    /// job and what else is ready then (tuber's long poll). The wait never
+    /// ends `TIMED_OUT`: `RESERVED_BATCH 0`.
+    pub(super) fn reserve_batch(&mut self, count: u32, timeout: Option<u32>) {
+        let reply_start = self.output.len();
+        if self.batch_from(count, None, reply_start) != Some(0) {
+            return;
+        }
+        let Some(timeout) = timeout.filter(|&t| t > 0) else {
+            Reply::ReservedBatch(0).encode(&mut self.output);
+            return;
+        };
+        let c = self.client;
+        let (mut engine, now) = self.shared.engine_now();
+        let Some(reply) = engine.reserve_batch_wait(c, timeout, now, &mut HeadRoom(&mut self.output)) else {
+            self.wake_at = engine.wake_time(c);
+            drop(engine);
+            self.state = State::Waiting { abortable: false, batch: Some(count) };
+            return;
+        };
+        let first = encode_wait_end(reply, &mut self.output);
+        drop(engine);
+        self.batch_after_wait(count, first, reply_start);
+    }
+
+    /// A batch's wait is over, its outcome written at `reply_start`: if it
+    /// was a job, the batch goes on from it.
+    pub(super) fn batch_after_wait(&mut self, count: u32, first: Option<JobId>, reply_start: usize) {
+        if first.is_some() {
+            self.batch_from(count, first, reply_start);
+        }
+    }
+
+    /// A batch of what is ready: `RESERVED_BATCH <n>`, then a `RESERVED`
+    /// reply for each job, after `first`'s (reserved, its reply at
+    /// `reply_start`) if there is one; `Some(0)` with nothing written, if
+    /// nothing was ready, else how many. Reserved and copied a piece at a time, the lock
     /// let go between pieces ([`BATCH_PIECE`] bytes of bodies each), so
     /// that a batch of big jobs holds no other client up for more than a
     /// piece; and no more than [`BATCH_MOST`] bytes of replies in all, so
@@ -53,17 +90,22 @@ impl Conn {
     /// The head, whose count is known only at the end, goes in front of
     /// the replies in room claimed with each piece. A job whose TTR ran
     /// out meanwhile is left out: its reply is never sent.
-    pub(super) fn reserve_batch(&mut self, count: u32) {
+    fn batch_from(&mut self, count: u32, first: Option<JobId>, reply_start: usize) -> Option<usize> {
         let (mut ids, mut starts, mut keep) = (Vec::new(), Vec::new(), Vec::new());
         let n = count as usize;
-        if ids.try_reserve_exact(n).is_err()
+        if (ids.try_reserve_exact(n).is_err()
             || starts.try_reserve_exact(n).is_err()
             || keep.try_reserve_exact(n).is_err()
+            || self.job_replies.try_reserve(n).is_err())
+            // A job reserved after a wait, its reply written, is a batch
+            // of one (a few bytes of lists for it).
+            && first.is_none()
         {
             Reply::OutOfMemory.encode(&mut self.output);
-            return;
+            return None;
         }
-        let reply_start = self.output.len();
+        ids.extend(first);
+        starts.extend(first.map(|_| reply_start));
         let mut timeouts_before = None;
         loop {
             let before = ids.len();
@@ -72,9 +114,12 @@ impl Conn {
             timeouts_before.get_or_insert(engine.timeouts_so_far());
             let head = engine.reserve_batch(self.client, count, now, BATCH_PIECE, &mut self.output, &mut ids);
             if ids.is_empty() {
-                // Nothing ready (`RESERVED_BATCH 0`), or no room for one.
+                // Nothing ready, or no room for one (`OUT_OF_MEMORY`).
+                if matches!(head, Reply::ReservedBatch(0)) {
+                    return Some(0);
+                }
                 head.encode(&mut self.output);
-                return;
+                return None;
             }
             for &id in &ids[before..] {
                 // Room for each, and for the head, was claimed before its
@@ -104,6 +149,7 @@ impl Conn {
             at = reply_end(&self.output, at);
             self.job_reply_ending(id, at);
         }
+        Some(ids.len())
     }
 
     /// Room for `bytes` more of output, claimed and its pages touched
@@ -168,5 +214,26 @@ impl Conn {
         };
         reply.encode(&mut self.output);
         self.hold_until_durable(logged_before, shared.journal_seq(), reply_start);
+    }
+}
+
+/// Writes how a batch's wait ended: its first job's reply (returning the
+/// job), or the ending, `RESERVED_BATCH 0` for `TIMED_OUT`.
+pub(super) fn encode_wait_end(reply: Reply<'_>, output: &mut Vec<u8>) -> Option<JobId> {
+    let first = reply.reserved_job();
+    match reply {
+        Reply::TimedOut => Reply::ReservedBatch(0).encode(output),
+        reply => reply.encode(output),
+    }
+    first
+}
+
+/// The room a batch's first job claims, once a wait has found it: its
+/// reply's, and the head's that will go in front.
+pub(super) struct HeadRoom<'a>(pub(super) &'a mut Vec<u8>);
+
+impl ReplyRoom for HeadRoom<'_> {
+    fn claim(&mut self, bytes: usize) -> bool {
+        self.0.claim(bytes.saturating_add(SHORT_REPLY_LEN))
     }
 }

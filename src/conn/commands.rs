@@ -123,7 +123,7 @@ impl Conn {
             Command::ReserveWithAbort(timeout) => self.reserve(timeout, true),
             Command::Quit => return Next::Close,
             Command::Stats => self.stats(),
-            Command::ReserveBatch(count) => self.reserve_batch(count),
+            Command::ReserveBatch(count, timeout) => self.reserve_batch(count, timeout),
             Command::ListJobsReady(page) => self.list_jobs(JobState::Ready, page),
             Command::ListJobsDelayed(page) => self.list_jobs(JobState::Delayed, page),
             Command::ListJobsReserved(page) => self.list_jobs(JobState::Reserved, page),
@@ -245,7 +245,7 @@ impl Conn {
         }
         self.wake_at = engine.wake_time(c);
         drop(engine);
-        self.state = State::Waiting { abortable };
+        self.state = State::Waiting { abortable, batch: None };
         // Bytes may wait in the socket already, unread: they call off an
         // abortable wait as soon as the wait begins.
         self.stirred = abortable && self.readable;

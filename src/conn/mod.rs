@@ -98,9 +98,10 @@ enum State {
     /// Swallowing a refused put's body, `left` bytes more, then answering
     /// `then`.
     Skipping { left: u64, then: Reply<'static> },
-    /// Blocked in reserve (`abortable` for `reserve-with-abort`), until
-    /// an outcome, or a job's reply left in the mailbox has all been sent.
-    Waiting { abortable: bool },
+    /// Blocked in reserve (`abortable` for `reserve-with-abort`; `batch`,
+    /// its count, for `reserve-batch`), until an outcome, or a job's reply
+    /// left in the mailbox has all been sent.
+    Waiting { abortable: bool, batch: Option<u32> },
     /// Sending what is left of the replies, then ending.
     Closing,
 }
@@ -304,7 +305,7 @@ impl Conn {
                 State::Commands => self.step_commands(&mut reads),
                 State::Body(_) => self.step_body(&mut reads),
                 State::Skipping { .. } => self.step_skipping(&mut reads),
-                State::Waiting { abortable } => self.step_waiting(abortable),
+                State::Waiting { abortable, batch } => self.step_waiting(abortable, batch),
                 State::Closing => self.step_closing(),
             };
             let served = match step {

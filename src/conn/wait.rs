@@ -22,6 +22,7 @@
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 
+use super::batch::{encode_wait_end, HeadRoom};
 use super::{Conn, Lossy, State, Step};
 use crate::mailbox::{Sent, Word};
 use crate::protocol::{ReplyRoom, SHORT_REPLY_LEN};
@@ -29,7 +30,7 @@ use crate::protocol::{ReplyRoom, SHORT_REPLY_LEN};
 impl Conn {
     /// The `Waiting` state: tells the engine what the socket said, then
     /// looks for an outcome.
-    pub(super) fn step_waiting(&mut self, abortable: bool) -> io::Result<Step> {
+    pub(super) fn step_waiting(&mut self, abortable: bool, batch: Option<u32>) -> io::Result<Step> {
         if self.gone || (abortable && self.stirred) {
             let hung_up = std::mem::take(&mut self.gone);
             self.stirred = false;
@@ -51,7 +52,17 @@ impl Conn {
         }
         let now = self.shared.clock.now();
         let mut engine = self.shared.engine();
-        if let Some(reply) = engine.check_wait(self.client, now, &mut self.output) {
+        if let Some(count) = batch {
+            let reply_start = self.output.len();
+            if let Some(reply) = engine.check_wait(self.client, now, &mut HeadRoom(&mut self.output)) {
+                let first = encode_wait_end(reply, &mut self.output);
+                drop(engine);
+                self.batch_after_wait(count, first, reply_start);
+                self.state = State::Commands;
+                self.wake_at = None;
+                return Ok(Step::Again);
+            }
+        } else if let Some(reply) = engine.check_wait(self.client, now, &mut self.output) {
             let job = reply.reserved_job();
             reply.encode(&mut self.output);
             drop(engine);

@@ -160,6 +160,10 @@ pub(super) struct Wait {
     pub(super) margin_at: Option<Time>,
     /// A `reserve-with-abort`: any byte from the client ends the wait.
     pub(super) abortable: bool,
+    /// A `reserve-batch` with a timeout: the job that ends the wait is
+    /// collected by the connection, which adds what else is ready; it is
+    /// never delivered alone to the mailbox.
+    pub(super) batch: bool,
 }
 
 /// What the engine knows of one connected client.

@@ -35,7 +35,8 @@ impl Engine {
             return;
         };
         self.reserve_for(c, id, now);
-        if !self.deliver(c, id, wait) {
+        // A batch's job is collected, with what else is ready then.
+        if wait.batch || !self.deliver(c, id, wait) {
             self.set_outcome(c, Outcome::Reserved(id, wait));
         }
     }

@@ -31,7 +31,23 @@ impl Engine {
         now: Time,
         room: &mut dyn ReplyRoom,
     ) -> Option<Reply<'_>> {
+        self.count_reserve(timeout);
         self.start_reserve(c, timeout, None, now, room)
+    }
+
+    /// The wait of a `reserve-batch <count> <timeout>` (tuber's long poll,
+    /// reference §3.22) that found nothing ready: as `reserve-with-timeout`,
+    /// but counted as a batch is, a `cmd-reserve` for its job, and its job,
+    /// when one comes, is collected by the connection ([`Engine::check_wait`])
+    /// to be the first of its batch. `room` claims the job's reply.
+    pub fn reserve_batch_wait(
+        &mut self,
+        c: ClientId,
+        timeout: u32,
+        now: Time,
+        room: &mut dyn ReplyRoom,
+    ) -> Option<Reply<'_>> {
+        self.start_wait(c, Some(timeout), None, true, now, room)
     }
 
     /// `reserve-with-abort` (`timeout` is `None`) or
@@ -49,11 +65,20 @@ impl Engine {
         now: Time,
         room: &mut dyn ReplyRoom,
     ) -> Option<Reply<'_>> {
+        self.count_reserve(timeout);
         self.start_reserve(c, timeout, Some(input_waiting), now, room)
     }
 
-    /// The reserves' shared steps, counting included (reference §3.3). `abort` is `None` for a
-    /// plain reserve, or whether input already waits for an abortable one.
+    /// Counts a reserve command as beanstalkd does (reference §3.3).
+    fn count_reserve(&mut self, timeout: Option<u32>) {
+        match timeout {
+            None => self.cmds.reserve += 1,
+            Some(_) => self.cmds.reserve_with_timeout += 1,
+        }
+    }
+
+    /// The reserves' shared steps. `abort` is `None` for a plain reserve,
+    /// or whether input already waits for an abortable one.
     fn start_reserve(
         &mut self,
         c: ClientId,
@@ -62,10 +87,19 @@ impl Engine {
         now: Time,
         room: &mut dyn ReplyRoom,
     ) -> Option<Reply<'_>> {
-        match timeout {
-            None => self.cmds.reserve += 1,
-            Some(_) => self.cmds.reserve_with_timeout += 1,
-        }
+        self.start_wait(c, timeout, abort, false, now, room)
+    }
+
+    /// [`Engine::start_reserve`], for a batch's wait too (`batch`).
+    fn start_wait(
+        &mut self,
+        c: ClientId,
+        timeout: Option<u32>,
+        abort: Option<bool>,
+        batch: bool,
+        now: Time,
+        room: &mut dyn ReplyRoom,
+    ) -> Option<Reply<'_>> {
         let margin_at = self.soonest_margin(c);
         let in_margin = margin_at.is_some_and(|m| now >= m);
         // In the margin, a job that is ready counts even in a paused tube.
@@ -78,6 +112,9 @@ impl Engine {
                 return Some(Reply::OutOfMemory);
             }
             self.become_worker(c);
+            if batch {
+                self.cmds.reserve += 1;
+            }
             self.reserve_for(c, id, now);
             return self.reserved_reply(id);
         }
@@ -96,7 +133,7 @@ impl Engine {
         }
         let seq = self.next_wait_seq;
         let timeout_at = timeout.map(|secs| now.plus_secs(secs));
-        let wait = Wait { seq, timeout_at, margin_at, abortable: abort.is_some() };
+        let wait = Wait { seq, timeout_at, margin_at, abortable: abort.is_some(), batch };
         // Blocking allocates the wait's record and room to note its wake-up;
         // room in the waiting queues was claimed by `watch`.
         let waits = self.waiting_clients + 1;
@@ -207,7 +244,10 @@ impl Engine {
                 self.take_back_handoff(id, now);
                 Some(Reply::OutOfMemory)
             }
-            Outcome::Reserved(id, _) => {
+            Outcome::Reserved(id, wait) => {
+                if wait.batch {
+                    self.cmds.reserve += 1;
+                }
                 self.restart_ttr(c, id, now);
                 Some(self.reserved_reply(id).unwrap_or(Reply::InternalError))
             }

@@ -122,8 +122,9 @@ pub enum Command {
         id: JobId,
         tube: TubeName,
     },
-    /// `reserve-batch <count>`, 1 to [`MAX_BATCH`](super::MAX_BATCH): tuber's (reference §3.22).
-    ReserveBatch(u32),
+    /// `reserve-batch <count> [<timeout>]`, 1 to [`MAX_BATCH`](super::MAX_BATCH)
+    /// jobs, waiting up to `timeout` seconds for the first: tuber's (reference §3.22).
+    ReserveBatch(u32, Option<u32>),
     /// `delete-batch <id> <id> ...`, 1 to [`MAX_BATCH`](super::MAX_BATCH) ids: tuber's
     /// (reference §3.23). The ids stay in the line, read by [`batch_ids`](super::batch_ids):
     /// the parser allocates nothing.

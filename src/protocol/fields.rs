@@ -29,13 +29,6 @@ fn is_white(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r')
 }
 
-/// `s` without white space at either end.
-pub(super) fn trim_white(s: &[u8]) -> &[u8] {
-    let start = s.iter().position(|b| !is_white(*b)).unwrap_or(s.len());
-    let end = s.iter().rposition(|b| !is_white(*b)).map_or(start, |at| at.saturating_add(1));
-    s.get(start..end).unwrap_or_default()
-}
-
 /// A number as Rust's `u64::from_str` reads it, which tuber's batch
 /// commands use: digits, a `+` allowed before them, nothing else.
 pub(super) fn tuber_number(s: &[u8]) -> Option<u64> {

@@ -130,12 +130,16 @@ pub fn parse(line: &[u8]) -> Result<Command, ParseError> {
     }
     // tuber's, before `reserve`, whose prefix it shares.
     if let Some(rest) = line.strip_prefix(b"reserve-batch ") {
-        // tuber's reading: white space around the count, a `+` before it.
-        let count = fields::tuber_number(fields::trim_white(rest)).ok_or(BadFormat)?;
-        return match usize::try_from(count) {
-            Ok(1..=MAX_BATCH) => Ok(C::ReserveBatch(count as u32)),
-            _ => Err(BadFormat),
-        };
+        // tuber's reading: the count and an optional timeout, split at
+        // white space, each a `u32` as Rust reads it (a `+` allowed).
+        let mut fields = fields::id_fields(rest);
+        let mut next = || fields.next().map(|n| n.and_then(|n| u32::try_from(n).ok()).ok_or(BadFormat));
+        let count = next().ok_or(BadFormat)??;
+        let timeout = next().transpose()?;
+        if next().is_some() || !(1..=MAX_BATCH).contains(&(count as usize)) {
+            return Err(BadFormat);
+        }
+        return Ok(C::ReserveBatch(count, timeout));
     }
     if let Some(rest) = line.strip_prefix(b"reserve") {
         return exact(C::Reserve, rest);
@@ -600,13 +604,17 @@ mod tests {
 
     #[test]
     fn batches_take_one_to_a_thousand_and_nothing_else() {
-        assert_eq!(parse(b"reserve-batch 5"), Ok(C::ReserveBatch(5)));
-        assert_eq!(parse(b"reserve-batch  1000"), Ok(C::ReserveBatch(1000)));
+        assert_eq!(parse(b"reserve-batch 5"), Ok(C::ReserveBatch(5, None)));
+        assert_eq!(parse(b"reserve-batch  1000"), Ok(C::ReserveBatch(1000, None)));
+        // tuber's long poll: a timeout after the count, read as it is.
+        assert_eq!(parse(b"reserve-batch 5 0"), Ok(C::ReserveBatch(5, Some(0))));
+        assert_eq!(parse(b"reserve-batch 5\t+30 "), Ok(C::ReserveBatch(5, Some(30))));
+        assert_eq!(parse(b"reserve-batch 1 4294967295"), Ok(C::ReserveBatch(1, Some(u32::MAX))));
         // tuber's reading of a number: white space around it, a `+`.
         for line in
             [&b"reserve-batch +5"[..], b"reserve-batch 5 ", b"reserve-batch \t5\t", b"reserve-batch 05"]
         {
-            assert_eq!(parse(line), Ok(C::ReserveBatch(5)), "{:?}", String::from_utf8_lossy(line));
+            assert_eq!(parse(line), Ok(C::ReserveBatch(5, None)), "{:?}", String::from_utf8_lossy(line));
         }
         for line in [
             &b"reserve-batch 0"[..],
@@ -616,7 +624,11 @@ mod tests {
             b"reserve-batch x",
             b"reserve-batch -1",
             b"reserve-batch +",
-            b"reserve-batch 1 2",
+            b"reserve-batch 1 2 3",
+            b"reserve-batch 1 -2",
+            b"reserve-batch 1 x",
+            b"reserve-batch 1 4294967296",
+            b"reserve-batch 4294967297 1",
             b"reserve-batch 99999999999999999999",
         ] {
             assert_eq!(parse(line), Err(BadFormat), "{:?}", String::from_utf8_lossy(line));

@@ -162,6 +162,22 @@ impl Bin {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// What the server wrote to stderr, once `done` says it holds what a
+    /// test waits for, or after 10 s: a line reaches the test through a
+    /// pipe and a reader thread, a moment after the server wrote it,
+    /// which may be after the reply the client already read.
+    #[allow(dead_code)]
+    pub fn stderr_once(&self, done: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let log = self.stderr();
+            if done(&log) || Instant::now() >= deadline {
+                return log;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Sends a signal by name (`TERM`, `USR1`, ...).
     pub fn signal(&self, name: &str) {
         // The shell's builtin `kill`: there may be no kill binary.

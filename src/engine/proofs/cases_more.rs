@@ -97,6 +97,12 @@ pub(super) const MORE: &[Case] = &[
     case("reserve-with-timeout 5, DEADLINE_SOON", nothing_ready, "DEADLINE_SOON", |w, out| {
         answer(w.e.reserve(w.worker, Some(5), Time::from_secs(59), out), out)
     }),
+    case("reserve-batch 5 30, DEADLINE_SOON", nothing_ready, "DEADLINE_SOON", |w, out| {
+        answer(w.e.reserve_batch_wait(w.worker, 30, Time::from_secs(59), out), out)
+    }),
+    case("reserve-batch 5 30, none ready: it waits", plain, "", |w, out| {
+        answer(w.e.reserve_batch_wait(w.waiter, 30, T0, out), out)
+    }),
     case("reserve-with-abort, a job ready", plain, "RESERVED 3 5", |w, out| {
         answer(w.e.reserve_with_abort(w.worker, None, false, T0, out), out)
     }),
