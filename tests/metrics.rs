@@ -203,8 +203,8 @@ fn without_the_flag_there_is_no_endpoint_and_no_thread() {
 #[test]
 fn other_paths_are_404_and_malformed_requests_400() {
     let (_bin, addr) = start(&[]);
-    let not_found = refusal("404 Not Found", "not found: the metrics are at /metrics\n");
-    assert_eq!(String::from_utf8(exchange(addr, b"GET / HTTP/1.1\r\n\r\n")).unwrap(), not_found);
+    let not_found = refusal("404 Not Found", "not found: the metrics are at /metrics, the page at /\n");
+    assert_eq!(String::from_utf8(exchange(addr, b"GET /index.html HTTP/1.1\r\n\r\n")).unwrap(), not_found);
     assert_eq!(String::from_utf8(exchange(addr, b"GET /metricsx HTTP/1.0\r\n\r\n")).unwrap(), not_found);
     let bad = refusal("400 Bad Request", "bad request\n");
     for request in

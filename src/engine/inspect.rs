@@ -50,9 +50,15 @@ impl Engine {
     /// `stats-job <id>`.
     pub fn stats_job(&mut self, id: JobId, now: Time) -> Reply<'_> {
         self.cmds.stats_job += 1;
-        let Some(job) = self.jobs.get(&id) else {
-            return Reply::NotFound;
-        };
+        match self.job_stats(id, now) {
+            Some(stats) => stats.to_yaml().map_or(Reply::OutOfMemory, Reply::Ok),
+            None => Reply::NotFound,
+        }
+    }
+
+    /// Job `id`'s `stats-job` figures at `now`, if it exists.
+    pub(super) fn job_stats(&self, id: JobId, now: Time) -> Option<JobStats<'_>> {
+        let job = self.jobs.get(&id)?;
         let time_left = match job.state {
             State::Reserved | State::Delayed => job.deadline.secs_since(now),
             // A held job has no due time: tuber shows 0.
@@ -77,7 +83,7 @@ impl Engine {
             max_reserves: (job.tags.limited() || job.tags.buried_by_limit()).then(|| self.retry_limit(id)),
             buried_by_limit: job.tags.buried_by_limit(),
         };
-        stats.to_yaml().map_or(Reply::OutOfMemory, Reply::Ok)
+        Some(stats)
     }
 
     /// `stats-tube <tube>`.

@@ -25,6 +25,11 @@ impl List {
         self.len
     }
 
+    /// The job at the back, the last added.
+    pub fn back(&self) -> Option<JobId> {
+        (self.tail != 0).then_some(self.tail)
+    }
+
     /// True when the list holds no job.
     pub fn is_empty(&self) -> bool {
         self.len == 0

@@ -106,6 +106,17 @@ impl Engine {
         after: Option<JobId>,
     ) -> Result<Listing, Reply<'static>> {
         let tube = self.used_tube(c).ok_or(Reply::InternalError)?;
+        self.list_tube_jobs(tube, state, count, after)
+    }
+
+    /// [`Engine::list_jobs`] of tube `tube`.
+    pub fn list_tube_jobs(
+        &self,
+        tube: TubeId,
+        state: State,
+        count: usize,
+        after: Option<JobId>,
+    ) -> Result<Listing, Reply<'static>> {
         let after = match after {
             None => None,
             Some(id) => Some(self.place_in_order(tube, state, id).ok_or(Reply::NotFound)?),

@@ -62,6 +62,7 @@ pub(crate) mod worker;
 pub(crate) mod batch;
 pub(crate) mod inspect;
 pub(crate) mod listing;
+pub(crate) mod browse;
 pub(crate) mod schedule;
 pub(crate) mod relocate;
 pub mod metering;

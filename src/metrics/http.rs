@@ -23,11 +23,15 @@ pub const HEAD_DEADLINE: Duration = Duration::from_secs(1);
 /// How long a response may take to leave.
 pub const WRITE_DEADLINE: Duration = Duration::from_secs(10);
 
-/// What a request asks for, or what is wrong with it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a request asks for, or what is wrong with it (a page's tube name
+/// inline: see [`super::page::Ask`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(clippy::large_enum_variant)]
 pub enum Request {
     /// `GET /metrics` (or `HEAD`): the scrape.
     Metrics { head_only: bool },
+    /// `GET /` or `/tube?…` (or `HEAD`): the operator's page.
+    Page { head_only: bool, ask: super::page::Ask },
     /// A well-formed request for anything else.
     NotFound,
     /// A method other than GET or HEAD.
@@ -66,9 +70,14 @@ pub fn parse(head: &[u8]) -> Request {
         return Request::Malformed;
     }
     let path = target.split('?').next().unwrap_or_default();
+    let head_only = method == "HEAD";
     match (method, path) {
-        ("GET" | "HEAD", "/metrics") => Request::Metrics { head_only: method == "HEAD" },
-        ("GET" | "HEAD", _) => Request::NotFound,
+        ("GET" | "HEAD", "/metrics") => Request::Metrics { head_only },
+        ("GET" | "HEAD", _) => match super::page::ask(target) {
+            Some(Some(ask)) => Request::Page { head_only, ask },
+            Some(None) => Request::Malformed,
+            None => Request::NotFound,
+        },
         _ => Request::MethodNotAllowed,
     }
 }
@@ -120,11 +129,13 @@ pub fn close_gently(stream: &mut TcpStream, buf: &mut [u8; HEAD_MOST]) {
 /// The status line and body of a refusal.
 pub fn refusal(request: Request) -> (&'static str, &'static str) {
     match request {
-        Request::NotFound => ("404 Not Found", "not found: the metrics are at /metrics\n"),
+        Request::NotFound => ("404 Not Found", "not found: the metrics are at /metrics, the page at /\n"),
         Request::MethodNotAllowed => ("405 Method Not Allowed", "only GET and HEAD\n"),
         Request::TooLarge => ("431 Request Header Fields Too Large", "request head too large\n"),
         Request::TimedOut => ("408 Request Timeout", "request head too slow\n"),
-        Request::Malformed | Request::Metrics { .. } => ("400 Bad Request", "bad request\n"),
+        Request::Malformed | Request::Metrics { .. } | Request::Page { .. } => {
+            ("400 Bad Request", "bad request\n")
+        }
     }
 }
 
@@ -137,7 +148,10 @@ mod tests {
         let get = |head: &str| parse(head.as_bytes());
         assert_eq!(get("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"), Request::Metrics { head_only: false });
         assert_eq!(get("HEAD /metrics?x=1 HTTP/1.0\r\n\r\n"), Request::Metrics { head_only: true });
-        assert_eq!(get("GET / HTTP/1.1\r\n\r\n"), Request::NotFound);
+        assert_eq!(get("GET /nothing HTTP/1.1\r\n\r\n"), Request::NotFound);
+        let overview = Request::Page { head_only: false, ask: crate::metrics::page::Ask::Overview };
+        assert_eq!(get("GET / HTTP/1.1\r\n\r\n"), overview);
+        assert_eq!(get("GET /tube?name=%2 HTTP/1.1\r\n\r\n"), Request::Malformed);
         assert_eq!(get("POST /metrics HTTP/1.1\r\n\r\n"), Request::MethodNotAllowed);
         assert_eq!(get("GET /metrics\r\n\r\n"), Request::Malformed);
         assert_eq!(get("GET /metrics SPDY/3\r\n\r\n"), Request::Malformed);

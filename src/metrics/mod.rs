@@ -1,4 +1,5 @@
-//! The `--metrics` endpoint: a listener of its own, and the thread that
+//! The `--metrics` endpoint, and the operator's page beside it
+//! ([`page`]): a listener of its own, and the thread that
 //! accepts scrapers and reads their requests ([`arriving`]: no thread
 //! for a connection until its request is whole, so idle or slow clients,
 //! however many, keep no scrape out), then answers each whole request on
@@ -16,6 +17,7 @@
 pub mod arriving;
 pub mod exposition;
 pub mod http;
+pub mod page;
 pub mod scrape;
 
 use std::collections::VecDeque;
@@ -168,6 +170,20 @@ fn answer(mut stream: TcpStream, request: Request, shared: &Shared, answering: &
         return;
     }
     let mut head = [0u8; http::HEAD_MOST];
+    if let Request::Page { head_only, ask } = &request {
+        let _ = match page::write(shared, ask) {
+            Some((found, html)) => {
+                let status = if found { "200 OK" } else { "404 Not Found" };
+                http::respond(&mut stream, status, "text/html; charset=utf-8", html.as_bytes(), *head_only)
+            }
+            None => {
+                http::respond(&mut stream, "503 Service Unavailable", "text/plain", b"out of memory\n", false)
+            }
+        };
+        done();
+        http::close_gently(&mut stream, &mut head);
+        return;
+    }
     let Request::Metrics { head_only } = request else {
         let (status, body) = http::refusal(request);
         let _ = http::respond(&mut stream, status, "text/plain; charset=utf-8", body.as_bytes(), false);
