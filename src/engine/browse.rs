@@ -36,9 +36,9 @@ impl Engine {
         Some(JobView { stats, body, body_len: job.body.len(), buried_at })
     }
 
-    /// How many jobs of tube `t` its retry limit buried (dead letters).
-    pub fn dead_letter_count(&self, t: TubeId) -> usize {
-        self.tubes.live(t).map_or(0, |tube| tube.buried_by_limit)
+    /// When job `id` was buried, if it is buried.
+    pub fn buried_at(&self, id: JobId) -> Option<Time> {
+        self.jobs.get(&id).filter(|job| job.state == State::Buried).map(|job| job.buried_at())
     }
 
     /// Tube `t`'s dead letters, newest burial first: the buried list walked

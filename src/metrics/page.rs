@@ -223,9 +223,11 @@ fn dead_letters<'a>(
     names: impl Iterator<Item = &'a TubeName>,
     out: &mut String,
 ) -> fmt::Result {
-    let mut found: Vec<(crate::time::Time, crate::engine::browse::JobView, JobId)> = Vec::new();
+    // Each dead letter found as (newest first, id), sorted as the scrape
+    // sorts its pairs (one sort in the binary); the best kept as they come.
+    let mut found: Vec<(u64, u64)> = Vec::new();
     let mut ids: Vec<JobId> = Vec::new();
-    if ids.try_reserve_exact(DEAD_SHOWN).is_err() || found.try_reserve_exact(DEAD_SHOWN + 1).is_err() {
+    if ids.try_reserve_exact(DEAD_SHOWN).is_err() || found.try_reserve_exact(2 * DEAD_SHOWN).is_err() {
         return write!(out, "<p>out of memory</p>");
     }
     for name in names {
@@ -239,26 +241,28 @@ fn dead_letters<'a>(
                 break;
             }
         }
-        for chunk in ids.chunks(JOBS_A_PAGE) {
-            let (engine, now) = shared.engine_now();
-            for &id in chunk {
-                if let Some(view) = engine.job_view(id, now, BODY_SHOWN) {
-                    found.push((view.buried_at.unwrap_or(now), view, id));
-                }
-            }
-            drop(engine);
-            found.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(b.2.cmp(&a.2)));
-            found.truncate(DEAD_SHOWN);
+        let (engine, now) = shared.engine_now();
+        for &id in &ids {
+            let buried_at = engine.buried_at(id).unwrap_or(now);
+            found.push((u64::MAX - buried_at.0, u64::MAX - id));
         }
+        drop(engine);
+        found.sort_unstable();
+        found.truncate(DEAD_SHOWN);
     }
     if found.is_empty() {
         return write!(out, "<p>None.</p>");
     }
-    let now = shared.clock.now();
     out.push_str("<table><tr><th>id<th>buried<th>body</tr>");
-    for (at, view, id) in &found {
-        write!(out, "<tr><td>{id}<td>{} s ago<td style=\"text-align:left\">", now.secs_since(*at))?;
-        body(view, out)?;
+    for chunk in found.chunks(JOBS_A_PAGE) {
+        let (engine, now) = shared.engine_now();
+        for &(_, id) in chunk {
+            let id = u64::MAX - id;
+            let Some(view) = engine.job_view(id, now, BODY_SHOWN) else { continue };
+            let ago = now.secs_since(view.buried_at.unwrap_or(now));
+            write!(out, "<tr><td>{id}<td>{ago} s ago<td style=\"text-align:left\">")?;
+            body(&view, out)?;
+        }
     }
     out.push_str("</table>");
     Ok(())
