@@ -12,6 +12,8 @@ mod common;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -168,36 +170,42 @@ fn hostile_requests_are_refused_and_the_queue_is_served_beside_a_flood_of_pages(
     }
     let long = format!("/tube?name={}", "a".repeat(9000));
     assert_eq!(get(addr, &long).0, "HTTP/1.1 431 Request Header Fields Too Large");
-    // Pages asked for by 8 clients as fast as they are answered while a
-    // worker goes on: each of its commands is answered, in order.
+    // 10,000 pages asked for by 8 clients as fast as they are answered
+    // (20 s at most), while a producer and a worker go on: each of their
+    // commands is answered, in order, with a job of 100 in the tube.
     let mut producer = Client::connect(server.addr);
     for _ in 0..100 {
         producer.put(0, 0, 60, "job");
     }
-    let stop = Instant::now() + Duration::from_secs(2);
+    let pages = Arc::new(AtomicUsize::new(0));
+    let stop = Instant::now() + Duration::from_secs(20);
     let flood: Vec<_> = (0..8)
         .map(|_| {
+            let pages = Arc::clone(&pages);
             thread::spawn(move || {
-                let mut pages = 0;
-                while Instant::now() < stop {
-                    let status = get(addr, if pages % 2 == 0 { "/" } else { "/tube?name=default" }).0;
+                while pages.load(Ordering::Relaxed) < 10_000 && Instant::now() < stop {
+                    let n = pages.fetch_add(1, Ordering::Relaxed);
+                    let status = get(addr, if n % 2 == 0 { "/" } else { "/tube?name=default" }).0;
                     assert!(status == "HTTP/1.1 200 OK" || status.starts_with("HTTP/1.1 503"), "{status}");
-                    pages += 1;
                 }
-                pages
             })
         })
         .collect();
     let mut worker = Client::connect(server.addr);
     let mut done = 0;
-    while Instant::now() < stop {
-        let reply = worker.cmd("reserve-with-timeout 1");
-        let Some(id) = reply.strip_prefix("RESERVED ").and_then(|r| r.split(' ').next()) else { break };
+    while !flood.iter().all(|t| t.is_finished()) {
+        assert_eq!(producer.put(0, 0, 60, "job"), format!("INSERTED {}\r\n", 101 + done));
+        let reply = worker.cmd("reserve-with-timeout 0");
+        let id = reply.strip_prefix("RESERVED ").and_then(|r| r.split(' ').next()).expect(&reply).to_owned();
         assert_eq!(worker.cmd(&format!("delete {id}")), "DELETED\r\n");
         done += 1;
     }
-    let pages: usize = flood.into_iter().map(|t| t.join().unwrap()).sum();
-    assert!(pages > 0 && done > 0, "{pages} pages, {done} jobs");
-    assert_eq!(producer.cmd("list-tube-used"), "USING default\r\n");
+    for t in flood {
+        t.join().unwrap();
+    }
+    let pages = pages.load(Ordering::Relaxed);
+    assert!(pages >= 10_000 && done > 0, "{pages} pages, {done} jobs");
+    eprintln!("{pages} pages beside {done} puts, reserves and deletes");
+    assert_eq!(producer.stat("current-jobs-ready"), "100");
     drop(server);
 }
