@@ -185,7 +185,7 @@ fn hostile_requests_are_refused_and_the_queue_is_served_beside_a_flood_of_pages(
             thread::spawn(move || {
                 while pages.load(Ordering::Relaxed) < 10_000 && Instant::now() < stop {
                     let n = pages.fetch_add(1, Ordering::Relaxed);
-                    let status = get(addr, if n % 2 == 0 { "/" } else { "/tube?name=default" }).0;
+                    let status = get(addr, if n.is_multiple_of(2) { "/" } else { "/tube?name=default" }).0;
                     assert!(status == "HTTP/1.1 200 OK" || status.starts_with("HTTP/1.1 503"), "{status}");
                 }
             })
