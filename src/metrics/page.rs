@@ -299,19 +299,31 @@ fn tube(
         "</p><p>To kick, pause or flush, send <code>use {n}</code> then <code>kick &lt;n&gt;</code>, \
          <code>pause-tube {n} &lt;seconds&gt;</code> or <code>flush-buried {n}</code> to the admin socket.</p>"
     );
-    let listing = {
+    let (t, listing) = {
         let engine = shared.engine();
         let Some(t) = engine.tube_named(name) else {
             out.push_str("<p>No such tube.</p>");
             return Some(false);
         };
-        engine.list_tube_jobs(t, state, JOBS_A_PAGE, after)
+        (t, engine.list_tube_jobs(t, state, JOBS_A_PAGE, after))
     };
     let Ok(mut listing) = listing else {
         out.push_str("<p>That job is no longer here: <a href=\"/\">start again</a>.</p>");
         return Some(true);
     };
-    while !shared.engine().list_jobs_piece(&mut listing) {}
+    // Nothing holds the tube between pieces (a `list-jobs-*` client uses
+    // its tube): it may go, its last job and user gone, and its slot be
+    // another tube's. Each piece checks it is still there.
+    loop {
+        let engine = shared.engine();
+        if engine.tube_named(name) != Some(t) {
+            out.push_str("<p>No such tube.</p>");
+            return Some(false);
+        }
+        if engine.list_jobs_piece(&mut listing) {
+            break;
+        }
+    }
     let ids = listing.ids();
     let _ = write!(out, "<h2>{} jobs</h2>", state.name());
     let (engine, now) = shared.engine_now();
