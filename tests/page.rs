@@ -209,3 +209,38 @@ fn hostile_requests_are_refused_and_the_queue_is_served_beside_a_flood_of_pages(
     assert_eq!(producer.stat("current-jobs-ready"), "100");
     drop(server);
 }
+
+/// A tube's page lists its jobs a piece a lock, and holds no reference
+/// to the tube between pieces: a tube that goes meanwhile (its last user
+/// gone) is "no such tube", never a panic that takes the answering
+/// thread (or, built with `panic = "abort"`, the server) with it.
+#[test]
+fn a_tube_that_goes_while_its_page_is_made_is_no_such_tube() {
+    let (server, addr) = start(&[]);
+    let stop = Instant::now() + Duration::from_secs(2);
+    let queue = server.addr;
+    // A tube made and dropped again and again by a client that uses it.
+    let churn = thread::spawn(move || {
+        let mut c = Client::connect(queue);
+        let lines = "use t\r\nuse default\r\n".repeat(200);
+        while Instant::now() < stop {
+            c.send(&lines);
+            for _ in 0..200 {
+                assert_eq!(c.reply(), "USING t\r\n");
+                assert_eq!(c.reply(), "USING default\r\n");
+            }
+        }
+    });
+    let mut pages = 0;
+    while Instant::now() < stop {
+        let (status, _) = get(addr, "/tube?name=t");
+        assert!(
+            status == "HTTP/1.1 200 OK" || status == "HTTP/1.1 404 Not Found",
+            "{status:?} after {pages}"
+        );
+        pages += 1;
+    }
+    churn.join().unwrap();
+    assert!(!server.stderr().contains("panicked"), "{}", server.stderr());
+    assert_eq!(get(addr, "/").0, "HTTP/1.1 200 OK");
+}

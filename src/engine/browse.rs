@@ -54,7 +54,9 @@ impl Engine {
     ) -> Option<JobId> {
         let tube = self.tubes.live(t)?;
         let mut at = match before {
-            Some(id) => self.jobs.get(&id).filter(|job| job.state == State::Buried)?.links.prev,
+            Some(id) => {
+                self.jobs.get(&id).filter(|job| job.state == State::Buried && job.tube == t)?.links.prev
+            }
             None => tube.buried.back()?,
         };
         let mut looked = 0;

@@ -126,9 +126,11 @@ impl Engine {
         Ok(Listing { tube, state, count, after, next_slot: 0, found })
     }
 
-    /// Gathers one piece of `page`; true once the page is whole.
+    /// Gathers one piece of `page`; true once the page is whole, or its
+    /// tube gone (a caller that does not use it, the page, holds the lock
+    /// for no more than a piece).
     pub fn list_jobs_piece(&self, page: &mut Listing) -> bool {
-        let tube = self.tubes.get(page.tube);
+        let Some(tube) = self.tubes.live(page.tube) else { return true };
         match page.state {
             State::Ready => self.look_at(page, &tube.ready, u64::from, |_| true),
             // Held jobs too, due at `NEVER`: last.

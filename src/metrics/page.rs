@@ -247,7 +247,9 @@ fn dead_letters<'a>(
             found.push((u64::MAX - buried_at.0, u64::MAX - id));
         }
         drop(engine);
+        // A job kicked and buried again between holds is met twice.
         found.sort_unstable();
+        found.dedup();
         found.truncate(DEAD_SHOWN);
     }
     if found.is_empty() {
@@ -299,20 +301,31 @@ fn tube(
         "</p><p>To kick, pause or flush, send <code>use {n}</code> then <code>kick &lt;n&gt;</code>, \
          <code>pause-tube {n} &lt;seconds&gt;</code> or <code>flush-buried {n}</code> to the admin socket.</p>"
     );
-    let listing = {
+    // The cursor placed and the first piece gathered under one lock, as
+    // `list-jobs-*` does: a buried cursor's link to the next is read while
+    // the cursor is known buried in this tube. Nothing holds the tube
+    // between pieces (a `list-jobs-*` client uses its tube): it may go,
+    // its last job and user gone, and its slot be another tube's; each
+    // piece checks it is still there.
+    let mut listing = None;
+    let ids = loop {
         let engine = shared.engine();
-        let Some(t) = engine.tube_named(name) else {
+        let t = engine.tube_named(name);
+        if t.is_none() || listing.as_ref().is_some_and(|&(held, _)| Some(held) != t) {
             out.push_str("<p>No such tube.</p>");
             return Some(false);
-        };
-        engine.list_tube_jobs(t, state, JOBS_A_PAGE, after)
+        }
+        if listing.is_none() {
+            let Ok(first) = engine.list_tube_jobs(t?, state, JOBS_A_PAGE, after) else {
+                out.push_str("<p>That job is no longer here: <a href=\"/\">start again</a>.</p>");
+                return Some(true);
+            };
+            listing = Some((t?, first));
+        }
+        if engine.list_jobs_piece(&mut listing.as_mut()?.1) {
+            break listing?.1.ids();
+        }
     };
-    let Ok(mut listing) = listing else {
-        out.push_str("<p>That job is no longer here: <a href=\"/\">start again</a>.</p>");
-        return Some(true);
-    };
-    while !shared.engine().list_jobs_piece(&mut listing) {}
-    let ids = listing.ids();
     let _ = write!(out, "<h2>{} jobs</h2>", state.name());
     let (engine, now) = shared.engine_now();
     for &id in &ids {
