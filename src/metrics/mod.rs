@@ -176,9 +176,13 @@ fn answer(mut stream: TcpStream, request: Request, shared: &Shared, answering: &
                 let status = if found { "200 OK" } else { "404 Not Found" };
                 http::respond(&mut stream, status, "text/html; charset=utf-8", html.as_bytes(), *head_only)
             }
-            None => {
-                http::respond(&mut stream, "503 Service Unavailable", "text/plain", b"out of memory\n", false)
-            }
+            None => http::respond(
+                &mut stream,
+                "503 Service Unavailable",
+                "text/plain",
+                b"out of memory\n",
+                *head_only,
+            ),
         };
         done();
         http::close_gently(&mut stream, &mut head);

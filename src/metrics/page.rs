@@ -94,8 +94,9 @@ fn percent_decode<'a>(text: &str, out: &'a mut [u8]) -> Option<&'a [u8]> {
     let (mut bytes, mut len) = (text.bytes(), 0);
     while let Some(b) = bytes.next() {
         let b = if b == b'%' {
-            let hex = [bytes.next()?, bytes.next()?];
-            u8::from_str_radix(std::str::from_utf8(&hex).ok()?, 16).ok()?
+            // Two hex digits, nothing else (`from_str_radix` takes a sign).
+            let digit = |b: Option<u8>| char::from(b?).to_digit(16);
+            (digit(bytes.next())? * 16 + digit(bytes.next())?) as u8
         } else {
             b
         };
@@ -369,6 +370,7 @@ mod tests {
             "/tube?name=a&name=a",
             "/tube?name=a&state=gone",
             "/tube?name=%zz",
+            "/tube?name=a%+1",
         ] {
             assert_eq!(ask(bad), Some(None), "{bad}");
         }
