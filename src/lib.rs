@@ -306,7 +306,9 @@
 //!   scrape copied out of the engine a bounded chunk at a time
 //!   ([`metrics::scrape`]), formatted outside the lock
 //!   ([`metrics::exposition`]), over a request bounded in size and time
-//!   ([`metrics::http`]); what the engine measures for it, at no cost to a
+//!   ([`metrics::http`]); the operator's page beside it, HTML with every
+//!   client byte escaped ([`metrics::page`], reading the engine through
+//!   [`engine::browse`]); what the engine measures for it, at no cost to a
 //!   job's record, is [`engine::metering`]. [`log`]: what stderr says,
 //!   with the priority or the time an operator filters by.
 //! - **Running as a service.** [`config`] (beanstalkd's flags), [`health`]
