@@ -352,6 +352,22 @@ fn tube(
 mod tests {
     use super::*;
 
+    /// The page's numbers, where the README and the man page give them.
+    #[test]
+    fn the_docs_give_the_pages_numbers() {
+        let readme = include_str!("../../README.md").split_whitespace().collect::<Vec<_>>().join(" ");
+        let man = include_str!("../../beanstalk.1").split_whitespace().collect::<Vec<_>>().join(" ");
+        for said in [
+            format!("the first {BODY_SHOWN} bytes"),
+            format!("{JOBS_A_PAGE} a page"),
+            format!("at most {} requests", super::super::MOST_AT_ONCE),
+        ] {
+            assert!(readme.contains(&said), "README: {said}");
+        }
+        assert!(man.contains(&format!("{JOBS_A_PAGE} a page")), "man page");
+        assert!(readme.contains(&format!("the newest {DEAD_SHOWN} by burial first")), "README: dead letters");
+    }
+
     #[test]
     fn client_bytes_are_escaped_and_queries_read_back() {
         let shown = Text(b"<script>alert('x')</script> & \"q\" \xff").to_string();
