@@ -59,6 +59,10 @@ pub struct Config {
     pub fsync: Fsync,
     /// Size of each binlog file in bytes (`-s`).
     pub binlog_file_size: u32,
+    /// With `-b`, the longest body memory keeps; a longer one stays in
+    /// the log, read back when asked for (`--bodies-in-memory`,
+    /// `engine/body.rs`); `None` (`all`): every body in memory.
+    pub bodies_in_memory: Option<u32>,
     /// Most connections served at once (`--max-connections`); `None`: as
     /// many as the host's limits allow (see [`crate::host`]).
     pub max_connections: Option<usize>,
@@ -117,6 +121,7 @@ impl Default for Config {
             binlog_dir: None,
             fsync: Fsync::Every(50),
             binlog_file_size: 10_485_760,
+            bodies_in_memory: Some(crate::engine::body::IN_MEMORY_MAX),
             max_connections: None,
             max_job_memory: None,
             threads: None,
@@ -263,6 +268,9 @@ pub fn usage(argv0: &str) -> String {
          --job-id-start S     the first job id (default 1; at most 2^64-2)\n \
          --job-id-step K      ids go S, S+K, S+2K, ... (default 1); K servers with\n                      \
          starts 1..K and step K: id mod K names the server\n \
+         --bodies-in-memory BYTES  with -b, keep bodies of up to BYTES in memory\n                      \
+         and leave longer ones in the log, read back when asked for\n                      \
+         (default {}; all: every body in memory)\n \
          --metrics HOST:PORT  serve Prometheus metrics at http://HOST:PORT/metrics\n                      \
          (default: off)\n \
          --metrics-max-tubes N  report at most N tubes one by one, the largest\n                      \
@@ -277,7 +285,8 @@ pub fn usage(argv0: &str) -> String {
          --health-check       do not serve: ask the server that -l and -p name\n                      \
          whether it serves; exit 0 if it does, 1 if not (a\n                      \
          container's health check, with no shell)\n \
-         -c, -n               removed from beanstalkd; accepted and ignored\n"
+         -c, -n               removed from beanstalkd; accepted and ignored\n",
+        crate::engine::body::IN_MEMORY_MAX
     )
 }
 

@@ -227,6 +227,14 @@ pub struct ServerStats {
     pub waiting: usize,
     pub total_connections: u64,
     pub draining: bool,
+    /// What memory counts for jobs (`--max-job-memory`'s measure), the
+    /// bytes of bodies left in the log (`engine/body.rs`), and the reads
+    /// of one that failed: the last two shown while either is not 0, so
+    /// that a server keeping every body in memory answers beanstalkd's
+    /// bytes.
+    pub job_memory: u64,
+    pub bodies_in_log: u64,
+    pub body_read_failures: u64,
 }
 
 /// The binlog's part of `stats`: all zero but `max_size` without `-b`.
@@ -361,6 +369,13 @@ impl ServerStats {
             p.platform
         );
         dead_letters_line(&mut y, j);
+        if self.bodies_in_log > 0 || self.body_read_failures > 0 {
+            let _ = write!(
+                y,
+                "current-jobs-bytes-in-memory: {}\ncurrent-jobs-bytes-in-log: {}\nbody-read-failures: {}\n",
+                self.job_memory, self.bodies_in_log, self.body_read_failures
+            );
+        }
         Some(y)
     }
 }

@@ -68,6 +68,7 @@ pub mod kind;
 mod tags;
 mod crc32c;
 pub(crate) mod writing;
+pub mod body;
 pub(crate) mod batch;
 mod reader;
 pub mod decode;
@@ -93,7 +94,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::config::Fsync;
-use crate::engine::{JobId, RestoredJob};
+use crate::engine::{JobId, Keeping, RestoredJob};
 use crate::ids::IdRange;
 use crate::protocol::TubeName;
 use crate::time::Clock;
@@ -174,6 +175,13 @@ pub struct Binlog {
     spare_writer: Arc<File>,
     /// Encodes one record at a time.
     scratch: Vec<u8>,
+    /// A body read back from the log to be written again (`body.rs`).
+    moving: Vec<u8>,
+    /// Which bodies the log keeps for their jobs (`engine/body.rs`).
+    keeping: Keeping,
+    /// Where the last full record written alone starts in the current
+    /// file ([`Journal::body_place`](crate::engine::Journal::body_place)).
+    last_full_at: Option<u64>,
     /// Records of a change of many jobs, gathered to be written at once
     /// while `gathering` (`batch.rs`); how many.
     gathered: Vec<u8>,
@@ -244,11 +252,12 @@ impl Binlog {
         fsync: Fsync,
         clock: Clock,
         ids: IdRange,
+        keeping: Keeping,
     ) -> Result<(Binlog, Recovered), BinlogError> {
         let lock = dir::lock(dir)?;
         let survey = dir::survey(dir)?;
         let open_error = |e: io::Error| BinlogError::Open(format!("binlog {}: {e}", dir.display()));
-        let mut replayer = replay::Replayer::new(dir);
+        let mut replayer = replay::Replayer::new(dir, keeping);
         let newest = survey.ours.last().copied();
         for &n in &survey.ours {
             replayer.file(n, Some(n) == newest).map_err(open_error)?;
@@ -267,7 +276,7 @@ impl Binlog {
                 ids.flags()
             )));
         }
-        let mut files = files::replayed(dir, &replayed);
+        let mut files = files::replayed(dir, &replayed, keeping.above.is_some()).map_err(open_error)?;
         let mut live_bytes = 0;
         for job in &replayed.jobs {
             if let Some(info) = files.get_mut(&job.file) {
@@ -320,6 +329,9 @@ impl Binlog {
             durability,
             clock,
             scratch: Vec::new(),
+            moving: Vec::new(),
+            keeping,
+            last_full_at: None,
             gathered,
             gathering: false,
             gathered_records: 0,

@@ -24,7 +24,7 @@ use super::decode;
 use super::dir::{read_up_to, rest_is_zero};
 use super::record::FileStamp;
 use super::record::{self, JobState, LoggedState, Record, HEADER_LEN, RECORD_HEADER_LEN};
-use crate::engine::{IdMap, JobId, RestoredJob, RestoredState};
+use crate::engine::{Body, IdMap, JobId, Keeping, RestoredJob, RestoredState};
 use crate::protocol::TubeName;
 use crate::time::{Clock, Time};
 
@@ -60,7 +60,9 @@ struct Pending {
     created: u64,
     /// Index into [`Tubes::names`].
     tube: usize,
-    body: Box<[u8]>,
+    /// Its bytes, or where its full record keeps them (`engine/body.rs`):
+    /// a queue bigger than memory replays in the memory it is served in.
+    body: Body,
     file: u32,
     /// Its unique key and the key's cooldown. In state cooling, the job
     /// was deleted and only its key lives, until `job.deadline`.
@@ -98,15 +100,17 @@ use tubes::Tubes;
 /// module docs.
 pub struct Replayer<'d> {
     dir: &'d Path,
+    keeping: Keeping,
     jobs: IdMap<Pending>,
     tubes: Tubes,
     out: Replayed,
 }
 
 impl<'d> Replayer<'d> {
-    pub fn new(dir: &'d Path) -> Replayer<'d> {
+    pub fn new(dir: &'d Path, keeping: Keeping) -> Replayer<'d> {
         Replayer {
             dir,
+            keeping,
             jobs: IdMap::default(),
             tubes: Tubes::default(),
             out: Replayed { next_id: 1, ..Replayed::default() },
@@ -137,7 +141,7 @@ impl<'d> Replayer<'d> {
         let refs = self.out.refers_to.entry(n).or_default();
         let state = (&mut self.jobs, &mut self.tubes, refs, &mut self.out.next_id, &mut self.out.imported);
         self.out.files.push(n);
-        match replay_file(&path, n, state)? {
+        match replay_file(&path, (n, self.keeping), state)? {
             FileEnd::Clean { data_end, file_len } => {
                 if data_end < file_len {
                     std::fs::OpenOptions::new().write(true).open(&path)?.set_len(data_end)?;
@@ -227,7 +231,7 @@ impl<'d> Replayer<'d> {
 type ReplayState<'a> =
     (&'a mut IdMap<Pending>, &'a mut Tubes, &'a mut BTreeSet<u32>, &'a mut JobId, &'a mut Vec<FileStamp>);
 
-fn replay_file(path: &Path, n: u32, state: ReplayState<'_>) -> io::Result<FileEnd> {
+fn replay_file(path: &Path, (n, keeping): (u32, Keeping), state: ReplayState<'_>) -> io::Result<FileEnd> {
     let (jobs, tubes, refers_to, next_id, imported) = state;
     let file = File::open(path)?;
     let file_len = file.metadata()?.len();
@@ -294,13 +298,13 @@ fn replay_file(path: &Path, n: u32, state: ReplayState<'_>) -> io::Result<FileEn
             Record::Batch(batch) => batch.records().try_for_each(|record| {
                 apply(
                     record,
-                    (n, version),
+                    Where { file: n, version, at: None, keeping },
                     (&mut *jobs, &mut *tubes, &mut *refers_to, &mut *next_id, &mut *imported),
                 )
             }),
             record => apply(
                 record,
-                (n, version),
+                Where { file: n, version, at: Some(offset), keeping },
                 (&mut *jobs, &mut *tubes, &mut *refers_to, &mut *next_id, &mut *imported),
             ),
         };
@@ -314,9 +318,19 @@ fn replay_file(path: &Path, n: u32, state: ReplayState<'_>) -> io::Result<FileEn
     }
 }
 
-/// Applies one record of file `file`, of format `version`; `Err(id)` if
-/// it makes a second live job of `id`.
-fn apply(record: Record<'_>, (file, version): (u32, u32), state: ReplayState<'_>) -> Result<(), JobId> {
+/// Where a record was read: its file, the file's format version, and its
+/// offset, if it came alone (not in a batch's frame), for a body the log
+/// keeps (`keeping`) to be read from there.
+struct Where {
+    file: u32,
+    version: u32,
+    at: Option<u64>,
+    keeping: Keeping,
+}
+
+/// Applies one record; `Err(id)` if it makes a second live job of `id`.
+fn apply(record: Record<'_>, from: Where, state: ReplayState<'_>) -> Result<(), JobId> {
+    let Where { file, version, .. } = from;
     let (jobs, tubes, refers_to, next_id, imported) = state;
     let mut saw = |id: JobId| *next_id = (*next_id).max(id.saturating_add(1));
     // A record about a job whose latest full record is in another file
@@ -340,14 +354,17 @@ fn apply(record: Record<'_>, (file, version): (u32, u32), state: ReplayState<'_>
             // ours to guess at.
             // A job whose key starts cooling is logged without its body.
             let cooling = job.state == LoggedState::Cooling;
-            if !cooling && jobs.get(&job.id).is_some_and(|live| live.ttr != ttr || *live.body != *body) {
+            let other_body =
+                |live: &Body| live.len() != body.len() || live.bytes().is_some_and(|b| b != body);
+            if !cooling && jobs.get(&job.id).is_some_and(|live| live.ttr != ttr || other_body(&live.body)) {
                 return Err(job.id);
             }
             let tube = tubes.intern(tube);
             let key = tags.key.map(|(name, cooldown)| (Box::from(name), cooldown));
             let (limit, con) = (tags.limit, tags.con.map(|(name, limit)| (Box::from(name), limit)));
             let (group, after) = (tags.group.map(Box::from), tags.after.map(Box::from));
-            let body = Box::from(body);
+            let place = from.at.and_then(|at| from.keeping.place(at, body.len()));
+            let body = place.map_or_else(|| Body::InMemory(Box::from(body)), Body::InLog);
             let run = Some(tags.run).filter(|&run| run != 0);
             let before_marks = version < record::MARKS_VERSION;
             let mut p = Pending {
@@ -415,7 +432,7 @@ mod tests {
             record::encode_full(&mut bytes, &job, *ttr, 7, b"default", body);
         }
         std::fs::write(super::super::dir::our_path(&dir, 1), bytes)?;
-        let result = Replayer::new(&dir).file(1, true);
+        let result = Replayer::new(&dir, Keeping { above: None }).file(1, true);
         std::fs::remove_dir_all(&dir)?;
         result
     }
@@ -450,7 +467,7 @@ mod tests {
         full(&mut new, &job(5, LoggedState::Delayed, 0), &after);
         std::fs::write(super::super::dir::our_path(&dir, 1), old).unwrap();
         std::fs::write(super::super::dir::our_path(&dir, 2), new).unwrap();
-        let mut replayer = Replayer::new(&dir);
+        let mut replayer = Replayer::new(&dir, Keeping { above: None });
         replayer.file(1, false).unwrap();
         replayer.file(2, true).unwrap();
         let mut jobs = replayer.finish(&Clock::default()).jobs;
@@ -489,7 +506,7 @@ mod tests {
         record::encode_full(&mut new, &job(4, LoggedState::BuriedByLimit), 60, 7, b"default", b"b");
         std::fs::write(super::super::dir::our_path(&dir, 1), old).unwrap();
         std::fs::write(super::super::dir::our_path(&dir, 2), new).unwrap();
-        let mut replayer = Replayer::new(&dir);
+        let mut replayer = Replayer::new(&dir, Keeping { above: None });
         replayer.file(1, false).unwrap();
         replayer.file(2, true).unwrap();
         let mut jobs = replayer.finish(&Clock::default()).jobs;

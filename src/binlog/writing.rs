@@ -9,7 +9,7 @@ use std::io;
 use super::compaction::live_len;
 use super::record::{self, JobState, LoggedState, DELETE_LEN, UPDATE_LEN};
 use super::Binlog;
-use crate::engine::{Change, JobId, Journal, LoggedJob, State};
+use crate::engine::{Change, JobId, Journal, LoggedBody, LoggedJob, Place, State};
 use crate::stats::BinlogStats;
 use crate::time::Clock;
 
@@ -93,9 +93,10 @@ impl Journal for Binlog {
     }
 
     fn record(&mut self, change: &Change<'_>) -> io::Result<u32> {
+        self.last_full_at = None;
         match (kind(change), &change.was, &change.now) {
             (Kind::Full, was, Some(now)) => {
-                let len = self.append_full(now)?;
+                let len = self.append_full(now, was.as_ref().unwrap_or(now))?;
                 self.earn_rewrites(len);
                 self.live_bytes += live_len(now.tube.as_str().len(), now.body.len());
                 if let Some(was) = was {
@@ -149,12 +150,21 @@ impl Journal for Binlog {
     }
 
     fn rewrite(&mut self, job: &LoggedJob<'_>) -> io::Result<u32> {
-        let len = self.append_full(job)?;
+        self.last_full_at = None;
+        let len = self.append_full(job, job)?;
         // Compaction's own writing spends its budget, and earns none.
         self.records_migrated += 1;
         self.rewrite_credit -= len as i64;
         self.leave_file(job);
         Ok(self.current)
+    }
+
+    fn body_place(&self, len: usize) -> Option<Place> {
+        self.keeping.place(self.last_full_at?, len)
+    }
+
+    fn body_read(&self, file: u32) -> Option<std::sync::Arc<std::fs::File>> {
+        self.reader(file)
     }
 
     fn next_rewrite(&mut self) -> Option<(u32, JobId)> {
@@ -219,22 +229,37 @@ fn live_bytes(job: &LoggedJob<'_>) -> u64 {
 
 impl Binlog {
     /// Appends `job`'s full record to the current file, which now holds its
-    /// latest full record. Returns the record's length.
-    fn append_full(&mut self, job: &LoggedJob<'_>) -> io::Result<u64> {
+    /// latest full record. Returns the record's length. A body the log
+    /// holds already is read back from `was`, the job as last logged
+    /// (`body.rs`); where the new record put it is then
+    /// [`Journal::body_place`]'s answer.
+    fn append_full(&mut self, job: &LoggedJob<'_>, was: &LoggedJob<'_>) -> io::Result<u64> {
+        self.last_full_at = None;
+        if let LoggedBody::InLog(place) = was.body {
+            self.read_back(was, place)?;
+        }
         self.scratch.clear();
         // A record is as big as its job's body: memory that cannot be had
         // fails this write (and the command that asked for it), nothing more.
         let len = full_len(job) as usize;
         self.scratch.try_reserve(len).map_err(|_| io::Error::from(io::ErrorKind::OutOfMemory))?;
+        let body = match job.body {
+            LoggedBody::Bytes(bytes) => bytes,
+            LoggedBody::InLog(_) => &self.moving,
+        };
         record::encode_full_tagged(
             &mut self.scratch,
             &job_state(job.id, job, &self.clock),
             job.ttr,
             self.clock.to_unix(job.created),
             job.tube.as_str().as_bytes(),
-            job.body,
+            body,
             &full_tags(job),
         );
+        if self.moving.capacity() > 1 << 20 {
+            self.moving = Vec::new();
+        }
+        let at = self.files.get(&self.current).map(|info| info.used).filter(|_| !self.gathering);
         // Room in compaction's work list first: the record must not be
         // written unless the log can account for it.
         let listed =
@@ -243,6 +268,7 @@ impl Binlog {
             return Err(self.out_of_memory());
         }
         let len = self.append()?;
+        self.last_full_at = at;
         self.next_id = self.next_id.max(job.id.saturating_add(1));
         if let Some(info) = self.files.get_mut(&self.current) {
             info.live += 1;
@@ -282,7 +308,7 @@ mod tests {
             created: Time::ZERO,
             when: Time::ZERO,
             counters: Counters::default(),
-            body: b"body",
+            body: LoggedBody::Bytes(b"body"),
             file: 1,
             key: None,
             limit: None,

@@ -14,6 +14,7 @@ pub const LONG_OPTIONS: &[&str] = &[
     "max-reserves",
     "job-id-start",
     "job-id-step",
+    "bodies-in-memory",
     "metrics",
     "metrics-max-tubes",
     "admin-socket",
@@ -73,6 +74,14 @@ pub(super) fn parse_long(
         "job-id-step" => {
             let v = value()?;
             config.job_ids.step = v.parse().ok().filter(|&n| n > 0).ok_or_else(|| invalid(&v))?;
+            Ok(())
+        }
+        "bodies-in-memory" => {
+            let v = value()?;
+            config.bodies_in_memory = match v.as_str() {
+                "all" => None,
+                _ => Some(v.parse().map_err(|_| invalid(&v))?),
+            };
             Ok(())
         }
         "metrics" => {

@@ -4,6 +4,7 @@
 //! tube (`clear-tube`, `flush-tube`), one chunk a lock, so that the other
 //! clients are served between chunks.
 
+use super::body::{self, ToRead};
 use super::{Conn, State};
 use crate::engine::{JobId, BATCH_PIECE};
 use crate::protocol::{self, Command, Reply, ReplyRoom, SHORT_REPLY_LEN};
@@ -66,15 +67,22 @@ impl Conn {
             self.state = State::Waiting { abortable: false, batch: Some(count) };
             return;
         };
-        let first = encode_wait_end(reply, &mut self.output);
+        let (first, to_read) = encode_wait_end(reply, &mut self.output);
+        let to_read = body::find(to_read, &engine);
         drop(engine);
-        self.batch_after_wait(count, first, reply_start);
+        self.batch_after_wait(count, first, reply_start, to_read);
     }
 
     /// A batch's wait is over, its outcome written at `reply_start`: if it
-    /// was a job, the batch goes on from it.
-    pub(super) fn batch_after_wait(&mut self, count: u32, first: Option<JobId>, reply_start: usize) {
-        if first.is_some() {
+    /// was a job, the batch goes on from it, once its body is read in.
+    pub(super) fn batch_after_wait(
+        &mut self,
+        count: u32,
+        first: Option<JobId>,
+        reply_start: usize,
+        to_read: ToRead,
+    ) {
+        if first.is_some() && self.read_body(to_read, reply_start) {
             self.batch_from(count, first, reply_start);
         }
     }
@@ -91,11 +99,12 @@ impl Conn {
     /// the replies in room claimed with each piece. A job whose TTR ran
     /// out meanwhile is left out: its reply is never sent.
     fn batch_from(&mut self, count: u32, first: Option<JobId>, reply_start: usize) -> Option<usize> {
-        let (mut ids, mut starts, mut keep) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut ids, mut starts, mut keep, mut reads) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let n = count as usize;
         if (ids.try_reserve_exact(n).is_err()
             || starts.try_reserve_exact(n).is_err()
             || keep.try_reserve_exact(n).is_err()
+            || reads.try_reserve_exact(n).is_err()
             || self.job_replies.try_reserve(n).is_err())
             // A job reserved after a wait, its reply written, is a batch
             // of one (a few bytes of lists for it).
@@ -125,9 +134,18 @@ impl Conn {
                 // Room for each, and for the head, was claimed before its
                 // job was reserved.
                 starts.push(self.output.len());
-                engine.reserved_reply(id).unwrap_or(Reply::InternalError).encode(&mut self.output);
+                let reply = engine.reserved_reply(id).unwrap_or(Reply::InternalError);
+                if let Some((id, read)) = body::find(body::encode(reply, &mut self.output), &engine) {
+                    let at = self.output.len() - 2 - read.as_ref().map_or(0, |read| read.place.len as usize);
+                    reads.push((id, at, read));
+                }
             }
             drop(engine);
+            if let Err(lost) = self.read_bodies(&reads) {
+                self.unsend_batch(&ids, lost, reply_start);
+                return None;
+            }
+            reads.clear();
             let done = ids.len() == before || ids.len() == n;
             if done || self.output.len() - reply_start >= BATCH_MOST {
                 break;
@@ -150,6 +168,18 @@ impl Conn {
             self.job_reply_ending(id, at);
         }
         Some(ids.len())
+    }
+
+    /// A batch with a body that could not be read (job `lost`, buried) is
+    /// `INTERNAL_ERROR`: its replies from `reply_start` on go, and its
+    /// other jobs back to ready, as if never reserved.
+    fn unsend_batch(&mut self, ids: &[JobId], lost: JobId, reply_start: usize) {
+        self.output.truncate(reply_start);
+        Reply::InternalError.encode(&mut self.output);
+        let (mut engine, now) = self.shared.engine_now();
+        for &id in ids.iter().filter(|&&id| id != lost) {
+            engine.unsend(self.client, id, now);
+        }
     }
 
     /// Room for `bytes` more of output, claimed and its pages touched
@@ -218,14 +248,14 @@ impl Conn {
 }
 
 /// Writes how a batch's wait ended: its first job's reply (returning the
-/// job), or the ending, `RESERVED_BATCH 0` for `TIMED_OUT`.
-pub(super) fn encode_wait_end(reply: Reply<'_>, output: &mut Vec<u8>) -> Option<JobId> {
+/// job, and whether its body is left to read, [`body::encode`]), or the
+/// ending, `RESERVED_BATCH 0` for `TIMED_OUT`.
+pub(super) fn encode_wait_end(reply: Reply<'_>, output: &mut Vec<u8>) -> (Option<JobId>, Option<JobId>) {
     let first = reply.reserved_job();
     match reply {
-        Reply::TimedOut => Reply::ReservedBatch(0).encode(output),
-        reply => reply.encode(output),
+        Reply::TimedOut => (None, body::encode(Reply::ReservedBatch(0), output)),
+        reply => (first, body::encode(reply, output)),
     }
-    first
 }
 
 /// The room a batch's first job claims, once a wait has found it: its

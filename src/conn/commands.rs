@@ -7,7 +7,7 @@
 use std::os::fd::AsRawFd;
 
 use super::put::PutLine;
-use super::{Conn, Next, State};
+use super::{body, Conn, Next, State};
 use crate::engine::{ClientId, Engine, State as JobState};
 use crate::framing::Line;
 use crate::protocol::{self, Command, Reply, ReplyRoom, SHORT_REPLY_LEN};
@@ -152,9 +152,13 @@ impl Conn {
         let reply_start = self.output.len();
         let reply = call(&mut engine, now, &mut self.output);
         let job = reply.reserved_job();
-        reply.encode(&mut self.output);
+        let to_read = body::encode(reply, &mut self.output);
+        let to_read = body::find(to_read, &engine);
         let logged = shared.journal_seq();
         drop(engine);
+        if !self.read_body(to_read, reply_start) {
+            return;
+        }
         if let Some(id) = job {
             self.job_reply(id);
         }
@@ -226,6 +230,7 @@ impl Conn {
         let shared = &*self.shared;
         let (mut engine, now) = shared.engine_now();
         let c = self.client;
+        let reply_start = self.output.len();
         let answer = if abortable {
             // Bytes pipelined behind the command were sent after it:
             // they call its wait off as surely as bytes sent later.
@@ -236,9 +241,10 @@ impl Conn {
         };
         if let Some(reply) = answer {
             let job = reply.reserved_job();
-            reply.encode(&mut self.output);
+            let to_read = body::encode(reply, &mut self.output);
+            let to_read = body::find(to_read, &engine);
             drop(engine);
-            if let Some(id) = job {
+            if let Some(id) = job.filter(|_| self.read_body(to_read, reply_start)) {
                 self.job_reply(id);
             }
             return;

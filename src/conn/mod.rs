@@ -44,6 +44,7 @@
 //! the buffers go while idle), which a first reading can skip.
 
 mod commands;
+mod body;
 pub(crate) mod wait;
 pub(crate) mod buffers;
 mod batch;

@@ -55,18 +55,20 @@ impl Conn {
         if let Some(count) = batch {
             let reply_start = self.output.len();
             if let Some(reply) = engine.check_wait(self.client, now, &mut HeadRoom(&mut self.output)) {
-                let first = encode_wait_end(reply, &mut self.output);
+                let (first, to_read) = encode_wait_end(reply, &mut self.output);
+                let to_read = super::body::find(to_read, &engine);
                 drop(engine);
-                self.batch_after_wait(count, first, reply_start);
+                self.batch_after_wait(count, first, reply_start, to_read);
                 self.state = State::Commands;
                 self.wake_at = None;
                 return Ok(Step::Again);
             }
         } else if let Some(reply) = engine.check_wait(self.client, now, &mut self.output) {
-            let job = reply.reserved_job();
-            reply.encode(&mut self.output);
+            let (job, reply_start) = (reply.reserved_job(), self.output.len());
+            let to_read = super::body::encode(reply, &mut self.output);
+            let to_read = super::body::find(to_read, &engine);
             drop(engine);
-            if let Some(id) = job {
+            if let Some(id) = job.filter(|_| self.read_body(to_read, reply_start)) {
                 self.job_reply(id);
             }
             self.state = State::Commands;

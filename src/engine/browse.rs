@@ -10,9 +10,12 @@ use super::*;
 pub struct JobView {
     /// Its `stats-job` document.
     pub stats: String,
-    /// The first bytes of its body, and how long the body is.
+    /// The first bytes of its body, and how long the body is; none of it
+    /// for a body left in the log (`in_log`), which the page does not
+    /// read.
     pub body: Vec<u8>,
     pub body_len: usize,
+    pub in_log: bool,
     /// When it was buried, for a buried job, to order dead letters.
     pub buried_at: Option<Time>,
 }
@@ -28,12 +31,14 @@ impl Engine {
     pub fn job_view(&self, id: JobId, now: Time, body_most: usize) -> Option<JobView> {
         let job = self.jobs.get(&id)?;
         let stats = self.job_stats(id, now)?.to_yaml()?;
-        let shown = &job.body[..job.body.len().min(body_most)];
+        let all = job.body.bytes().unwrap_or_default();
+        let shown = &all[..all.len().min(body_most)];
         let mut body = Vec::new();
         body.try_reserve_exact(shown.len()).ok()?;
         body.extend_from_slice(shown);
         let buried_at = (job.state == State::Buried).then(|| job.buried_at());
-        Some(JobView { stats, body, body_len: job.body.len(), buried_at })
+        let in_log = job.body.bytes().is_none();
+        Some(JobView { stats, body, body_len: job.body.len(), in_log, buried_at })
     }
 
     /// When job `id` was buried, if it is buried.

@@ -49,9 +49,12 @@ impl Engine {
         let (Some(client), Some(job)) = (self.clients.get(&c), self.jobs.get(&id)) else {
             return false;
         };
-        let reply = Reply::Reserved(id, &job.body);
+        // A body left in the log is read by the connection itself, off
+        // the lock: it collects the job.
+        let Some(body) = job.body.bytes() else { return false };
+        let reply = Reply::Reserved(id, crate::protocol::Data::Bytes(body));
         let delivered = client.waker.deliver(id, &mut |out| {
-            let room = out.claim(data_reply_len(job.body.len()));
+            let room = out.claim(data_reply_len(body.len()));
             if room {
                 reply.encode(out);
             }

@@ -141,6 +141,9 @@ impl Engine {
             waiting: self.waiting_clients,
             total_connections: self.total_connections,
             draining: self.draining,
+            job_memory: self.counted_memory(),
+            bodies_in_log: self.bodies.bytes,
+            body_read_failures: self.bodies.read_failures,
         }
     }
 
@@ -180,7 +183,7 @@ impl Engine {
 
     pub(super) fn found(&self, id: Option<JobId>) -> Reply<'_> {
         match id.and_then(|id| Some((id, self.jobs.get(&id)?))) {
-            Some((id, job)) => Reply::Found(id, &job.body),
+            Some((id, job)) => Reply::Found(id, job.body.data()),
             None => Reply::NotFound,
         }
     }

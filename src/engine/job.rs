@@ -81,7 +81,7 @@ impl State {
 /// | `deadline` | 8 | due time (delayed), TTR end (reserved), burial time (buried) |
 /// | `reserved_by` | 8 | the holder; client ids are never reused, so 64 bits |
 /// | `links` | 16 | two job ids: O(1) unlink from a buried list or a client's reservations |
-/// | `body` | 16 | pointer and length of the body, which lives in its own allocation |
+/// | `body` | 16 | pointer and length of the body, which lives in its own allocation; or, left in the log, its record's offset and its length (`body.rs`) |
 /// | `tube` | 4 | a tube slot, not its name |
 /// | `pri`, `delay`, `ttr` | 12 | the protocol's 32-bit parameters |
 /// | `heap_index` | 4 | slot in its heap, for O(log n) removal from the middle |
@@ -147,8 +147,9 @@ pub struct Job {
     /// When it was last reserved, for `--metrics` (`metering.rs`): in the
     /// record's padding, so it costs nothing.
     pub(super) work_started: super::metering::Stamp,
-    /// The opaque body, without the trailing CRLF.
-    pub(super) body: Box<[u8]>,
+    /// The opaque body, without the trailing CRLF: in memory, or where
+    /// the log holds it (`body.rs`).
+    pub(super) body: super::body::Body,
     /// Which put tags it has, each held beside the job table: in what was
     /// padding after `state`, so a job without tags looks nothing up.
     pub(super) tags: Tags,

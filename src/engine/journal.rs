@@ -11,6 +11,7 @@
 use std::fmt;
 use std::io;
 
+pub use super::body::LoggedBody;
 use super::job::{Job, JobId, State, TubeId};
 use super::tube::Tubes;
 pub use super::unique::LoggedKey;
@@ -66,6 +67,17 @@ pub trait Journal: Send + fmt::Debug {
     /// Returns the file it went to.
     fn rewrite(&mut self, job: &LoggedJob<'_>) -> io::Result<u32>;
 
+    /// Where the full record the last [`Journal::record`] or
+    /// [`Journal::rewrite`] wrote keeps its body of `len` bytes, if the
+    /// log keeps that body for the job (`body.rs`): the job's memory may
+    /// then let the bytes go. `None` for any other record, a record
+    /// written in a batch's frame, or a body memory keeps.
+    fn body_place(&self, len: usize) -> Option<super::body::Place>;
+
+    /// Log file `file`, open for reading a body left there with no lock
+    /// held; `None` if the log keeps no bodies.
+    fn body_read(&self, file: u32) -> Option<std::sync::Arc<std::fs::File>>;
+
     /// The next job that compaction should rewrite into the current file,
     /// as `(file, id)`: job `id`'s full record was written into old file
     /// `file` (it may have moved since). `None` while the log is small
@@ -103,7 +115,8 @@ pub struct RestoredJob {
     pub state: RestoredState,
     pub created: Time,
     pub counters: super::Counters,
-    pub body: Box<[u8]>,
+    /// Its body, or where its latest full record keeps it (`body.rs`).
+    pub body: super::body::Body,
     /// The file holding its latest full record.
     pub file: u32,
     /// Its unique key, if it has one, and the key's cooldown in seconds.
@@ -176,7 +189,8 @@ pub struct LoggedJob<'a> {
     /// Otherwise unused.
     pub when: Time,
     pub counters: super::Counters,
-    pub body: &'a [u8],
+    /// Its body, or where the log holds it already (`body.rs`).
+    pub body: LoggedBody<'a>,
     /// The log file holding its latest full record; 0 for a new job.
     pub file: u32,
     /// Its unique key: a full record with one is a record of its own kind.
@@ -232,7 +246,7 @@ impl Picture {
     }
 
     /// This picture as the log sees it, for job `id` with body `body`.
-    pub(super) fn logged<'a>(&self, id: JobId, tubes: &'a Tubes, body: &'a [u8]) -> LoggedJob<'a> {
+    pub(super) fn logged<'a>(&self, id: JobId, tubes: &'a Tubes, body: LoggedBody<'a>) -> LoggedJob<'a> {
         LoggedJob {
             id,
             tube: &tubes.get(self.tube).name,

@@ -143,7 +143,7 @@ impl Engine {
         }
         let mut changes = ids.iter().enumerate().filter_map(|(n, &id)| match jobs.get(&id) {
             Some(job) => {
-                let was = Picture::of(job).logged(id, tubes, &job.body);
+                let was = Picture::of(job).logged(id, tubes, job.body.logged());
                 Some(Change { was: Some(was), now: after(n, was) })
             }
             None => Some(Change { was: Some(ghost(id)?), now: None }),
@@ -165,7 +165,7 @@ impl Engine {
             return Err(Reply::NotFound);
         };
         let claimed = self.journal_has_room(&mut |journal, jobs, tubes| {
-            let Some(body) = jobs.get(&id).map(|job| &job.body) else { return false };
+            let Some(body) = jobs.get(&id).map(|job| job.body.logged()) else { return false };
             let was = was.logged(id, tubes, body);
             let now = to.map_or(was, |to| was_in_tube(&was, tubes, to));
             journal.claim(&Change { was: Some(was), now: Some(now) })
@@ -219,13 +219,19 @@ impl Engine {
         let Some(job) = self.jobs.get(&id) else { return true };
         let now = Picture::of(job);
         let change = Change {
-            was: was.map(|was| was.logged(id, &self.tubes, &job.body)),
-            now: exists.then(|| now.logged(id, &self.tubes, &job.body)),
+            was: was.map(|was| was.logged(id, &self.tubes, job.body.logged())),
+            now: exists.then(|| now.logged(id, &self.tubes, job.body.logged())),
         };
         match journal.record(&change) {
             Ok(file) => {
                 if let Some(job) = self.jobs.get_mut(&id) {
                     job.file = file;
+                }
+                match self.body_place(id) {
+                    // A new job's body stays until its put is done.
+                    Some(place) if exists && was.is_none() => self.bodies.put = Some((id, file, place)),
+                    Some(place) if exists => self.keep_body_in_log(id, place),
+                    _ => {}
                 }
                 true
             }
@@ -275,7 +281,7 @@ impl Engine {
             }
             return true;
         };
-        let logged = Picture::of(job).logged(id, &self.tubes, &job.body);
+        let logged = Picture::of(job).logged(id, &self.tubes, job.body.logged());
         if !journal.claim_rewrite(&logged) {
             return false;
         }
@@ -283,6 +289,9 @@ impl Engine {
             Ok(file) => {
                 if let Some(job) = self.jobs.get_mut(&id) {
                     job.file = file;
+                }
+                if let Some(place) = self.body_place(id) {
+                    self.keep_body_in_log(id, place);
                 }
                 true
             }
@@ -312,7 +321,7 @@ pub(super) fn deleted(now: Time) -> impl for<'a> Fn(usize, LoggedJob<'a>) -> Opt
     move |_, was| {
         let key = was.key.filter(|key| key.cooldown > 0)?;
         let until = Some(super::unique::cooldown_end(now, key.cooldown));
-        Some(LoggedJob { key: Some(LoggedKey { until, ..key }), body: &[], ..was })
+        Some(LoggedJob { key: Some(LoggedKey { until, ..key }), body: LoggedBody::Bytes(&[]), ..was })
     }
 }
 

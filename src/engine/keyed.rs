@@ -131,7 +131,10 @@ impl Engine {
             && self.journal_has_room(&mut |journal, jobs, tubes| {
                 let Some(job) = jobs.get(&id) else { return false };
                 let picture = Picture::of(job);
-                let (was, now) = (picture.logged(id, tubes, &job.body), picture.logged(id, tubes, &[]));
+                let (was, now) = (
+                    picture.logged(id, tubes, job.body.logged()),
+                    picture.logged(id, tubes, LoggedBody::Bytes(&[])),
+                );
                 journal.claim(&Change { was: Some(was), now: Some(now) })
             })
     }
@@ -145,8 +148,9 @@ impl Engine {
             return true;
         };
         let picture = Picture::of(job);
-        let was = Some(picture.logged(id, &self.tubes, &job.body));
-        let written = journal.record(&Change { was, now: Some(picture.logged(id, &self.tubes, &[])) });
+        let was = Some(picture.logged(id, &self.tubes, job.body.logged()));
+        let written = journal
+            .record(&Change { was, now: Some(picture.logged(id, &self.tubes, LoggedBody::Bytes(&[]))) });
         if let Ok(file) = written {
             self.tubes.keys.set_file(id, file);
         }
@@ -190,7 +194,7 @@ pub(super) fn ghost<'a>(keys: &'a UniqueKeys, id: JobId, tube: &'a TubeName) -> 
         created: Time::ZERO,
         when: until,
         counters: Counters::default(),
-        body: &[],
+        body: LoggedBody::Bytes(&[]),
         file,
         key: keys.logged(id),
         limit: None,

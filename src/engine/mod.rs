@@ -37,6 +37,7 @@
 
 // The data, in reading order.
 pub mod job;
+pub mod body;
 pub mod table;
 pub mod heap;
 pub mod list;
@@ -86,6 +87,7 @@ use crate::protocol::{data_reply_len, PutTags, Reply, ReplyRoom, TubeName, Uniqu
 use crate::stats::{CommandCounts, JobCounts, JobStats, ServerStats, TubeStats};
 use crate::time::Time;
 pub use batch::{TubeRun, BATCH_PIECE, CLEAR_CHUNK};
+pub use body::{Body, BodyRead, Keeping, LoggedBody, Place};
 use client::{Blocked, Client, Outcome, Soonest, Wait};
 pub use client::{Waker, Withdrawal};
 use heap::Heap;
@@ -213,6 +215,9 @@ pub struct Engine {
     /// kept from one to the next (`batch.rs`).
     kept_ids: batch::Kept<JobId>,
     kept_files: batch::Kept<u32>,
+    /// Bodies left in the log (`body.rs`): their bytes, and the reads of
+    /// one that failed.
+    bodies: body::InLog,
 }
 
 impl Engine {
@@ -256,6 +261,7 @@ impl Engine {
             metering: false,
             kept_ids: batch::Kept::new(),
             kept_files: batch::Kept::new(),
+            bodies: body::InLog::default(),
         }
     }
 
@@ -362,7 +368,8 @@ impl Engine {
                     .with_con(r.con.is_some())
                     .with_groups(r.group.is_some(), r.after.is_some()),
             };
-            self.job_memory += job.body.len() as u64 + JOB_MEMORY_OVERHEAD;
+            self.job_memory += job.body.in_memory() as u64 + JOB_MEMORY_OVERHEAD;
+            self.bodies.bytes += (job.body.len() - job.body.in_memory()) as u64;
             self.jobs.insert(r.id, job);
             if let Some(key) = &r.key {
                 self.restore_key(r.id, name, key);

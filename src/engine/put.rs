@@ -148,11 +148,11 @@ impl Engine {
             links: Default::default(),
             work_started: Default::default(),
             file: 0,
-            body: new.body,
+            body: Body::InMemory(new.body),
             tags,
         };
         let claimed = self.journal_has_room(&mut |journal, _, tubes| {
-            let now = Some(journal::Picture::of(&job).logged(id, tubes, &job.body));
+            let now = Some(journal::Picture::of(&job).logged(id, tubes, job.body.logged()));
             journal.claim(&Change { was: None, now })
         });
         if !claimed {
@@ -161,7 +161,7 @@ impl Engine {
             self.tubes.limits.forget(id);
             self.tubes.con.forget(id);
             self.tubes.groups.forget(id);
-            self.release_job_memory(job.body.len());
+            self.release_job_memory(job.body.in_memory());
             return Reply::OutOfMemory;
         }
         self.jobs.insert(id, job);
@@ -169,7 +169,7 @@ impl Engine {
         // seen the job, and it is forgotten as if never put.
         if !self.journal_record(id, None) {
             if let Some(job) = self.jobs.remove(&id) {
-                self.release_job_memory(job.body.len());
+                self.release_job_memory(job.body.in_memory());
             }
             self.tubes.keys.forget(id);
             self.tubes.limits.forget(id);
@@ -183,6 +183,13 @@ impl Engine {
             self.make_delayed(id, now.plus_secs(new.delay));
         } else {
             self.make_ready_or_held(id, now);
+        }
+        // Handed over to a waiting worker (from memory) by now: its body
+        // may stay in the log alone (`body.rs`).
+        if let Some((kept, file, place)) = self.bodies.put.take() {
+            if kept == id && self.jobs.get(&id).is_some_and(|job| job.file == file) {
+                self.keep_body_in_log(id, place);
+            }
         }
         self.compact();
         // A key whose limit this put raised may let a held-back job go to

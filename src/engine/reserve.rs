@@ -351,6 +351,6 @@ impl Engine {
     }
 
     pub fn reserved_reply(&self, id: JobId) -> Option<Reply<'_>> {
-        self.jobs.get(&id).map(|job| Reply::Reserved(id, &job.body))
+        self.jobs.get(&id).map(|job| Reply::Reserved(id, job.body.data()))
     }
 }

@@ -259,7 +259,7 @@ mod tests {
             state: RestoredState::Buried { at: Time(id), by_limit },
             created: Time::ZERO,
             counters: Counters { reserves, ..Counters::default() },
-            body: Box::from(&b"x"[..]),
+            body: Body::InMemory(Box::from(&b"x"[..])),
             file: 1,
             key: None,
             limit,

@@ -49,6 +49,7 @@
 
 use std::collections::VecDeque;
 
+use super::body::Body;
 use super::job::Job;
 use super::IdMap;
 use crate::ids::JobId;
@@ -192,12 +193,16 @@ impl JobTable {
     }
 
     /// Each job's body from slab slot `from` on, with its slot (`Engine::move_bodies`).
+    /// (A body left in the log has nothing in memory to move.)
     pub fn bodies_from(&mut self, from: usize) -> impl Iterator<Item = (usize, &mut Box<[u8]>)> {
         let first = from / SLAB_CHUNK;
         self.slab.iter_mut().enumerate().skip(first).flat_map(move |(c, chunk)| {
             let records =
                 chunk.records.iter_mut().enumerate().skip(if c == first { from % SLAB_CHUNK } else { 0 });
-            records.filter_map(move |(at, job)| Some((c * SLAB_CHUNK + at, &mut job.as_mut()?.body)))
+            records.filter_map(move |(at, job)| match &mut job.as_mut()?.body {
+                Body::InMemory(bytes) => Some((c * SLAB_CHUNK + at, bytes)),
+                Body::InLog(_) => None,
+            })
         })
     }
 
@@ -432,15 +437,15 @@ mod tests {
             tags: Default::default(),
             file: 0,
             work_started: Default::default(),
-            body: Box::from(&id.to_le_bytes()[..]),
+            body: Body::InMemory(Box::from(&id.to_le_bytes()[..])),
         }
     }
 
     fn check(table: &JobTable, live: impl Iterator<Item = JobId>) {
         let mut count = 0;
         for id in live {
-            assert_eq!(table.get(&id).map(|j| &j.body[..]), Some(&id.to_le_bytes()[..]));
-            assert_eq!(&table[&id].body[..], &id.to_le_bytes()[..]);
+            assert_eq!(table.get(&id).and_then(|j| j.body.bytes()), Some(&id.to_le_bytes()[..]));
+            assert_eq!(table[&id].body.bytes(), Some(&id.to_le_bytes()[..]));
             count += 1;
         }
         assert_eq!(table.len(), count);
@@ -454,7 +459,8 @@ mod tests {
         }
         check(&table, 1..=10_000);
         for id in (1..=10_000).filter(|id| id % 3 != 0) {
-            assert_eq!(table.remove(&id).map(|j| j.body), Some(Box::from(&id.to_le_bytes()[..])));
+            let body = table.remove(&id).and_then(|j| j.body.bytes().map(<[u8]>::to_vec));
+            assert_eq!(body.as_deref(), Some(&id.to_le_bytes()[..]));
         }
         assert!(table.remove(&1).is_none());
         assert!(table.get(&1).is_none() && table.get(&0).is_none() && table.get(&10_001).is_none());

@@ -121,7 +121,8 @@ impl Engine {
     /// forgotten (a group may end: see `groups.rs`).
     fn forget_record(&mut self, id: JobId) {
         if let Some(job) = self.jobs.remove(&id) {
-            self.release_job_memory(job.body.len());
+            self.release_job_memory(job.body.in_memory());
+            self.bodies.bytes -= (job.body.len() - job.body.in_memory()) as u64;
             if job.tags.limited() {
                 self.tubes.limits.forget(id);
             }

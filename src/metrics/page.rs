@@ -273,7 +273,13 @@ fn dead_letters<'a>(
 
 /// A body's first bytes, escaped, and its length.
 fn body(view: &crate::engine::browse::JobView, out: &mut String) -> fmt::Result {
-    let more = if view.body_len > view.body.len() { ", the first shown" } else { "" };
+    let more = if view.in_log {
+        ", kept in the log, not shown"
+    } else if view.body_len > view.body.len() {
+        ", the first shown"
+    } else {
+        ""
+    };
     write!(out, "{} bytes{more}<pre>{}</pre>", view.body_len, Text(&view.body))
 }
 

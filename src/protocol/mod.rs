@@ -33,7 +33,7 @@ pub use command::{
 use fields::{id_fields, parse_kick_bound, skip_spaces, Fields};
 use put::parse_put;
 pub use put::{long_tagged_put, LongPut, MAX_PUT_LINE, PUT};
-pub use reply::{data_reply_len, NamedState, Reply, ReplyRoom, SHORT_REPLY_LEN};
+pub use reply::{data_reply_len, Data, NamedState, Reply, ReplyRoom, SHORT_REPLY_LEN};
 use tube_name::is_name_byte;
 pub use tube_name::{TubeName, MAX_TUBE_NAME};
 

@@ -19,8 +19,8 @@ pub enum Reply<'a> {
     /// `BURIED <id>`: a put whose job was buried instead of queued.
     BuriedJob(JobId),
     Buried,
-    Reserved(JobId, &'a [u8]),
-    Found(JobId, &'a [u8]),
+    Reserved(JobId, Data<'a>),
+    Found(JobId, Data<'a>),
     /// `OK <bytes>` and a YAML document.
     Ok(String),
     Using(&'a TubeName),
@@ -73,7 +73,38 @@ pub enum Reply<'a> {
     NotPermitted,
 }
 
+/// A job's body in a reply: its bytes, or (`-b`, a body left in the log,
+/// `engine/body.rs`) its length, written as that many zeros that the
+/// connection fills in from the log once the engine's lock is let go
+/// (`conn/body.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Data<'a> {
+    Bytes(&'a [u8]),
+    ToRead(u32),
+}
+
+impl Data<'_> {
+    pub fn len(&self) -> usize {
+        match self {
+            Data::Bytes(bytes) => bytes.len(),
+            Data::ToRead(len) => *len as usize,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 impl Reply<'_> {
+    /// The job whose body this reply leaves to be read from the log.
+    pub fn body_to_read(&self) -> Option<JobId> {
+        match self {
+            Reply::Reserved(id, Data::ToRead(_)) | Reply::Found(id, Data::ToRead(_)) => Some(*id),
+            _ => None,
+        }
+    }
+
     /// The job a `RESERVED` reply hands its client, if it is one.
     pub fn reserved_job(&self) -> Option<JobId> {
         match self {
@@ -91,9 +122,9 @@ impl Reply<'_> {
         match self {
             Reply::Inserted(id) => line(out, "INSERTED", &[*id]),
             Reply::BuriedJob(id) => line(out, "BURIED", &[*id]),
-            Reply::Reserved(id, body) => write_data(out, "RESERVED", Some(*id), body),
-            Reply::Found(id, body) => write_data(out, "FOUND", Some(*id), body),
-            Reply::Ok(yaml) => write_data(out, "OK", None, yaml.as_bytes()),
+            Reply::Reserved(id, body) => write_data(out, "RESERVED", Some(*id), *body),
+            Reply::Found(id, body) => write_data(out, "FOUND", Some(*id), *body),
+            Reply::Ok(yaml) => write_data(out, "OK", None, Data::Bytes(yaml.as_bytes())),
             Reply::Watching(n) => line(out, "WATCHING", &[*n as u64]),
             Reply::KickedCount(n) => line(out, "KICKED", &[u64::from(*n)]),
             Reply::ReservedBatch(n) => line(out, "RESERVED_BATCH", &[*n as u64]),
@@ -207,7 +238,7 @@ pub fn data_reply_len(data: usize) -> usize {
 /// command, so that such a reply never allocates.
 pub const SHORT_REPLY_LEN: usize = 256;
 
-fn write_data(out: &mut Vec<u8>, word: &str, id: Option<JobId>, data: &[u8]) {
+fn write_data(out: &mut Vec<u8>, word: &str, id: Option<JobId>, data: Data<'_>) {
     // The data's size is a client's doing (a job's body): if room for it
     // cannot be had, that client is told so, and the server goes on.
     if !out.claim(data_reply_len(data.len())) {
@@ -218,7 +249,10 @@ fn write_data(out: &mut Vec<u8>, word: &str, id: Option<JobId>, data: &[u8]) {
         Some(id) => line(out, word, &[id, data.len() as u64]),
         None => line(out, word, &[data.len() as u64]),
     }
-    out.extend_from_slice(data);
+    match data {
+        Data::Bytes(bytes) => out.extend_from_slice(bytes),
+        Data::ToRead(len) => out.resize(out.len().saturating_add(len as usize), 0),
+    }
     out.extend_from_slice(b"\r\n");
 }
 
@@ -271,8 +305,8 @@ mod tests {
         assert_eq!(encoded(Reply::Duplicate(7, NamedState::Buried, Some(50))), "INSERTED 7 BURIED 50\r\n");
         assert_eq!(encoded(Reply::Duplicate(7, NamedState::Deleted, None)), "INSERTED 7 DELETED\r\n");
         assert_eq!(std::mem::size_of::<Reply<'_>>(), 32, "every reply is passed by value");
-        assert_eq!(encoded(Reply::Reserved(3, b"a\r\nb")), "RESERVED 3 4\r\na\r\nb\r\n");
-        assert_eq!(encoded(Reply::Found(3, b"")), "FOUND 3 0\r\n\r\n");
+        assert_eq!(encoded(Reply::Reserved(3, Data::Bytes(b"a\r\nb"))), "RESERVED 3 4\r\na\r\nb\r\n");
+        assert_eq!(encoded(Reply::Found(3, Data::Bytes(b""))), "FOUND 3 0\r\n\r\n");
         assert_eq!(encoded(Reply::Ok("---\n- default\n".into())), "OK 14\r\n---\n- default\n\r\n");
         assert_eq!(encoded(Reply::Using(&name("x"))), "USING x\r\n");
         assert_eq!(encoded(Reply::KickedCount(0)), "KICKED 0\r\n");

@@ -30,6 +30,7 @@ impl Server {
             shared.config.fsync,
             shared.clock,
             shared.config.job_ids,
+            crate::engine::Keeping { above: shared.config.bodies_in_memory },
         )?;
         for warning in &recovered.warnings {
             crate::log::warning(format_args!("{warning}"));

@@ -893,6 +893,11 @@ impl Model {
             waiting: self.waiters.len(),
             total_connections: self.total_connections,
             draining: self.draining,
+            // Without a log, every body is in memory: `stats` shows none
+            // of these.
+            job_memory: 0,
+            bodies_in_log: 0,
+            body_read_failures: 0,
         }
     }
 

@@ -83,7 +83,7 @@ fn view(e: &Engine) -> View {
                 .then(|| secs(Time(job.deadline.0.saturating_sub(job.created.0)))),
             buried_at: (job.state == State::Buried).then(|| job.buried_at()),
             counters: job.counters,
-            body: job.body.to_vec(),
+            body: job.body.bytes().map(<[u8]>::to_vec).unwrap_or_default(),
             key: tubes.keys.logged(id).map(|key| (key.key.to_vec(), key.cooldown)),
             limit: tubes.limits.get(id),
             con: tubes.con.of(id).map(|(name, limit)| (name.to_vec(), limit)),

@@ -301,4 +301,18 @@ pub(super) const MORE: &[Case] = &[
         },
     )
     .logged(),
+    case(
+        "a body that cannot be read from the log buries the job its worker holds",
+        plain,
+        "BURIED",
+        |w, out| w.e.body_lost(w.worker, w.reserved, T0).encode(out),
+    )
+    .logged(),
+    case("a body that cannot be read from the log buries a ready job", plain, "BURIED", |w, out| {
+        w.e.body_lost(w.worker, w.ready, T0).encode(out)
+    })
+    .logged(),
+    case("a batch's job whose reply is not sent goes back to ready", plain, "", |w, _| {
+        w.e.unsend(w.worker, w.reserved, T0)
+    }),
 ];

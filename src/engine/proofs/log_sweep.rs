@@ -49,8 +49,15 @@ const FILE_SIZE: u32 = 4096;
 /// starting at `now` restores it (`server/recovery.rs`), and the log's
 /// durability handle.
 pub(super) fn restarted(dir: &Dir, now: Time) -> (Engine, StdArc<Durability>) {
-    let (binlog, recovered) =
-        Binlog::open(&dir.0, FILE_SIZE, Fsync::Every(0), Clock::start(), IdRange::default()).unwrap();
+    let (binlog, recovered) = Binlog::open(
+        &dir.0,
+        FILE_SIZE,
+        Fsync::Every(0),
+        Clock::start(),
+        IdRange::default(),
+        Keeping { above: None },
+    )
+    .unwrap();
     let durability = binlog.durability();
     let mut e = Engine::new(65535);
     e.restore(&recovered.tubes, recovered.jobs, recovered.next_id, now);
