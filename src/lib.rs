@@ -34,11 +34,13 @@
 //! 4. [`conn`]: one connection as a state machine its loop drives
 //!    (reading commands, reading a put's body, skipping a refused one,
 //!    blocked in reserve, closing): the command loop, `put`, `reserve`, and
-//!    the one rule for who writes a socket; [`conn::wait`] is a blocked
+//!    the one rule for who writes a socket (`conn/body.rs` reads a body
+//!    left in the log into a reply, off the lock); [`conn::wait`] is a blocked
 //!    reserve, a registration in the engine rather than a sleeping thread.
 //! 5. [`engine`]: every job, tube and client, and the only code that changes
 //!    them, one method per command, never touching a socket or a clock. Its
 //!    data first: [`engine::job`] (a job, and the picture of its states),
+//!    [`engine::body`] (its body: in memory, or left in the log with `-b`),
 //!    [`engine::table`] (the map from id to job), [`engine::heap`] (ready,
 //!    delayed and reserved jobs), [`engine::list`] (buried jobs, a client's
 //!    reservations), [`engine::tube`], [`engine::waiting`] (a tube's
@@ -65,7 +67,8 @@
 //!    [`binlog::current`] (the file being written: its room, its appends),
 //!    [`binlog::decode`] (reading them back), [`binlog::batch`] (a change
 //!    of many jobs in one write, as one record of kind 7),
-//!    [`binlog::files`] (which files may be deleted), [`binlog::sync`]
+//!    [`binlog::files`] (which files may be deleted), [`binlog::body`] (a
+//!    body left in the log, read back and checked), [`binlog::sync`]
 //!    (group commit, `-f`, and the files removed once synced, all outside
 //!    the engine's lock) and [`binlog::replay`] (start-up).
 //! 8. [`stats`]: the YAML bodies of `stats`, `stats-job`, `stats-tube` and

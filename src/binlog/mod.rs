@@ -175,13 +175,16 @@ pub struct Binlog {
     spare_writer: Arc<File>,
     /// Encodes one record at a time.
     scratch: Vec<u8>,
-    /// A body read back from the log to be written again (`body.rs`).
+    /// A body read back from the log to be written again (`body.rs`), and
+    /// whose it is: the job, its file and the body's place there.
     moving: Vec<u8>,
+    moving_for: Option<(JobId, u32, crate::engine::Place)>,
     /// Which bodies the log keeps for their jobs (`engine/body.rs`).
     keeping: Keeping,
     /// Where the last full record written alone starts in the current
-    /// file ([`Journal::body_place`](crate::engine::Journal::body_place)).
-    last_full_at: Option<u64>,
+    /// file, and the length of the body it holds
+    /// ([`Journal::body_place`](crate::engine::Journal::body_place)).
+    last_full_at: Option<(u64, usize)>,
     /// Records of a change of many jobs, gathered to be written at once
     /// while `gathering` (`batch.rs`); how many.
     gathered: Vec<u8>,
@@ -330,6 +333,7 @@ impl Binlog {
             clock,
             scratch: Vec::new(),
             moving: Vec::new(),
+            moving_for: None,
             keeping,
             last_full_at: None,
             gathered,

@@ -84,8 +84,11 @@ impl Journal for Binlog {
                 true
             }
             // A change to a job already logged may use the reserve: existing
-            // jobs stay workable on a full disk.
-            (Kind::Full, _, Some(job)) => self.make_room(full_len(job), 0),
+            // jobs stay workable on a full disk. A body the log holds is
+            // read back first: one that cannot be read refuses the change.
+            (Kind::Full, Some(was), Some(job)) => {
+                self.ready_body(was).is_ok() && self.make_room(full_len(job), 0)
+            }
             (Kind::Update, ..) => self.make_room(UPDATE_LEN as u64, 0),
             // The job's claim when it was new covered its delete.
             _ => true,
@@ -146,7 +149,7 @@ impl Journal for Binlog {
     }
 
     fn claim_rewrite(&mut self, job: &LoggedJob<'_>) -> bool {
-        self.make_room(full_len(job), self.compaction_reserve() / 2)
+        self.ready_body(job).is_ok() && self.make_room(full_len(job), self.compaction_reserve() / 2)
     }
 
     fn rewrite(&mut self, job: &LoggedJob<'_>) -> io::Result<u32> {
@@ -160,7 +163,8 @@ impl Journal for Binlog {
     }
 
     fn body_place(&self, len: usize) -> Option<Place> {
-        self.keeping.place(self.last_full_at?, len)
+        let (at, written) = self.last_full_at?;
+        self.keeping.place(at, len).filter(|_| written == len)
     }
 
     fn body_read(&self, file: u32) -> Option<std::sync::Arc<std::fs::File>> {
@@ -235,9 +239,7 @@ impl Binlog {
     /// [`Journal::body_place`]'s answer.
     fn append_full(&mut self, job: &LoggedJob<'_>, was: &LoggedJob<'_>) -> io::Result<u64> {
         self.last_full_at = None;
-        if let LoggedBody::InLog(place) = was.body {
-            self.read_back(was, place)?;
-        }
+        self.ready_body(was)?;
         self.scratch.clear();
         // A record is as big as its job's body: memory that cannot be had
         // fails this write (and the command that asked for it), nothing more.
@@ -256,10 +258,12 @@ impl Binlog {
             body,
             &full_tags(job),
         );
+        self.moving_for = None;
         if self.moving.capacity() > 1 << 20 {
             self.moving = Vec::new();
         }
-        let at = self.files.get(&self.current).map(|info| info.used).filter(|_| !self.gathering);
+        let at =
+            self.files.get(&self.current).map(|info| (info.used, job.body.len())).filter(|_| !self.gathering);
         // Room in compaction's work list first: the record must not be
         // written unless the log can account for it.
         let listed =

@@ -135,10 +135,7 @@ impl Conn {
                 // job was reserved.
                 starts.push(self.output.len());
                 let reply = engine.reserved_reply(id).unwrap_or(Reply::InternalError);
-                if let Some((id, read)) = body::find(body::encode(reply, &mut self.output), &engine) {
-                    let at = self.output.len() - 2 - read.as_ref().map_or(0, |read| read.place.len as usize);
-                    reads.push((id, at, read));
-                }
+                reads.extend(body::find(body::encode(reply, &mut self.output), &engine));
             }
             drop(engine);
             if let Err(lost) = self.read_bodies(&reads) {
@@ -173,6 +170,8 @@ impl Conn {
     /// A batch with a body that could not be read (job `lost`, buried) is
     /// `INTERNAL_ERROR`: its replies from `reply_start` on go, and its
     /// other jobs back to ready, as if never reserved.
+    #[cold]
+    #[inline(never)]
     fn unsend_batch(&mut self, ids: &[JobId], lost: JobId, reply_start: usize) {
         self.output.truncate(reply_start);
         Reply::InternalError.encode(&mut self.output);
@@ -250,7 +249,7 @@ impl Conn {
 /// Writes how a batch's wait ended: its first job's reply (returning the
 /// job, and whether its body is left to read, [`body::encode`]), or the
 /// ending, `RESERVED_BATCH 0` for `TIMED_OUT`.
-pub(super) fn encode_wait_end(reply: Reply<'_>, output: &mut Vec<u8>) -> (Option<JobId>, Option<JobId>) {
+pub(super) fn encode_wait_end(reply: Reply<'_>, output: &mut Vec<u8>) -> (Option<JobId>, Option<body::Hole>) {
     let first = reply.reserved_job();
     match reply {
         Reply::TimedOut => (None, body::encode(Reply::ReservedBatch(0), output)),

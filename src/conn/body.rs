@@ -14,63 +14,76 @@ use super::Conn;
 use crate::engine::{BodyRead, Engine, JobId};
 use crate::protocol::Reply;
 
-/// A body the reply just written leaves to read: the job, and the read
-/// (`None` if the engine had no reader for it, which fails as a read).
-pub(super) type ToRead = Option<(JobId, Option<BodyRead>)>;
-
-/// Encodes `reply` into `output` under the lock, and names the job whose
-/// body it leaves to read, if any: [`find`] it, under the same lock.
-pub(super) fn encode(reply: Reply<'_>, output: &mut Vec<u8>) -> Option<JobId> {
-    let to_read = reply.body_to_read();
-    reply.encode(output);
-    to_read
+/// Where a reply just written left a body's room, to be read into.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Hole {
+    id: JobId,
+    at: usize,
+    len: usize,
 }
 
-/// What to read for job `id`'s body, named by [`encode`].
-pub(super) fn find(id: Option<JobId>, engine: &Engine) -> ToRead {
-    id.map(|id| (id, engine.body_read(id)))
+/// A body to read in: its room, and the read (`None` if the engine had no
+/// reader for it, which fails as a read does).
+pub(super) type ToRead = Option<(Hole, Option<BodyRead>)>;
+
+/// Encodes `reply` into `output` under the lock, and says where it left
+/// a body to read, if it did (a reply that found no room for it, written
+/// `OUT_OF_MEMORY`, left none): [`find`] it, under the same lock.
+pub(super) fn encode(reply: Reply<'_>, output: &mut Vec<u8>) -> Option<Hole> {
+    let to_read = reply.body_to_read();
+    let before = output.len();
+    reply.encode(output);
+    let (id, len) = to_read?;
+    let at = output.len().checked_sub(len + 2).filter(|&at| at > before)?;
+    Some(Hole { id, at, len })
+}
+
+/// What to read into `hole`, left by [`encode`].
+pub(super) fn find(hole: Option<Hole>, engine: &Engine) -> ToRead {
+    hole.map(|hole| (hole, engine.body_read(hole.id)))
 }
 
 impl Conn {
-    /// Reads in the body of the reply from `reply_start` on, whose last
-    /// bytes before its CRLF are the body's zeroed room, with no lock
+    /// Reads in the body of the reply from `reply_start` on, with no lock
     /// held. False if it could not be: the reply is then `INTERNAL_ERROR`.
+    /// (Its own frame, never inlined: most replies have no body to read.)
+    #[inline(never)]
     pub(super) fn read_body(&mut self, to_read: ToRead, reply_start: usize) -> bool {
-        let Some((id, read)) = to_read else { return true };
-        let end = self.output.len().saturating_sub(2);
-        let len = read.as_ref().map_or(0, |read| read.place.len as usize);
-        match self.fill(end.saturating_sub(len), read.as_ref()) {
+        let Some((hole, read)) = to_read else { return true };
+        match self.fill(hole, read.as_ref()) {
             Ok(()) => true,
             Err(e) => {
                 self.output.truncate(reply_start);
                 Reply::InternalError.encode(&mut self.output);
-                self.body_lost(id, &e);
+                self.body_lost(hole.id, &e);
                 false
             }
         }
     }
 
-    /// Reads in the bodies of a batch's replies, each `(id, start, read)`
-    /// with its body's room at `start`. `Err` with the first job whose
-    /// body could not be read, after it was buried.
-    pub(super) fn read_bodies(&mut self, reads: &[(JobId, usize, Option<BodyRead>)]) -> Result<(), JobId> {
-        for (id, start, read) in reads {
-            if let Err(e) = self.fill(*start, read.as_ref()) {
-                self.body_lost(*id, &e);
-                return Err(*id);
+    /// Reads in the bodies of a batch's replies. `Err` with the first job
+    /// whose body could not be read, after it was buried.
+    #[inline(never)]
+    pub(super) fn read_bodies(&mut self, reads: &[(Hole, Option<BodyRead>)]) -> Result<(), JobId> {
+        for (hole, read) in reads {
+            if let Err(e) = self.fill(*hole, read.as_ref()) {
+                self.body_lost(hole.id, &e);
+                return Err(hole.id);
             }
         }
         Ok(())
     }
 
-    /// Reads a body into the output from `start` on.
-    fn fill(&mut self, start: usize, read: Option<&BodyRead>) -> std::io::Result<()> {
+    /// Reads a body into its hole in the output.
+    fn fill(&mut self, hole: Hole, read: Option<&BodyRead>) -> std::io::Result<()> {
+        let read = read.filter(|read| read.id == hole.id && read.place.len as usize == hole.len);
         let read = read.ok_or_else(|| std::io::Error::other("its log file has no reader"))?;
-        let room = self.output.get_mut(start..start + read.place.len as usize);
+        let room = self.output.get_mut(hole.at..hole.at + hole.len);
         crate::binlog::body::read(read, room.ok_or_else(|| std::io::Error::other("no room"))?)
     }
-
     /// Tells the operator, and the engine, that job `id`'s body is lost.
+    #[cold]
+    #[inline(never)]
     fn body_lost(&mut self, id: JobId, e: &std::io::Error) {
         crate::log::problem(format_args!("job {id}: its body cannot be read from the log ({e}); buried"));
         let (mut engine, now) = self.shared.engine_now();

@@ -217,7 +217,7 @@ impl Conn {
     /// `reserve` / `reserve-with-timeout`, and with `abortable` their
     /// `reserve-with-abort` forms: answer now, or block until a job is
     /// handed over, the timeout or safety margin arrives, the client hangs
-    /// up, or (`abortable`) it sends a byte ([`wait`]).
+    /// up, or (`abortable`) it sends a byte ([`super::wait`]).
     ///
     /// Every earlier reply is offered to the socket first, so that a job
     /// handed over seldom waits behind them (beanstalkd, likewise, reads

@@ -1,5 +1,5 @@
 //! A job's body: in memory, or, with `-b`, left in the log that holds it
-//! anyway (issue 60, reference §8.5).
+//! anyway (issue 60, reference §8.4).
 //!
 //! Every job's latest full record in the log carries its body, and the
 //! log keeps that record for as long as the job lives: compaction moves it
@@ -141,8 +141,6 @@ pub struct BodyRead {
     pub number: u32,
     pub id: JobId,
     pub place: Place,
-    /// The length of its tube's name, which comes before the body.
-    pub tube_len: u8,
 }
 
 /// What the engine counts of bodies left in the log.
@@ -160,7 +158,7 @@ pub struct InLog {
 
 impl Engine {
     /// Where the record the log just wrote for job `id` keeps its body,
-    /// if the log keeps it ([`Journal::body_place`]).
+    /// if the log keeps it ([`super::Journal::body_place`]).
     pub(super) fn body_place(&self, id: JobId) -> Option<Place> {
         self.journal.as_ref()?.body_place(self.jobs.get(&id)?.body.len())
     }
@@ -186,8 +184,7 @@ impl Engine {
         let job = self.jobs.get(&id)?;
         let Body::InLog(place) = job.body else { return None };
         let file = self.journal.as_ref()?.body_read(job.file)?;
-        let tube_len = self.tubes.get(job.tube).name.as_str().len() as u8;
-        Some(BodyRead { file, number: job.file, id, place, tube_len })
+        Some(BodyRead { file, number: job.file, id, place })
     }
 
     /// Job `id`'s body could not be read back for client `c` (its file

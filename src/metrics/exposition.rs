@@ -77,7 +77,7 @@ pub fn write(s: &Scrape, out: &mut Body) -> fmt::Result {
 fn write_server(s: &Scrape, out: &mut Body) -> fmt::Result {
     let (v, p) = (&s.overview.server, &s.process);
     let (j, c) = (&v.jobs, &v.cmds);
-    let gauges: [(&str, u64, &str); 13] = [
+    let gauges: [(&str, u64, &str); 15] = [
         ("current_jobs_urgent", j.urgent as u64, "Ready jobs with a priority below 1024."),
         ("current_jobs_ready", j.ready as u64, "Jobs ready to be reserved."),
         ("current_jobs_reserved", j.reserved as u64, "Jobs reserved by a worker."),
@@ -91,6 +91,8 @@ fn write_server(s: &Scrape, out: &mut Body) -> fmt::Result {
         ("current_workers", v.workers as u64, "Open connections that have reserved a job."),
         ("current_waiting", v.waiting as u64, "Connections blocked in a reserve."),
         ("uptime", p.uptime_secs, "Seconds since the server started."),
+        ("current_jobs_bytes_in_memory", v.job_memory, "What --max-job-memory counts of the jobs, in bytes."),
+        ("current_jobs_bytes_in_log", v.bodies_in_log, "Bytes of the bodies left in the log (-b)."),
     ];
     for (key, value, help) in gauges {
         single(out, Name("beanstalkd_", key, ""), "gauge", help, &value)?;
@@ -129,12 +131,13 @@ fn write_server(s: &Scrape, out: &mut Body) -> fmt::Result {
         )?;
     }
     let b = s.overview.binlog.unwrap_or_default();
-    let counters: [(&str, u64, &str); 5] = [
+    let counters: [(&str, u64, &str); 6] = [
         ("job_timeouts", v.job_timeouts, "Reservations that ran out of time (TTR)."),
         ("total_jobs", v.total_jobs, "Jobs put since the server started."),
         ("total_connections", v.total_connections, "Connections opened since the server started."),
         ("binlog_records_migrated", b.records_migrated, "Binlog records rewritten by compaction."),
         ("binlog_records_written", b.records_written, "Binlog records written."),
+        ("body_read_failures", v.body_read_failures, "Bodies that could not be read back from the log."),
     ];
     for (key, value, help) in counters {
         single(out, Name("beanstalkd_", key, "_total"), "counter", help, &value)?;

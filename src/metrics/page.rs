@@ -10,8 +10,8 @@
 //! to the admin socket. Every byte that came from a client (a body, a tube
 //! name) is escaped before it is written ([`Text`]), so a body of
 //! `<script>` shows as text. It reads the engine as a scrape does: a
-//! bounded piece a hold of the lock ([`Engine::job_view`],
-//! [`Engine::dead_letters`]), formatting outside it.
+//! bounded piece a hold of the lock ([`crate::engine::Engine::job_view`],
+//! [`crate::engine::Engine::dead_letters`]), formatting outside it.
 
 use std::fmt::{self, Write};
 

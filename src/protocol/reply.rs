@@ -97,10 +97,13 @@ impl Data<'_> {
 }
 
 impl Reply<'_> {
-    /// The job whose body this reply leaves to be read from the log.
-    pub fn body_to_read(&self) -> Option<JobId> {
+    /// The job whose body this reply leaves to be read from the log, and
+    /// the body's length.
+    pub fn body_to_read(&self) -> Option<(JobId, usize)> {
         match self {
-            Reply::Reserved(id, Data::ToRead(_)) | Reply::Found(id, Data::ToRead(_)) => Some(*id),
+            Reply::Reserved(id, Data::ToRead(len)) | Reply::Found(id, Data::ToRead(len)) => {
+                Some((*id, *len as usize))
+            }
             _ => None,
         }
     }

@@ -46,18 +46,13 @@ impl Drop for Dir {
 const FILE_SIZE: u32 = 4096;
 
 /// An engine with a log in `dir`, restored from what is there as a server
-/// starting at `now` restores it (`server/recovery.rs`), and the log's
-/// durability handle.
-pub(super) fn restarted(dir: &Dir, now: Time) -> (Engine, StdArc<Durability>) {
-    let (binlog, recovered) = Binlog::open(
-        &dir.0,
-        FILE_SIZE,
-        Fsync::Every(0),
-        Clock::start(),
-        IdRange::default(),
-        Keeping { above: None },
-    )
-    .unwrap();
+/// starting at `now` restores it (`server/recovery.rs`), its log keeping
+/// the bodies `keeping` says (`engine/body.rs`), and the log's durability
+/// handle.
+pub(super) fn restarted_keeping(dir: &Dir, now: Time, keeping: Keeping) -> (Engine, StdArc<Durability>) {
+    let (binlog, recovered) =
+        Binlog::open(&dir.0, FILE_SIZE, Fsync::Every(0), Clock::start(), IdRange::default(), keeping)
+            .unwrap();
     let durability = binlog.durability();
     let mut e = Engine::new(65535);
     e.restore(&recovered.tubes, recovered.jobs, recovered.next_id, now);
@@ -70,8 +65,8 @@ pub(super) fn restarted(dir: &Dir, now: Time) -> (Engine, StdArc<Durability>) {
 /// and deleted first: as `rounds` grows, the command's records fall at
 /// every place in a file, the end of one included, so that some runs start
 /// a new file and let old ones go.
-fn logged_world(dir: &Dir, rounds: usize) -> (World, StdArc<Durability>) {
-    let (e, durability) = restarted(dir, T0);
+fn logged_world(dir: &Dir, rounds: usize, keeping: Keeping) -> (World, StdArc<Durability>) {
+    let (e, durability) = restarted_keeping(dir, T0, keeping);
     let mut w = world_from(e);
     for _ in 0..rounds {
         let mut out = output();
@@ -115,7 +110,7 @@ fn replayed(e: &Engine) -> Vec<String> {
             let c = job.counters;
             jobs.push(format!(
                 "{id} {tube} {state:?} pri={} delay={} ttr={} {when} releases={} buries={} kicks={} body={:?} key={key:?}",
-                job.pri, job.delay, job.ttr, c.releases, c.buries, c.kicks, job.body
+                job.pri, job.delay, job.ttr, c.releases, c.buries, c.kicks, body_of(e, id)
             ));
         }
     }
@@ -131,6 +126,19 @@ fn replayed(e: &Engine) -> Vec<String> {
     let keys = e.tubes.keys.sorted();
     jobs.extend(keys.iter().map(|k| k.split(" until ").next().unwrap_or(k).to_owned()));
     jobs
+}
+
+/// Job `id`'s body, read back from the log if it was left there: every
+/// comparison sees the bytes, wherever they are.
+pub(super) fn body_of(e: &Engine, id: JobId) -> Vec<u8> {
+    let Some(job) = e.jobs.get(&id) else { return Vec::new() };
+    if let Some(bytes) = job.body.bytes() {
+        return bytes.to_vec();
+    }
+    let mut bytes = vec![0; job.body.len()];
+    let read = e.body_read(id).expect("a reader for a body in the log");
+    crate::binlog::body::read(&read, &mut bytes).unwrap_or_else(|e| panic!("job {id}'s body: {e}"));
+    bytes
 }
 
 /// The cases that write the log.
@@ -164,9 +172,10 @@ fn fail_allocation(n: u64, f: &mut dyn FnMut() -> Vec<u8>) -> (Vec<u8>, bool) {
     crate::sys::failing::fail_nth(n, f)
 }
 
-/// Sweeps every logged command, from every place in a file, with `fail`;
-/// returns the failure points covered.
-fn sweep(fail: Failing, what: &str) -> usize {
+/// Sweeps every logged command, from every place in a file, with `fail`,
+/// the log keeping bodies as `keeping` says; returns the failure points
+/// covered.
+fn sweep(fail: Failing, what: &str, keeping: Keeping) -> usize {
     let mut failure_points = 0;
     for case in logged_cases() {
         let (command, setup, step) = (case.name, case.world, case.step);
@@ -175,23 +184,23 @@ fn sweep(fail: Failing, what: &str) -> usize {
             // world leaves it (memory counts a reserve the log does not).
             let before_log = {
                 let dir = Dir::new(0);
-                let (mut w, _) = logged_world(&dir, rounds);
+                let (mut w, _) = logged_world(&dir, rounds, keeping);
                 setup(&mut w);
                 drop(w);
-                replayed(&restarted(&dir, T0).0)
+                replayed(&restarted_keeping(&dir, T0, keeping).0)
             };
             let (expected_reply, expected_state, expected_log) = {
                 let dir = Dir::new(0);
-                let (mut w, durability) = logged_world(&dir, rounds);
+                let (mut w, durability) = logged_world(&dir, rounds, keeping);
                 setup(&mut w);
                 let reply = run(&mut w, &durability, step, output());
                 let state = state(&w.e);
                 drop(w);
-                (reply, state, replayed(&restarted(&dir, T0).0))
+                (reply, state, replayed(&restarted_keeping(&dir, T0, keeping).0))
             };
             for n in 1.. {
                 let dir = Dir::new(n);
-                let (mut w, durability) = logged_world(&dir, rounds);
+                let (mut w, durability) = logged_world(&dir, rounds, keeping);
                 setup(&mut w);
                 let before = state(&w.e);
                 let mut out = Some(output());
@@ -199,7 +208,7 @@ fn sweep(fail: Failing, what: &str) -> usize {
                     fail(n, &mut || run(&mut w, &durability, step, out.take().unwrap_or_default()));
                 let after = state(&w.e);
                 drop(w);
-                let log = replayed(&restarted(&dir, T0).0);
+                let log = replayed(&restarted_keeping(&dir, T0, keeping).0);
                 if !failed {
                     assert_eq!(reply, expected_reply, "{command}: no failure, another reply");
                     break;
@@ -215,7 +224,10 @@ fn sweep(fail: Failing, what: &str) -> usize {
                     assert_eq!(log, before_log, "{context}: refused, yet logged");
                 } else {
                     assert_eq!(text, "INTERNAL_ERROR\r\n", "{context}");
-                    assert!(after == before || after == expected_state, "{context}: half done");
+                    assert!(
+                        after == before || after == expected_state,
+                        "{context}: half done\n{after:#?}\n{expected_state:#?}"
+                    );
                     assert!(log == before_log || log == expected_log, "{context}: half logged");
                 }
             }
@@ -226,15 +238,24 @@ fn sweep(fail: Failing, what: &str) -> usize {
 
 #[test]
 fn every_write_and_fsync_of_every_logged_command_may_fail_cleanly() {
-    let failure_points = sweep(fail_io, "log operation");
+    let failure_points = sweep(fail_io, "log operation", Keeping { above: None });
     let cases = logged_cases().count();
     eprintln!("log failure sweep: {cases} cases, {failure_points} failure points");
     assert!(failure_points >= cases, "a command wrote nothing: is the log attached?");
 }
 
+/// The same with every body left in the log (`engine/body.rs`): a write
+/// that fails where a body is moved forward, or its place recorded, loses
+/// no body a client was told of.
+#[test]
+fn every_write_and_fsync_may_fail_cleanly_with_every_body_in_the_log() {
+    let failure_points = sweep(fail_io, "log operation", Keeping { above: Some(0) });
+    assert!(failure_points >= logged_cases().count(), "a command wrote nothing: is the log attached?");
+}
+
 #[test]
 fn every_allocation_of_every_logged_command_may_fail_cleanly() {
-    let failure_points = sweep(fail_allocation, "allocation");
+    let failure_points = sweep(fail_allocation, "allocation", Keeping { above: None });
     eprintln!(
         "logged allocation-failure sweep: {} cases, {failure_points} failure points",
         logged_cases().count()
