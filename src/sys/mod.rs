@@ -11,7 +11,8 @@
 //! One file a subject: this one (clocks, and what `stats` reads of the
 //! process), `socket.rs` (polls, epoll, socket options, inherited
 //! listeners), `process.rs` (signals, resource limits, changing user),
-//! `file.rs` (preallocation, `fcntl` locks), `poller.rs` (an event
+//! `file.rs` (preallocation, `fcntl` locks), `crc.rs` (the CPU's CRC-32C
+//! instruction, detected), `poller.rs` (an event
 //! loop's epoll set and wake-up `eventfd`) and `memory.rs` (the
 //! allocator, with `pages.rs`, `regions.rs`, `holes.rs`, and
 //! `evacuation.rs`, which empties the pages a few live blocks pin).
@@ -23,6 +24,7 @@ use std::ffi::{c_char, c_int, c_long};
 use std::io;
 use std::time::Duration;
 
+pub(crate) mod crc;
 pub(crate) mod evacuation;
 #[cfg(test)]
 pub(crate) mod failing;
