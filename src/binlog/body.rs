@@ -128,22 +128,11 @@ impl Binlog {
 
 #[cfg(test)]
 mod tests {
-    use super::super::record::{self, JobState, LoggedState};
+    use super::super::record::{self, JobState};
     use super::super::replay::Replayer;
     use super::*;
     use crate::engine::{Body, Keeping};
     use crate::time::Clock;
-
-    fn job(id: JobId) -> JobState {
-        JobState {
-            id,
-            pri: 0,
-            delay: 0,
-            state: LoggedState::Ready,
-            deadline: 0,
-            counters: Default::default(),
-        }
-    }
 
     fn body(id: JobId) -> Vec<u8> {
         (0..300u32).map(|n| (n as u8).wrapping_mul(id as u8 + 1)).collect()
@@ -153,7 +142,7 @@ mod tests {
     fn file_of(ids: &[JobId]) -> Vec<u8> {
         let mut bytes = record::header().to_vec();
         for &id in ids {
-            record::encode_full(&mut bytes, &job(id), 60, 7, b"default", &body(id));
+            record::encode_full(&mut bytes, &JobState::ready(id), 60, 7, b"default", &body(id));
         }
         bytes
     }

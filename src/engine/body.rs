@@ -43,10 +43,7 @@ pub struct Place {
 impl Body {
     /// The body's length in bytes, wherever it is.
     pub fn len(&self) -> usize {
-        match self {
-            Body::InMemory(bytes) => bytes.len(),
-            Body::InLog(place) => place.len as usize,
-        }
+        self.logged().len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -58,6 +55,14 @@ impl Body {
         match self {
             Body::InMemory(bytes) => bytes.len(),
             Body::InLog(_) => 0,
+        }
+    }
+
+    /// The bytes, if memory holds them, to be moved (`relocate.rs`).
+    pub(super) fn in_memory_mut(&mut self) -> Option<&mut Box<[u8]>> {
+        match self {
+            Body::InMemory(bytes) => Some(bytes),
+            Body::InLog(_) => None,
         }
     }
 

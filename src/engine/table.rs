@@ -49,7 +49,6 @@
 
 use std::collections::VecDeque;
 
-use super::body::Body;
 use super::job::Job;
 use super::IdMap;
 use crate::ids::JobId;
@@ -199,10 +198,8 @@ impl JobTable {
         self.slab.iter_mut().enumerate().skip(first).flat_map(move |(c, chunk)| {
             let records =
                 chunk.records.iter_mut().enumerate().skip(if c == first { from % SLAB_CHUNK } else { 0 });
-            records.filter_map(move |(at, job)| match &mut job.as_mut()?.body {
-                Body::InMemory(bytes) => Some((c * SLAB_CHUNK + at, bytes)),
-                Body::InLog(_) => None,
-            })
+            records
+                .filter_map(move |(at, job)| Some((c * SLAB_CHUNK + at, job.as_mut()?.body.in_memory_mut()?)))
         })
     }
 
@@ -437,7 +434,7 @@ mod tests {
             tags: Default::default(),
             file: 0,
             work_started: Default::default(),
-            body: Body::InMemory(Box::from(&id.to_le_bytes()[..])),
+            body: super::super::body::Body::InMemory(Box::from(&id.to_le_bytes()[..])),
         }
     }
 
