@@ -59,7 +59,7 @@ impl Body {
     }
 
     /// The bytes, if memory holds them, to be moved (`relocate.rs`).
-    pub(super) fn in_memory_mut(&mut self) -> Option<&mut Box<[u8]>> {
+    pub(super) fn bytes_mut(&mut self) -> Option<&mut Box<[u8]>> {
         match self {
             Body::InMemory(bytes) => Some(bytes),
             Body::InLog(_) => None,

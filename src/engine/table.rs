@@ -191,15 +191,13 @@ impl JobTable {
         job
     }
 
-    /// Each job's body from slab slot `from` on, with its slot (`Engine::move_bodies`).
-    /// (A body left in the log has nothing in memory to move.)
+    /// Each job's body in memory from slab slot `from` on, with its slot (`Engine::move_bodies`).
     pub fn bodies_from(&mut self, from: usize) -> impl Iterator<Item = (usize, &mut Box<[u8]>)> {
         let first = from / SLAB_CHUNK;
         self.slab.iter_mut().enumerate().skip(first).flat_map(move |(c, chunk)| {
             let records =
                 chunk.records.iter_mut().enumerate().skip(if c == first { from % SLAB_CHUNK } else { 0 });
-            records
-                .filter_map(move |(at, job)| Some((c * SLAB_CHUNK + at, job.as_mut()?.body.in_memory_mut()?)))
+            records.filter_map(move |(at, job)| Some((c * SLAB_CHUNK + at, job.as_mut()?.body.bytes_mut()?)))
         })
     }
 
