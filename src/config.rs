@@ -30,6 +30,12 @@ pub const MAX_JOB_SIZE_LIMIT: u32 = 1_073_741_824;
 /// says otherwise.
 pub const DEFAULT_METRICS_MAX_TUBES: usize = 1000;
 
+/// With `-b`, the longest body memory keeps unless `--bodies-in-memory`
+/// says otherwise (`engine/body.rs`): a body of this many bytes or fewer
+/// stays in memory, where it costs about what a read of it would take in
+/// time.
+pub const DEFAULT_BODIES_IN_MEMORY: u32 = 256;
+
 /// Where the server listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Listen {
@@ -121,7 +127,7 @@ impl Default for Config {
             binlog_dir: None,
             fsync: Fsync::Every(50),
             binlog_file_size: 10_485_760,
-            bodies_in_memory: Some(crate::engine::body::IN_MEMORY_MAX),
+            bodies_in_memory: Some(DEFAULT_BODIES_IN_MEMORY),
             max_connections: None,
             max_job_memory: None,
             threads: None,
@@ -286,7 +292,7 @@ pub fn usage(argv0: &str) -> String {
          whether it serves; exit 0 if it does, 1 if not (a\n                      \
          container's health check, with no shell)\n \
          -c, -n               removed from beanstalkd; accepted and ignored\n",
-        crate::engine::body::IN_MEMORY_MAX
+        DEFAULT_BODIES_IN_MEMORY
     )
 }
 

@@ -200,3 +200,23 @@ fn every_excerpt_in_the_readme_is_in_its_recipe() {
     }
     assert!(found >= 1, "found no excerpt in the README");
 }
+
+/// `--bodies-in-memory`'s bound by default (`engine/body.rs`), wherever
+/// the docs give it: the README's table and section, the man page's
+/// option and its PERSISTENCE; `-h` is made from the constant.
+#[test]
+fn the_docs_give_the_bodies_bound_by_default() {
+    let squeeze = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let (readme, man) = (squeeze(README), squeeze(include_str!("../../beanstalk.1")));
+    let n = super::DEFAULT_BODIES_IN_MEMORY;
+    for said in [
+        format!("`all` keeps every body in memory ([Bodies on disk](#bodies-on-disk)) | `{n}` |"),
+        format!("`--bodies-in-memory` ({n} bytes by default)"),
+    ] {
+        assert!(readme.contains(&said), "README: {said}");
+    }
+    for said in [format!("in memory (default {n})"), format!("({n} bytes by default)")] {
+        assert!(man.contains(&said), "man page: {said}");
+    }
+    assert!(squeeze(&usage("beanstalk")).contains(&format!("(default {n}; all")));
+}

@@ -38,6 +38,7 @@
 // The data, in reading order.
 pub mod job;
 pub mod body;
+pub(crate) mod body_in_log;
 pub mod table;
 pub mod heap;
 pub mod list;
@@ -217,7 +218,7 @@ pub struct Engine {
     kept_files: batch::Kept<u32>,
     /// Bodies left in the log (`body.rs`): their bytes, and the reads of
     /// one that failed.
-    bodies: body::InLog,
+    bodies: body_in_log::InLog,
 }
 
 impl Engine {
@@ -261,7 +262,7 @@ impl Engine {
             metering: false,
             kept_ids: batch::Kept::new(),
             kept_files: batch::Kept::new(),
-            bodies: body::InLog::default(),
+            bodies: body_in_log::InLog::default(),
         }
     }
 
