@@ -239,3 +239,29 @@ fn a_failed_read_closes_nothing_and_a_client_on_another_connection_goes_on() {
     assert_eq!(b.cmd("list-tube-used"), "USING default\r\n");
     assert_eq!(a.cmd("list-tube-used"), "USING default\r\n");
 }
+
+/// A job with a unique key that cools down after its delete is logged
+/// again without its body (the key alone lives on): its delete must not
+/// read the body back, so one that can no longer be read still goes, and
+/// a big one costs no read under the lock.
+#[test]
+fn a_keyed_job_is_deleted_without_reading_its_body_back() {
+    let dir = TempDir::new("bodies-keyed");
+    let server = spawn(&dir.path, &[]);
+    let mut c = server.client();
+    let bad = body(4, 3000);
+    c.send(format!("put 0 0 60 {} idp:k:60\r\n", bad.len()));
+    c.send([&bad[..], b"\r\n"].concat());
+    let id: u64 = c.reply().trim_end().strip_prefix("INSERTED ").unwrap().parse().unwrap();
+    damage(&dir.path, &bad);
+    assert_eq!(c.cmd(&format!("delete {id}")), "DELETED\r\n");
+    let failures = c.stats().remove("body-read-failures");
+    assert_eq!(failures.as_deref().unwrap_or("0"), "0", "no read");
+    // And in a batch.
+    let bad = body(5, 3000);
+    c.send(format!("put 0 0 60 {} idp:l:60\r\n", bad.len()));
+    c.send([&bad[..], b"\r\n"].concat());
+    let id: u64 = c.reply().trim_end().strip_prefix("INSERTED ").unwrap().parse().unwrap();
+    damage(&dir.path, &bad);
+    assert_eq!(c.cmd(&format!("delete-batch {id}")), "DELETED_BATCH 1 0\r\n");
+}
