@@ -95,12 +95,13 @@ impl Binlog {
     }
 
     /// Makes sure `self.moving` holds `was`'s body, if the log holds it
-    /// (its full record is to be written again: compaction, `move-job`):
+    /// and its new full record `now` carries it (compaction, `move-job`;
+    /// not a deleted job's key left cooling down, logged without it):
     /// read when the change is claimed, so that a body that cannot be read
     /// refuses the change before anything is changed (claim, then
     /// change), and kept for the write that follows.
-    pub(super) fn ready_body(&mut self, was: &LoggedJob<'_>) -> io::Result<()> {
-        let LoggedBody::InLog(place) = was.body else { return Ok(()) };
+    pub(super) fn ready_body(&mut self, was: &LoggedJob<'_>, now: &LoggedJob<'_>) -> io::Result<()> {
+        let (LoggedBody::InLog(place), LoggedBody::InLog(_)) = (was.body, now.body) else { return Ok(()) };
         if self.moving_for == Some((was.id, was.file, place)) {
             return Ok(());
         }

@@ -84,10 +84,11 @@ impl Journal for Binlog {
                 true
             }
             // A change to a job already logged may use the reserve: existing
-            // jobs stay workable on a full disk. A body the log holds is
-            // read back first: one that cannot be read refuses the change.
+            // jobs stay workable on a full disk. A body the log holds, and
+            // the new record carries, is read back first: one that cannot be
+            // read refuses the change.
             (Kind::Full, Some(was), Some(job)) => {
-                self.ready_body(was).is_ok() && self.make_room(full_len(job), 0)
+                self.ready_body(was, job).is_ok() && self.make_room(full_len(job), 0)
             }
             (Kind::Update, ..) => self.make_room(UPDATE_LEN as u64, 0),
             // The job's claim when it was new covered its delete.
@@ -149,7 +150,7 @@ impl Journal for Binlog {
     }
 
     fn claim_rewrite(&mut self, job: &LoggedJob<'_>) -> bool {
-        self.ready_body(job).is_ok() && self.make_room(full_len(job), self.compaction_reserve() / 2)
+        self.ready_body(job, job).is_ok() && self.make_room(full_len(job), self.compaction_reserve() / 2)
     }
 
     fn rewrite(&mut self, job: &LoggedJob<'_>) -> io::Result<u32> {
@@ -239,7 +240,7 @@ impl Binlog {
     /// [`Journal::body_place`]'s answer.
     fn append_full(&mut self, job: &LoggedJob<'_>, was: &LoggedJob<'_>) -> io::Result<u64> {
         self.last_full_at = None;
-        self.ready_body(was)?;
+        self.ready_body(was, job)?;
         self.scratch.clear();
         // A record is as big as its job's body: memory that cannot be had
         // fails this write (and the command that asked for it), nothing more.
