@@ -53,9 +53,10 @@ pub fn tune_malloc() {
 /// Descriptors the server uses besides its connections: stdin, stdout and
 /// stderr (3), the listener (1), the accept loop's wake-up pair and each
 /// event loop's epoll set and `eventfd` (3 and more), the binlog's lock, current file, directory and a file
-/// being opened or rewritten (4), and one to accept a connection past the
+/// being opened or rewritten (4), the files bodies are read from
+/// (`binlog::body::READERS`, which it checks), and one to accept a connection past the
 /// limit so as to close it (1); then some room to spare.
-pub const RESERVED_FDS: u64 = 16;
+pub const RESERVED_FDS: u64 = 24;
 
 /// Memory maps each connection adds while it is busy: its input and
 /// output buffers, which are mappings of their own (see
@@ -137,7 +138,7 @@ impl HostLimits {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectionLimit {
     pub value: usize,
-    /// The cap that decided it, for the `-V` log: `RLIMIT_NOFILE 64 less 16
+    /// The cap that decided it, for the `-V` log: `RLIMIT_NOFILE 64 less 24
     /// reserved`, or `--max-connections`.
     pub reason: String,
 }
@@ -218,7 +219,7 @@ mod tests {
         let limit = ConnectionLimit::from_host(&host);
         assert_eq!(
             limit,
-            ConnectionLimit { value: 2032, reason: "RLIMIT_NOFILE 2048 less 16 reserved".into() }
+            ConnectionLimit { value: 2024, reason: "RLIMIT_NOFILE 2048 less 24 reserved".into() }
         );
 
         let limit = ConnectionLimit::from_host(&HostLimits { open_files: Some(1 << 20), ..host });

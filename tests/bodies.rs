@@ -58,6 +58,12 @@ fn same(got: (u64, Vec<u8>), id: u64, body: &[u8], what: &str) {
     );
 }
 
+/// How many log files `dir` holds.
+fn binlog_files(dir: &Path) -> usize {
+    let files = fs::read_dir(dir).unwrap().filter_map(|e| e.ok()?.file_name().into_string().ok());
+    files.filter(|name| name.starts_with("beanstalk.")).count()
+}
+
 /// Where `needle` is in the log files of `dir`: file and offset.
 fn find_in_log(dir: &Path, needle: &[u8]) -> Option<(std::path::PathBuf, u64)> {
     for entry in fs::read_dir(dir).unwrap() {
@@ -292,4 +298,25 @@ fn a_body_that_cannot_be_read_does_not_stop_compaction() {
     let files = files.filter(|e| e.file_name().to_string_lossy().starts_with("beanstalk.")).count();
     assert!(files <= 40, "{files} log files for 100 KB of live jobs: compaction stopped");
     assert_eq!(c.cmd(&format!("peek {bad_id}")), "INTERNAL_ERROR\r\n");
+}
+
+/// A log of many files holds few descriptors: under `ulimit -n 64`, with
+/// small files and every body in the log, a hundred files' worth of jobs
+/// are put and each read back, and the log goes on taking puts (a
+/// descriptor a file ran the server out of them at about 30 files, and
+/// the log then refused every change).
+#[test]
+fn a_log_of_many_files_holds_few_descriptors() {
+    let dir = TempDir::new("bodies-fds");
+    let args = ["-b", binary::arg(&dir.path), "-s", "16384", "--bodies-in-memory", "0"];
+    let server = binary::spawn_with_fd_limit(64, &args);
+    let mut c = server.client();
+    let kept: Vec<(u64, Vec<u8>)> =
+        (0..1500u64).map(|n| body(n, 1000)).map(|b| (put_bytes(&mut c, 0, 0, 60, &b), b)).collect();
+    assert!(binlog_files(&dir.path) > 64, "more files than descriptors");
+    for (id, b) in &kept {
+        same((*id, peek(&mut c, *id).unwrap_or_default()), *id, b, "peek");
+    }
+    put_bytes(&mut c, 0, 0, 60, &body(9999, 1000));
+    assert!(!server.stderr().contains("refusing"), "{}", server.stderr());
 }

@@ -217,7 +217,7 @@ fn the_default_connection_limit_fits_the_fd_limit_and_says_so() {
     let (mut child, _, line, _) = start_limited("ulimit -n 64 && exec", &[]);
     let _ = child.kill();
     let _ = child.wait();
-    assert_eq!(line, "max-connections 48 (RLIMIT_NOFILE 64 less 16 reserved)");
+    assert_eq!(line, "max-connections 40 (RLIMIT_NOFILE 64 less 24 reserved)");
 }
 
 #[test]
@@ -251,16 +251,16 @@ fn the_default_connection_limit_is_not_the_process_limit() {
 
 #[test]
 fn past_the_hosts_limit_connections_are_closed_cleanly_never_failing_accept() {
-    // 48 connections fit under 64 descriptors; 12 more are closed at once,
+    // 40 connections fit under 64 descriptors; 12 more are closed at once,
     // and accept never runs out of descriptors.
     let (mut child, port, line, log) = start_limited("ulimit -n 64 && exec", &[]);
-    assert_eq!(line, "max-connections 48 (RLIMIT_NOFILE 64 less 16 reserved)");
+    assert_eq!(line, "max-connections 40 (RLIMIT_NOFILE 64 less 24 reserved)");
     let connect = || {
         let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
         s.set_read_timeout(Some(common::HANG_GUARD)).unwrap();
         s
     };
-    let mut served: Vec<TcpStream> = (0..48).map(|_| connect()).collect();
+    let mut served: Vec<TcpStream> = (0..40).map(|_| connect()).collect();
     for s in &mut served {
         assert_eq!(ask(s, b"list-tube-used\r\n", 15), "USING default\r\n");
     }
@@ -271,7 +271,7 @@ fn past_the_hosts_limit_connections_are_closed_cleanly_never_failing_accept() {
         // Closed without a reply: EOF, or a reset if our bytes arrived first.
         assert!(matches!(refused.read(&mut buf), Ok(0) | Err(_)));
     }
-    assert_eq!(ask(&mut served[47], b"list-tube-used\r\n", 15), "USING default\r\n");
+    assert_eq!(ask(&mut served[39], b"list-tube-used\r\n", 15), "USING default\r\n");
     let _ = child.kill();
     let _ = child.wait();
     let log = log.join().unwrap();

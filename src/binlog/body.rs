@@ -87,11 +87,43 @@ fn read_up_to(file: &File, buf: &mut [u8], at: u64, least: usize) -> io::Result<
     Ok(got)
 }
 
+/// The most files the log keeps open for reading bodies: a log of a
+/// thousand files holds this many descriptors, not a thousand (the
+/// host's budget counts them, `host::RESERVED_FDS`). A read holds its
+/// file's `Arc` until it is done, so a file let go meanwhile, or closed
+/// here, is still read whole.
+pub const READERS: usize = 8;
+
+// The host's budget of descriptors leaves room for them beside its other
+// 16 (`host::RESERVED_FDS`).
+const _: () = assert!(crate::host::RESERVED_FDS >= 16 + READERS as u64);
+
 impl Binlog {
     /// File `n`, open for reading: for a body to be read with no lock
-    /// held (`None` if the log keeps no bodies, or has no such file).
+    /// held. Opened by its name, which stays while it holds a live job's
+    /// latest record, and kept among the last [`READERS`] files read.
+    /// `None` if the log has no such file, or it cannot be opened now (no
+    /// descriptor, no memory): a client's read is then refused, the job
+    /// kept.
     pub(super) fn reader(&self, n: u32) -> Option<Arc<File>> {
-        self.files.get(&n)?.reader.clone()
+        if !self.files.contains_key(&n) {
+            return None;
+        }
+        let mut readers = self.readers.borrow_mut();
+        if let Some(at) = readers.iter().position(|(m, _)| *m == n) {
+            let hit = readers.remove(at);
+            readers.push(hit);
+        } else {
+            let file = File::open(super::dir::try_our_path(&self.dir, n)?).ok()?;
+            if readers.try_reserve(1).is_err() {
+                return None;
+            }
+            if readers.len() >= READERS {
+                readers.remove(0);
+            }
+            readers.push((n, Arc::new(file)));
+        }
+        readers.last().map(|(_, file)| Arc::clone(file))
     }
 
     /// Makes sure `self.moving` holds `was`'s body, if the log holds it

@@ -52,12 +52,7 @@ impl Binlog {
         record::encode_next_id(&mut opening_bytes, self.next_id);
         // `create_new` never follows a symbolic link out of the directory.
         faults::io_point()?;
-        // Read too when the log keeps bodies (`body.rs`).
-        let file = OpenOptions::new().read(true).write(true).create_new(true).mode(0o600).open(&path)?;
-        let reader = match self.keeping.above {
-            Some(_) => Some(file.try_clone()?),
-            None => None,
-        };
+        let file = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path)?;
         // A disk too full for a whole file may still take what this write
         // needs: a smaller file, rather than no change at all.
         let preallocated =
@@ -101,10 +96,7 @@ impl Binlog {
         if let (Some(old), Ok(current)) = (Arc::get_mut(&mut self.spare_writer), self.writer.try_clone()) {
             *old = current;
         }
-        // (The reader's `Arc` is the one allocation here not claimed first:
-        // std has no fallible `Arc::new`, and it is a few bytes a file.)
-        let reader = reader.map(Arc::new);
-        self.files.insert(n, FileInfo { used: opening_bytes.len() as u64, reader, ..FileInfo::default() });
+        self.files.insert(n, FileInfo { used: opening_bytes.len() as u64, ..FileInfo::default() });
         self.disk_bytes += opening_bytes.len() as u64;
         self.free = size - opening_bytes.len() as u64;
         self.collect_unneeded(&[previous]);

@@ -4,10 +4,8 @@
 //! files it refers to remains. Each file counts the older files it waits
 //! on, so a change costs O(1) bookkeeping however many files there are.
 
-use std::fs::File;
 use std::io;
 use std::path::Path;
-use std::sync::Arc;
 
 use super::{replay, Binlog, JobId};
 
@@ -77,25 +75,15 @@ impl Files {
 /// The files replay found, with the references between them: each file's
 /// `refers_to` as replay read it, and the counts and back links made from
 /// those. Live jobs are counted in by the caller.
-/// With `readers`, each file is opened for its bodies to be read
-/// (`body.rs`).
-pub(super) fn replayed(dir: &Path, replayed: &replay::Replayed, readers: bool) -> io::Result<Files> {
+pub(super) fn replayed(dir: &Path, replayed: &replay::Replayed) -> Files {
     let mut files = Files::default();
     for &n in &replayed.files {
-        let path = super::dir::our_path(dir, n);
-        let used = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-        let reader = if readers { Some(Arc::new(File::open(&path)?)) } else { None };
+        let used = std::fs::metadata(super::dir::our_path(dir, n)).map(|m| m.len()).unwrap_or(0);
         let refers_to =
             replayed.refers_to.get(&n).map(|set| set.iter().copied().collect()).unwrap_or_default();
         files.insert(
             n,
-            FileInfo {
-                used,
-                corrupt: replayed.corrupt.contains(&n),
-                refers_to,
-                reader,
-                ..FileInfo::default()
-            },
+            FileInfo { used, corrupt: replayed.corrupt.contains(&n), refers_to, ..FileInfo::default() },
         );
     }
     let links: Vec<(u32, u32)> =
@@ -108,7 +96,7 @@ pub(super) fn replayed(dir: &Path, replayed: &replay::Replayed, readers: bool) -
             }
         }
     }
-    Ok(files)
+    files
 }
 
 /// One log file still on disk.
@@ -134,10 +122,6 @@ pub(super) struct FileInfo {
     /// reaches it. (Taking it out at every delete would mean a search; left
     /// in, it costs 8 bytes until then.)
     pub written: Vec<JobId>,
-    /// The file open for reading, while the log keeps bodies in it
-    /// (`body.rs`): a connection reading one holds a clone, so a file let
-    /// go meanwhile is still read whole.
-    pub reader: Option<Arc<File>>,
 }
 
 impl Binlog {

@@ -175,6 +175,12 @@ pub struct Binlog {
     spare_writer: Arc<File>,
     /// Encodes one record at a time.
     scratch: Vec<u8>,
+    /// The files bodies were last read from, open (`body.rs`): at most
+    /// [`body::READERS`], so that a log of many files holds few
+    /// descriptors.
+    /// (A `RefCell`: the engine asks for a reader through `&self`, under
+    /// its lock, the only place the log is ever reached from.)
+    readers: std::cell::RefCell<Vec<(u32, Arc<File>)>>,
     /// A body read back from the log to be written again (`body.rs`), and
     /// whose it is: the job, its file and the body's place there.
     moving: Vec<u8>,
@@ -279,7 +285,7 @@ impl Binlog {
                 ids.flags()
             )));
         }
-        let mut files = files::replayed(dir, &replayed, keeping.above.is_some()).map_err(open_error)?;
+        let mut files = files::replayed(dir, &replayed);
         let mut live_bytes = 0;
         for job in &replayed.jobs {
             if let Some(info) = files.get_mut(&job.file) {
@@ -332,6 +338,7 @@ impl Binlog {
             durability,
             clock,
             scratch: Vec::new(),
+            readers: Default::default(),
             moving: Vec::new(),
             moving_for: None,
             keeping,

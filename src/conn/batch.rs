@@ -167,16 +167,17 @@ impl Conn {
         Some(ids.len())
     }
 
-    /// A batch with a body that could not be read (job `lost`, buried) is
+    /// A batch with a body that could not be read (job `lost`, if it was
+    /// buried) is
     /// `INTERNAL_ERROR`: its replies from `reply_start` on go, and its
     /// other jobs back to ready, as if never reserved.
     #[cold]
     #[inline(never)]
-    fn unsend_batch(&mut self, ids: &[JobId], lost: JobId, reply_start: usize) {
+    fn unsend_batch(&mut self, ids: &[JobId], lost: Option<JobId>, reply_start: usize) {
         self.output.truncate(reply_start);
         Reply::InternalError.encode(&mut self.output);
         let (mut engine, now) = self.shared.engine_now();
-        for &id in ids.iter().filter(|&&id| id != lost) {
+        for &id in ids.iter().filter(|&&id| Some(id) != lost) {
             engine.unsend(self.client, id, now);
         }
     }

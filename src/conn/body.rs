@@ -34,6 +34,10 @@ pub(super) fn encode(reply: Reply<'_>, output: &mut Vec<u8>) -> Option<Hole> {
     let before = output.len();
     reply.encode(output);
     let (id, len) = to_read?;
+    let written = output.get(before..).unwrap_or_default();
+    if written.starts_with(Reply::OutOfMemory.word().as_bytes()) {
+        return None;
+    }
     let at = output.len().checked_sub(len + 2).filter(|&at| at > before)?;
     Some(Hole { id, at, len })
 }
@@ -55,29 +59,43 @@ impl Conn {
             Err(e) => {
                 self.output.truncate(reply_start);
                 Reply::InternalError.encode(&mut self.output);
-                self.body_lost(hole.id, &e);
+                self.unread(hole.id, read.is_some(), &e);
                 false
             }
         }
     }
 
-    /// Reads in the bodies of a batch's replies. `Err` with the first job
-    /// whose body could not be read, after it was buried.
+    /// Reads in the bodies of a batch's replies. `Err` if one could not
+    /// be read, with its job if that was buried.
     #[inline(never)]
-    pub(super) fn read_bodies(&mut self, reads: &[(Hole, Option<BodyRead>)]) -> Result<(), JobId> {
+    pub(super) fn read_bodies(&mut self, reads: &[(Hole, Option<BodyRead>)]) -> Result<(), Option<JobId>> {
         for (hole, read) in reads {
             if let Err(e) = self.fill(*hole, read.as_ref()) {
-                self.body_lost(hole.id, &e);
-                return Err(hole.id);
+                self.unread(hole.id, read.is_some(), &e);
+                return Err(read.is_some().then_some(hole.id));
             }
         }
         Ok(())
     }
 
+    /// Job `id`'s body was not read: `lost` (its read failed: the body is
+    /// gone or damaged, and the job is buried), or its file could not be
+    /// opened now (no descriptor to spare: the job is kept, and one this
+    /// client holds goes back to ready).
+    fn unread(&mut self, id: JobId, lost: bool, e: &std::io::Error) {
+        if lost {
+            self.body_lost(id, e);
+            return;
+        }
+        crate::log::problem(format_args!("job {id}: its log file cannot be opened now ({e}); not sent"));
+        let (mut engine, now) = self.shared.engine_now();
+        engine.unsend(self.client, id, now);
+    }
+
     /// Reads a body into its hole in the output.
     fn fill(&mut self, hole: Hole, read: Option<&BodyRead>) -> std::io::Result<()> {
         let read = read.filter(|read| read.id == hole.id && read.place.len as usize == hole.len);
-        let read = read.ok_or_else(|| std::io::Error::other("its log file has no reader"))?;
+        let read = read.ok_or_else(|| std::io::Error::other("no descriptor or memory to open it"))?;
         let room = self.output.get_mut(hole.at..hole.at + hole.len);
         crate::binlog::body::read(read, room.ok_or_else(|| std::io::Error::other("no room"))?)
     }

@@ -107,6 +107,15 @@ pub fn spawn_with_address_space(kib: u64, args: &[&str]) -> Bin {
     spawn_command(sh, args)
 }
 
+/// As [`spawn`], with its descriptors limited to `n` (`ulimit -n`).
+#[allow(dead_code)]
+pub fn spawn_with_fd_limit(n: u64, args: &[&str]) -> Bin {
+    let mut sh = Command::new("sh");
+    sh.args(["-c", &format!("ulimit -n {n} && exec \"$0\" \"$@\"")]).arg(binary_path());
+    sh.stdin(Stdio::null()).stdout(Stdio::null());
+    spawn_command(sh, args)
+}
+
 fn spawn_command(mut command: Command, args: &[&str]) -> Bin {
     command.env_remove("JOURNAL_STREAM");
     let mut child =
